@@ -1,0 +1,7 @@
+"""autotune: find the fastest way to launch PyTorch distributed training on this machine."""
+__version__ = "0.1.0"
+
+from .config import Config  # noqa: E402
+from .errors import AutotuneError  # noqa: E402
+
+__all__ = ["AutotuneError", "Config", "__version__"]

@@ -1,0 +1,78 @@
+"""Thin CLI: parse, build values, call the library; AutotuneError -> one line on stderr, exit 2."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import traceback
+
+from ..errors import AutotuneError
+
+# Subcommand name -> module under autotune.cli that defines add_arguments(parser) and run(args).
+COMMANDS = {
+    "probe": ("probe", "show the machine as the tuner sees it"),
+    "run": ("run", "run one configuration as a real, measured DDP trial"),
+    "search": ("search", "search for the fastest launch configuration within a time budget"),
+    "report": ("report", "summarise a study: top configs, Pareto front, knob importances"),
+    "export": ("export", "print the tuned launch command"),
+    "dashboard": ("dashboard", "open the study in optuna-dashboard"),
+}
+
+EPILOG = """\
+typical session on a new machine:
+  autotune probe                      what autotune sees (cores, NUMA, ISA, allocators, backends)
+  autotune run --set nproc=2 --dry-run    the launch plan for one configuration
+  autotune search --budget 30m        tune; prints a verified speedup and the tuned command
+  autotune export --format shell      the tuned command again, ready to paste
+run `autotune COMMAND --help` for the options of each command."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, exit 2 (argparse's own convention too)
+        self.exit(2, f"autotune: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="autotune", description="Find the fastest way to launch PyTorch "
+                     "distributed training on this machine.", epilog=EPILOG,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    from .. import __version__
+    parser.add_argument("--version", action="version", version=f"autotune {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module, help_text) in COMMANDS.items():
+        try:
+            mod = importlib.import_module(f".{module}", __name__)
+        except ModuleNotFoundError as exc:
+            if exc.name and exc.name.endswith(f"cli.{module}"):
+                continue  # command not built yet
+            raise
+        p = sub.add_parser(name, help=help_text, description=(mod.__doc__ or help_text).strip(),
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                       help="show tracebacks on errors")
+        mod.add_arguments(p)
+        p.set_defaults(_run=mod.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args._run(args) or 0)
+    except AutotuneError as exc:
+        if getattr(args, "debug", False):
+            traceback.print_exc()
+        print(f"autotune: error: {_one_line(str(exc))}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("autotune: interrupted", file=sys.stderr)
+        return 130
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())

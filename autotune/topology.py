@@ -1,0 +1,199 @@
+"""The machine as the tuner sees it: frozen values produced by the probe's parsers.
+
+Everything downstream (spaces, plans, exports) is computed from a `Topology`, never from the live
+machine, so a captured machine can be replayed and planned against anywhere.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+# ISA flags that change what the tuner may offer (bf16/fp16 math, AMX tiles).
+INTERESTING_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_fp16",
+                     "amx_tile", "amx_int8")
+
+
+@dataclass(frozen=True, kw_only=True)
+class NumaNode:
+    id: int
+    cpus: tuple[int, ...]  # empty for memory-only nodes (HBM in flat mode, CXL expanders)
+    memory_bytes: int
+
+    @property
+    def memory_only(self) -> bool:
+        return not self.cpus
+
+
+@dataclass(frozen=True, kw_only=True)
+class Core:
+    """One physical core: its logical CPUs are the SMT siblings from thread_siblings_list."""
+    socket: int
+    node: int | None
+    cpus: tuple[int, ...]  # sorted; cpus[0] is the core's "primary" thread
+
+
+@dataclass(frozen=True, kw_only=True)
+class Isa:
+    vendor: str = "unknown"
+    model_name: str = "unknown"
+    flags: tuple[str, ...] = ()  # the subset of INTERESTING_FLAGS present, sorted
+
+    @property
+    def bf16(self) -> bool:
+        return "avx512_bf16" in self.flags or "amx_bf16" in self.flags
+
+    @property
+    def fp16(self) -> bool:
+        return "avx512_fp16" in self.flags or "amx_fp16" in self.flags
+
+
+@dataclass(frozen=True, kw_only=True)
+class Gpu:
+    index: int
+    name: str
+    memory_bytes: int
+    numa_node: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Capabilities:
+    """What can be used on this machine: libraries found, tools that work."""
+    allocators: dict[str, str | None] = field(default_factory=dict)    # name -> library path or None
+    omp_runtimes: dict[str, str | None] = field(default_factory=dict)  # "libgomp"/"libiomp5" -> path
+    backends: tuple[str, ...] = ("gloo",)
+    torch_version: str | None = None
+    ipex_version: str | None = None      # set only when IPEX imports and matches torch
+    ipex_problem: str | None = None      # why IPEX is installed but unusable
+    ccl_problem: str | None = None       # why the ccl backend is not offered
+    numactl: bool = False                # present AND a no-op run succeeded
+    numactl_membind: bool = False        # --membind works (often blocked in containers)
+    taskset: bool = False
+    cxx_compiler: str | None = None
+    torchvision: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class Topology:
+    sockets: int
+    logical_cpus: tuple[int, ...]          # online CPUs
+    cores: tuple[Core, ...]                # physical cores over all online CPUs
+    numa_nodes: tuple[NumaNode, ...]
+    distances: tuple[tuple[int, ...], ...] = ()   # node distance matrix, in numa_nodes order
+    usable_cpus: tuple[int, ...] = ()       # sched_getaffinity restricted to online CPUs
+    cpu_quota: float | None = None          # cgroup cpu.max quota/period in CPUs, None = unlimited
+    isa: Isa = field(default_factory=Isa)
+    gpus: tuple[Gpu, ...] = ()
+    gpu_links: tuple[tuple[str, ...], ...] = ()   # nvidia-smi topo -m matrix: "X", "NV12", "PIX", ...
+    capabilities: Capabilities = field(default_factory=Capabilities)
+    warnings: tuple[str, ...] = ()
+
+    # ---- derived views used by planners -------------------------------------------------------
+    def usable_cores(self) -> tuple[Core, ...]:
+        """Physical cores with at least one usable CPU, each trimmed to its usable CPUs."""
+        usable = set(self.usable_cpus or self.logical_cpus)
+        out = []
+        for core in self.cores:
+            cpus = tuple(c for c in core.cpus if c in usable)
+            if cpus:
+                out.append(Core(socket=core.socket, node=core.node, cpus=cpus))
+        return tuple(out)
+
+    def compute_nodes(self) -> tuple[NumaNode, ...]:
+        """NUMA nodes that have usable CPUs; memory-only nodes are never planned on."""
+        nodes_with_cores = {c.node for c in self.usable_cores()}
+        return tuple(n for n in self.numa_nodes if n.cpus and n.id in nodes_with_cores)
+
+    def num_usable_cores(self) -> int:
+        """Physical cores available for compute, capped by the cgroup CPU quota."""
+        n = len(self.usable_cores())
+        if self.cpu_quota is not None:
+            n = max(1, min(n, int(self.cpu_quota)))
+        return n
+
+    def fingerprint(self) -> str:
+        """Stable id of the hardware shape (not of the libraries): same machine -> same id."""
+        shape = {
+            "sockets": self.sockets,
+            "cores": [list(c.cpus) for c in self.cores],
+            "nodes": [[n.id, list(n.cpus)] for n in self.numa_nodes],
+            "usable": list(self.usable_cpus),
+            "model": self.isa.model_name,
+            "gpus": [g.name for g in self.gpus],
+        }
+        raw = json.dumps(shape, sort_keys=True).encode()
+        return hashlib.sha256(raw).hexdigest()[:12]
+
+    def to_json(self) -> dict[str, Any]:
+        """The stable `autotune probe --json` contract (documented in README)."""
+        caps = self.capabilities
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "fingerprint": self.fingerprint(),
+            "sockets": self.sockets,
+            "logical_cpus": len(self.logical_cpus),
+            "physical_cores": len(self.cores),
+            "usable_cpus": list(self.usable_cpus),
+            "usable_physical_cores": self.num_usable_cores(),
+            "cpu_quota": self.cpu_quota,
+            "numa_nodes": [{"id": n.id, "cpus": list(n.cpus), "memory_bytes": n.memory_bytes}
+                           for n in self.numa_nodes],
+            "numa_distances": [list(r) for r in self.distances],
+            "cores": [list(c.cpus) for c in self.cores],
+            "core_sockets": [c.socket for c in self.cores],
+            "isa": {"vendor": self.isa.vendor, "model_name": self.isa.model_name,
+                    "flags": list(self.isa.flags), "bf16": self.isa.bf16, "fp16": self.isa.fp16},
+            "gpus": [{"index": g.index, "name": g.name, "memory_bytes": g.memory_bytes,
+                      "numa_node": g.numa_node} for g in self.gpus],
+            "gpu_links": [list(r) for r in self.gpu_links],
+            "allocators": dict(caps.allocators),
+            "omp_runtimes": dict(caps.omp_runtimes),
+            "backends": list(caps.backends),
+            "torch_version": caps.torch_version,
+            "ipex": {"version": caps.ipex_version, "problem": caps.ipex_problem},
+            "ccl_problem": caps.ccl_problem,
+            "numactl": caps.numactl,
+            "numactl_membind": caps.numactl_membind,
+            "taskset": caps.taskset,
+            "cxx_compiler": caps.cxx_compiler,
+            "torchvision": caps.torchvision,
+            "warnings": list(self.warnings),
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "Topology":
+        """Inverse of to_json (used to store a topology with a study and to replay it)."""
+        core_of = {}
+        for node in d["numa_nodes"]:
+            for cpu in node["cpus"]:
+                core_of[cpu] = node["id"]
+        cores = tuple(Core(socket=0, node=core_of.get(c[0]), cpus=tuple(c)) for c in d["cores"])
+        sockets_hint = d.get("core_sockets")
+        if sockets_hint:
+            cores = tuple(Core(socket=s, node=c.node, cpus=c.cpus) for s, c in zip(sockets_hint, cores))
+        ipex = d.get("ipex") or {}
+        caps = Capabilities(
+            allocators=dict(d.get("allocators", {})), omp_runtimes=dict(d.get("omp_runtimes", {})),
+            backends=tuple(d.get("backends", ("gloo",))), torch_version=d.get("torch_version"),
+            ipex_version=ipex.get("version"), ipex_problem=ipex.get("problem"),
+            ccl_problem=d.get("ccl_problem"), numactl=d.get("numactl", False),
+            numactl_membind=d.get("numactl_membind", False), taskset=d.get("taskset", False),
+            cxx_compiler=d.get("cxx_compiler"), torchvision=d.get("torchvision", False))
+        isa = d.get("isa", {})
+        return cls(
+            sockets=d["sockets"],
+            logical_cpus=tuple(sorted(c for core in d["cores"] for c in core)),
+            cores=cores,
+            numa_nodes=tuple(NumaNode(id=n["id"], cpus=tuple(n["cpus"]), memory_bytes=n["memory_bytes"])
+                             for n in d["numa_nodes"]),
+            distances=tuple(tuple(r) for r in d.get("numa_distances", [])),
+            usable_cpus=tuple(d["usable_cpus"]), cpu_quota=d.get("cpu_quota"),
+            isa=Isa(vendor=isa.get("vendor", "unknown"), model_name=isa.get("model_name", "unknown"),
+                    flags=tuple(isa.get("flags", ()))),
+            gpus=tuple(Gpu(index=g["index"], name=g["name"], memory_bytes=g["memory_bytes"],
+                           numa_node=g.get("numa_node")) for g in d.get("gpus", [])),
+            gpu_links=tuple(tuple(r) for r in d.get("gpu_links", [])),
+            capabilities=caps, warnings=tuple(d.get("warnings", ())))

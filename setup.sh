@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Set up autotune in ./.venv on a fresh Linux machine.
+#   ./setup.sh          runtime: torch 2.13.0 (CPU) first, then autotune and its dependencies
+#   ./setup.sh --test   also the test tools (pytest, hypothesis) and headless Chromium
+# torch is installed first, pinned, because an unpinned torch resolves to the newest CUDA build
+# (several GB); autotune's own requirement (torch>=2.8) is then already satisfied.
+set -euo pipefail
+cd "$(dirname "$0")"
+PY="${PYTHON:-python3}"
+want_test=0
+[ "${1:-}" = "--test" ] && want_test=1
+
+debs="libjemalloc2 libgoogle-perftools4 numactl"
+[ $want_test = 1 ] && debs="$debs chromium"
+missing=""
+for d in $debs; do dpkg -s "$d" >/dev/null 2>&1 || missing="$missing $d"; done
+if [ -n "$missing" ]; then
+    if [ "$(id -u)" = 0 ]; then
+        echo "setup: installing Debian packages:$missing"
+        (apt-get install -y -q $missing >/dev/null 2>&1 ||
+         { apt-get update -q >/dev/null && apt-get install -y -q $missing >/dev/null; }) ||
+            echo "setup: warning: could not install$missing (autotune works without them, with fewer choices)"
+    else
+        echo "setup: not root; for all allocator and binding choices run: sudo apt-get install -y$missing"
+    fi
+fi
+
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+if ! .venv/bin/python -c "import torch" >/dev/null 2>&1; then
+    echo "setup: installing torch 2.13.0 (CPU build)"
+    .venv/bin/pip install -q torch==2.13.0
+fi
+extras=""
+[ $want_test = 1 ] && extras="[test]"
+.venv/bin/pip install -q -e ".$extras"
+echo "setup: ready ($(.venv/bin/python -c 'import torch; print("torch", torch.__version__)'))"
