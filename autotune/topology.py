@@ -57,6 +57,7 @@ class Gpu:
     name: str
     memory_bytes: int
     numa_node: int | None = None
+    cpu_affinity: tuple[int, ...] = ()   # "CPU Affinity" of nvidia-smi topo -m; () = unknown
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -147,7 +148,8 @@ class Topology:
             "isa": {"vendor": self.isa.vendor, "model_name": self.isa.model_name,
                     "flags": list(self.isa.flags), "bf16": self.isa.bf16, "fp16": self.isa.fp16},
             "gpus": [{"index": g.index, "name": g.name, "memory_bytes": g.memory_bytes,
-                      "numa_node": g.numa_node} for g in self.gpus],
+                      "numa_node": g.numa_node, "cpu_affinity": list(g.cpu_affinity)}
+                     for g in self.gpus],
             "gpu_links": [list(r) for r in self.gpu_links],
             "allocators": dict(caps.allocators),
             "omp_runtimes": dict(caps.omp_runtimes),
@@ -194,6 +196,8 @@ class Topology:
             isa=Isa(vendor=isa.get("vendor", "unknown"), model_name=isa.get("model_name", "unknown"),
                     flags=tuple(isa.get("flags", ()))),
             gpus=tuple(Gpu(index=g["index"], name=g["name"], memory_bytes=g["memory_bytes"],
-                           numa_node=g.get("numa_node")) for g in d.get("gpus", [])),
+                           numa_node=g.get("numa_node"),
+                           cpu_affinity=tuple(g.get("cpu_affinity", ())))
+                      for g in d.get("gpus", [])),
             gpu_links=tuple(tuple(r) for r in d.get("gpu_links", [])),
             capabilities=caps, warnings=tuple(d.get("warnings", ())))

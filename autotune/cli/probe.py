@@ -1,0 +1,108 @@
+"""Show the machine as the tuner sees it: CPU topology from sysfs, what this process may use
+(affinity, cgroup quota), ISA, GPUs and their links, allocators, OpenMP runtimes, backends,
+IPEX/oneCCL, numactl/taskset and a C++ compiler, with a fix for every problem found.
+
+  autotune probe                      the live machine, as a table
+  autotune probe --json               the same as one JSON object (a stable contract)
+  autotune probe --capture DIR        write the files the probe reads into DIR
+  autotune probe --sysfs-root DIR     replay a capture (or any tree laid out like /sys)
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+from ..probe import capture, probe
+from ..probe.gpu import all_nvlink
+from ..probe.parse import format_cpulist
+from ..topology import Topology
+
+GIB = 1024 ** 3
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true",
+                        help="print one JSON object (keys documented in the README)")
+    parser.add_argument("--sysfs-root", metavar="DIR",
+                        help="read a captured tree laid out like /sys instead of this machine "
+                             "(devices/system/cpu/..., devices/system/node/..., plus cpuinfo, "
+                             "affinity, cpu.max and nvidia-smi files at its root)")
+    parser.add_argument("--capture", metavar="DIR",
+                        help="write every file the probe reads into DIR for later --sysfs-root")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.capture:
+        written = capture(args.capture, sysfs_root=args.sysfs_root)
+        if not args.json:
+            print(f"captured {len(written)} files into {os.path.abspath(args.capture)}; "
+                  f"replay with: autotune probe --sysfs-root {args.capture}")
+    topo = probe(args.sysfs_root)
+    if args.json:
+        print(json.dumps(topo.to_json()))
+    else:
+        print(render(topo, source=args.sysfs_root))
+    return 0
+
+
+def render(t: Topology, *, source: str | None = None) -> str:
+    """The compact human table."""
+    caps = t.capabilities
+    out = [f"machine      {source or 'this machine'} (fingerprint {t.fingerprint()})",
+           f"cpu          {t.isa.model_name} ({t.isa.vendor}); "
+           f"isa: {' '.join(t.isa.flags) or 'none of interest'}",
+           f"sockets      {t.sockets}"]
+    usable = t.usable_cores()
+    quota = f", cgroup quota {t.cpu_quota:g} CPUs" if t.cpu_quota is not None else ""
+    out.append(f"cpus         {len(t.cores)} physical cores, {len(t.logical_cpus)} logical CPUs "
+               f"online; usable: {len(usable)} cores / {len(t.usable_cpus)} CPUs "
+               f"({format_cpulist(t.usable_cpus)}){quota} -> plans use {t.num_usable_cores()} "
+               "cores")
+    smt = next((c for c in t.cores if len(c.cpus) > 1), None)
+    out.append(f"smt          {'siblings e.g. ' + '/'.join(map(str, smt.cpus)) if smt else 'off'}"
+               f" ({max((len(c.cpus) for c in t.cores), default=1)} threads per core)")
+    out.append("numa nodes")
+    for n in t.numa_nodes:
+        kind = "memory only (never planned on)" if n.memory_only else format_cpulist(n.cpus)
+        out.append(f"  node {n.id:<3} {n.memory_bytes / GIB:8.1f} GiB  {kind}")
+    if len(t.distances) > 1:
+        ids = [n.id for n in t.numa_nodes]
+        out.append("  distance " + "".join(f"{i:>5}" for i in ids))
+        for i, row in zip(ids, t.distances):
+            out.append(f"  {i:>8} " + "".join(f"{d:>5}" for d in row))
+    if t.gpus:
+        kind = "NVLink between all pairs" if all_nvlink(t.gpu_links) else "PCIe/mixed links"
+        out.append(f"gpus         {len(t.gpus)} ({kind})")
+        for g in t.gpus:
+            aff = format_cpulist(g.cpu_affinity) if g.cpu_affinity else "?"
+            out.append(f"  gpu{g.index:<3} {g.name}, {g.memory_bytes / GIB:.0f} GiB, numa node "
+                       f"{'?' if g.numa_node is None else g.numa_node}, cpus {aff}")
+        if t.gpu_links:
+            out.append("  links  " + "".join(f"{'GPU' + str(g.index):>6}" for g in t.gpus))
+            for g, row in zip(t.gpus, t.gpu_links):
+                out.append(f"  {'GPU' + str(g.index):<6} " + "".join(f"{c:>6}" for c in row))
+    else:
+        out.append("gpus         none")
+    out.append("allocators   " + _paths(caps.allocators, missing="not found"))
+    out.append("openmp       " + _paths(caps.omp_runtimes, missing="not found",
+                                        none_as={"libgomp": "torch default"}))
+    out.append(f"backends     {', '.join(caps.backends) or 'none'}"
+               + (f"; ccl: {caps.ccl_problem}" if caps.ccl_problem else ""))
+    out.append(f"torch        {caps.torch_version or 'not importable'}; ipex: "
+               + (caps.ipex_version or caps.ipex_problem or "not installed")
+               + f"; torchvision: {'yes' if caps.torchvision else 'no'}")
+    numactl = ("works" if caps.numactl_membind else "cpu binding only (--membind blocked)"
+               if caps.numactl else "not usable")
+    out.append(f"binding      numactl {numactl}; taskset {'works' if caps.taskset else 'not usable'}")
+    out.append(f"compiler     {caps.cxx_compiler or 'none (torch.compile unavailable)'}")
+    if t.warnings:
+        out.append("warnings")
+        out += [f"  - {w}" for w in t.warnings]
+    return "\n".join(out)
+
+
+def _paths(mapping: dict[str, str | None], *, missing: str,
+           none_as: dict[str, str] | None = None) -> str:
+    none_as = none_as or {}
+    return "; ".join(f"{name} {path or none_as.get(name, missing)}" for name, path in mapping.items())

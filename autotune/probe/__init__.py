@@ -1,0 +1,104 @@
+"""The probe: the machine as the tuner sees it.
+
+    probe()                      live machine -> Topology
+    probe("/path/to/capture")    a captured (or hand-written) sysfs tree -> Topology
+    capture("/path/to/dir")      write every file the probe reads, for later replay
+
+Capture layout (a directory laid out like /sys, plus a few named files at its root):
+
+    devices/system/cpu/online
+    devices/system/cpu/cpuN/topology/{thread_siblings_list,core_cpus_list,physical_package_id}
+    devices/system/node/online
+    devices/system/node/nodeN/{cpulist,meminfo,distance}
+    cpuinfo                     /proc/cpuinfo
+    affinity                    cpulist this process may run on (os.sched_getaffinity)
+    cpu.max                     cgroup CPU limits, "QUOTA PERIOD" per level ("max 100000" = none)
+    meminfo                     /proc/meminfo (only when the kernel has no NUMA nodes)
+    nvidia-smi-query-gpu.csv    nvidia-smi --query-gpu=index,name,memory.total
+                                           --format=csv,noheader,nounits
+    nvidia-smi-topo-m.txt       nvidia-smi topo -m
+
+Every file is optional except devices/system/cpu/online. On replay, a missing affinity means
+"all online CPUs" and missing nvidia-smi files mean "no GPUs". Capabilities (libraries, tools,
+backends) always describe the machine running autotune, also when replaying a capture.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+from ..errors import ProbeError
+from ..topology import Capabilities, Topology
+from . import collect as _collect
+from . import gpu as _gpu
+from . import parse as _parse
+from .capabilities import build_capabilities
+
+__all__ = ["probe", "capture", "topology_from_files"]
+
+
+def probe(sysfs_root: str | None = None, *, collect_capabilities: bool = True) -> Topology:
+    """Probe the live machine, or replay the capture at `sysfs_root`."""
+    if not collect_capabilities:
+        return topology_from_files(_collect.collect_machine(sysfs_root))
+    # The capability checks (imports in subprocesses) dominate; read sysfs while they run.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pending = pool.submit(_collect.collect_capabilities)
+        raw = _collect.collect_machine(sysfs_root)
+        topo = topology_from_files(raw)
+        caps, cap_warnings = build_capabilities(pending.result(), num_gpus=len(topo.gpus))
+    return dataclasses.replace(topo, capabilities=caps, warnings=topo.warnings + cap_warnings)
+
+
+def topology_from_files(raw: _collect.RawMachine) -> Topology:
+    """Pure: collected files -> Topology (capabilities left at their defaults)."""
+    files, root = raw.files, raw.root
+    online = _parse.parse_online(files, root=root)
+    nodes, distances = _parse.parse_nodes(files, online, root=root)
+    cores, sockets = _parse.parse_cores(files, online, nodes, root=root)
+    usable = _parse.parse_usable(files, online, root=root)
+    quota = (_parse.parse_cpu_max(files[_collect.CPU_MAX], where=f"{root}/{_collect.CPU_MAX}")
+             if _collect.CPU_MAX in files else None)
+    isa = _parse.parse_cpuinfo(files.get(_collect.CPUINFO, ""))
+    warnings = []
+    gpus, links = (), ()
+    if _collect.GPU_QUERY in files:
+        gpus = _gpu.parse_query(files[_collect.GPU_QUERY], where=f"{root}/{_collect.GPU_QUERY}")
+        topo = (_gpu.parse_topo(files[_collect.GPU_TOPO], where=f"{root}/{_collect.GPU_TOPO}")
+                if _collect.GPU_TOPO in files and gpus else None)
+        gpus, links = _gpu.merge(gpus, topo)
+    if _collect.GPU_ERROR in files:
+        warnings.append(f"nvidia-smi failed: {files[_collect.GPU_ERROR].strip()}")
+    usable_cores = {c.cpus[0] for c in cores if any(cpu in set(usable) for cpu in c.cpus)}
+    if quota is not None and quota < len(usable_cores):
+        warnings.append(f"cgroup CPU quota is {quota:g} CPUs for {len(usable_cores)} usable cores: "
+                        f"plans use at most {max(1, int(quota))} cores")
+    return Topology(sockets=sockets, logical_cpus=online, cores=cores, numa_nodes=nodes,
+                    distances=distances, usable_cpus=usable, cpu_quota=quota, isa=isa, gpus=gpus,
+                    gpu_links=links, capabilities=Capabilities(),
+                    warnings=tuple(warnings))
+
+
+def capture(dest_dir: str, *, sysfs_root: str | None = None) -> list[str]:
+    """Write every file the probe reads into dest_dir (replayable with probe(dest_dir)).
+
+    Returns the written paths. The capture is checked by parsing it before anything is written,
+    so a capture that would not replay is never left behind.
+    """
+    raw = _collect.collect_machine(sysfs_root)
+    topology_from_files(raw)
+    dest = os.path.abspath(dest_dir)
+    if os.path.exists(dest) and not os.path.isdir(dest):
+        raise ProbeError(f"capture directory {dest}: exists and is not a directory")
+    written = []
+    try:
+        for rel, text in sorted(raw.files.items()):
+            path = os.path.join(dest, rel)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+            written.append(path)
+    except OSError as exc:
+        raise ProbeError(f"capture directory {dest}: {exc.strerror or exc}") from None
+    return written

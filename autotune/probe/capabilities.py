@@ -1,0 +1,183 @@
+"""Pure: raw capability facts (from collect.collect_capabilities) -> Capabilities and warnings.
+
+Every "not usable" carries the reason and, where there is one, the command that fixes it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Any
+
+from ..topology import Capabilities
+
+# Preference order per allocator. Full tcmalloc first (what Intel's launcher preloads);
+# tcmalloc_minimal (no heap profiler) is as fast for training and is the fallback.
+# Unversioned names come from -dev packages; the versioned ones are what runtime packages ship.
+ALLOCATOR_NAMES = {
+    "jemalloc": ("libjemalloc.so.2", "libjemalloc.so", "libjemalloc.so.1"),
+    "tcmalloc": ("libtcmalloc.so.4", "libtcmalloc.so", "libtcmalloc_minimal.so.4",
+                 "libtcmalloc_minimal.so"),
+}
+ALLOCATOR_FIX = {
+    "jemalloc": "apt-get install libjemalloc2 (or conda install jemalloc)",
+    "tcmalloc": "apt-get install libgoogle-perftools4 (or conda install gperftools)",
+}
+IOMP_NAMES = ("libiomp5.so",)
+CCL_MISSING = ("oneccl_bind_pt not installed: it is not on PyPI and deprecated upstream; "
+               "the ccl backend is planned but not offered")
+_LDCONFIG_LINE = re.compile(r"^\s*(\S+)\s+\(([^)]*)\)\s+=>\s+(\S+)\s*$")
+_ARCH_TAG = {"x86_64": "x86-64", "aarch64": "AArch64", "ppc64le": "64bit", "s390x": "64bit"}
+
+
+def parse_ldconfig(text: str, machine: str = "x86_64") -> dict[str, str]:
+    """`ldconfig -p` -> {soname: path}, keeping only libraries for this machine's architecture
+    (a multilib system also lists i386 copies, which cannot be preloaded into x86-64 python)."""
+    tag = _ARCH_TAG.get(machine)
+    libs: dict[str, str] = {}
+    for line in text.splitlines():
+        m = _LDCONFIG_LINE.match(line)
+        if m and (tag is None or tag in m.group(2)):
+            libs.setdefault(m.group(1), m.group(3))
+    return libs
+
+
+def find_library(names: tuple[str, ...], lib_files: list[str], ldconfig: dict[str, str]
+                 ) -> str | None:
+    """First hit in name-preference order. Per name, the ordered directory listing (conda/venv
+    before system) wins over the ldconfig cache so an environment's own copy is used."""
+    for name in names:
+        for path in lib_files:
+            if os.path.basename(path) == name:
+                return path
+        if name in ldconfig:
+            return ldconfig[name]
+    return None
+
+
+def major_minor(version: str | None) -> str | None:
+    m = re.match(r"(\d+)\.(\d+)", version or "")
+    return f"{m.group(1)}.{m.group(2)}" if m else None
+
+
+def _tail(result: dict[str, Any] | None) -> str:
+    if not result:
+        return "not run"
+    text = result.get("stderr") or result.get("stdout") or ""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1][:200] if lines else f"exit status {result.get('rc')}"
+
+
+def _ok(result: dict[str, Any] | None) -> bool:
+    return bool(result) and result.get("rc") == 0
+
+
+def build_capabilities(raw: dict[str, Any], *, num_gpus: int = 0
+                       ) -> tuple[Capabilities, tuple[str, ...]]:
+    results: dict[str, dict[str, Any]] = raw.get("results", {})
+    versions: dict[str, str | None] = raw.get("versions", {})
+    warnings: list[str] = []
+    ldconfig = parse_ldconfig((results.get("ldconfig") or {}).get("stdout", ""),
+                              raw.get("machine", "x86_64"))
+    lib_files = list(raw.get("lib_files", []))
+
+    allocators = {name: find_library(names, lib_files, ldconfig)
+                  for name, names in ALLOCATOR_NAMES.items()}
+    for name, path in allocators.items():
+        if path is None:
+            warnings.append(f"{name} not found: {ALLOCATOR_FIX[name]}")
+
+    # libgomp: the copy torch ships (torch/lib/libgomp*.so*); None means torch's default, which
+    # is always usable. libiomp5: from the intel-openmp wheel, preloaded to replace libgomp.
+    gomp = next((p for p in raw.get("torch_lib_files", [])
+                 if re.match(r"libgomp.*\.so", os.path.basename(p))), None)
+    iomp = find_library(IOMP_NAMES, lib_files, ldconfig)
+    omp_runtimes = {"libgomp": gomp, "libiomp5": iomp}
+
+    torch_result = results.get("torch")
+    torch_info: dict[str, Any] = {}
+    if _ok(torch_result):
+        try:
+            torch_info = json.loads(torch_result["stdout"].strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            torch_info = {}
+    if not torch_info:
+        warnings.append(f"torch does not import: {_tail(torch_result)} "
+                        "(pip install torch --index-url https://download.pytorch.org/whl/cpu)")
+    torch_version = torch_info.get("version") or versions.get("torch")
+
+    backends = []
+    if torch_info.get("distributed"):
+        backends.append("gloo")
+        if num_gpus and torch_info.get("cuda") and torch_info.get("nccl"):
+            backends.append("nccl")
+    elif torch_info:
+        warnings.append("torch was built without torch.distributed: no backend is usable")
+
+    ccl_problem = None
+    ccl_import = results.get("import:oneccl_bindings_for_pytorch")
+    if ccl_import is None:
+        ccl_problem = CCL_MISSING
+    elif not _ok(ccl_import):
+        ccl_problem = f"oneccl_bindings_for_pytorch fails to import: {_tail(ccl_import)}"
+    elif torch_info.get("distributed"):
+        backends.append("ccl")
+    if torch_info.get("mpi"):
+        backends.append("mpi")
+
+    ipex_version, ipex_problem = _ipex(versions, results, torch_version)
+    if ipex_problem:
+        warnings.append(f"IPEX not usable: {ipex_problem}")
+
+    target = raw.get("numactl_target", {})
+    tools = raw.get("tools", {})
+    numactl = _ok(results.get("numactl_physcpubind"))
+    membind = _ok(results.get("numactl_membind"))
+    if not tools.get("numactl"):
+        warnings.append("numactl not found: apt-get install numactl")
+    elif not numactl:
+        warnings.append(f"numactl not usable: `numactl --physcpubind={target.get('cpu')} true` "
+                        f"failed: {_tail(results.get('numactl_physcpubind'))} (containers need "
+                        "--cap-add SYS_NICE or a seccomp profile allowing set_mempolicy)")
+    elif not membind:
+        warnings.append(f"numactl --membind not usable: `numactl --membind={target.get('node')} "
+                        f"true` failed: {_tail(results.get('numactl_membind'))} (often blocked in "
+                        "containers; binding falls back to CPUs only)")
+    taskset = _ok(results.get("taskset"))
+    if not tools.get("taskset"):
+        warnings.append("taskset not found: apt-get install util-linux")
+    elif not taskset:
+        warnings.append(f"taskset not usable: {_tail(results.get('taskset'))}")
+
+    cxx = raw.get("cxx") if _ok(results.get("cxx")) else None
+    if cxx is None:
+        warnings.append("no C++ compiler: apt-get install g++ (torch.compile needs one)")
+
+    torchvision = _ok(results.get("import:torchvision"))
+    if "import:torchvision" in results and not torchvision:
+        warnings.append(f"torchvision installed but fails to import: "
+                        f"{_tail(results['import:torchvision'])} (reinstall it matching torch "
+                        f"{torch_version})")
+    caps = Capabilities(allocators=allocators, omp_runtimes=omp_runtimes, backends=tuple(backends),
+                        torch_version=torch_version, ipex_version=ipex_version,
+                        ipex_problem=ipex_problem, ccl_problem=ccl_problem, numactl=numactl,
+                        numactl_membind=numactl and membind, taskset=taskset, cxx_compiler=cxx,
+                        torchvision=torchvision)
+    return caps, tuple(warnings)
+
+
+def _ipex(versions: dict[str, str | None], results: dict[str, dict[str, Any]],
+          torch_version: str | None) -> tuple[str | None, str | None]:
+    """IPEX is usable only when it imports and was built for this torch's major.minor (a
+    mismatched IPEX prints an error and exits the interpreter on import)."""
+    ipex = versions.get("intel_extension_for_pytorch")
+    imported = results.get("import:intel_extension_for_pytorch")
+    if ipex is None and imported is None:
+        return None, None  # not installed: an optional extra, not a problem
+    want, have = major_minor(ipex), major_minor(torch_version)
+    if want and have and want != have:
+        return None, (f"intel-extension-for-pytorch {ipex} needs torch {want}.*, "
+                      f"found {torch_version}")
+    if not _ok(imported):
+        return None, f"intel-extension-for-pytorch {ipex or ''} fails to import: {_tail(imported)}"
+    return ipex, None

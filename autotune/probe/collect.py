@@ -1,0 +1,276 @@
+"""Collectors: the only probe code that touches the machine. They return raw text, never values.
+
+`collect_machine(root)` returns every file the parsers need as {relative path: text}. Sysfs files
+keep their path under the root ("devices/system/cpu/online"); what does not live in sysfs is
+stored under a well-known name at the root (CPUINFO, AFFINITY, ...), so writing the mapping to a
+directory *is* a capture and `--sysfs-root` replays it with the same code path.
+
+`collect_capabilities()` gathers the raw facts about libraries and tools (ldconfig, library
+directories, no-op runs of numactl/taskset, imports tried in subprocesses).
+"""
+from __future__ import annotations
+
+import glob
+import importlib.metadata
+import importlib.util
+import os
+import platform
+import re
+import shlex
+import shutil
+import site
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ProbeError
+from .parse import format_cpulist
+
+LIVE_SYSFS = "/sys"
+# Files at the root of a capture that do not come from sysfs (the replay contract).
+CPUINFO = "cpuinfo"                      # copy of /proc/cpuinfo
+AFFINITY = "affinity"                    # cpulist of os.sched_getaffinity(0)
+CPU_MAX = "cpu.max"                      # "QUOTA PERIOD" per cgroup level (v1 pairs converted)
+MEMINFO = "meminfo"                      # /proc/meminfo, only when the kernel has no NUMA nodes
+GPU_QUERY = "nvidia-smi-query-gpu.csv"   # nvidia-smi --query-gpu=index,name,memory.total ...
+GPU_TOPO = "nvidia-smi-topo-m.txt"       # nvidia-smi topo -m
+GPU_ERROR = "nvidia-smi-error.txt"       # why nvidia-smi is present but failed
+EXTRAS = (CPUINFO, AFFINITY, CPU_MAX, MEMINFO, GPU_QUERY, GPU_TOPO, GPU_ERROR)
+
+SYSFS_GLOBS = (
+    "devices/system/cpu/online",
+    "devices/system/cpu/cpu[0-9]*/topology/thread_siblings_list",
+    "devices/system/cpu/cpu[0-9]*/topology/core_cpus_list",
+    "devices/system/cpu/cpu[0-9]*/topology/physical_package_id",
+    "devices/system/node/online",
+    "devices/system/node/node[0-9]*/cpulist",
+    "devices/system/node/node[0-9]*/meminfo",
+    "devices/system/node/node[0-9]*/distance",
+)
+GPU_QUERY_ARGV = ("nvidia-smi", "--query-gpu=index,name,memory.total",
+                  "--format=csv,noheader,nounits")
+GPU_TOPO_ARGV = ("nvidia-smi", "topo", "-m")
+IMPORT_TIMEOUT_S = 20.0   # a cold import of torch plus an extension can take a few seconds
+
+
+@dataclass(frozen=True)
+class RawMachine:
+    root: str               # where sysfs was read, for error messages
+    files: dict[str, str]   # relative path -> text
+
+
+def read_text(path: str) -> str:
+    try:
+        with open(path, "rb") as f:
+            return f.read().decode("utf-8", errors="replace")
+    except IsADirectoryError:
+        raise ProbeError(f"{path}: is a directory, expected a file") from None
+    except OSError as exc:
+        raise ProbeError(f"{path}: cannot read ({exc.strerror or exc})") from None
+
+
+def collect_machine(sysfs_root: str | None = None) -> RawMachine:
+    """Raw files of the live machine (sysfs_root None) or of a capture/replay directory."""
+    root = os.path.abspath(sysfs_root) if sysfs_root is not None else LIVE_SYSFS
+    if not os.path.isdir(root):
+        why = "not a directory" if os.path.exists(root) else "no such directory"
+        raise ProbeError(f"sysfs root {root}: {why}")
+    files = {}
+    for pattern in SYSFS_GLOBS:
+        for path in sorted(glob.glob(os.path.join(root, pattern))):
+            files[os.path.relpath(path, root)] = read_text(path)
+    if sysfs_root is None:
+        files.update(_live_extras(has_nodes=any(p.startswith("devices/system/node/node")
+                                                for p in files)))
+    else:
+        for name in EXTRAS:
+            path = os.path.join(root, name)
+            if os.path.lexists(path):
+                files[name] = read_text(path)
+    return RawMachine(root=root, files=files)
+
+
+def _live_extras(*, has_nodes: bool) -> dict[str, str]:
+    extras = {AFFINITY: format_cpulist(os.sched_getaffinity(0)) + "\n"}
+    if os.path.exists("/proc/cpuinfo"):
+        extras[CPUINFO] = read_text("/proc/cpuinfo")
+    if not has_nodes and os.path.exists("/proc/meminfo"):
+        extras[MEMINFO] = read_text("/proc/meminfo")
+    cpu_max = cgroup_cpu_max()
+    if cpu_max:
+        extras[CPU_MAX] = cpu_max
+    if shutil.which("nvidia-smi"):
+        query = _run(GPU_QUERY_ARGV, timeout=15)
+        if query[0] == 0:
+            extras[GPU_QUERY] = query[1]
+            topo = _run(GPU_TOPO_ARGV, timeout=15)
+            if topo[0] == 0:
+                extras[GPU_TOPO] = topo[1]
+        else:
+            extras[GPU_ERROR] = _last_line(query[2] or query[1]) + "\n"
+    return extras
+
+
+def cgroup_cpu_max(proc_cgroup: str = "/proc/self/cgroup", base: str = "/sys/fs/cgroup") -> str:
+    """Every CPU limit on this process's cgroup path, innermost first, as "QUOTA PERIOD" lines.
+
+    cgroup v2 keeps it in cpu.max; v1 in cpu.cfs_quota_us/cpu.cfs_period_us of the cpu
+    controller. Without a cgroup namespace the path in /proc/self/cgroup may not exist under the
+    mount (containers), so the mount root itself is always read too.
+    """
+    try:
+        entries = read_text(proc_cgroup).splitlines()
+    except ProbeError:
+        return ""
+    seen, lines = set(), []
+    for entry in entries:
+        hid, _, rest = entry.partition(":")
+        controllers, _, path = rest.partition(":")
+        if hid == "0" and controllers == "":
+            mounts, v2 = [base, os.path.join(base, "unified")], True
+        elif "cpu" in controllers.split(","):
+            mounts, v2 = [os.path.join(base, d) for d in ("cpu,cpuacct", "cpuacct,cpu", "cpu")], False
+        else:
+            continue
+        for mount in mounts:
+            for d in _ancestors(mount, path):
+                if d in seen:
+                    continue
+                seen.add(d)
+                if v2 and os.path.isfile(os.path.join(d, "cpu.max")):
+                    lines.append(read_text(os.path.join(d, "cpu.max")).strip())
+                elif not v2 and os.path.isfile(os.path.join(d, "cpu.cfs_quota_us")):
+                    quota = read_text(os.path.join(d, "cpu.cfs_quota_us")).strip()
+                    period = read_text(os.path.join(d, "cpu.cfs_period_us")).strip()
+                    lines.append(f"{quota} {period}")
+    return "".join(f"{line}\n" for line in lines if line)
+
+
+def _ancestors(mount: str, path: str) -> list[str]:
+    parts = [p for p in path.split("/") if p]
+    return [os.path.join(mount, *parts[:i]) for i in range(len(parts), -1, -1)]
+
+
+def _run(argv, *, timeout: float) -> tuple[int, str, str]:
+    try:
+        p = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout)
+        return p.returncode, p.stdout, p.stderr
+    except subprocess.TimeoutExpired:
+        return 124, "", f"timed out after {timeout:g}s"
+    except OSError as exc:
+        return 127, "", str(exc)
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+# ---- capabilities --------------------------------------------------------------------------
+_LIB_NAME = re.compile(r"^lib(jemalloc|tcmalloc|tcmalloc_minimal|iomp5|gomp)\.so(\.\d+)*$")
+MULTIARCH_DIRS = ("/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu",
+                  "/lib/aarch64-linux-gnu", "/usr/lib64", "/lib64", "/usr/local/lib", "/usr/lib")
+_TORCH_CHECK = """
+import json, torch, torch.distributed as d
+ok = d.is_available()
+cuda = torch.cuda.is_available()
+print(json.dumps({"version": torch.__version__, "distributed": ok,
+                  "gloo": ok and d.is_gloo_available(), "mpi": ok and d.is_mpi_available(),
+                  "nccl": ok and d.is_nccl_available(), "cuda": cuda,
+                  "cuda_devices": torch.cuda.device_count() if cuda else 0}))
+"""
+OPTIONAL_MODULES = {  # import name -> distribution name (for its version without importing it)
+    "intel_extension_for_pytorch": "intel_extension_for_pytorch",
+    "oneccl_bindings_for_pytorch": "oneccl_bind_pt",
+    "torchvision": "torchvision",
+}
+
+
+def library_dirs() -> list[str]:
+    """Where allocators and OpenMP runtimes are looked for, most specific first."""
+    dirs = []
+    if os.environ.get("CONDA_PREFIX"):
+        dirs.append(os.path.join(os.environ["CONDA_PREFIX"], "lib"))
+    dirs += [os.path.join(sys.prefix, "lib"), os.path.join(sys.base_prefix, "lib")]
+    dirs += [p for p in site.getsitepackages() if os.path.isdir(p)]
+    dirs += MULTIARCH_DIRS
+    return list(dict.fromkeys(os.path.realpath(d) for d in dirs if os.path.isdir(d)))
+
+
+def collect_capabilities(*, cpu: int | None = None, node: int | None = None) -> dict[str, Any]:
+    """Raw capability facts; the slow checks (imports, no-op runs) run in parallel processes."""
+    cpu = min(os.sched_getaffinity(0)) if cpu is None else cpu
+    if node is None:
+        nodes = sorted(int(m.group(1)) for p in glob.glob("/sys/devices/system/node/node[0-9]*")
+                       if (m := re.search(r"node(\d+)$", p)))
+        node = nodes[0] if nodes else 0
+    versions = {}
+    for dist in ("torch", *OPTIONAL_MODULES.values()):
+        try:
+            versions[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            versions[dist] = None
+    jobs: dict[str, list[str]] = {"torch": [sys.executable, "-c", _TORCH_CHECK]}
+    for module in OPTIONAL_MODULES:
+        if importlib.util.find_spec(module) is not None:
+            jobs[f"import:{module}"] = [sys.executable, "-c", f"import {module}"]
+    tools = {name: shutil.which(name) for name in ("numactl", "taskset", "ldconfig")}
+    if tools["numactl"]:
+        jobs["numactl_physcpubind"] = [tools["numactl"], f"--physcpubind={cpu}", "true"]
+        jobs["numactl_membind"] = [tools["numactl"], f"--membind={node}", "true"]
+    if tools["taskset"]:
+        jobs["taskset"] = [tools["taskset"], "-c", str(cpu), "true"]
+    ldconfig = tools["ldconfig"] or ("/sbin/ldconfig" if os.path.exists("/sbin/ldconfig") else None)
+    if ldconfig:
+        jobs["ldconfig"] = [ldconfig, "-p"]
+    cxx = _find_cxx()
+    if cxx:
+        jobs["cxx"] = [cxx, "--version"]
+    results = _run_parallel(jobs, timeout=IMPORT_TIMEOUT_S)
+    torch_spec = importlib.util.find_spec("torch")
+    torch_lib = (os.path.join(list(torch_spec.submodule_search_locations)[0], "lib")
+                 if torch_spec and torch_spec.submodule_search_locations else None)
+    return {
+        "machine": platform.machine(),
+        "versions": versions,
+        "results": results,
+        "tools": tools,
+        "cxx": cxx,
+        "lib_files": [os.path.join(d, n) for d in library_dirs() for n in sorted(os.listdir(d))
+                      if _LIB_NAME.match(n)],
+        "torch_lib_files": ([os.path.join(torch_lib, n) for n in sorted(os.listdir(torch_lib))]
+                            if torch_lib and os.path.isdir(torch_lib) else []),
+        "numactl_target": {"cpu": cpu, "node": node},
+    }
+
+
+def _find_cxx() -> str | None:
+    for candidate in (os.environ.get("CXX"), "c++", "g++", "clang++"):
+        if candidate:
+            found = shutil.which(shlex.split(candidate)[0])
+            if found:
+                return found
+    return None
+
+
+def _run_parallel(jobs: dict[str, list[str]], *, timeout: float) -> dict[str, dict[str, Any]]:
+    procs, out = {}, {}
+    for name, argv in jobs.items():
+        try:
+            procs[name] = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                           stdin=subprocess.DEVNULL, text=True,
+                                           start_new_session=True)
+        except OSError as exc:
+            out[name] = {"rc": 127, "stdout": "", "stderr": str(exc)}
+    deadline = time.monotonic() + timeout   # all run at once: one deadline, not one per job
+    for name, proc in procs.items():
+        try:
+            stdout, stderr = proc.communicate(timeout=max(0.1, deadline - time.monotonic()))
+            out[name] = {"rc": proc.returncode, "stdout": stdout, "stderr": stderr}
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            out[name] = {"rc": 124, "stdout": "", "stderr": f"timed out after {timeout:g}s"}
+    return out
