@@ -1,0 +1,152 @@
+"""Statistics over what ranks measured. Pure: no processes, no clocks; tested with literal numbers.
+
+Medians and IQRs rather than means and standard deviations: one step that hit a page-fault storm
+or a scheduler hiccup should not move the number a search ranks configurations by.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+
+def quantile(sorted_values: Sequence[float], q: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default, R type 7)."""
+    if not sorted_values:
+        raise ValueError("quantile of no values")
+    pos = (len(sorted_values) - 1) * q
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Stats:
+    n: int
+    median: float
+    q1: float
+    q3: float
+    mean: float
+    stdev: float                # sample standard deviation (n - 1); 0 for a single value
+    min: float
+    max: float
+
+    @property
+    def iqr(self) -> float:
+        return self.q3 - self.q1
+
+    @property
+    def cv(self) -> float:
+        """Coefficient of variation, stdev / mean (0 when the mean is 0)."""
+        return self.stdev / self.mean if self.mean else 0.0
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> "Stats":
+        xs = sorted(float(v) for v in values)
+        if not xs:
+            raise ValueError("Stats.of: no values")
+        return cls(n=len(xs), median=quantile(xs, 0.5), q1=quantile(xs, 0.25), q3=quantile(xs, 0.75),
+                   mean=statistics.fmean(xs), stdev=statistics.stdev(xs) if len(xs) > 1 else 0.0,
+                   min=xs[0], max=xs[-1])
+
+    def to_dict(self) -> dict[str, float]:
+        return {"n": self.n, "median": self.median, "q1": self.q1, "q3": self.q3, "iqr": self.iqr,
+                "mean": self.mean, "stdev": self.stdev, "cv": self.cv, "min": self.min, "max": self.max}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Measurement:
+    """One ok trial, summarised. Throughput is rank 0's: DDP synchronises every step, so all ranks
+    see the same window to within a barrier's latency."""
+    throughput: float                   # global samples / s over rank 0's timed window
+    throughput_iqr: float               # IQR of per-step global throughput (from step times)
+    step_stats: Stats                   # rank 0's timed step times, seconds
+    window_seconds: float
+    timed_steps: int
+    samples: int                        # global samples in the timed window
+    startup_seconds: float | None       # launch -> first training step, slowest rank
+    wall_seconds: float | None          # launch -> last rank's end of the timed window
+    timed_share: float | None           # window / wall_seconds
+    peak_rss_bytes: tuple[int | None, ...]  # by rank
+    accuracy: float | None
+    final_loss: float | None
+    world_size: int
+
+    @property
+    def relative_spread(self) -> float:
+        return self.throughput_iqr / self.throughput if self.throughput else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"throughput": self.throughput, "throughput_iqr": self.throughput_iqr,
+                "step_stats": self.step_stats.to_dict(), "window_seconds": self.window_seconds,
+                "timed_steps": self.timed_steps, "samples": self.samples,
+                "startup_seconds": self.startup_seconds, "wall_seconds": self.wall_seconds,
+                "timed_share": self.timed_share, "peak_rss_bytes": list(self.peak_rss_bytes),
+                "accuracy": self.accuracy, "final_loss": self.final_loss, "world_size": self.world_size}
+
+
+def aggregate(rank_results: Sequence[dict[str, Any]], launched_at: float) -> Measurement:
+    """Combine the per-rank result dicts the worker wrote (ordered by rank) into one Measurement."""
+    if not rank_results:
+        raise ValueError("aggregate: no rank results")
+    r0 = rank_results[0]
+    if r0.get("status") != "ok" or not r0.get("step_times") or not r0.get("window_seconds"):
+        raise ValueError(f"aggregate: rank 0 has no measurement (status {r0.get('status')!r}, "
+                         f"reason {r0.get('reason')!r})")
+    steps = Stats.of(r0["step_times"])
+    world = int(r0.get("world_size") or len(rank_results))
+    per_step = r0["samples"] / r0["timed_steps"]
+    # Per-step throughput quartiles come from the opposite step-time quartiles (faster = smaller).
+    thr_iqr = per_step / steps.q1 - per_step / steps.q3 if steps.q1 > 0 else 0.0
+    firsts = [r["first_step_at"] for r in rank_results if r.get("first_step_at")]
+    ends = [r["timed_end_at"] for r in rank_results if r.get("timed_end_at")]
+    startup = max(firsts) - launched_at if firsts and launched_at else None
+    wall = max(ends) - launched_at if ends and launched_at else None
+    return Measurement(
+        throughput=float(r0["throughput"]), throughput_iqr=thr_iqr, step_stats=steps,
+        window_seconds=float(r0["window_seconds"]), timed_steps=int(r0["timed_steps"]),
+        samples=int(r0["samples"]), startup_seconds=startup, wall_seconds=wall,
+        timed_share=r0["window_seconds"] / wall if wall else None,
+        peak_rss_bytes=tuple(r.get("peak_rss_bytes") for r in rank_results),
+        accuracy=r0.get("accuracy"), final_loss=r0.get("final_loss"), world_size=world)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RatioStats:
+    """Per-round ratios a/b of an interleaved comparison (A B A B ...): drift in machine speed
+    between rounds cancels within a round, which lone absolute numbers cannot do."""
+    ratios: tuple[float, ...]
+    median: float
+    q1: float
+    q3: float
+
+    @property
+    def iqr(self) -> float:
+        return self.q3 - self.q1
+
+    @property
+    def spread(self) -> float:
+        """Half the IQR: the '±' in 'verified speedup 1.62x (±0.03)'."""
+        return self.iqr / 2
+
+    @property
+    def n(self) -> int:
+        return len(self.ratios)
+
+    def describe(self, what: str = "speedup") -> str:
+        return f"{what} {self.median:.2f}x (±{self.spread:.2f}, {self.n} rounds)"
+
+
+def ratio_stats(a_values: Sequence[float], b_values: Sequence[float]) -> RatioStats:
+    """Median and IQR of a[i] / b[i] (e.g. candidate throughput over baseline, round by round)."""
+    if len(a_values) != len(b_values):
+        raise ValueError(f"ratio_stats: {len(a_values)} A values but {len(b_values)} B values; "
+                         "rounds must pair up")
+    if not a_values:
+        raise ValueError("ratio_stats: no rounds")
+    if any(b == 0 for b in b_values):
+        raise ValueError("ratio_stats: a B value is 0")
+    ratios = tuple(float(a) / float(b) for a, b in zip(a_values, b_values))
+    s = Stats.of(ratios)
+    return RatioStats(ratios=ratios, median=s.median, q1=s.q1, q3=s.q3)

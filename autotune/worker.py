@@ -1,0 +1,318 @@
+"""One rank of a trial: `python -m autotune.worker --request REQUEST.json` (protocol: plan_types.py).
+
+Order matters: threads are set before the process group exists, what is in force is checked before
+anything is built (a trial that measures the wrong configuration is worse than a failed one), and
+every rank agrees on failure with one collective so a single bad rank cannot leave its peers
+blocked in DDP's constructor until the trial timeout.
+"""
+from __future__ import annotations
+
+import time
+
+_IMPORTED_AT = time.time()
+
+import argparse  # noqa: E402
+import contextlib  # noqa: E402
+import json  # noqa: E402
+import math  # noqa: E402
+import os  # noqa: E402
+import resource  # noqa: E402
+import sys  # noqa: E402
+import traceback  # noqa: E402
+from datetime import timedelta  # noqa: E402
+from typing import Any  # noqa: E402
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+
+from . import inforce  # noqa: E402
+from .plan_types import (EXIT_BACKEND_UNAVAILABLE, EXIT_BAD_CONFIG,  # noqa: E402
+                         EXIT_WORKLOAD_ERROR, WorkerRequest)
+from .workloads import get_workload, held_out_counts, rank_slice  # noqa: E402
+
+SCHEMA_VERSION = 1
+_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+class _Stop(Exception):
+    """Ends the rank early with an exit code the runner classifies (78, 79, 80, 1)."""
+
+    def __init__(self, code: int, status: str, reason: str) -> None:
+        super().__init__(reason)
+        self.code, self.status, self.reason = code, status, reason
+
+
+def _started_at() -> float:
+    try:
+        import psutil
+        return float(psutil.Process().create_time())
+    except Exception:  # noqa: BLE001 - psutil is a convenience; import time is close enough
+        return _IMPORTED_AT
+
+
+def _say(rank: int, text: str) -> None:
+    print(f"[autotune worker rank {rank}] {text}", flush=True)
+
+
+def _empty_result(rank: int, world_size: int, req: WorkerRequest | None) -> dict[str, Any]:
+    return {
+        "schema": SCHEMA_VERSION, "rank": rank, "world_size": world_size, "pid": os.getpid(),
+        "status": "error", "reason": None, "bad_config": None, "error": None,
+        "mode": req.mode if req else None, "workload": req.workload if req else None,
+        "in_force": None, "channels_last_applied": False, "compiled": False,
+        "step_times": [], "warmup_times": [], "window_seconds": None, "timed_steps": 0,
+        "samples": 0, "throughput": None, "accuracy": None, "final_loss": None,
+        "started_at": _started_at(), "first_step_at": None, "timed_start_at": None,
+        "timed_end_at": None, "peak_rss_bytes": None, "torch_version": torch.__version__,
+    }
+
+
+def write_result(path: str, result: dict[str, Any]) -> None:
+    """Atomic: a reader (the runner) sees the old file or the complete new one, never a torn one."""
+    tmp = f"{path}.tmp.{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(result, f, indent=1)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _backend_problem(backend: str) -> str | None:
+    if backend == "gloo":
+        return None if dist.is_gloo_available() else "this torch build has no gloo"
+    if backend == "mpi":
+        return None if dist.is_mpi_available() else "this torch build has no MPI support"
+    if backend == "nccl":
+        # DDP here trains CPU tensors; nccl only moves CUDA tensors.
+        ok = dist.is_nccl_available() and torch.cuda.is_available()
+        return None if ok else "nccl needs CUDA devices, none available"
+    if backend == "ccl":
+        for mod in ("oneccl_bindings_for_pytorch", "torch_ccl"):
+            try:
+                __import__(mod)
+                return None
+            except Exception:  # noqa: BLE001 - a broken binding is as unavailable as a missing one
+                continue
+        return "ccl needs oneccl_bindings_for_pytorch, which does not import"
+    return f"unknown backend {backend!r}"
+
+
+def _init_group(backend: str, rank: int, world_size: int) -> None:
+    problem = _backend_problem(backend)
+    if problem:
+        raise _Stop(EXIT_BACKEND_UNAVAILABLE, "backend_unavailable", f"backend {backend}: {problem}")
+    timeout = timedelta(seconds=float(os.environ.get("AUTOTUNE_INIT_TIMEOUT", "300")))
+    try:
+        dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world_size,
+                                timeout=timeout)
+    except (ValueError, NotImplementedError) as exc:
+        raise _Stop(EXIT_BACKEND_UNAVAILABLE, "backend_unavailable",
+                    f"backend {backend}: {type(exc).__name__}: {exc}") from exc
+
+
+def _any_rank(flag: bool) -> bool:
+    t = torch.tensor([1 if flag else 0], dtype=torch.int64)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return bool(t.item())
+
+
+def _autocast_factory(precision: str):
+    dtype = _DTYPES.get(precision)
+    if dtype is None:
+        return contextlib.nullcontext
+    return lambda: torch.autocast("cpu", dtype=dtype)
+
+
+def run(req: WorkerRequest, rank: int, world_size: int, res: dict[str, Any]) -> None:
+    cfg = req.config
+    expect = req.ranks[rank]
+    threads = cfg.get("threads")
+    if threads:
+        torch.set_num_threads(int(threads))
+    _say(rank, f"init {cfg.get('backend', 'gloo')} group, world size {world_size}")
+    _init_group(cfg.get("backend", "gloo"), rank, world_size)
+
+    precision = cfg.get("precision", "fp32")
+    amp = _autocast_factory(precision)
+    with amp():  # the very context the training step enters
+        res["in_force"] = inforce.collect(inforce.current_autocast())
+    diffs = inforce.differences(expect, res["in_force"])
+    if _any_rank(bool(diffs)):
+        reason = "; ".join(diffs) if diffs else "another rank's in-force config differs from the plan"
+        res["bad_config"] = reason
+        raise _Stop(EXIT_BAD_CONFIG, "bad_config", reason)
+    _say(rank, f"in force: {res['in_force']}")
+
+    model = spec = error = None
+    try:
+        spec = get_workload(req.workload, req.workload_args)
+        model = spec.build_model(req.seed)
+        if not isinstance(model, torch.nn.Module):
+            raise TypeError(f"build_model returned {type(model).__name__}, expected torch.nn.Module")
+    except Exception as exc:  # noqa: BLE001 - the user's own error text is the message
+        error = f"{type(exc).__name__}: {exc}"
+        traceback.print_exc()
+    if _any_rank(error is not None):
+        raise _Stop(EXIT_WORKLOAD_ERROR, "workload_error",
+                    f"workload {req.workload!r}: {error or 'failed on another rank'}")
+    assert spec is not None and model is not None
+    train(req, spec, model, rank, world_size, res, amp)
+
+
+def train(req: WorkerRequest, spec, model: torch.nn.Module, rank: int, world_size: int,
+          res: dict[str, Any], amp) -> None:
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    cfg = req.config
+    batch_size = int(cfg.get("batch_size", 32))
+    channels_last = bool(cfg.get("channels_last")) and spec.input_is_image
+    res["channels_last_applied"] = channels_last
+    if channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    opt = torch.optim.SGD(model.parameters(), lr=spec.lr, momentum=0.9)
+    if cfg.get("ipex") == "on":
+        try:
+            import intel_extension_for_pytorch as ipex
+        except Exception as exc:  # noqa: BLE001
+            raise _Stop(EXIT_BACKEND_UNAVAILABLE, "backend_unavailable",
+                        f"ipex=on but intel_extension_for_pytorch does not import: {exc}") from exc
+        model, opt = ipex.optimize(model, optimizer=opt, dtype=_DTYPES.get(cfg.get("precision")))
+    ddp = DDP(model)
+    step_model = torch.compile(ddp) if cfg.get("compile") else ddp
+    res["compiled"] = bool(cfg.get("compile"))
+    # fp16 gradients underflow without loss scaling; bf16 has fp32's range and needs none.
+    scaler = torch.amp.GradScaler("cpu", enabled=cfg.get("precision") == "fp16")
+
+    def prepare(x: torch.Tensor) -> torch.Tensor:
+        return x.contiguous(memory_format=torch.channels_last) if channels_last and x.dim() == 4 else x
+
+    def step(index: int) -> torch.Tensor:
+        x, y = spec.make_batch(*rank_slice(index, rank, batch_size, world_size), req.seed)
+        x = prepare(x)
+        opt.zero_grad(set_to_none=True)
+        with amp():
+            loss = spec.loss_fn(step_model(x), y)
+        scaler.scale(loss).backward()  # DDP all-reduces gradients inside backward
+        scaler.step(opt)
+        scaler.update()
+        return loss.detach()
+
+    def first_step(index: int) -> torch.Tensor:
+        res["first_step_at"] = time.time()
+        try:
+            return step(index)
+        except MemoryError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            if "can't allocate memory" in str(exc) or cfg.get("compile"):
+                raise  # out of memory or a compiler failure: not the workload's fault
+            traceback.print_exc()
+            raise _Stop(EXIT_WORKLOAD_ERROR, "workload_error",
+                        f"workload {req.workload!r} failed in its first step: "
+                        f"{type(exc).__name__}: {exc}") from exc
+
+    index = 0
+    if req.mode == "accuracy":
+        n_steps = max(1, math.ceil(req.accuracy_samples / (batch_size * world_size)))
+    else:
+        _say(rank, f"warmup {req.warmup_steps} steps")
+        for _ in range(req.warmup_steps):
+            t = time.perf_counter()
+            first_step(index) if index == 0 else step(index)
+            res["warmup_times"].append(time.perf_counter() - t)
+            index += 1
+        n_steps = _agree_steps(req, res["warmup_times"])
+    _say(rank, f"{req.mode}: {n_steps} steps of batch {batch_size} x {world_size} ranks")
+
+    dist.barrier()
+    t0, res["timed_start_at"] = time.perf_counter(), time.time()
+    loss = None
+    for _ in range(n_steps):
+        t = time.perf_counter()
+        loss = first_step(index) if index == 0 else step(index)
+        res["step_times"].append(time.perf_counter() - t)
+        index += 1
+    dist.barrier()
+    window, res["timed_end_at"] = time.perf_counter() - t0, time.time()
+
+    samples = batch_size * world_size * n_steps
+    res.update(window_seconds=window, timed_steps=n_steps, samples=samples,
+               throughput=samples / window, final_loss=None if loss is None else float(loss))
+    _say(rank, f"window {window:.3f}s, {samples / window:.1f} samples/s, loss {res['final_loss']}")
+    if req.mode == "accuracy":
+        res["accuracy"] = _evaluate(spec, ddp.module, req.seed, rank, world_size, prepare, amp)
+        _say(rank, f"held-out {spec.metric}: {res['accuracy']:.4f}")
+    res["status"] = "ok"
+
+
+def _agree_steps(req: WorkerRequest, warmup: list[float]) -> int:
+    """Rank 0 sizes the timed window from warmup speed; one broadcast so every rank agrees."""
+    n = req.min_steps
+    if warmup:
+        # The first warmup step pays for lazy init (and compilation), and the next few still run
+        # slower than steady state (oneDNN primitive caches, momentum buffers, page faults), so
+        # the fastest one is the best predictor of a timed step.
+        per_step = min(warmup[1:] or warmup)
+        n = math.ceil(req.target_seconds / max(per_step, 1e-6))
+    t = torch.tensor([min(max(n, req.min_steps), req.max_steps)], dtype=torch.int64)
+    dist.broadcast(t, src=0)
+    return int(t.item())
+
+
+def _evaluate(spec, model: torch.nn.Module, seed: int, rank: int, world_size: int, prepare, amp) -> float:
+    if spec.eval_fn is not None:
+        t = torch.tensor([float(spec.eval_fn(model)), 1.0], dtype=torch.float64)
+    else:
+        def context():
+            stack = contextlib.ExitStack()
+            stack.enter_context(torch.no_grad())
+            stack.enter_context(amp())
+            return stack
+        correct, total = held_out_counts(spec, model, seed, rank, world_size, prepare=prepare,
+                                         context=context)
+        t = torch.tensor([float(correct), float(total)], dtype=torch.float64)
+    dist.all_reduce(t)
+    return float(t[0] / t[1]) if t[1] else float("nan")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m autotune.worker")
+    parser.add_argument("--request", required=True)
+    args = parser.parse_args(argv)
+    rank = int(os.environ.get("RANK", "0"))
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    result_path = os.environ.get("AUTOTUNE_RESULT", f"rank{rank}.result.json")
+    req = None
+    res = _empty_result(rank, world_size, None)
+    code = 1
+    try:
+        with open(args.request, encoding="utf-8") as f:
+            req = WorkerRequest.from_json(json.load(f))
+        res = _empty_result(rank, world_size, req)
+        run(req, rank, world_size, res)
+        code = 0
+    except _Stop as stop:
+        res.update(status=stop.status, reason=stop.reason)
+        code = stop.code
+        print(f"[autotune worker rank {rank}] {stop.status}: {stop.reason}", file=sys.stderr, flush=True)
+    except BaseException as exc:  # noqa: BLE001 - any failure is still a written result
+        res.update(status="error", reason=f"{type(exc).__name__}: {exc}",
+                   error=traceback.format_exc())
+        traceback.print_exc()
+    res["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    try:
+        write_result(result_path, res)
+    except OSError as exc:
+        print(f"[autotune worker rank {rank}] cannot write result {result_path}: {exc}",
+              file=sys.stderr, flush=True)
+        code = code or 1
+    _say(rank, f"exit {code}")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # gloo can abort or deadlock in ~ProcessGroupGloo when torn down with a live DDP model (seen
+    # 3 of 15 runs); the result is on disk, so skip interpreter teardown altogether.
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    main()
