@@ -1,0 +1,80 @@
+"""Argument helpers shared by the subcommands (types that fail with one clear line)."""
+from __future__ import annotations
+
+import argparse
+
+from ..topology import Topology
+from ..trial import TrialSettings
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
+    return value
+
+
+def add_workload_args(p: argparse.ArgumentParser, *, seconds_default: float | None = 5.0) -> None:
+    p.add_argument("--workload", default="cnn", metavar="NAME",
+                   help="built-in workload (cnn, transformer, mlp; torchvision models by name when "
+                        "torchvision imports) or your own as module:function (default: cnn)")
+    p.add_argument("--seconds", type=positive_float, default=seconds_default, metavar="S",
+                   help="length of each trial's timed window (default: " +
+                        (f"{seconds_default:g})" if seconds_default else "from the budget: 2-5)"))
+    p.add_argument("--results", default="autotune-results", metavar="DIR",
+                   help="folder for trial logs and the default study file (default: ./autotune-results)")
+
+
+def settings_from_args(args: argparse.Namespace, **overrides) -> TrialSettings:
+    return TrialSettings(workload=args.workload, target_seconds=args.seconds,
+                         results_dir=args.results, **overrides)
+
+
+def load_topology(sysfs_root: str | None) -> Topology:
+    from ..probe import probe
+    return probe(sysfs_root)
+
+
+def describe_measurement(m) -> str:
+    """A Measurement as the few lines a person compares configurations by."""
+    rss = ", ".join(f"rank{i} {b / 2**20:.0f} MiB" for i, b in enumerate(m.peak_rss_bytes) if b)
+    lines = [f"throughput: {m.throughput:.1f} samples/s (±{m.throughput_iqr / 2:.1f}, "
+             f"{m.timed_steps} timed steps over {m.window_seconds:.1f}s)",
+             f"step time: median {m.step_stats.median * 1000:.1f} ms, "
+             f"IQR {m.step_stats.iqr * 1000:.1f} ms"]
+    if m.startup_seconds is not None:
+        share = f"; {m.timed_share:.0%} of the trial spent in timed steps" if m.timed_share else ""
+        lines.append(f"start-up: {m.startup_seconds:.1f}s from launch to first step{share}")
+    if rss:
+        lines.append(f"peak RSS: {rss}")
+    return "\n".join(lines)
+
+
+def add_storage_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--storage", metavar="URL",
+                   help="Optuna storage URL (default: sqlite:///autotune-results/autotune.db "
+                        "under --results); PostgreSQL or journal:///file.log for shared use")
+
+
+def save_recommendation(study, rec, topology: Topology, workload: str) -> str | None:
+    """Store the recommendation and its launch command on the study (and as a dashboard note)."""
+    if rec is None:
+        return None
+    from ..export import launch_command, render
+    from ..study import library_versions
+    manifest = {"fingerprint": topology.fingerprint(), "machine": topology.isa.model_name,
+                "library_versions": library_versions(), "workload": workload,
+                "headline": rec.headline(), "speedup": rec.speedup, "spread": rec.spread,
+                "verified": rec.verified}
+    command = render(launch_command(rec.config, topology, workload=workload, manifest=manifest),
+                     "shell")
+    study.set_user_attr("recommendation", {**rec.to_json(), "command": command})
+    try:
+        from ..dashboard import save_study_note
+        save_study_note(study, rec, command)
+    except ImportError:
+        pass
+    return command

@@ -1,0 +1,89 @@
+"""Run one launch configuration as a real, timed DDP trial and print its measured throughput.
+
+Knobs (--set KNOB=VALUE, repeatable): nproc, nproc_per_node, threads, binding
+(none|taskset|taskset_smt|numactl|numactl_smt), backend (gloo|ccl|nccl|mpi),
+allocator (default|jemalloc|tcmalloc), omp_runtime (libgomp|libiomp5), kmp_affinity,
+kmp_blocktime, batch_size (per rank), precision (fp32|bf16|fp16), channels_last, compile, ipex.
+Unset knobs keep the default launch: 1 process, torch's threads, default allocator, fp32.
+
+examples:
+  autotune run --set nproc=2 --set threads=1 --dry-run
+  autotune run --set allocator=tcmalloc --set precision=bf16 --json
+  autotune run --sysfs-root captured/ --set nproc=4 --set binding=numactl --dry-run
+"""
+from __future__ import annotations
+
+import argparse
+import json
+
+from ..config import parse_sets
+from ..errors import ConfigError
+from ..trial import TrialSettings, plan_trial, run_trial
+from ._common import add_workload_args, describe_measurement, load_topology, positive_float, settings_from_args
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--set", action="append", default=[], metavar="KNOB=VALUE",
+                   help="set one knob (repeatable); see the list above")
+    add_workload_args(p)
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the launch plan (commands, environment, CPU sets) and run nothing")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--accuracy", action="store_true",
+                   help="also measure held-out accuracy after a fixed number of samples")
+    p.add_argument("--timeout", type=positive_float, default=180.0, metavar="SECONDS",
+                   help="kill the trial after this long (default: 180)")
+    p.add_argument("--sysfs-root", metavar="DIR",
+                   help="plan against a captured machine (from `autotune probe --capture`); "
+                        "only with --dry-run")
+
+
+def run(args: argparse.Namespace) -> int:
+    config = parse_sets(args.set)
+    if args.sysfs_root and not args.dry_run:
+        raise ConfigError("--sysfs-root plans against another machine; add --dry-run")
+    topology = load_topology(args.sysfs_root)
+    settings: TrialSettings = settings_from_args(args, timeout_s=args.timeout)
+    if args.dry_run:
+        plan = plan_trial(config, topology, settings, trial_id="dry-run", port=29500)
+        if args.json:
+            print(json.dumps({"config": config.to_dict(), "ranks": [
+                {"rank": r.rank, "argv": list(r.argv), "cpus": r.cpus, "mem_node": r.mem_node,
+                 "env": {k: r.env[k] for k in sorted(plan.env_delta) if k in r.env}}
+                for r in plan.ranks], "env": plan.env_delta, "timeout_s": plan.timeout_s}))
+        else:
+            print(plan.describe())
+        return 0
+    out = run_trial(config, topology, settings)
+    acc = run_trial(config, topology, settings, mode="accuracy") if args.accuracy and out.ok else None
+    if args.json:
+        print(json.dumps(_as_json(out, acc), default=str))
+    else:
+        print(_as_text(out, acc))
+    return 0 if out.ok and (acc is None or acc.ok) else 1
+
+
+def _as_json(out, acc) -> dict:
+    m = out.measurement
+    return {"config": out.config.to_dict(), "outcome": out.outcome, "reason": out.run.reason,
+            "log_tail": out.run.log_tail if not out.ok else "",
+            "wall_seconds": out.run.wall_seconds,
+            "measurement": m.to_dict() if m else None,
+            "accuracy": acc.measurement.accuracy if acc and acc.ok else None}
+
+
+def _as_text(out, acc) -> str:
+    knobs = " ".join(f"{k}={v}" for k, v in out.config.to_dict().items())
+    lines = [f"config: {knobs}", f"outcome: {out.outcome}" + (f" ({out.run.reason})" if
+                                                              out.run.reason else "")]
+    m = out.measurement
+    if m is None:
+        if out.run.log_tail:
+            lines += ["log tail:", out.run.log_tail.rstrip()]
+        return "\n".join(lines)
+    lines.append(describe_measurement(m))
+    if acc is not None:
+        lines.append(f"accuracy: {acc.measurement.accuracy:.3f}" if acc.ok
+                     else f"accuracy: failed ({acc.outcome}: {acc.run.reason})")
+    lines.append(f"wall time: {out.run.wall_seconds:.1f}s")
+    return "\n".join(lines)

@@ -1,0 +1,201 @@
+"""Build a launch plan: a pure function of (config, topology, workload) -> LaunchPlan.
+
+Nothing here touches the machine. The base environment, interpreter and rendezvous port come in
+as values, so a plan for a captured 2-socket machine can be built and tested anywhere.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+
+from .bind import command as bind_command
+from .config import Config
+from .errors import ConfigError
+from .plan_types import LaunchPlan, RankExpect, RankPlan, WorkerRequest, cpulist
+from .topology import Core, Topology
+
+# jemalloc's default settings made the reference CNN up to 2x slower here; this MALLOC_CONF
+# (measured; run_cpu's shorter one does not fix it) keeps freed pages and avoids madvise storms.
+JEMALLOC_CONF = ("oversize_threshold:1,background_thread:true,metadata_thp:auto,"
+                 "dirty_decay_ms:-1,muzzy_decay_ms:-1")
+
+
+# Variables the plan owns: inherited values would silently change what a trial measures.
+OWNED_ENV = ("LD_PRELOAD", "MALLOC_CONF", "OMP_NUM_THREADS", "KMP_AFFINITY", "KMP_BLOCKTIME",
+             "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+             "CCL_WORKER_COUNT", "CCL_WORKER_AFFINITY", "CCL_ATL_TRANSPORT")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Placement:
+    """Where each rank runs: its NUMA node, its physical cores and the CPUs it is bound to."""
+    node: int | None
+    cores: tuple[Core, ...]
+    cpus: tuple[int, ...]
+    threads: int | None
+
+
+def infeasible_reason(config: Config, topology: Topology) -> str | None:
+    """Why this configuration cannot work on this machine, or None. Checked before any launch."""
+    caps = topology.capabilities
+    if config.backend not in caps.backends:
+        why = f" ({caps.ccl_problem})" if config.backend == "ccl" and caps.ccl_problem else ""
+        return f"backend {config.backend} not available here; found: {', '.join(caps.backends)}{why}"
+    if config.allocator != "default" and not caps.allocators.get(config.allocator):
+        return f"allocator {config.allocator} not found on this machine"
+    if config.omp_runtime != "libgomp" and not caps.omp_runtimes.get(config.omp_runtime):
+        return f"OpenMP runtime {config.omp_runtime} not found (pip install intel-openmp)"
+    if config.binding.startswith("numactl") and not caps.numactl:
+        return "binding numactl: numactl is missing or blocked here"
+    if config.binding.startswith("taskset") and not caps.taskset:
+        return "binding taskset: taskset is missing or not usable here"
+    if config.precision == "fp16" and not topology.isa.fp16:
+        return "precision fp16: this CPU has no native fp16 (avx512_fp16/amx_fp16)"
+    if config.ipex == "on" and not caps.ipex_version:
+        return f"ipex on: {caps.ipex_problem or 'intel-extension-for-pytorch is not installed'}"
+    if config.compile and not caps.cxx_compiler:
+        return "compile: torch.compile needs a C++ compiler and none was found"
+    if config.backend == "nccl" and config.nproc > len(topology.gpus):
+        return f"nproc={config.nproc} but only {len(topology.gpus)} GPU(s) for nccl"
+    try:
+        _placements(config, topology)
+    except ConfigError as exc:
+        return str(exc)
+    return None
+
+
+def _placements(config: Config, topology: Topology) -> list[Placement]:
+    """Spread ranks over NUMA nodes and give each rank a disjoint slice of physical cores."""
+    nodes = topology.compute_nodes()
+    cores_by_node = {n.id: [c for c in topology.usable_cores() if c.node == n.id] for n in nodes}
+    if not nodes:  # a machine without NUMA information: one pseudo node holding every core
+        cores_by_node = {None: list(topology.usable_cores())}
+    node_ids = list(cores_by_node)
+    if config.nproc_per_node is not None:
+        if config.nproc % config.nproc_per_node:
+            raise ConfigError(f"nproc={config.nproc} is not a multiple of "
+                              f"nproc_per_node={config.nproc_per_node}")
+        used = config.nproc // config.nproc_per_node
+        if used > len(node_ids):
+            raise ConfigError(f"nproc={config.nproc} with nproc_per_node={config.nproc_per_node} "
+                              f"needs {used} NUMA nodes; this machine has {len(node_ids)}")
+        counts = [config.nproc_per_node] * used
+    else:  # spread evenly, the first nodes taking the remainder
+        used = min(config.nproc, len(node_ids))
+        counts = [config.nproc // used + (1 if i < config.nproc % used else 0) for i in range(used)]
+
+    smt = config.binding.endswith("_smt")
+    cap = topology.num_usable_cores() if topology.cpu_quota is not None else None
+    out: list[Placement] = []
+    for node, count in zip(node_ids, counts):
+        cores = cores_by_node[node]
+        if cap is not None:  # a cgroup quota smaller than the cpuset: plan on that many cores
+            cores = cores[:max(1, cap // len(counts))]
+        per_rank = len(cores) // count
+        if per_rank < 1:
+            raise ConfigError(f"{count} ranks on NUMA node {node} but it has only "
+                              f"{len(cores)} usable physical core(s)")
+        want = config.threads
+        if want is not None:
+            # SMT siblings add logical CPUs, so with *_smt a rank may run 2 threads per core.
+            per_core = max(len(c.cpus) for c in cores) if smt else 1
+            need_cores = -(-want // per_core)
+            if need_cores > per_rank:
+                total = want * config.nproc
+                raise ConfigError(f"threads={want} x nproc={config.nproc} = {total} exceeds the "
+                                  f"{len(cores) * per_core * len(counts)} usable "
+                                  f"{'logical CPUs' if smt else 'physical cores'}")
+            per_rank = need_cores
+        for i in range(count):
+            mine = tuple(cores[i * per_rank:(i + 1) * per_rank])
+            cpus = tuple(sorted(c for core in mine for c in (core.cpus if smt else core.cpus[:1])))
+            threads = want
+            if threads is None and (config.nproc > 1 or config.binding != "none"):
+                threads = len(cpus)  # torch would otherwise start one thread per visible core
+            out.append(Placement(node=node, cores=mine, cpus=cpus, threads=threads))
+    return out
+
+
+def build_plan(config: Config, topology: Topology, *, workload: str = "cnn",
+               workload_args: dict | None = None, workdir: str, master_port: int,
+               base_env: dict[str, str], timeout_s: float = 120.0, grace_s: float = 5.0,
+               mode: str = "throughput", target_seconds: float = 5.0, warmup_steps: int = 3,
+               accuracy_samples: int = 4096, python: str = sys.executable,
+               trial_id: str = "trial", program: tuple[str, ...] | None = None) -> LaunchPlan:
+    """The complete launch of one trial. Raises ConfigError when the config cannot work here.
+
+    `program` replaces the timed worker (`python -m autotune.worker --request ...`) by another
+    command, e.g. the training command an export hands to the user."""
+    reason = infeasible_reason(config, topology)
+    if reason:
+        raise ConfigError(reason)
+    placements = _placements(config, topology)
+    caps = topology.capabilities
+    env_delta = env_for(config, topology)
+    membind_ok = config.binding.startswith("numactl") and caps.numactl_membind
+    expects, ranks = [], []
+    request_path = os.path.join(workdir, "request.json")
+    for rank, pl in enumerate(placements):
+        bound = config.binding != "none"
+        mem_node = pl.node if membind_ok and pl.node is not None else None
+        expects.append(RankExpect(cpus=pl.cpus if bound else None, threads=pl.threads,
+                                  allocator=config.allocator, omp_runtime=config.omp_runtime,
+                                  precision=config.precision, mem_node=mem_node))
+        env = {**{k: v for k, v in base_env.items() if k not in OWNED_ENV}, **env_delta}
+        if pl.threads is not None:
+            env["OMP_NUM_THREADS"] = str(pl.threads)
+        env.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(config.nproc),
+                   LOCAL_WORLD_SIZE=str(config.nproc), MASTER_ADDR="127.0.0.1",
+                   MASTER_PORT=str(master_port), AUTOTUNE_TRIAL_ID=trial_id,
+                   AUTOTUNE_RESULT=os.path.join(workdir, f"rank{rank}.json"))
+        if config.backend == "ccl":
+            env.update(ccl_env(pl))
+        argv = (*binding_prefix(config.binding, pl.cpus, mem_node),
+                *(program or (python, "-m", "autotune.worker", "--request", request_path)))
+        ranks.append(RankPlan(rank=rank, argv=argv, env=env, cpus=pl.cpus if bound else None,
+                              mem_node=mem_node, log_path=os.path.join(workdir, f"rank{rank}.log"),
+                              result_path=env["AUTOTUNE_RESULT"]))
+    request = WorkerRequest(workload=workload, config=config.to_dict(), ranks=tuple(expects),
+                            mode=mode, warmup_steps=warmup_steps, target_seconds=target_seconds,
+                            accuracy_samples=accuracy_samples, workload_args=workload_args or {})
+    shown = dict(env_delta)
+    threads = {str(p.threads) for p in placements if p.threads is not None}
+    if threads:
+        shown["OMP_NUM_THREADS"] = ",".join(sorted(threads))
+    return LaunchPlan(ranks=tuple(ranks), request_path=request_path, request=request,
+                      timeout_s=timeout_s, grace_s=grace_s, master_port=master_port,
+                      workdir=workdir, env_delta=shown)
+
+
+def env_for(config: Config, topology: Topology) -> dict[str, str]:
+    """Environment the configuration adds for every rank (allocator, OpenMP runtime)."""
+    caps = topology.capabilities
+    preload: list[str] = []
+    env: dict[str, str] = {}
+    if config.allocator != "default":
+        preload.append(caps.allocators[config.allocator])
+        if config.allocator == "jemalloc":
+            env["MALLOC_CONF"] = JEMALLOC_CONF
+    if config.omp_runtime == "libiomp5":
+        # Preloading libiomp5 makes torch's libgomp calls resolve to Intel's runtime.
+        preload.append(caps.omp_runtimes["libiomp5"])
+        env["KMP_AFFINITY"] = config.kmp_affinity
+        env["KMP_BLOCKTIME"] = str(config.kmp_blocktime)
+    if preload:
+        env["LD_PRELOAD"] = ":".join(preload)
+    return env
+
+
+def binding_prefix(binding: str, cpus: tuple[int, ...], mem_node: int | None) -> tuple[str, ...]:
+    if binding == "none":
+        return ()
+    tool = binding.split("_")[0]  # numactl_smt -> numactl
+    return tuple(bind_command(tool, cpulist(cpus), None if mem_node is None else str(mem_node), []))
+
+
+def ccl_env(pl: Placement) -> dict[str, str]:
+    """oneCCL progresses communication on its own worker threads; give them the rank's last core
+    so they do not steal cycles from the compute threads (the compute set keeps the rest)."""
+    last = pl.cpus[-1] if pl.cpus else 0
+    return {"CCL_WORKER_COUNT": "1", "CCL_WORKER_AFFINITY": str(last), "CCL_ATL_TRANSPORT": "ofi"}

@@ -1,0 +1,122 @@
+"""One trial end to end: plan -> run -> measure. The only composition of the three stages.
+
+Used by `autotune run`, by the search for every trial, and by verification.
+"""
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Callable
+
+from . import results as R
+from .config import Config
+from .errors import ConfigError
+from .measure import Measurement, aggregate
+from .plan import build_plan, infeasible_reason
+from .plan_types import LaunchPlan
+from .results import RunResult
+from .runner import free_port, run_plan
+from .topology import Topology
+
+if TYPE_CHECKING:
+    from .search import Evaluate
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrialSettings:
+    """How a trial is run and timed (the same for every config of one search)."""
+    workload: str = "cnn"
+    workload_args: dict[str, Any] = field(default_factory=dict)
+    target_seconds: float = 5.0
+    warmup_steps: int = 3
+    accuracy_samples: int = 4096
+    timeout_s: float = 120.0
+    grace_s: float = 5.0
+    results_dir: str = "autotune-results"
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrialOutcome:
+    config: Config
+    mode: str
+    run: RunResult
+    measurement: Measurement | None  # None unless the run was ok
+
+    @property
+    def outcome(self) -> str:
+        return self.run.outcome
+
+    @property
+    def ok(self) -> bool:
+        return self.run.ok and self.measurement is not None
+
+
+def plan_trial(config: Config, topology: Topology, settings: TrialSettings, *,
+               mode: str = "throughput", trial_id: str | None = None,
+               base_env: dict[str, str] | None = None, port: int | None = None) -> LaunchPlan:
+    trial_id = trial_id or f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+    workdir = os.path.abspath(os.path.join(settings.results_dir, "trials", trial_id))
+    return build_plan(config, topology, workload=settings.workload,
+                      workload_args=settings.workload_args, workdir=workdir,
+                      master_port=port if port is not None else free_port(),
+                      base_env=dict(os.environ) if base_env is None else base_env,
+                      timeout_s=settings.timeout_s, grace_s=settings.grace_s, mode=mode,
+                      target_seconds=settings.target_seconds, warmup_steps=settings.warmup_steps,
+                      accuracy_samples=settings.accuracy_samples, trial_id=trial_id)
+
+
+def run_trial(config: Config, topology: Topology, settings: TrialSettings, *,
+              mode: str = "throughput", trial_id: str | None = None) -> TrialOutcome:
+    """Run one configuration. Never raises for a failing trial: the failure is the result."""
+    reason = infeasible_reason(config, topology)
+    if reason:
+        return TrialOutcome(config=config, mode=mode, measurement=None,
+                            run=RunResult(outcome=R.INFEASIBLE, reason=reason))
+    try:
+        plan = plan_trial(config, topology, settings, mode=mode, trial_id=trial_id)
+    except ConfigError as exc:
+        return TrialOutcome(config=config, mode=mode, measurement=None,
+                            run=RunResult(outcome=R.INFEASIBLE, reason=str(exc)))
+    run = run_plan(plan)
+    measurement = None
+    if run.ok:
+        try:
+            measurement = aggregate(list(run.rank_results), run.launched_at)
+        except (KeyError, ValueError, TypeError, IndexError) as exc:
+            run = RunResult(outcome=R.CRASH, reason=f"malformed result: {exc}",
+                            log_tail=run.log_tail, exit_codes=run.exit_codes,
+                            wall_seconds=run.wall_seconds, launched_at=run.launched_at,
+                            rank_results=run.rank_results)
+    return TrialOutcome(config=config, mode=mode, run=run, measurement=measurement)
+
+
+def live_evaluator(topology: Topology, settings: TrialSettings, *,
+                   time_left: Callable[[], float] = lambda: float("inf")) -> "Evaluate":
+    """Evaluate configurations with real trials. The per-trial timeout follows from the first
+    (reference) trial's duration, and never lets one trial run past the remaining budget."""
+    from .search import Evaluation
+    state = {"timeout": settings.timeout_s}
+
+    def evaluate(config: Config, mode: str) -> Evaluation:
+        timeout = max(5.0, min(state["timeout"], time_left()))
+        out = run_trial(config, topology, replace(settings, timeout_s=timeout), mode=mode)
+        m, run = out.measurement, out.run
+        attrs: dict[str, Any] = {"wall_seconds": round(run.wall_seconds, 2), "mode": mode}
+        if m is not None:
+            attrs.update(step_median_s=m.step_stats.median, step_iqr_s=m.step_stats.iqr,
+                         throughput_iqr=m.throughput_iqr, startup_s=m.startup_seconds,
+                         timed_share=m.timed_share, timed_steps=m.timed_steps,
+                         peak_rss_mb=[round(b / 2**20) if b else None for b in m.peak_rss_bytes])
+            if mode == "throughput" and state["timeout"] == settings.timeout_s:
+                # 4x the first good trial (at least 30 s): a slow config still finishes, a hung
+                # one does not eat the budget.
+                state["timeout"] = max(30.0, 4.0 * run.wall_seconds)
+        elif run.log_tail:
+            attrs["log_tail"] = run.log_tail
+        return Evaluation(outcome=run.outcome, reason=run.reason,
+                          throughput=m.throughput if m else None,
+                          accuracy=m.accuracy if m else None, seconds=run.wall_seconds,
+                          attrs=attrs)
+    return evaluate
