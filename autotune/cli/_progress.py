@@ -1,0 +1,104 @@
+"""Progress of a long search on the terminal: elapsed against budget, trials done and failed,
+best so far against the default launch, and what is running now. Written to stderr so that
+stdout stays clean for `--json`."""
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any, TextIO
+
+from .. import results as R
+from ..budget import format_seconds
+from ..config import Config
+
+
+def short(config: Config) -> str:
+    """Only the knobs that differ from the default launch."""
+    base = Config()
+    diff = [f"{k}={v}" for k, v in config.to_dict().items() if v != getattr(base, k)]
+    return " ".join(diff) or "default launch"
+
+
+class Progress:
+    def __init__(self, *, budget_s: float, quiet: bool = False, started: float | None = None,
+                 stream: TextIO | None = None):
+        self.budget_s, self.quiet = budget_s, quiet
+        self.started = started if started is not None else time.monotonic()
+        self.stream = stream or sys.stderr
+        self.done = self.failed = self.infeasible = 0
+        self.default_thr: float | None = None
+        self.best: float | None = None
+
+    def _print(self, text: str) -> None:
+        if not self.quiet:
+            print(text, file=self.stream, flush=True)
+
+    def _clock(self) -> str:
+        return f"[{format_seconds(time.monotonic() - self.started)}/{format_seconds(self.budget_s)}]"
+
+    def note(self, text: str) -> None:
+        self._print(f"{self._clock()} {text}")
+
+    def start(self, *, name: str, storage: str, space, stale: int, topology) -> None:
+        self._print(f"autotune search: study {name} in {storage}")
+        nodes = len(topology.compute_nodes())
+        self._print(f"machine: {topology.isa.model_name}, {topology.num_usable_cores()} usable "
+                    f"physical cores, {nodes} NUMA node(s); space {space.name}: "
+                    f"{len(space.knobs)} knobs, {space.size()} combinations")
+        for n in space.notes:
+            self._print(f"  note: {n}")
+        if stale:
+            self._print(f"  recovered {stale} trial(s) left running by a killed search (marked interrupted)")
+
+    def event(self, kind: str, **info: Any) -> None:
+        if kind == "trial_start":
+            self._print(f"{self._clock()} trial {info['number']} ({info['role']}): "
+                        f"{short(info['config'])}")
+        elif kind == "trial_end":
+            self._trial_end(info["record"])
+        elif kind == "verify_start":
+            self._print(f"{self._clock()} verify round {info['round']}/{info['rounds']} "
+                        f"({info['role']}): {short(info['config'])}")
+
+    def _trial_end(self, rec) -> None:
+        if rec.outcome == R.INFEASIBLE:
+            self.infeasible += 1
+            return  # ruled out before launch: cheap, and noisy to print each one
+        self.done += 1
+        if rec.outcome != R.OK:
+            self.failed += 1
+            what = f"{rec.outcome}: {rec.reason}"
+        else:
+            if rec.role == "reference:default":
+                self.default_thr = rec.throughput
+            ratio = rec.throughput / self.default_thr if self.default_thr else None
+            if rec.feasible and (self.best is None or rec.throughput > self.best):
+                self.best = rec.throughput
+            acc = f", accuracy {rec.accuracy:.3f}" if rec.accuracy is not None else ""
+            what = f"{rec.throughput:.1f} samples/s" + (f" ({ratio:.2f}x default)" if ratio else "") + acc
+            if not rec.feasible:
+                what += " [outside accuracy tolerance]"
+        best = (f", best {self.best / self.default_thr:.2f}x"
+                if self.best and self.default_thr else "")
+        self._print(f"{'':>13} -> {what} | {self.done} run, {self.failed} failed, "
+                    f"{self.infeasible} ruled out{best}")
+
+    def finish(self, result, rec, command: str | None, elapsed: float) -> None:
+        out = sys.stdout
+        print(f"\nsearch stopped ({result.stop_reason}) after {format_seconds(elapsed)}: "
+              f"{result.measured} trial(s) run this time, {len(result.records)} configurations "
+              "in the study", file=out)
+        if rec is None:
+            print("no recommendation (see messages above)", file=out)
+            return
+        print(rec.headline(), file=out)
+        if rec.vs_run_cpu:
+            print(f"  {rec.vs_run_cpu:.2f}x over torch's run_cpu launcher heuristic", file=out)
+        if rec.accuracy is not None and rec.default_accuracy is not None:
+            print(f"  accuracy {rec.accuracy:.3f} (default launch {rec.default_accuracy:.3f})",
+                  file=out)
+        print(f"recommended: {short(rec.config)}", file=out)
+        if command:
+            print("\ntuned launch command (also: autotune export --format shell|torchrun|json):",
+                  file=out)
+            print(command, file=out)

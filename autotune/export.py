@@ -1,0 +1,125 @@
+"""Turn a configuration into the launch command a user copies: shell, torchrun or JSON (pure).
+
+The command is built from the same LaunchPlan the trials ran, with the timed worker replaced by
+the training command, so what the user pastes binds, preloads and threads exactly as measured.
+"""
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from .config import Config
+from .errors import ConfigError
+from .plan import build_plan
+from .plan_types import cpulist
+from .topology import Topology
+
+FORMATS = ("shell", "torchrun", "json")
+# Per-trial bookkeeping a user's launch does not need.
+_TRIAL_ONLY = ("AUTOTUNE_RESULT", "AUTOTUNE_TRIAL_ID")
+_PER_RANK = ("RANK", "LOCAL_RANK")
+
+
+@dataclass(frozen=True, kw_only=True)
+class LaunchCommand:
+    config: Config
+    env: dict[str, str]                          # the same for every rank
+    ranks: tuple[tuple[dict[str, str], tuple[str, ...]], ...]   # (rank-only env, argv)
+    program: tuple[str, ...]                     # the training command without binding
+    cpus: tuple[tuple[int, ...] | None, ...]
+    mem_nodes: tuple[int | None, ...]
+    manifest: dict[str, Any] = field(default_factory=dict)
+
+
+def training_command(workload: str, config: Config, *, python: str = sys.executable,
+                     seconds: float = 60.0) -> tuple[str, ...]:
+    """The built-in trainer for a built-in or module:function workload, with the knobs that act
+    inside the process (the rest act through the environment and binding)."""
+    inside = ("backend", "batch_size", "precision", "channels_last", "compile", "ipex",
+              "allocator", "omp_runtime", "threads")
+    sets = [f"--set={k}={v}" for k, v in config.to_dict().items()
+            if k in inside and v is not None and v != getattr(Config(), k)]
+    return (python, "-m", "autotune.worker", "--workload", workload, *sets,
+            "--seconds", f"{seconds:g}")
+
+
+def launch_command(config: Config, topology: Topology, *, workload: str = "cnn",
+                   program: tuple[str, ...] | None = None, python: str = sys.executable,
+                   port: int = 29500, manifest: dict[str, Any] | None = None) -> LaunchCommand:
+    program = program or training_command(workload, config, python=python)
+    plan = build_plan(config, topology, workload=workload, workdir=".", master_port=port,
+                      base_env={}, program=program, python=python)
+    envs = [{k: v for k, v in r.env.items() if k not in _TRIAL_ONLY} for r in plan.ranks]
+    common = {k: v for k, v in envs[0].items() if k not in _PER_RANK
+              and all(e.get(k) == v for e in envs)}
+    ranks = tuple(({k: v for k, v in e.items() if k not in common}, r.argv)
+                  for e, r in zip(envs, plan.ranks))
+    return LaunchCommand(config=config, env=common, ranks=ranks, program=tuple(program),
+                         cpus=tuple(r.cpus for r in plan.ranks),
+                         mem_nodes=tuple(r.mem_node for r in plan.ranks), manifest=manifest or {})
+
+
+def render(cmd: LaunchCommand, fmt: str) -> str:
+    if fmt not in FORMATS:
+        raise ConfigError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
+    return {"shell": _shell, "torchrun": _torchrun, "json": _json}[fmt](cmd)
+
+
+def _q(args) -> str:
+    return " ".join(shlex.quote(str(a)) for a in args)
+
+
+def _assign(env: dict[str, str]) -> str:
+    return " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(env.items()))
+
+
+def _header(cmd: LaunchCommand) -> list[str]:
+    m = cmd.manifest
+    lines = ["# autotune tuned launch: " + " ".join(
+        f"{k}={v}" for k, v in cmd.config.to_dict().items() if v != getattr(Config(), k))]
+    if m.get("headline"):
+        lines.append(f"# {m['headline']}")
+    if m.get("fingerprint"):
+        lines.append(f"# measured on {m.get('machine', '?')} (topology {m['fingerprint']}), "
+                     f"torch {m.get('library_versions', {}).get('torch', '?')}")
+    return lines
+
+
+def _shell(cmd: LaunchCommand) -> str:
+    if len(cmd.ranks) == 1:
+        env, argv = cmd.ranks[0]
+        return "\n".join(_header(cmd) + [f"env {_assign({**cmd.env, **env})} {_q(argv)}"])
+    body = [f"  {_assign(env)} {_q(argv)} &" for env, argv in cmd.ranks]
+    # A subshell keeps the exports out of the user's shell; the trap stops every rank on Ctrl-C.
+    return "\n".join(_header(cmd) + ["(", "  trap 'kill 0' INT TERM",
+                                     f"  export {_assign(cmd.env)}", *body, "  wait", ")"])
+
+
+def _torchrun(cmd: LaunchCommand) -> str:
+    env = {k: v for k, v in cmd.env.items()
+           if k not in ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "LOCAL_WORLD_SIZE")}
+    n = len(cmd.ranks)
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
+                f"--nproc-per-node={n}"]
+    bound = [c for c in cmd.cpus if c is not None]
+    if bound:
+        tool = cmd.config.binding.split("_")[0]
+        shim = [cmd.program[0], "-m", "autotune.bind", f"--tool={tool}",
+                "--cpus=" + ";".join(cpulist(c) for c in bound)]
+        if any(m is not None for m in cmd.mem_nodes):
+            shim.append("--membind=" + ";".join(str(m) for m in cmd.mem_nodes))
+        tail = ["--no-python", *shim, "--", *cmd.program]
+    else:
+        tail = ["--no-python", *cmd.program]
+    return "\n".join(_header(cmd) + [f"env {_assign(env)} {_q(launcher + tail)}"])
+
+
+def _json(cmd: LaunchCommand) -> str:
+    return json.dumps({"format": "autotune-launch/1", "config": cmd.config.to_dict(),
+                       "env": cmd.env, "program": list(cmd.program),
+                       "ranks": [{"env": e, "argv": list(a)} for e, a in cmd.ranks],
+                       "shell": _shell(cmd), "torchrun": _torchrun(cmd),
+                       "manifest": cmd.manifest}, indent=2)

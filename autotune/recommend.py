@@ -1,0 +1,174 @@
+"""Verify the best candidates against the default launch, interleaved, and recommend a winner.
+
+A search measures each configuration once, under whatever else the machine was doing then; the
+best of many single measurements is biased upwards (winner's curse). Verification re-runs the few
+best and the default launch in alternating rounds (D A B C, C B A D, ...) and compares within each
+round, so slow drift of the machine cancels out. Only a candidate that stays faster is recommended.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from . import results as R
+from .config import Config
+from .measure import RatioStats, Stats, ratio_stats
+from .search import DEFAULT_ROLE, RUN_CPU_ROLE, Evaluate
+from .study import Record
+
+# A candidate "holds up" when it beats the default in the median round by at least this much and
+# its re-measured speed is not far below what the search saw.
+MIN_GAIN = 1.02
+MAX_SHRINK = 0.85
+
+
+@dataclass(frozen=True, kw_only=True)
+class Verified:
+    config: Config
+    role: str
+    search_throughput: float | None
+    throughputs: tuple[float, ...]     # per completed round
+    baselines: tuple[float, ...]       # the default launch's throughput in the same rounds
+    accuracy: float | None = None
+
+    @property
+    def ratios(self) -> tuple[float, ...]:
+        return tuple(c / d for c, d in zip(self.throughputs, self.baselines))
+
+    @property
+    def ratio(self) -> RatioStats:
+        return ratio_stats(self.throughputs, self.baselines)
+
+    @property
+    def holds(self) -> bool:
+        if len(self.ratios) == 0:
+            return False
+        med = Stats.of(list(self.throughputs)).median
+        shrink_ok = self.search_throughput is None or med >= MAX_SHRINK * self.search_throughput
+        return self.ratio.median >= MIN_GAIN and shrink_ok
+
+
+@dataclass(frozen=True, kw_only=True)
+class Recommendation:
+    config: Config
+    speedup: float                     # median per-round ratio over the default launch
+    spread: float                      # half the IQR of those ratios
+    rounds: int
+    verified: bool
+    vs_run_cpu: float | None = None    # median per-round ratio over the run_cpu heuristic
+    accuracy: float | None = None
+    default_accuracy: float | None = None
+    default_throughput: float | None = None
+    throughput: float | None = None
+    candidates: tuple[Verified, ...] = ()
+    note: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def headline(self) -> str:
+        if not self.verified:
+            return f"unverified speedup {self.speedup:.2f}x over the default launch ({self.note})"
+        if self.config == Config():
+            return (f"no verified speedup: the default launch is the best configuration found "
+                    f"({self.note})" if self.note else "no verified speedup over the default launch")
+        return f"verified speedup {self.speedup:.2f}x over the default launch (±{self.spread:.2f})"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"config": self.config.to_dict(), "speedup": self.speedup, "spread": self.spread,
+                "rounds": self.rounds, "verified": self.verified, "vs_run_cpu": self.vs_run_cpu,
+                "accuracy": self.accuracy, "default_accuracy": self.default_accuracy,
+                "throughput": self.throughput, "default_throughput": self.default_throughput,
+                "headline": self.headline(), "note": self.note,
+                "candidates": [{"config": v.config.to_dict(), "role": v.role,
+                                "search_throughput": v.search_throughput,
+                                "throughputs": list(v.throughputs), "ratios": list(v.ratios),
+                                "holds": v.holds} for v in self.candidates]}
+
+
+def pick_candidates(records: list[Record], n: int = 3) -> list[Record]:
+    """The n fastest feasible configurations (accuracy within tolerance), excluding the default
+    launch; the run_cpu heuristic joins when it is feasible, to report the speedup over it."""
+    ok = [r for r in records if r.feasible and r.throughput and r.role != DEFAULT_ROLE
+          and r.config != Config()]
+    ok.sort(key=lambda r: r.throughput, reverse=True)
+    top, seen = [], set()
+    for r in ok:
+        if r.config.key() not in seen:
+            seen.add(r.config.key())
+            top.append(r)
+    picked = top[:n]
+    run_cpu = next((r for r in top if r.role == RUN_CPU_ROLE), None)
+    if run_cpu is not None and run_cpu not in picked:
+        picked = picked[:max(1, n - 1)] + [run_cpu]
+    return picked
+
+
+def verify(candidates: list[Record], default: Record, evaluate: Evaluate, *,
+           rounds: int = 3, time_left: Callable[[], float] = lambda: float("inf"),
+           on_event: Callable[..., None] = lambda kind, **info: None) -> Recommendation:
+    """Interleaved rounds of default + candidates; stops early when another round won't fit."""
+    lineup = [default] + list(candidates)
+    results: dict[int, list[float | None]] = {i: [] for i in range(len(lineup))}
+    done, round_s = 0, 0.0
+    for rnd in range(rounds):
+        if done and time_left() < round_s * 1.1:
+            break
+        order = list(range(len(lineup)))
+        if rnd % 2:
+            order.reverse()  # A B C D, D C B A: position effects cancel over pairs of rounds
+        spent = 0.0
+        for i in order:
+            role, config = lineup[i].role, lineup[i].config
+            on_event("verify_start", config=config, role=role, round=rnd + 1, rounds=rounds)
+            ev = evaluate(config, "throughput")
+            spent += ev.seconds
+            results[i].append(ev.throughput if ev.outcome == R.OK else None)
+        done += 1
+        round_s = max(round_s, spent)
+    default_thr = results[0]
+    verified = []
+    for i, rec in enumerate(lineup[1:], start=1):
+        pairs = [(c, d) for c, d in zip(results[i], default_thr) if c and d]
+        verified.append(Verified(config=rec.config, role=rec.role,
+                                 search_throughput=rec.throughput, accuracy=rec.accuracy,
+                                 throughputs=tuple(c for c, _ in pairs),
+                                 baselines=tuple(d for _, d in pairs)))
+    return _choose(verified, default, done, results)
+
+
+def _choose(verified: list[Verified], default: Record, rounds: int,
+            results: dict[int, list[float | None]]) -> Recommendation:
+    d_thr = [t for t in results[0] if t]
+    d_med = Stats.of(d_thr).median if d_thr else default.throughput
+    run_cpu = next((v for v in verified if v.role == RUN_CPU_ROLE), None)
+    holding = sorted((v for v in verified if v.holds), key=lambda v: v.ratio.median, reverse=True)
+    if not holding:
+        best = max(verified, key=lambda v: v.ratio.median if v.ratios else 0, default=None)
+        note = (f"best candidate measured {best.ratio.median:.2f}x in verification, below the "
+                f"{MIN_GAIN:.2f}x needed" if best and best.ratios else "no candidate completed")
+        return Recommendation(config=default.config, speedup=1.0, spread=0.0, rounds=rounds,
+                              verified=True, accuracy=default.accuracy,
+                              default_accuracy=default.accuracy, default_throughput=d_med,
+                              throughput=d_med, candidates=tuple(verified), note=note)
+    win = holding[0]
+    vs_run_cpu = None
+    if run_cpu is not None and run_cpu is not win and len(run_cpu.throughputs) == len(win.throughputs) \
+            and run_cpu.throughputs:
+        vs_run_cpu = ratio_stats(win.throughputs, run_cpu.throughputs).median
+    elif run_cpu is win:
+        vs_run_cpu = 1.0
+    stats = win.ratio
+    return Recommendation(config=win.config, speedup=stats.median, spread=stats.spread,
+                          rounds=rounds, verified=True, vs_run_cpu=vs_run_cpu,
+                          accuracy=win.accuracy, default_accuracy=default.accuracy,
+                          default_throughput=d_med,
+                          throughput=Stats.of(list(win.throughputs)).median,
+                          candidates=tuple(verified))
+
+
+def unverified(best: Record, default: Record, why: str) -> Recommendation:
+    """When no time is left to verify: say so, and report the search's own single measurement."""
+    speed = best.throughput / default.throughput if best.throughput and default.throughput else 1.0
+    return Recommendation(config=best.config, speedup=speed, spread=0.0, rounds=0, verified=False,
+                          accuracy=best.accuracy, default_accuracy=default.accuracy,
+                          default_throughput=default.throughput, throughput=best.throughput,
+                          note=why)

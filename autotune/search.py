@@ -1,0 +1,218 @@
+"""The search loop: references first, then sampler-proposed trials within the budget.
+
+Evaluation and time are injected (`evaluate`, `clock`), so the same loop drives real trials and
+the benchmark that replays a recorded landscape in seconds.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+import optuna
+from optuna.distributions import CategoricalDistribution
+
+from . import results as R
+from .config import Config
+from .errors import WorkloadError
+from .plan import infeasible_reason
+from .study import Record, record_trial, records
+from .topology import Topology
+
+DEFAULT_ROLE = "reference:default"
+RUN_CPU_ROLE = "reference:run_cpu"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Evaluation:
+    """What evaluating one configuration gave (a real trial, or a row of a recorded landscape)."""
+    outcome: str
+    reason: str = ""
+    throughput: float | None = None
+    accuracy: float | None = None
+    seconds: float = 0.0
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+
+Evaluate = Callable[[Config, str], Evaluation]  # (config, "throughput" | "accuracy")
+
+
+class Clock(Protocol):
+    def elapsed(self) -> float: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class SearchOptions:
+    budget_s: float
+    verify_reserve_s: float = 0.0
+    min_trial_s: float = 10.0
+    max_accuracy_drop: float = 1.0   # percentage points below the default launch
+    patience: int = 12               # measured trials without a 1% gain before stopping
+    seed: int = 0
+    max_trials: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class SearchResult:
+    records: list[Record]
+    default: Record | None
+    run_cpu: Record | None
+    stop_reason: str
+    measured: int      # configurations actually launched (this run)
+
+
+def make_sampler(seed: int = 0) -> optuna.samplers.BaseSampler:
+    # Multivariate TPE models knob interactions (threads x nproc, allocator x precision) that an
+    # independent sampler misses; a short random start keeps the first trials diverse.
+    return optuna.samplers.TPESampler(seed=seed, multivariate=True, n_startup_trials=6,
+                                      constant_liar=False)
+
+
+def reference_configs(topology: Topology, base: Config) -> list[tuple[str, Config]]:
+    """The default launch, and the launcher heuristic of torch.backends.xeon.run_cpu: one process
+    per NUMA node on its physical cores, bound, with the best allocator and OpenMP found."""
+    caps = topology.capabilities
+    nodes = max(1, len(topology.compute_nodes()))
+    alloc = next((a for a in ("tcmalloc", "jemalloc") if caps.allocators.get(a)), "default")
+    binding = "numactl" if caps.numactl else "taskset" if caps.taskset else "none"
+    run_cpu = base.with_(nproc=nodes, nproc_per_node=1 if nodes > 1 else None, threads=None,
+                         binding=binding, allocator=alloc,
+                         omp_runtime="libiomp5" if caps.omp_runtimes.get("libiomp5") else "libgomp")
+    return [(DEFAULT_ROLE, base), (RUN_CPU_ROLE, run_cpu)]
+
+
+class _Accuracy:
+    """Accuracy per distinct (global batch, precision): the other knobs do not change the math."""
+
+    def __init__(self, study: optuna.Study, evaluate: Evaluate):
+        self.study, self.evaluate = study, evaluate
+        self.cache: dict[str, float | None] = {
+            k[len("accuracy:"):]: v for k, v in study.user_attrs.items() if k.startswith("accuracy:")}
+
+    def of(self, config: Config) -> tuple[float | None, float]:
+        key = f"{config.global_batch_size}:{config.precision}"
+        if key in self.cache:
+            return self.cache[key], 0.0
+        ev = self.evaluate(config, "accuracy")
+        acc = ev.accuracy if ev.outcome == R.OK else None
+        self.cache[key] = acc
+        self.study.set_user_attr(f"accuracy:{key}", acc)
+        return acc, ev.seconds
+
+
+def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Evaluate,
+               clock: Clock, options: SearchOptions,
+               on_event: Callable[..., None] = lambda kind, **info: None) -> SearchResult:
+    distributions = {k: CategoricalDistribution(list(v)) for k, v in space.knobs.items()}
+    accuracy = _Accuracy(study, evaluate)
+    known = {r.config.key(): r for r in records(study)}
+    measured = 0
+    base = Config()  # the default launch: 1 process, torch's threads, default allocator, fp32
+
+    def left() -> float:
+        return options.budget_s - clock.elapsed() - options.verify_reserve_s
+
+    def evaluate_and_record(config: Config, role: str, trial=None) -> Record:
+        nonlocal measured
+        reason = infeasible_reason(config, topology) or _space_violation(space, config)
+        if reason:
+            ev = Evaluation(outcome=R.INFEASIBLE, reason=reason)
+        else:
+            on_event("trial_start", config=config, role=role, number=len(known))
+            ev = evaluate(config, "throughput")
+            measured += 1
+        acc, violation = None, 0.0
+        if ev.outcome == R.OK:
+            acc, _ = accuracy.of(config)
+            violation = _accuracy_violation(acc, accuracy.of(base)[0] if role != DEFAULT_ROLE
+                                            else acc, options.max_accuracy_drop)
+        number = record_trial(study, config=config, outcome=ev.outcome, reason=ev.reason,
+                              throughput=ev.throughput, accuracy=acc, violation=violation,
+                              role=role, attrs={**ev.attrs, "seconds": ev.seconds}, trial=trial)
+        rec = Record(config=config, outcome=ev.outcome, reason=ev.reason,
+                     throughput=ev.throughput if ev.outcome == R.OK else None, accuracy=acc,
+                     feasible=ev.outcome == R.OK and violation <= 0, role=role, number=number,
+                     attrs=dict(ev.attrs))
+        known[config.key()] = rec
+        on_event("trial_end", record=rec, seconds=ev.seconds)
+        return rec
+
+    # 1. References: what the user gets without tuning, and the best-known launcher heuristic.
+    refs: dict[str, Record | None] = {}
+    for role, config in reference_configs(topology, base):
+        rec = known.get(config.key())
+        if rec is None and left() > 0:
+            rec = evaluate_and_record(config, role, trial=None)
+            if role == DEFAULT_ROLE and rec.outcome in (R.WORKLOAD_ERROR, R.CRASH):
+                # The same failure would repeat on every trial: stop now, show the cause.
+                tail = rec.attrs.get("log_tail", "").strip().splitlines()[-1:] or [rec.reason]
+                raise WorkloadError(f"the workload fails on the default launch ({rec.outcome}: "
+                                    f"{rec.reason}); last log line: {tail[0]}")
+        refs[role] = rec
+
+    # 2. Sampler-proposed trials until the budget (less verification), stagnation or exhaustion.
+    rng = random.Random(options.seed)
+    stop_reason, since_gain, repeats = "budget", 0, 0
+    best = max((r.throughput for r in known.values() if r.feasible and r.throughput), default=0.0)
+    while True:
+        if left() < options.min_trial_s:
+            stop_reason = "budget"
+            break
+        if options.max_trials is not None and measured >= options.max_trials:
+            stop_reason = "max_trials"
+            break
+        if since_gain >= options.patience:
+            stop_reason = "stagnated"
+            break
+        if repeats >= 3:  # the sampler keeps proposing measured configs: explore instead
+            fresh = _unseen(space, known, rng)
+            if fresh is None:
+                stop_reason = "exhausted"
+                break
+            study.enqueue_trial(fresh)
+            repeats = 0
+        trial = study.ask(distributions)
+        config = space.to_config(trial.params)
+        seen = known.get(config.key())
+        if seen is not None:
+            # Never run a configuration twice: tell the sampler what it already measured.
+            repeats += 1
+            record_trial(study, config=config, outcome=seen.outcome, reason=seen.reason,
+                         throughput=seen.throughput, accuracy=seen.accuracy,
+                         violation=0.0 if seen.feasible else 1.0, role="repeat",
+                         attrs={"reused_from": seen.number}, trial=trial)
+            continue
+        repeats = 0
+        rec = evaluate_and_record(config, "search", trial=trial)
+        if rec.outcome != R.INFEASIBLE:
+            since_gain += 1
+        if rec.feasible and rec.throughput and rec.throughput > best * 1.01:
+            best, since_gain = rec.throughput, 0
+    return SearchResult(records=[r for r in known.values()], default=refs.get(DEFAULT_ROLE),
+                        run_cpu=refs.get(RUN_CPU_ROLE), stop_reason=stop_reason, measured=measured)
+
+
+def _space_violation(space, config: Config) -> str | None:
+    check = getattr(space, "violations", None)
+    broken = check(config.to_dict()) if check else []
+    return f"violates {broken[0]}" if broken else None
+
+
+def _accuracy_violation(acc: float | None, base: float | None, max_drop_pp: float) -> float:
+    """> 0 when the accuracy fell more than the allowed percentage points below the default."""
+    if acc is None or base is None:
+        return 1.0 if acc is None else 0.0
+    return (base - acc) * 100.0 - max_drop_pp
+
+
+def _unseen(space, known: dict[str, Record], rng: random.Random) -> dict[str, Any] | None:
+    """A random configuration of the space not evaluated yet (None when all are)."""
+    knobs = space.knobs
+    for _ in range(500):
+        params = {k: rng.choice(list(v)) for k, v in knobs.items()}
+        if space.to_config(params).key() not in known:
+            return params
+    for params in space.grid():  # small or nearly exhausted spaces: walk the grid
+        if space.to_config(params).key() not in known:
+            return params
+    return None

@@ -1,0 +1,216 @@
+"""The study's storage: open/resume it, record trials self-describingly, read them back.
+
+This is the only module that writes to Optuna storage. Every stored trial carries the schema
+version, autotune version and full config, and the study carries the machine it ran on, so a study
+can be read (and its command exported) a year later on another machine.
+"""
+from __future__ import annotations
+
+import math
+import os
+import platform
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import optuna
+from optuna.distributions import CategoricalDistribution
+from optuna.trial import FrozenTrial, TrialState
+
+from . import __version__
+from . import results as R
+from .config import Config
+from .errors import StorageError
+from .topology import SCHEMA_VERSION, Topology
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+DEFAULT_RESULTS = "autotune-results"
+OBJECTIVES = ("throughput (samples/s)", "accuracy")
+LOG_TAIL_LIMIT = 4000
+# optuna-dashboard 0.21 reads constraints only from the list under this old key; Optuna 5 reads
+# both that and `constraints:<name>`, so both are written.
+_OLD_CONSTRAINTS_KEY = "constraints"
+
+
+def default_storage(results_dir: str = DEFAULT_RESULTS) -> str:
+    return f"sqlite:///{os.path.join(results_dir, 'autotune.db')}"
+
+
+def redact(url: str) -> str:
+    """Storage URL fit to print: the password (if any) replaced by ***."""
+    return re.sub(r"(://[^:/@]+:)[^@]*@", r"\1***@", url)
+
+
+def study_name(workload: str, topology: Topology, space_name: str = "cpu") -> str:
+    """Identifies machine, workload and space: the same command resumes the same study."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", workload)
+    return f"autotune-{safe}-{space_name}-{topology.fingerprint()}"
+
+
+def open_storage(url: str) -> optuna.storages.BaseStorage:
+    """Open (creating folders for SQLite) an Optuna storage, with errors a user can act on."""
+    if url.startswith("sqlite:///"):
+        path = url[len("sqlite:///"):]
+        if path and path != ":memory:":
+            folder = os.path.dirname(os.path.abspath(path))
+            try:
+                os.makedirs(folder, exist_ok=True)
+            except OSError as exc:
+                raise StorageError(f"storage {redact(url)}: cannot create {folder}: {exc.strerror}") from None
+            if os.path.exists(path):
+                with open(path, "rb") as fh:
+                    head = fh.read(16)
+                if head and not head.startswith(b"SQLite format 3"):
+                    raise StorageError(f"storage {redact(url)}: {path} is not an SQLite database")
+    elif "://" not in url:
+        raise StorageError(f"storage {url!r}: not a URL; use e.g. sqlite:///results/autotune.db "
+                           "or postgresql://user@host/db")
+    try:
+        if url.endswith(".log") and url.startswith("journal:///"):
+            from optuna.storages.journal import JournalFileBackend, JournalStorage
+            return JournalStorage(JournalFileBackend(url[len("journal:///"):]))
+        return optuna.storages.RDBStorage(url, engine_kwargs=_engine_kwargs(url))
+    except Exception as exc:  # SQLAlchemy/driver errors: many types, one message for the user
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise StorageError(f"storage {redact(url)}: {redact(first)}") from None
+
+
+def _engine_kwargs(url: str) -> dict[str, Any]:
+    # Two searches sharing one SQLite file wait for each other's writes instead of failing.
+    return {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {}
+
+
+def library_versions() -> dict[str, str]:
+    import torch
+    return {"autotune": __version__, "torch": torch.__version__, "optuna": optuna.__version__,
+            "python": platform.python_version()}
+
+
+def open_study(storage: optuna.storages.BaseStorage, name: str, *, sampler=None,
+               create: bool = True) -> optuna.Study:
+    if not create:
+        try:
+            return optuna.load_study(study_name=name, storage=storage, sampler=sampler)
+        except KeyError:
+            raise StorageError(f"no study named {name!r} in this storage") from None
+    return optuna.create_study(study_name=name, storage=storage, sampler=sampler,
+                               directions=["maximize", "maximize"], load_if_exists=True)
+
+
+def find_study(storage: optuna.storages.BaseStorage, name: str | None) -> str:
+    """The study to report on: `name` if given, else the only (or most recent) autotune study."""
+    summaries = optuna.get_all_study_summaries(storage, include_best_trial=False)
+    names = [s.study_name for s in summaries]
+    if name:
+        if name not in names:
+            raise StorageError(f"no study named {name!r}; studies here: {', '.join(names) or 'none'}")
+        return name
+    ours = [s for s in summaries if s.study_name.startswith("autotune-")]
+    if not ours:
+        raise StorageError("no autotune study in this storage; run `autotune search` first")
+    ours.sort(key=lambda s: s.datetime_start or 0)
+    return ours[-1].study_name
+
+
+def describe_study(study: optuna.Study, *, topology: Topology, workload: str,
+                   space: dict[str, Any], settings: dict[str, Any]) -> None:
+    """Self-describing metadata, written once (the first run's machine is the study's machine)."""
+    attrs = study.user_attrs
+    if "topology" in attrs:
+        return
+    for key, value in {"schema_version": SCHEMA_VERSION, "autotune_version": __version__,
+                       "topology": topology.to_json(), "fingerprint": topology.fingerprint(),
+                       "workload": workload, "space": space, "settings": settings,
+                       "library_versions": library_versions()}.items():
+        study.set_user_attr(key, value)
+    try:
+        from optuna_dashboard import set_objective_names
+        set_objective_names(study, list(OBJECTIVES))
+    except Exception:  # the dashboard package is optional for recording
+        pass
+
+
+@dataclass(frozen=True, kw_only=True)
+class Record:
+    """One evaluated configuration as the search sees it (built from a trial or a result)."""
+    config: Config
+    outcome: str
+    reason: str = ""
+    throughput: float | None = None
+    accuracy: float | None = None
+    feasible: bool = False
+    role: str = "search"
+    number: int | None = None
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+
+def record_trial(study: optuna.Study, *, config: Config, outcome: str, reason: str = "",
+                 throughput: float | None = None, accuracy: float | None = None,
+                 violation: float = 0.0, role: str = "search", attrs: dict[str, Any] | None = None,
+                 trial: optuna.Trial | None = None, params: dict[str, Any] | None = None,
+                 distributions: dict[str, CategoricalDistribution] | None = None) -> int:
+    """Store one result. A failed trial is stored as a result with a violated constraint (so the
+    sampler learns to avoid it: TPE ignores FAIL trials); only interruptions are stored as FAIL."""
+    user = {"schema_version": SCHEMA_VERSION, "autotune_version": __version__,
+            "config": config.to_dict(), "config_key": config.key(), "outcome": outcome,
+            "reason": reason[:1000], "role": role, **(attrs or {})}
+    if "log_tail" in user:
+        user["log_tail"] = str(user["log_tail"])[-LOG_TAIL_LIMIT:]
+    ok = outcome == R.OK and throughput is not None
+    if outcome == R.INTERRUPTED:
+        state, values, constraint = TrialState.FAIL, None, None
+    else:
+        state = TrialState.COMPLETE
+        acc = accuracy if accuracy is not None and math.isfinite(accuracy) else 0.0
+        values = [float(throughput), float(acc)] if ok else [0.0, 0.0]
+        constraint = float(violation) if ok else 1.0
+    if trial is None:
+        frozen = optuna.trial.create_trial(
+            state=state, values=values, params=params or {}, distributions=distributions or {},
+            user_attrs=user,
+            system_attrs=({} if constraint is None else
+                          {_OLD_CONSTRAINTS_KEY: [constraint], "constraints:feasible": constraint}))
+        study.add_trial(frozen)
+        return study.trials[-1].number
+    for k, v in user.items():
+        trial.set_user_attr(k, v)
+    if constraint is not None:
+        trial.set_constraint("feasible", constraint)
+        trial.storage.set_trial_system_attr(trial._trial_id, _OLD_CONSTRAINTS_KEY, [constraint])
+    study.tell(trial, values=values, state=state)
+    return trial.number
+
+
+def records(study: optuna.Study) -> list[Record]:
+    """Every stored evaluation, oldest first (interrupted and running ones excluded)."""
+    out = []
+    for t in study.get_trials(deepcopy=False):
+        if t.state != TrialState.COMPLETE or "config" not in t.user_attrs:
+            continue
+        out.append(record_of(t))
+    return out
+
+
+def record_of(t: FrozenTrial) -> Record:
+    u = t.user_attrs
+    ok = u.get("outcome") == R.OK
+    feasible = ok and all(v <= 0 for v in t.constraints.values())
+    return Record(config=Config.from_dict(u["config"], where=f"trial {t.number}"),
+                  outcome=u.get("outcome", "?"), reason=u.get("reason", ""),
+                  throughput=t.values[0] if ok and t.values else None,
+                  accuracy=u.get("accuracy"), feasible=feasible, role=u.get("role", "search"),
+                  number=t.number, attrs=dict(u))
+
+
+def fail_stale_running(study: optuna.Study) -> int:
+    """Trials left RUNNING by a search that was killed (kill -9, power loss) become FAIL with
+    reason 'interrupted'. Only called while holding the machine lock, so none is really running."""
+    n = 0
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        storage = study._storage
+        storage.set_trial_user_attr(t._trial_id, "outcome", R.INTERRUPTED)
+        storage.set_trial_user_attr(t._trial_id, "reason", "the search was killed during this trial")
+        storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
+        n += 1
+    return n
