@@ -67,7 +67,9 @@ def parse(text: str) -> ast.expr:
 
 
 def names_in(node: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+    """The names an expression reads (function names excluded)."""
+    funcs = {id(n.func) for n in ast.walk(node) if isinstance(n, ast.Call)}
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and id(n) not in funcs}
 
 
 def check(node: ast.expr, kinds: Mapping[str, str], *, text: str, compare: bool = False) -> str:
@@ -121,10 +123,10 @@ def check(node: ast.expr, kinds: Mapping[str, str], *, text: str, compare: bool 
         if compare and isinstance(n, ast.Compare):
             left = kind(n.left)
             for op, comp in zip(n.ops, n.comparators):
-                right = kind(comp)
                 if type(op) not in _COMPARE:
                     raise ExprError(f"comparison {_OP_TEXT.get(type(op), '?')!r} is not allowed "
                                     f"in {text!r}; use <= < == >= > !=")
+                right = kind(comp)
                 if isinstance(op, _ORDERING) and (left != INT or right != INT):
                     raise ExprError(f"<, <=, >, >= compare integers in {text!r}")
                 left = right

@@ -211,7 +211,10 @@ def _is_expression(knob: str, text: str) -> bool:
 
 
 def check_value(knob: str, value: Any, where: str) -> Any:
-    v = coerce(knob, value, where=where)  # its ConfigError already names `where`
+    try:
+        v = coerce(knob, value, where=where)  # its message already names `where`
+    except ConfigError as exc:
+        raise SpaceError(str(exc)) from None
     try:  # one-knob Config: reuses its checks (ranges, valid names) and their messages
         Config(**({"nproc": v} if knob == "nproc_per_node" and isinstance(v, int) and v > 0 else {}),
                **{knob: v})

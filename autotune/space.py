@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from . import _expr
-from ._space_file import (DEFAULT_CONSTRAINTS, TOPOLOGY_INTS, TOPOLOGY_LISTS, Item, Rule,
-                          SpaceSpec, check_value, load_space, parse_space)
+from ._space_file import (DEFAULT_CONSTRAINTS, TOPOLOGY_INTS, Item, KnobSpec, Rule, SpaceSpec,
+                          check_value, load_space, parse_space)
 from .config import ALLOCATORS, BACKENDS, BINDINGS, Config
 from .errors import ConfigError, SpaceError
 from .topology import Topology
@@ -163,7 +163,7 @@ def resolve(spec: SpaceSpec, topology: Topology) -> ResolvedSpace:
             kept.append(value)
         notes.extend(dropped)
         if not kept:
-            why = "; ".join(dropped) or "the choices give no values on this machine"
+            why = "; ".join(dropped) if dropped else _why_empty(ks, names, excluded)
             raise SpaceError(f"{ks.where}: no choice is left on this machine ({why})")
         knobs[knob] = tuple(kept)
     for knob, value in spec.fixed.items():
@@ -192,6 +192,14 @@ def _expand(knob: str, items: tuple[Item, ...], names: Mapping[str, Any]) -> Ite
             raise SpaceError(f"{item.where}: {exc}") from None
         for value in result if isinstance(result, tuple) else (result,):
             yield check_value(knob, value, f"{item.where}: {item.text!r} gives {value!r}")
+
+
+def _why_empty(ks: KnobSpec, names: Mapping[str, Any], excluded: set) -> str:
+    if excluded:
+        return f"every value is excluded ({', '.join(sorted(map(_fmt, excluded)))})"
+    return "; ".join(f"{i.text!r} gives no values with "
+                     + ", ".join(f"{n}={names[n]}" for n in sorted(_expr.names_in(i.expr)))
+                     for i in ks.choices if i.expr is not None)
 
 
 def _fmt(value: Any) -> str:
