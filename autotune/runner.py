@@ -1,0 +1,369 @@
+"""Run a LaunchPlan: the one module that spawns, watches and kills trial processes.
+
+Every rank leads its own session, so `killpg(rank_pid)` reaches what the rank started (numactl's
+python, torch.compile workers). A descendant that calls setsid itself escapes its group, so
+descendants are also tracked by pid while the trial runs, and a final sweep kills any process whose
+environment names one of this trial's result files (children inherit the env, daemons too).
+Rank exits are read with waitid(WNOWAIT): the leader stays a zombie until the end, so its pid, and
+with it the process-group id we signal, cannot be reused by an unrelated process meanwhile.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Collection, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from .plan_types import EXIT_BACKEND_UNAVAILABLE, EXIT_BAD_CONFIG, EXIT_WORKLOAD_ERROR, LaunchPlan
+from .results import BAD_CONFIG, CRASH, OK, OOM, TIMEOUT, UNAVAILABLE, WORKLOAD_ERROR, RunResult
+
+POLL_S = 0.05
+# Ranks that wrote their result but hang in gloo teardown get this long to exit, then are killed;
+# the measurement already stands.
+EXIT_LINGER_S = 2.0
+LOG_TAIL_LINES = 40
+_TAIL_BYTES = 64 << 10
+_MAX_LINE = 400          # a junk-printing rank must not blow up the stored log tail
+_MAX_TAIL_RANKS = 4
+
+_OOM_RE = re.compile(r"MemoryError|Cannot allocate memory|out of memory|std::bad_alloc", re.I)
+# How a rank looks when it died only because a peer did: not a root cause.
+_VICTIM_RE = re.compile(r"Connection (closed|reset) by peer|remote worker crashing|Broken pipe")
+_DELIBERATE = (EXIT_BAD_CONFIG, EXIT_BACKEND_UNAVAILABLE, EXIT_WORKLOAD_ERROR)
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM turned into the same exception as Ctrl-C, so the search handles both in one place.
+
+    A KeyboardInterrupt, not an AutotuneError: an `except Exception` (Optuna's trial wrapper has
+    one) must never swallow the user stopping the search.
+    """
+
+    def __init__(self, signum: int = signal.SIGTERM) -> None:
+        super().__init__(f"interrupted by {signal.Signals(signum).name}")
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def interrupt_on_sigterm() -> Iterator[None]:
+    """While active (main thread only), SIGTERM raises Interrupted; the previous handler returns."""
+    def _raise(signum: int, _frame: Any) -> None:
+        raise Interrupted(signum)
+    previous = signal.signal(signal.SIGTERM, _raise)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now (the rendezvous binds it moments later)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# ---------------------------------------------------------------- classification (pure)
+
+def _describe_exit(rank: int, code: int) -> str:
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"rank {rank} killed by {name}"
+    return f"rank {rank} exited with code {code}"
+
+
+def _bad_config_reason(result: dict[str, Any]) -> str | None:
+    """The worker's own words when its result says the config was not in force, else None."""
+    bad = result.get("bad_config")
+    if bad:
+        return "; ".join(map(str, bad)) if isinstance(bad, (list, tuple)) else str(bad)
+    if result.get("outcome") == BAD_CONFIG or result.get("status") == BAD_CONFIG:
+        return str(result.get("reason") or result.get("error") or "config not in force")
+    return None
+
+
+def _failure(rank: int, code: int | None, result: Any) -> str | None:
+    """Why this rank failed on its own account, or None when it did not (or we killed it)."""
+    if code is None:
+        return None
+    if code != 0:
+        return _describe_exit(rank, code)
+    if result is None:
+        return f"rank {rank} exited 0 without a result"
+    if not isinstance(result, dict):
+        return f"rank {rank} exited 0 with a malformed result: {result}"
+    return None
+
+
+def root_cause(exit_codes: Sequence[int | None], rank_results: Sequence[Any],
+               log_tails: Sequence[str], *, exit_order: Sequence[int] = (),
+               signalled: Collection[int] = ()) -> int | None:
+    """The rank that failed first on its own; ranks that died of a torn connection come last."""
+    failing = [r for r, code in enumerate(exit_codes)
+               if r not in signalled and _failure(r, code, rank_results[r]) is not None]
+    if not failing:
+        return None
+    order = {r: i for i, r in enumerate(exit_order)}
+
+    def key(r: int) -> tuple[int, int, int]:
+        victim = exit_codes[r] not in _DELIBERATE and bool(_VICTIM_RE.search(log_tails[r] or ""))
+        return (victim, order.get(r, len(order)), r)
+    return min(failing, key=key)
+
+
+def classify(exit_codes: Sequence[int | None], rank_results: Sequence[Any],
+             log_tails: Sequence[str], timed_out: bool, *, exit_order: Sequence[int] = (),
+             signalled: Collection[int] = (), timeout_s: float | None = None) -> tuple[str, str]:
+    """(outcome, reason) of a finished trial.
+
+    exit_codes: per rank, Popen-style (negative = signal), None if never observed to exit.
+    rank_results: per rank, the parsed result dict, None (no file) or a str (why it is malformed).
+    exit_order: ranks in the order they were seen to exit on their own; signalled: ranks the
+    runner itself signalled during teardown (their death is not theirs to answer for).
+    """
+    results = list(rank_results)
+    for r, res in enumerate(results):
+        if isinstance(res, dict) and (why := _bad_config_reason(res)) is not None:
+            return BAD_CONFIG, f"rank {r}: {why}"
+    for r, code in enumerate(exit_codes):
+        if code == EXIT_BAD_CONFIG:
+            return BAD_CONFIG, f"rank {r} exited with code {code} (config not in force)"
+    if results and all(isinstance(res, dict) for res in results) and not any(
+            code in _DELIBERATE for code in exit_codes):
+        # Every rank delivered its measurement; a hang or crash in teardown after that is noise.
+        return OK, ""
+    root = root_cause(exit_codes, results, log_tails, exit_order=exit_order, signalled=signalled)
+    if timed_out and root is None:
+        pending = [str(r) for r, res in enumerate(results) if not isinstance(res, dict)]
+        limit = f" of {timeout_s:g}s" if timeout_s is not None else ""
+        return TIMEOUT, f"exceeded the trial timeout{limit}; no result from rank(s) {', '.join(pending)}"
+    if root is None:
+        return CRASH, "ranks stopped without a result and without an error of their own"
+    code = exit_codes[root]
+    why = _failure(root, code, results[root]) or ""
+    if code == EXIT_BACKEND_UNAVAILABLE:
+        return UNAVAILABLE, f"rank {root}: backend unavailable (exit {code})"
+    if code == EXIT_WORKLOAD_ERROR:
+        return WORKLOAD_ERROR, f"rank {root}: workload error (exit {code})"
+    if code == -signal.SIGKILL:
+        return OOM, f"{why} not sent by autotune (likely the out-of-memory killer)"
+    if code != 0 and _OOM_RE.search(log_tails[root] or ""):
+        return OOM, f"{why}; its log reports memory exhaustion"
+    return CRASH, why
+
+
+# ---------------------------------------------------------------- logs and results
+
+def _clean(line: str) -> str:
+    line = "".join(c if c.isprintable() or c == "\t" else "\ufffd" for c in line)
+    return line if len(line) <= _MAX_LINE else line[:_MAX_LINE] + f"... [{len(line)} chars]"
+
+
+def read_tail(path: str, lines: int = LOG_TAIL_LINES) -> str:
+    """Last lines of a log, made printable and bounded whatever the rank wrote."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - _TAIL_BYTES))
+            data = f.read()
+    except OSError:
+        return ""
+    text = data.decode("utf-8", errors="replace").replace("\r\n", "\n").replace("\r", "\n")
+    return "\n".join(_clean(x) for x in text.rstrip("\n").split("\n")[-lines:])
+
+
+def _read_result(path: str) -> Any:
+    """dict, None (no file) or a str saying why the file is not a result."""
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as e:
+        return f"{type(e).__name__}: {e}"
+    return data if isinstance(data, dict) else f"expected a JSON object, got {type(data).__name__}"
+
+
+# ---------------------------------------------------------------- process lifecycle
+
+def _peek_exit(pid: int) -> int | None:
+    """Exit status without reaping (the zombie keeps the pgid from being reused)."""
+    try:
+        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return None
+    if info is None or info.si_pid == 0:
+        return None
+    return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+
+
+def _alive(p: psutil.Process) -> bool:
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+class _Trial:
+    """The processes of one running plan, and how to make sure none of them outlives it."""
+
+    def __init__(self, plan: LaunchPlan) -> None:
+        self.plan = plan
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.codes: list[int | None] = [None] * len(plan.ranks)
+        self.exit_order: list[int] = []
+        self.signalled: set[int] = set()
+        self.known: dict[int, psutil.Process] = {}   # every descendant ever seen, by pid
+
+    def spawn(self) -> None:
+        for rp in self.plan.ranks:
+            with open(rp.log_path, "wb") as log:
+                self.procs.append(subprocess.Popen(
+                    rp.argv, env=rp.env, stdout=log, stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL, start_new_session=True))
+
+    def poll(self) -> list[int]:
+        """Record ranks that exited since the last poll, and remember every live descendant."""
+        new = []
+        for r, p in enumerate(self.procs):
+            if self.codes[r] is None and (code := _peek_exit(p.pid)) is not None:
+                self.codes[r] = code
+                self.exit_order.append(r)
+                new.append(r)
+        for p in self.procs:
+            with contextlib.suppress(psutil.Error):
+                for c in psutil.Process(p.pid).children(recursive=True):
+                    self.known.setdefault(c.pid, c)
+        return new
+
+    def running(self) -> list[int]:
+        return [r for r, c in enumerate(self.codes[:len(self.procs)]) if c is None]
+
+    def _signal_all(self, sig: int) -> None:
+        for p in self.procs:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(p.pid, sig)
+        for proc in self.known.values():
+            with contextlib.suppress(psutil.Error):
+                proc.send_signal(sig)   # psutil checks the pid still names the same process
+
+    def teardown(self, grace: float) -> None:
+        """SIGTERM every group and descendant, wait up to `grace`, then SIGKILL what is left."""
+        self.poll()
+        self.signalled.update(self.running())
+        self._signal_all(signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            self.poll()
+            if not self.running() and not any(_alive(p) for p in self.known.values()):
+                break
+            time.sleep(POLL_S)
+        self._signal_all(signal.SIGKILL)
+
+    def sweep(self) -> None:
+        """Last line of defence: kill anything still carrying this trial's env, then reap ranks."""
+        self._signal_all(signal.SIGKILL)
+        markers = {rp.result_path for rp in self.plan.ranks}
+        for proc in psutil.process_iter():
+            with contextlib.suppress(psutil.Error):
+                if proc.pid != os.getpid() and proc.environ().get("AUTOTUNE_RESULT") in markers:
+                    proc.kill()
+                    self.known.setdefault(proc.pid, proc)
+        for r, p in enumerate(self.procs):
+            with contextlib.suppress(subprocess.TimeoutExpired):  # unkillable (D state): give up
+                code = p.wait(timeout=5)
+                if self.codes[r] is None:
+                    self.codes[r] = code
+        psutil.wait_procs([p for p in self.known.values() if _alive(p)], timeout=2)
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """Hold Ctrl-C/SIGTERM during cleanup; they are delivered (and raise) once it is done."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def run_plan(plan: LaunchPlan, *, on_start: Callable[[list[int]], None] | None = None) -> RunResult:
+    """Run every rank of `plan`, classify the outcome; no process of the trial survives the call.
+
+    A KeyboardInterrupt (Ctrl-C, or Interrupted from interrupt_on_sigterm) propagates, but only
+    after every process of the trial is gone.
+    """
+    Path(plan.request_path).parent.mkdir(parents=True, exist_ok=True)
+    Path(plan.request_path).write_text(json.dumps(plan.request.to_json(), indent=1))
+    for rp in plan.ranks:
+        Path(rp.log_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(rp.result_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(rp.result_path).unlink(missing_ok=True)   # a stale result would read as success
+    trial = _Trial(plan)
+    timed_out = False
+    launched_at = time.time()
+    start = time.monotonic()
+    spawn_error = ""
+    try:
+        try:
+            trial.spawn()
+        except OSError as e:    # a plan naming a missing binary is a failed trial, not a crash
+            spawn_error = f"rank {len(trial.procs)} could not be started: {e}"
+        if on_start is not None and not spawn_error:
+            on_start([p.pid for p in trial.procs])
+        all_results_at: float | None = None
+        while not spawn_error:
+            failed = any(_failure(r, trial.codes[r], _read_result(plan.ranks[r].result_path))
+                         for r in trial.poll())
+            if not trial.running():
+                break
+            now = time.monotonic()
+            if failed:          # the others may wait in a collective forever
+                trial.teardown(plan.grace_s)
+                break
+            if now - start >= plan.timeout_s:
+                timed_out = True
+                trial.teardown(plan.grace_s)
+                break
+            if all(os.path.exists(rp.result_path) for rp in plan.ranks):
+                all_results_at = all_results_at or now
+                if now - all_results_at >= EXIT_LINGER_S:
+                    trial.teardown(plan.grace_s)
+                    break
+            time.sleep(POLL_S)
+    finally:
+        with _signals_held():
+            if trial.running():
+                trial.teardown(min(plan.grace_s, 2.0))
+            trial.sweep()
+    if spawn_error:
+        return RunResult(outcome=CRASH, reason=spawn_error, exit_codes=tuple(trial.codes),
+                         wall_seconds=time.monotonic() - start, launched_at=launched_at)
+    results = [_read_result(rp.result_path) for rp in plan.ranks]
+    tails = [read_tail(rp.log_path) for rp in plan.ranks]
+    outcome, reason = classify(trial.codes, results, tails, timed_out, exit_order=trial.exit_order,
+                               signalled=trial.signalled, timeout_s=plan.timeout_s)
+    log_tail = ""
+    if outcome != OK:
+        root = root_cause(trial.codes, results, tails, exit_order=trial.exit_order,
+                          signalled=trial.signalled)
+        shown = [root] if root is not None else [
+            r for r, res in enumerate(results) if not isinstance(res, dict)][:_MAX_TAIL_RANKS]
+        log_tail = "\n".join(f"--- rank {r} ({plan.ranks[r].log_path}) ---\n{tails[r]}"
+                             for r in shown)
+    return RunResult(outcome=outcome, reason=reason, log_tail=log_tail,
+                     exit_codes=tuple(trial.codes), wall_seconds=time.monotonic() - start,
+                     launched_at=launched_at,
+                     rank_results=tuple(r if isinstance(r, dict) else {} for r in results))
