@@ -171,23 +171,25 @@ def parse_cores(files: Mapping[str, str], online: tuple[int, ...], nodes: tuple[
     """
     online_set = set(online)
     node_of = {cpu: n.id for n in nodes for cpu in n.cpus}
+    siblings: dict[int, set[int]] = {}
+    socket_of: dict[int, int] = {}
+    for cpu in online:  # every CPU's files are parsed, so a garbled one is never skipped
+        base = f"{CPU_DIR}/cpu{cpu}/topology"
+        sib_path = next((f"{base}/{name}" for name in ("thread_siblings_list", "core_cpus_list")
+                         if f"{base}/{name}" in files), None)
+        sibs = set(parse_cpulist(files[sib_path], where=f"{root}/{sib_path}")) if sib_path else set()
+        siblings[cpu] = {c for c in sibs if c in online_set} | {cpu}
+        pkg_path = f"{base}/physical_package_id"
+        socket_of[cpu] = max(0, parse_int(files[pkg_path], where=f"{root}/{pkg_path}")
+                             if pkg_path in files else 0)
     seen: set[int] = set()
     cores = []
     for cpu in online:
         if cpu in seen:
             continue
-        base = f"{CPU_DIR}/cpu{cpu}/topology"
-        sib_path = next((f"{base}/{name}" for name in ("thread_siblings_list", "core_cpus_list")
-                         if f"{base}/{name}" in files), None)
-        siblings = {cpu}
-        if sib_path:
-            siblings |= set(parse_cpulist(files[sib_path], where=f"{root}/{sib_path}"))
-        siblings = {c for c in siblings if c in online_set and c not in seen}
-        pkg_path = f"{base}/physical_package_id"
-        socket = parse_int(files[pkg_path], where=f"{root}/{pkg_path}") if pkg_path in files else 0
-        cpus = tuple(sorted(siblings))
+        cpus = tuple(sorted(siblings[cpu] - seen))
         seen.update(cpus)
-        cores.append(Core(socket=max(socket, 0), node=node_of.get(cpus[0]), cpus=cpus))
+        cores.append(Core(socket=socket_of[cpu], node=node_of.get(cpus[0]), cpus=cpus))
     cores.sort(key=lambda c: c.cpus[0])
     return tuple(cores), len({c.socket for c in cores})
 
