@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import itertools
+import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from autotune.config import Config
 from autotune.errors import SpaceError
@@ -416,3 +418,27 @@ def test_missing_and_unreadable_files(tmp_path):
     bad.write_bytes(b"\xff\xfe\x00knobs")
     with pytest.raises(SpaceError, match=r"bin\.yaml: cannot read search-space file \(UnicodeDecodeError"):
         load_space(bad)
+
+
+def test_readme_example_resolves():
+    text = (REPO / "search_spaces" / "README.md").read_text()
+    example = re.search(r"```yaml\n(.*?)```", text, re.S).group(1)
+    space = space_of(example, LAPTOP, source="README.md")
+    assert space.knobs["allocator"] == ("default", "jemalloc", "tcmalloc")
+    assert space.size() == 2 * 2 * 3 * 1
+
+
+
+@settings(max_examples=40, deadline=None)
+@given(cores=st.integers(1, 12), nodes=st.integers(1, 4), smt=st.integers(1, 2),
+       numactl=st.booleans(), taskset=st.booleans(), jemalloc=st.booleans(), bf16=st.booleans())
+def test_cpu_yaml_resolves_on_any_cpu_machine(cores, nodes, smt, numactl, taskset, jemalloc, bf16):
+    t = machine(sockets=1, cores_per_node=cores, nodes=nodes, smt=smt, numactl=numactl,
+                taskset=taskset, allocators={"jemalloc": "/lib/libjemalloc.so.2" if jemalloc else None},
+                flags=("avx512_bf16",) if bf16 else ())
+    space = resolve(load_space(CPU_YAML), t)
+    assert space.knobs["nproc_per_node"] == tuple(range(1, cores + 1))
+    assert len(space.knobs["binding"]) == 1 + (1 + (smt > 1)) * (numactl + taskset)
+    assert space.size() == len(list(space.grid()))
+    first = next(space.grid())
+    assert space.to_config(first).nproc == first["nproc_per_node"] * nodes
