@@ -85,7 +85,6 @@ class ResolvedSpace:
                 "topology_names": dict(self.topology_names), "size": self.size()}
 
 
-
 def topology_names(topology: Topology) -> dict[str, Any]:
     """Values of the names expressions may use (TOPOLOGY_INTS and TOPOLOGY_LISTS)."""
     cores = topology.usable_cores()
