@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 
 from ..probe import capture, probe
 from ..probe.gpu import all_nvlink
@@ -35,9 +36,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.capture:
         written = capture(args.capture, sysfs_root=args.sysfs_root)
-        if not args.json:
-            print(f"captured {len(written)} files into {os.path.abspath(args.capture)}; "
-                  f"replay with: autotune probe --sysfs-root {args.capture}")
+        # With --json, stdout carries nothing but the JSON object.
+        print(f"captured {len(written)} files into {os.path.abspath(args.capture)}; "
+              f"replay with: autotune probe --sysfs-root {args.capture}",
+              file=sys.stderr if args.json else sys.stdout)
     topo = probe(args.sysfs_root)
     if args.json:
         print(json.dumps(topo.to_json()))

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from concurrent.futures import ThreadPoolExecutor
 
 from ..errors import ProbeError
 from ..topology import Capabilities, Topology
@@ -40,14 +39,12 @@ __all__ = ["probe", "capture", "topology_from_files"]
 
 def probe(sysfs_root: str | None = None, *, collect_capabilities: bool = True) -> Topology:
     """Probe the live machine, or replay the capture at `sysfs_root`."""
+    # Sysfs first: a bad capture fails in milliseconds, before the slow capability checks.
+    topo = topology_from_files(_collect.collect_machine(sysfs_root))
     if not collect_capabilities:
-        return topology_from_files(_collect.collect_machine(sysfs_root))
-    # The capability checks (imports in subprocesses) dominate; read sysfs while they run.
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        pending = pool.submit(_collect.collect_capabilities)
-        raw = _collect.collect_machine(sysfs_root)
-        topo = topology_from_files(raw)
-        caps, cap_warnings = build_capabilities(pending.result(), num_gpus=len(topo.gpus))
+        return topo
+    caps, cap_warnings = build_capabilities(_collect.collect_capabilities(),
+                                            num_gpus=len(topo.gpus))
     return dataclasses.replace(topo, capabilities=caps, warnings=topo.warnings + cap_warnings)
 
 

@@ -10,6 +10,8 @@ directories, no-op runs of numactl/taskset, imports tried in subprocesses).
 """
 from __future__ import annotations
 
+import copy
+import functools
 import glob
 import importlib.metadata
 import importlib.util
@@ -200,12 +202,22 @@ def library_dirs() -> list[str]:
 
 
 def collect_capabilities(*, cpu: int | None = None, node: int | None = None) -> dict[str, Any]:
-    """Raw capability facts; the slow checks (imports, no-op runs) run in parallel processes."""
+    """Raw capability facts; the slow checks (imports, no-op runs) run in parallel processes.
+
+    Memoised per process: libraries and tools do not change while autotune runs, and importing
+    torch in a subprocess (the torch check) costs seconds every time.
+    """
     cpu = min(os.sched_getaffinity(0)) if cpu is None else cpu
     if node is None:
         nodes = sorted(int(m.group(1)) for p in glob.glob("/sys/devices/system/node/node[0-9]*")
                        if (m := re.search(r"node(\d+)$", p)))
         node = nodes[0] if nodes else 0
+    key = (os.environ.get("CONDA_PREFIX"), os.environ.get("CXX"), os.environ.get("PATH"))
+    return copy.deepcopy(_collect_capabilities(cpu, node, key))
+
+
+@functools.lru_cache(maxsize=8)
+def _collect_capabilities(cpu: int, node: int, _env_key: tuple) -> dict[str, Any]:
     versions = {}
     for dist in ("torch", *OPTIONAL_MODULES.values()):
         try:
