@@ -88,3 +88,14 @@ def test_garbled_topo(text, needle):
 def test_garbled_query_names_source():
     with pytest.raises(ProbeError, match="/cap/q.csv"):
         parse_query("No devices were found\n", where="/cap/q.csv")
+
+
+def test_numa_node_from_cpu_affinity_when_column_missing():
+    old = "\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X \tPHB\t0-7\nGPU1\tPHB\t X \t8-15\n"
+    topo = parse_topo(old)
+    assert topo.numa_affinity == {0: None, 1: None}
+    gpus = parse_query("0, Tesla P100-PCIE-16GB, 16280\n1, Tesla P100-PCIE-16GB, 16280\n")
+    merged, _ = merge(gpus, topo, {0: tuple(range(8)), 1: tuple(range(8, 16)), 2: ()})
+    assert [g.numa_node for g in merged] == [0, 1]
+    merged, _ = merge(gpus, topo, {0: tuple(range(16))})
+    assert [g.numa_node for g in merged] == [0, 0]

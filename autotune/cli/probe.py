@@ -62,8 +62,9 @@ def render(t: Topology, *, source: str | None = None) -> str:
                f"({format_cpulist(t.usable_cpus)}){quota} -> plans use {t.num_usable_cores()} "
                "cores")
     smt = next((c for c in t.cores if len(c.cpus) > 1), None)
-    out.append(f"smt          {'siblings e.g. ' + '/'.join(map(str, smt.cpus)) if smt else 'off'}"
-               f" ({max((len(c.cpus) for c in t.cores), default=1)} threads per core)")
+    out.append(f"smt          siblings e.g. {'/'.join(map(str, smt.cpus))} (up to "
+               f"{max(len(c.cpus) for c in t.cores)} threads per core)" if smt else
+               "smt          off (1 thread per core)")
     out.append("numa nodes")
     for n in t.numa_nodes:
         kind = "memory only (never planned on)" if n.memory_only else format_cpulist(n.cpus)
@@ -86,9 +87,10 @@ def render(t: Topology, *, source: str | None = None) -> str:
                 out.append(f"  {'GPU' + str(g.index):<6} " + "".join(f"{c:>6}" for c in row))
     else:
         out.append("gpus         none")
-    out.append("allocators   " + _paths(caps.allocators, missing="not found"))
-    out.append("openmp       " + _paths(caps.omp_runtimes, missing="not found",
-                                        none_as={"libgomp": "torch default"}))
+    out.append("allocators")
+    out += _paths(caps.allocators, missing="not found")
+    out.append("openmp")
+    out += _paths(caps.omp_runtimes, missing="not found", none_as={"libgomp": "torch default"})
     out.append(f"backends     {', '.join(caps.backends) or 'none'}"
                + (f"; ccl: {caps.ccl_problem}" if caps.ccl_problem else ""))
     out.append(f"torch        {caps.torch_version or 'not importable'}; ipex: "
@@ -105,6 +107,6 @@ def render(t: Topology, *, source: str | None = None) -> str:
 
 
 def _paths(mapping: dict[str, str | None], *, missing: str,
-           none_as: dict[str, str] | None = None) -> str:
+           none_as: dict[str, str] | None = None) -> list[str]:
     none_as = none_as or {}
-    return "; ".join(f"{name} {path or none_as.get(name, missing)}" for name, path in mapping.items())
+    return [f"  {name:<10} {path or none_as.get(name, missing)}" for name, path in mapping.items()]

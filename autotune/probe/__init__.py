@@ -64,7 +64,7 @@ def topology_from_files(raw: _collect.RawMachine) -> Topology:
         gpus = _gpu.parse_query(files[_collect.GPU_QUERY], where=f"{root}/{_collect.GPU_QUERY}")
         topo = (_gpu.parse_topo(files[_collect.GPU_TOPO], where=f"{root}/{_collect.GPU_TOPO}")
                 if _collect.GPU_TOPO in files and gpus else None)
-        gpus, links = _gpu.merge(gpus, topo)
+        gpus, links = _gpu.merge(gpus, topo, {n.id: n.cpus for n in nodes})
     if _collect.GPU_ERROR in files:
         warnings.append(f"nvidia-smi failed: {files[_collect.GPU_ERROR].strip()}")
     usable_cores = {c.cpus[0] for c in cores if any(cpu in set(usable) for cpu in c.cpus)}

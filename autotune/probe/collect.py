@@ -98,6 +98,8 @@ def _live_extras(*, has_nodes: bool) -> dict[str, str]:
     extras = {AFFINITY: format_cpulist(os.sched_getaffinity(0)) + "\n"}
     if os.path.exists("/proc/cpuinfo"):
         extras[CPUINFO] = read_text("/proc/cpuinfo")
+    if not re.search(r"^(flags|Features)\s*:", extras.get(CPUINFO, ""), re.MULTILINE):
+        extras[CPUINFO] = _cpuinfo_from_py_cpuinfo() or extras.get(CPUINFO, "")
     if not has_nodes and os.path.exists("/proc/meminfo"):
         extras[MEMINFO] = read_text("/proc/meminfo")
     cpu_max = cgroup_cpu_max()
@@ -113,6 +115,18 @@ def _live_extras(*, has_nodes: bool) -> dict[str, str]:
         else:
             extras[GPU_ERROR] = _last_line(query[2] or query[1]) + "\n"
     return extras
+
+
+def _cpuinfo_from_py_cpuinfo() -> str:
+    """Some sandboxes hide /proc/cpuinfo or its flags; py-cpuinfo asks CPUID itself (slow, so
+    only then). Written in /proc/cpuinfo's format so the capture and the parser stay one."""
+    try:
+        import cpuinfo
+        info = cpuinfo.get_cpu_info()
+    except Exception:  # py-cpuinfo raises assorted errors on exotic platforms
+        return ""
+    return (f"processor\t: 0\nvendor_id\t: {info.get('vendor_id_raw', '')}\n"
+            f"model name\t: {info.get('brand_raw', '')}\nflags\t\t: {' '.join(info.get('flags', []))}\n\n")
 
 
 def cgroup_cpu_max(proc_cgroup: str = "/proc/self/cgroup", base: str = "/sys/fs/cgroup") -> str:

@@ -131,12 +131,23 @@ def all_nvlink(links: tuple[tuple[str, ...], ...]) -> bool:
     return bool(pairs) and all(link_kind(c) == "nvlink" for c in pairs)
 
 
-def merge(gpus: tuple[Gpu, ...], topo: TopoMatrix | None) -> tuple[tuple[Gpu, ...],
-                                                                  tuple[tuple[str, ...], ...]]:
-    """GPUs with their NUMA node and CPU affinity from the topo matrix, and the link matrix."""
+def merge(gpus: tuple[Gpu, ...], topo: TopoMatrix | None,
+          node_cpus: dict[int, tuple[int, ...]] | None = None
+          ) -> tuple[tuple[Gpu, ...], tuple[tuple[str, ...], ...]]:
+    """GPUs with their NUMA node and CPU affinity from the topo matrix, and the link matrix.
+
+    Older nvidia-smi has no "NUMA Affinity" column (and prints N/A on some VMs): the node is then
+    the one whose CPUs hold the GPU's CPU affinity, when exactly one does.
+    """
     if topo is None:
         return gpus, ()
-    out = tuple(Gpu(index=g.index, name=g.name, memory_bytes=g.memory_bytes,
-                    numa_node=topo.numa_affinity.get(g.index),
-                    cpu_affinity=topo.cpu_affinity.get(g.index, ())) for g in gpus)
-    return out, topo.links
+    out = []
+    for g in gpus:
+        aff = topo.cpu_affinity.get(g.index, ())
+        node = topo.numa_affinity.get(g.index)
+        if node is None and aff and node_cpus:
+            holders = [nid for nid, cpus in node_cpus.items() if cpus and set(aff) <= set(cpus)]
+            node = holders[0] if len(holders) == 1 else None
+        out.append(Gpu(index=g.index, name=g.name, memory_bytes=g.memory_bytes, numa_node=node,
+                       cpu_affinity=aff))
+    return tuple(out), topo.links
