@@ -61,6 +61,8 @@ class Measurement:
     see the same window to within a barrier's latency."""
     throughput: float                   # global samples / s over rank 0's timed window
     throughput_iqr: float               # IQR of per-step global throughput (from step times)
+    median_throughput: float            # global samples per step / median step time: robust to a
+                                        # burst of contention that the window average absorbs
     step_stats: Stats                   # rank 0's timed step times, seconds
     window_seconds: float
     timed_steps: int
@@ -79,6 +81,7 @@ class Measurement:
 
     def to_dict(self) -> dict[str, Any]:
         return {"throughput": self.throughput, "throughput_iqr": self.throughput_iqr,
+                "median_throughput": self.median_throughput,
                 "step_stats": self.step_stats.to_dict(), "window_seconds": self.window_seconds,
                 "timed_steps": self.timed_steps, "samples": self.samples,
                 "startup_seconds": self.startup_seconds, "wall_seconds": self.wall_seconds,
@@ -105,6 +108,7 @@ def aggregate(rank_results: Sequence[dict[str, Any]], launched_at: float) -> Mea
     wall = max(ends) - launched_at if ends and launched_at else None
     return Measurement(
         throughput=float(r0["throughput"]), throughput_iqr=thr_iqr, step_stats=steps,
+        median_throughput=per_step / steps.median if steps.median > 0 else 0.0,
         window_seconds=float(r0["window_seconds"]), timed_steps=int(r0["timed_steps"]),
         samples=int(r0["samples"]), startup_seconds=startup, wall_seconds=wall,
         timed_share=r0["window_seconds"] / wall if wall else None,

@@ -78,7 +78,7 @@ def main() -> None:
     req = WorkerRequest(workload=args.workload, config=config, target_seconds=args.target,
                         ranks=(RankExpect(cpus=None, threads=args.threads, allocator="default",
                                           omp_runtime="libgomp", precision="fp32"),))
-    thr, startup, share = [], [], []
+    thr, mthr, startup, share, share_end = [], [], [], [], []
     for i in range(args.repeats):
         with tempfile.TemporaryDirectory() as d:
             t0 = time.time()
@@ -88,15 +88,19 @@ def main() -> None:
                 raise SystemExit(f"run {i}: exit codes {codes}\n{(Path(d) / 'rank0.log').read_text()}")
             m = aggregate(results, launched)
             thr.append(m.throughput)
+            mthr.append(m.median_throughput)
+            share_end.append(m.timed_share)
             startup.append(m.startup_seconds)
             share.append(m.window_seconds / wall)
-            print(f"run {i}: {m.throughput:.1f} samples/s, step median {m.step_stats.median * 1e3:.1f} ms "
+            print(f"run {i}: {m.throughput:.1f} samples/s (median-step {m.median_throughput:.1f}), step median {m.step_stats.median * 1e3:.1f} ms "
                   f"IQR {m.step_stats.iqr * 1e3:.1f} ms, startup {m.startup_seconds:.2f}s, "
                   f"window {m.window_seconds:.2f}s of {wall:.2f}s process wall", flush=True)
     s = Stats.of(thr)
     print(f"throughput median {s.median:.1f} samples/s, CV {s.cv * 100:.2f}% over {s.n} runs")
+    print(f"median-step throughput CV {Stats.of(mthr).cv * 100:.2f}%")
     print(f"launch to first step: median {Stats.of(startup).median:.2f}s")
-    print(f"timed share of wall time: median {Stats.of(share).median * 100:.1f}%")
+    print(f"timed share of wall time: median {Stats.of(share).median * 100:.1f}% of process wall, "
+          f"{Stats.of(share_end).median * 100:.1f}% of launch-to-window-end")
 
 
 if __name__ == "__main__":

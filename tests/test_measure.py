@@ -50,6 +50,7 @@ def test_aggregate_two_ranks():
     assert m.step_stats.median == pytest.approx(0.15)
     assert m.throughput_iqr == pytest.approx(64 / 0.1 - 64 / 0.2)   # 320 samples/s
     assert m.relative_spread == pytest.approx(0.8)
+    assert m.median_throughput == pytest.approx(64 / 0.15)
     assert m.startup_seconds == pytest.approx(3.5)    # slowest rank to its first step
     assert m.wall_seconds == pytest.approx(10.2)
     assert m.timed_share == pytest.approx(0.64 / 10.2)
