@@ -24,7 +24,7 @@ JEMALLOC_CONF = ("oversize_threshold:1,background_thread:true,metadata_thp:auto,
 # Variables the plan owns: inherited values would silently change what a trial measures.
 OWNED_ENV = ("LD_PRELOAD", "MALLOC_CONF", "OMP_NUM_THREADS", "KMP_AFFINITY", "KMP_BLOCKTIME",
              "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-             "CCL_WORKER_COUNT", "CCL_WORKER_AFFINITY", "CCL_ATL_TRANSPORT")
+             "CCL_WORKER_COUNT", "CCL_WORKER_AFFINITY", "CCL_ATL_TRANSPORT", "GOMP_CPU_AFFINITY")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -34,6 +34,7 @@ class Placement:
     cores: tuple[Core, ...]
     cpus: tuple[int, ...]
     threads: int | None
+    ccl_cpu: int | None = None  # the core taken out of the compute set for oneCCL's worker
 
 
 def infeasible_reason(config: Config, topology: Topology) -> str | None:
@@ -86,6 +87,9 @@ def _placements(config: Config, topology: Topology) -> list[Placement]:
         counts = [config.nproc // used + (1 if i < config.nproc % used else 0) for i in range(used)]
 
     smt = config.binding.endswith("_smt")
+    # oneCCL progresses collectives on its own worker thread; it gets a core of its own, taken
+    # out of the rank's compute set, or it competes with the OpenMP threads every step.
+    ccl = 1 if config.backend == "ccl" else 0
     cap = topology.num_usable_cores() if topology.cpu_quota is not None else None
     out: list[Placement] = []
     for node, count in zip(node_ids, counts):
@@ -93,6 +97,9 @@ def _placements(config: Config, topology: Topology) -> list[Placement]:
         if cap is not None:  # a cgroup quota smaller than the cpuset: plan on that many cores
             cores = cores[:max(1, cap // len(counts))]
         per_rank = len(cores) // count
+        if ccl and per_rank < 2:
+            raise ConfigError(f"backend ccl needs 2 cores per rank (one for the oneCCL worker); "
+                              f"{count} ranks on NUMA node {node} get {per_rank}")
         if per_rank < 1:
             raise ConfigError(f"{count} ranks on NUMA node {node} but it has only "
                               f"{len(cores)} usable physical core(s)")
@@ -100,7 +107,7 @@ def _placements(config: Config, topology: Topology) -> list[Placement]:
         if want is not None:
             # SMT siblings add logical CPUs, so with *_smt a rank may run 2 threads per core.
             per_core = max(len(c.cpus) for c in cores) if smt else 1
-            need_cores = -(-want // per_core)
+            need_cores = -(-want // per_core) + ccl
             if need_cores > per_rank:
                 total = want * config.nproc
                 raise ConfigError(f"threads={want} x nproc={config.nproc} = {total} exceeds the "
@@ -109,11 +116,14 @@ def _placements(config: Config, topology: Topology) -> list[Placement]:
             per_rank = need_cores
         for i in range(count):
             mine = tuple(cores[i * per_rank:(i + 1) * per_rank])
-            cpus = tuple(sorted(c for core in mine for c in (core.cpus if smt else core.cpus[:1])))
+            ccl_cpu = mine[-1].cpus[0] if ccl else None
+            compute = mine[:-1] if ccl else mine
+            cpus = tuple(sorted(c for core in compute for c in (core.cpus if smt else core.cpus[:1])))
             threads = want
             if threads is None and (config.nproc > 1 or config.binding != "none"):
                 threads = len(cpus)  # torch would otherwise start one thread per visible core
-            out.append(Placement(node=node, cores=mine, cpus=cpus, threads=threads))
+            out.append(Placement(node=node, cores=compute, cpus=cpus, threads=threads,
+                                 ccl_cpu=ccl_cpu))
     return out
 
 
@@ -138,8 +148,11 @@ def build_plan(config: Config, topology: Topology, *, workload: str = "cnn",
     request_path = os.path.join(workdir, "request.json")
     for rank, pl in enumerate(placements):
         bound = config.binding != "none"
+        # The process may run on its compute cores plus the oneCCL worker's core; OpenMP is
+        # kept off the latter by GOMP_CPU_AFFINITY (see ccl_env).
+        cpus = tuple(sorted(pl.cpus + ((pl.ccl_cpu,) if pl.ccl_cpu is not None else ())))
         mem_node = pl.node if membind_ok and pl.node is not None else None
-        expects.append(RankExpect(cpus=pl.cpus if bound else None, threads=pl.threads,
+        expects.append(RankExpect(cpus=cpus if bound else None, threads=pl.threads,
                                   allocator=config.allocator, omp_runtime=config.omp_runtime,
                                   precision=config.precision, mem_node=mem_node))
         env = {**{k: v for k, v in base_env.items() if k not in OWNED_ENV}, **env_delta}
@@ -151,9 +164,9 @@ def build_plan(config: Config, topology: Topology, *, workload: str = "cnn",
                    AUTOTUNE_RESULT=os.path.join(workdir, f"rank{rank}.json"))
         if config.backend == "ccl":
             env.update(ccl_env(pl))
-        argv = (*binding_prefix(config.binding, pl.cpus, mem_node),
+        argv = (*binding_prefix(config.binding, cpus, mem_node),
                 *(program or (python, "-m", "autotune.worker", "--request", request_path)))
-        ranks.append(RankPlan(rank=rank, argv=argv, env=env, cpus=pl.cpus if bound else None,
+        ranks.append(RankPlan(rank=rank, argv=argv, env=env, cpus=cpus if bound else None,
                               mem_node=mem_node, log_path=os.path.join(workdir, f"rank{rank}.log"),
                               result_path=env["AUTOTUNE_RESULT"]))
     request = WorkerRequest(workload=workload, config=config.to_dict(), ranks=tuple(expects),
@@ -195,7 +208,6 @@ def binding_prefix(binding: str, cpus: tuple[int, ...], mem_node: int | None) ->
 
 
 def ccl_env(pl: Placement) -> dict[str, str]:
-    """oneCCL progresses communication on its own worker threads; give them the rank's last core
-    so they do not steal cycles from the compute threads (the compute set keeps the rest)."""
-    last = pl.cpus[-1] if pl.cpus else 0
-    return {"CCL_WORKER_COUNT": "1", "CCL_WORKER_AFFINITY": str(last), "CCL_ATL_TRANSPORT": "ofi"}
+    """oneCCL's environment: one worker thread pinned to the core the placement set aside."""
+    return {"CCL_WORKER_COUNT": "1", "CCL_WORKER_AFFINITY": str(pl.ccl_cpu),
+            "CCL_ATL_TRANSPORT": "ofi", "GOMP_CPU_AFFINITY": cpulist(pl.cpus)}

@@ -48,6 +48,8 @@ class SearchOptions:
     min_trial_s: float = 10.0
     max_accuracy_drop: float = 1.0   # percentage points below the default launch
     patience: int = 12               # measured trials without a 1% gain before stopping
+    verify_configs: int = 4          # default launch + candidates re-run in each verify round
+    verify_rounds: int = 3
     seed: int = 0
     max_trials: int | None = None
 
@@ -109,8 +111,18 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
     measured = 0
     base = Config()  # the default launch: 1 process, torch's threads, default allocator, fp32
 
+    durations: list[float] = []
+
+    def reserve() -> float:
+        """Verification needs rounds x configs trials of the length seen so far."""
+        if not durations:
+            return options.verify_reserve_s
+        typical = sorted(durations)[len(durations) // 2]
+        need = options.verify_configs * options.verify_rounds * typical
+        return max(options.verify_reserve_s, min(0.4 * options.budget_s, need))
+
     def left() -> float:
-        return options.budget_s - clock.elapsed() - options.verify_reserve_s
+        return options.budget_s - clock.elapsed() - reserve()
 
     def evaluate_and_record(config: Config, role: str, trial=None) -> Record:
         nonlocal measured
@@ -119,8 +131,16 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
             ev = Evaluation(outcome=R.INFEASIBLE, reason=reason)
         else:
             on_event("trial_start", config=config, role=role, number=len(known))
-            ev = evaluate(config, "throughput")
+            try:
+                ev = evaluate(config, "throughput")
+            except KeyboardInterrupt:
+                if trial is not None:  # keep the study honest: this one did not finish
+                    record_trial(study, config=config, outcome=R.INTERRUPTED, role=role,
+                                 reason="the search was interrupted during this trial", trial=trial)
+                raise
             measured += 1
+            if ev.outcome == R.OK:
+                durations.append(ev.seconds)
         acc, violation = None, 0.0
         if ev.outcome == R.OK:
             acc, _ = accuracy.of(config)

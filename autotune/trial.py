@@ -98,9 +98,14 @@ def live_evaluator(topology: Topology, settings: TrialSettings, *,
     (reference) trial's duration, and never lets one trial run past the remaining budget."""
     from .search import Evaluation
     state = {"timeout": settings.timeout_s}
+    speed: dict[str, float] = {}  # config key -> measured samples/s, to size accuracy timeouts
 
     def evaluate(config: Config, mode: str) -> Evaluation:
-        timeout = max(5.0, min(state["timeout"], time_left()))
+        timeout = state["timeout"]
+        if mode == "accuracy" and config.key() in speed:
+            # Accuracy trains a fixed number of samples: its length follows from the speed.
+            timeout = 30.0 + 2.0 * settings.accuracy_samples / speed[config.key()]
+        timeout = max(5.0, min(timeout, time_left()))
         out = run_trial(config, topology, replace(settings, timeout_s=timeout), mode=mode)
         m, run = out.measurement, out.run
         attrs: dict[str, Any] = {"wall_seconds": round(run.wall_seconds, 2), "mode": mode}
@@ -109,6 +114,8 @@ def live_evaluator(topology: Topology, settings: TrialSettings, *,
                          throughput_iqr=m.throughput_iqr, startup_s=m.startup_seconds,
                          timed_share=m.timed_share, timed_steps=m.timed_steps,
                          peak_rss_mb=[round(b / 2**20) if b else None for b in m.peak_rss_bytes])
+            if mode == "throughput":
+                speed[config.key()] = m.throughput
             if mode == "throughput" and state["timeout"] == settings.timeout_s:
                 # 4x the first good trial (at least 30 s): a slow config still finishes, a hung
                 # one does not eat the budget.

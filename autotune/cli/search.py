@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
                     return elapsed()
 
             options = SearchOptions(budget_s=budget_s, verify_reserve_s=bp.verify_reserve_s,
-                                    min_trial_s=bp.min_trial_s,
+                                    min_trial_s=bp.min_trial_s, verify_rounds=args.verify_rounds,
                                     max_accuracy_drop=args.max_accuracy_drop, seed=args.seed)
             result = run_search(study, space=space, topology=topology, evaluate=evaluate,
                                 clock=_Clock(), options=options, on_event=progress.event)
