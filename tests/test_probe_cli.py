@@ -41,7 +41,7 @@ def test_json_contract_on_the_live_machine(capsys):
              "backends": list}
     for key, typ in types.items():
         assert isinstance(d[key], typ), key
-    assert d["logical_cpus"] == len(os.sched_getaffinity(0)) or d["logical_cpus"] >= 1
+    assert d["logical_cpus"] >= len(d["usable_cpus"]) >= 1
     assert set(d["usable_cpus"]) == set(os.sched_getaffinity(0)) & set(
         c for core in d["cores"] for c in core)
     assert all(set(n) >= {"id", "cpus", "memory_bytes"} for n in d["numa_nodes"])
@@ -155,3 +155,10 @@ def test_capture_into_a_file(tmp_path, capsys):
     target.write_text("x")
     assert main(["probe", "--capture", str(target)]) == 2
     assert f"capture directory {target}" in capsys.readouterr().err
+
+
+def test_capture_refuses_a_non_empty_directory(tmp_path, capsys):
+    (tmp_path / "old-file").write_text("from another machine")
+    assert main(["probe", "--capture", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert f"capture directory {tmp_path}: not empty" in err and err.count("\n") == 1

@@ -80,14 +80,17 @@ def topology_from_files(raw: _collect.RawMachine) -> Topology:
 def capture(dest_dir: str, *, sysfs_root: str | None = None) -> list[str]:
     """Write every file the probe reads into dest_dir (replayable with probe(dest_dir)).
 
-    Returns the written paths. The capture is checked by parsing it before anything is written,
-    so a capture that would not replay is never left behind.
+    Returns the written paths. dest_dir must be new or empty. The capture is checked by parsing
+    it before anything is written, so a capture that would not replay is never left behind.
     """
     raw = _collect.collect_machine(sysfs_root)
     topology_from_files(raw)
     dest = os.path.abspath(dest_dir)
     if os.path.exists(dest) and not os.path.isdir(dest):
         raise ProbeError(f"capture directory {dest}: exists and is not a directory")
+    if os.path.isdir(dest) and os.listdir(dest):
+        # Files left from another machine would be replayed as part of this one.
+        raise ProbeError(f"capture directory {dest}: not empty; capture into a new directory")
     written = []
     try:
         for rel, text in sorted(raw.files.items()):

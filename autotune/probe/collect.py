@@ -54,7 +54,7 @@ SYSFS_GLOBS = (
 GPU_QUERY_ARGV = ("nvidia-smi", "--query-gpu=index,name,memory.total",
                   "--format=csv,noheader,nounits")
 GPU_TOPO_ARGV = ("nvidia-smi", "topo", "-m")
-IMPORT_TIMEOUT_S = 20.0   # a cold import of torch plus an extension can take a few seconds
+IMPORT_TIMEOUT_S = 15.0   # a cold import of torch plus IPEX takes seconds on a slow disk
 
 
 @dataclass(frozen=True)
