@@ -24,7 +24,8 @@ from typing import Any
 import psutil
 
 from .plan_types import EXIT_BACKEND_UNAVAILABLE, EXIT_BAD_CONFIG, EXIT_WORKLOAD_ERROR, LaunchPlan
-from .results import BAD_CONFIG, CRASH, OK, OOM, TIMEOUT, UNAVAILABLE, WORKLOAD_ERROR, RunResult
+from .results import (BAD_CONFIG, CRASH, OK, OOM, OUTCOMES, TIMEOUT, UNAVAILABLE, WORKLOAD_ERROR,
+                      RunResult)
 
 POLL_S = 0.05
 # Ranks that wrote their result but hang in gloo teardown get this long to exit, then are killed;
@@ -84,13 +85,14 @@ def _describe_exit(rank: int, code: int) -> str:
     return f"rank {rank} exited with code {code}"
 
 
-def _bad_config_reason(result: dict[str, Any]) -> str | None:
-    """The worker's own words when its result says the config was not in force, else None."""
+def _declared(result: dict[str, Any]) -> tuple[str, str] | None:
+    """(outcome, reason) a rank's result declares about itself, or None when it claims success."""
     bad = result.get("bad_config")
     if bad:
-        return "; ".join(map(str, bad)) if isinstance(bad, (list, tuple)) else str(bad)
-    if result.get("outcome") == BAD_CONFIG or result.get("status") == BAD_CONFIG:
-        return str(result.get("reason") or result.get("error") or "config not in force")
+        return BAD_CONFIG, "; ".join(map(str, bad)) if isinstance(bad, (list, tuple)) else str(bad)
+    outcome = result.get("outcome", result.get("status", OK))
+    if outcome in OUTCOMES and outcome != OK:
+        return outcome, str(result.get("reason") or result.get("error") or outcome)
     return None
 
 
@@ -134,21 +136,28 @@ def classify(exit_codes: Sequence[int | None], rank_results: Sequence[Any],
     runner itself signalled during teardown (their death is not theirs to answer for).
     """
     results = list(rank_results)
+    declared = []
     for r, res in enumerate(results):
-        if isinstance(res, dict) and (why := _bad_config_reason(res)) is not None:
-            return BAD_CONFIG, f"rank {r}: {why}"
+        if isinstance(res, dict) and (d := _declared(res)):
+            declared.append((d[0], f"rank {r}: {d[1]}"))
+    # bad_config wins: a rank running the wrong config makes everything else it saw moot
+    declared.sort(key=lambda d: d[0] != BAD_CONFIG)
+    if declared and declared[0][0] == BAD_CONFIG:
+        return declared[0]
     for r, code in enumerate(exit_codes):
         if code == EXIT_BAD_CONFIG:
             return BAD_CONFIG, f"rank {r} exited with code {code} (config not in force)"
+    if declared:
+        return declared[0]
     if results and all(isinstance(res, dict) for res in results) and not any(
             code in _DELIBERATE for code in exit_codes):
         # Every rank delivered its measurement; a hang or crash in teardown after that is noise.
         return OK, ""
     root = root_cause(exit_codes, results, log_tails, exit_order=exit_order, signalled=signalled)
     if timed_out and root is None:
-        pending = [str(r) for r, res in enumerate(results) if not isinstance(res, dict)]
+        pending = ", ".join(str(r) for r, res in enumerate(results) if not isinstance(res, dict))
         limit = f" of {timeout_s:g}s" if timeout_s is not None else ""
-        return TIMEOUT, f"exceeded the trial timeout{limit}; no result from rank(s) {', '.join(pending)}"
+        return TIMEOUT, f"exceeded the trial timeout{limit}; no result from rank(s) {pending}"
     if root is None:
         return CRASH, "ranks stopped without a result and without an error of their own"
     code = exit_codes[root]
@@ -168,7 +177,7 @@ def classify(exit_codes: Sequence[int | None], rank_results: Sequence[Any],
 
 def _clean(line: str) -> str:
     line = "".join(c if c.isprintable() or c == "\t" else "\ufffd" for c in line)
-    return line if len(line) <= _MAX_LINE else line[:_MAX_LINE] + f"... [{len(line)} chars]"
+    return line if len(line) <= _MAX_LINE else line[:_MAX_LINE] + " [line truncated]"
 
 
 def read_tail(path: str, lines: int = LOG_TAIL_LINES) -> str:
@@ -276,9 +285,11 @@ class _Trial:
         """Last line of defence: kill anything still carrying this trial's env, then reap ranks."""
         self._signal_all(signal.SIGKILL)
         markers = {rp.result_path for rp in self.plan.ranks}
+        sessions = {p.pid for p in self.procs}
         for proc in psutil.process_iter():
-            with contextlib.suppress(psutil.Error):
-                if proc.pid != os.getpid() and proc.environ().get("AUTOTUNE_RESULT") in markers:
+            with contextlib.suppress(psutil.Error, OSError):
+                if proc.pid != os.getpid() and (os.getsid(proc.pid) in sessions or
+                                                proc.environ().get("AUTOTUNE_RESULT") in markers):
                     proc.kill()
                     self.known.setdefault(proc.pid, proc)
         for r, p in enumerate(self.procs):
