@@ -28,6 +28,7 @@ import torch.distributed as dist  # noqa: E402
 from . import inforce  # noqa: E402
 from .plan_types import (EXIT_BACKEND_UNAVAILABLE, EXIT_BAD_CONFIG,  # noqa: E402
                          EXIT_WORKLOAD_ERROR, WorkerRequest)
+from .results import BAD_CONFIG, CRASH, OK, OOM, UNAVAILABLE, WORKLOAD_ERROR  # noqa: E402
 from .workloads import get_workload, held_out_counts, rank_slice  # noqa: E402
 
 SCHEMA_VERSION = 1
@@ -57,7 +58,8 @@ def _say(rank: int, text: str) -> None:
 def _empty_result(rank: int, world_size: int, req: WorkerRequest | None) -> dict[str, Any]:
     return {
         "schema": SCHEMA_VERSION, "rank": rank, "world_size": world_size, "pid": os.getpid(),
-        "status": "error", "reason": None, "bad_config": None, "error": None,
+        # status uses the runner's outcome names (results.py) so a rank can declare its own outcome
+        "status": CRASH, "reason": None, "bad_config": None, "error": None,
         "mode": req.mode if req else None, "workload": req.workload if req else None,
         "in_force": None, "channels_last_applied": False, "compiled": False,
         "step_times": [], "warmup_times": [], "window_seconds": None, "timed_steps": 0,
@@ -100,20 +102,24 @@ def _backend_problem(backend: str) -> str | None:
 def _init_group(backend: str, rank: int, world_size: int) -> None:
     problem = _backend_problem(backend)
     if problem:
-        raise _Stop(EXIT_BACKEND_UNAVAILABLE, "backend_unavailable", f"backend {backend}: {problem}")
+        raise _Stop(EXIT_BACKEND_UNAVAILABLE, UNAVAILABLE, f"backend {backend}: {problem}")
     timeout = timedelta(seconds=float(os.environ.get("AUTOTUNE_INIT_TIMEOUT", "300")))
     try:
         dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world_size,
                                 timeout=timeout)
     except (ValueError, NotImplementedError) as exc:
-        raise _Stop(EXIT_BACKEND_UNAVAILABLE, "backend_unavailable",
+        raise _Stop(EXIT_BACKEND_UNAVAILABLE, UNAVAILABLE,
                     f"backend {backend}: {type(exc).__name__}: {exc}") from exc
 
 
-def _any_rank(flag: bool) -> bool:
-    t = torch.tensor([1 if flag else 0], dtype=torch.int64)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return bool(t.item())
+def _gather_problems(problems: list[str], world_size: int) -> str | None:
+    """Every rank's problems, so each rank's result names the real cause, not "another rank"."""
+    everyone: list[Any] = [None] * world_size
+    dist.all_gather_object(everyone, problems)
+    if world_size == 1:
+        return "; ".join(problems) or None
+    text = "; ".join(f"rank {r}: {p}" for r, ps in enumerate(everyone) for p in ps)
+    return text or None
 
 
 def _autocast_factory(precision: str):
@@ -136,11 +142,10 @@ def run(req: WorkerRequest, rank: int, world_size: int, res: dict[str, Any]) -> 
     amp = _autocast_factory(precision)
     with amp():  # the very context the training step enters
         res["in_force"] = inforce.collect(inforce.current_autocast())
-    diffs = inforce.differences(expect, res["in_force"])
-    if _any_rank(bool(diffs)):
-        reason = "; ".join(diffs) if diffs else "another rank's in-force config differs from the plan"
+    reason = _gather_problems(inforce.differences(expect, res["in_force"]), world_size)
+    if reason:
         res["bad_config"] = reason
-        raise _Stop(EXIT_BAD_CONFIG, "bad_config", reason)
+        raise _Stop(EXIT_BAD_CONFIG, BAD_CONFIG, reason)
     _say(rank, f"in force: {res['in_force']}")
 
     model = spec = error = None
@@ -152,9 +157,9 @@ def run(req: WorkerRequest, rank: int, world_size: int, res: dict[str, Any]) -> 
     except Exception as exc:  # noqa: BLE001 - the user's own error text is the message
         error = f"{type(exc).__name__}: {exc}"
         traceback.print_exc()
-    if _any_rank(error is not None):
-        raise _Stop(EXIT_WORKLOAD_ERROR, "workload_error",
-                    f"workload {req.workload!r}: {error or 'failed on another rank'}")
+    problem = _gather_problems([error] if error else [], world_size)
+    if problem:
+        raise _Stop(EXIT_WORKLOAD_ERROR, WORKLOAD_ERROR, f"workload {req.workload!r}: {problem}")
     assert spec is not None and model is not None
     train(req, spec, model, rank, world_size, res, amp)
 
@@ -174,7 +179,7 @@ def train(req: WorkerRequest, spec, model: torch.nn.Module, rank: int, world_siz
         try:
             import intel_extension_for_pytorch as ipex
         except Exception as exc:  # noqa: BLE001
-            raise _Stop(EXIT_BACKEND_UNAVAILABLE, "backend_unavailable",
+            raise _Stop(EXIT_BACKEND_UNAVAILABLE, UNAVAILABLE,
                         f"ipex=on but intel_extension_for_pytorch does not import: {exc}") from exc
         model, opt = ipex.optimize(model, optimizer=opt, dtype=_DTYPES.get(cfg.get("precision")))
     ddp = DDP(model)
@@ -207,7 +212,7 @@ def train(req: WorkerRequest, spec, model: torch.nn.Module, rank: int, world_siz
             if "can't allocate memory" in str(exc) or cfg.get("compile"):
                 raise  # out of memory or a compiler failure: not the workload's fault
             traceback.print_exc()
-            raise _Stop(EXIT_WORKLOAD_ERROR, "workload_error",
+            raise _Stop(EXIT_WORKLOAD_ERROR, WORKLOAD_ERROR,
                         f"workload {req.workload!r} failed in its first step: "
                         f"{type(exc).__name__}: {exc}") from exc
 
@@ -242,7 +247,7 @@ def train(req: WorkerRequest, spec, model: torch.nn.Module, rank: int, world_siz
     if req.mode == "accuracy":
         res["accuracy"] = _evaluate(spec, ddp.module, req.seed, rank, world_size, prepare, amp)
         _say(rank, f"held-out {spec.metric}: {res['accuracy']:.4f}")
-    res["status"] = "ok"
+    res["status"] = OK
 
 
 def _agree_steps(req: WorkerRequest, warmup: list[float]) -> int:
@@ -296,7 +301,8 @@ def main(argv: list[str] | None = None) -> None:
         code = stop.code
         print(f"[autotune worker rank {rank}] {stop.status}: {stop.reason}", file=sys.stderr, flush=True)
     except BaseException as exc:  # noqa: BLE001 - any failure is still a written result
-        res.update(status="error", reason=f"{type(exc).__name__}: {exc}",
+        oom = isinstance(exc, MemoryError) or "can't allocate memory" in str(exc)
+        res.update(status=OOM if oom else CRASH, reason=f"{type(exc).__name__}: {exc}",
                    error=traceback.format_exc())
         traceback.print_exc()
     res["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

@@ -141,8 +141,8 @@ def test_one_rank_mismatch_stops_both_ranks(tmp_path):
         **{**req.ranks[1].__dict__, "allocator": "jemalloc"}))})
     codes, results, logs = launch(tmp_path, req, timeout=40)
     assert codes == [EXIT_BAD_CONFIG, EXIT_BAD_CONFIG], logs
-    assert results[1]["bad_config"] == "allocator: planned jemalloc, in force default"
-    assert "another rank" in results[0]["bad_config"]
+    # Both ranks name the real cause, so whichever result the runner reads explains the failure.
+    assert [r["bad_config"] for r in results] == ["rank 1: allocator: planned jemalloc, in force default"] * 2
 
 
 @pytest.mark.slow
@@ -150,7 +150,7 @@ def test_unavailable_backend_exits_79(tmp_path):
     req = _request(1, config={"backend": "nccl"})
     codes, results, logs = launch(tmp_path, req)
     assert codes == [EXIT_BACKEND_UNAVAILABLE], logs
-    assert results[0]["status"] == "backend_unavailable" and "nccl" in results[0]["reason"]
+    assert results[0]["status"] == "unavailable" and "nccl" in results[0]["reason"]
 
 
 @pytest.mark.slow
