@@ -78,3 +78,44 @@ def save_recommendation(study, rec, topology: Topology, workload: str) -> str | 
     except ImportError:
         pass
     return command
+
+
+def open_study_from_args(args: argparse.Namespace, *, read_only: bool = True):
+    """(study, printable storage URL) for report/export/dashboard: `--storage` or the default file
+    under `--results`, then `--study` or the newest autotune study in it.
+
+    A storage that does not exist yet is an error here, not something to create: these commands
+    read results, and Optuna would otherwise leave a fresh empty database behind a typo.
+    """
+    import os
+
+    from ..errors import StorageError
+    from ..study import default_storage, find_study, open_storage, redact
+    url = args.storage or default_storage(getattr(args, "results", "autotune-results"))
+    for scheme in ("sqlite:///", "journal:///"):
+        path = url[len(scheme):] if url.startswith(scheme) else None
+        if path and path != ":memory:":
+            if not os.path.isfile(path):
+                raise StorageError(f"storage {redact(url)}: {path} does not exist; run "
+                                   "`autotune search` first, or pass --results DIR / --storage URL")
+            if read_only and os.path.getsize(path) == 0:
+                raise StorageError(f"storage {redact(url)}: {path} is empty: no study recorded")
+    storage = open_storage(url)
+    try:
+        name = find_study(storage, getattr(args, "study", None))
+        import optuna
+        study = optuna.load_study(study_name=name, storage=storage)
+    except StorageError:
+        raise
+    except Exception as exc:  # a readable header over damaged pages fails only when queried
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise StorageError(f"storage {redact(url)}: cannot read studies: {redact(first)}") from None
+    return study, redact(url)
+
+
+def add_study_args(p: argparse.ArgumentParser) -> None:
+    add_storage_arg(p)
+    p.add_argument("--results", default="autotune-results", metavar="DIR",
+                   help="folder holding the default study file (default: ./autotune-results)")
+    p.add_argument("--study", metavar="NAME",
+                   help="study name (default: the most recent autotune study in the storage)")

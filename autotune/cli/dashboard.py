@@ -1,0 +1,53 @@
+"""Open the study in optuna-dashboard: every trial with its configuration, outcome and log tail,
+the throughput/accuracy Pareto front, and the recommendation with its launch command as the
+study's note. Binds to 127.0.0.1 unless --host says otherwise; the dashboard has no login and can
+edit studies, so binding to another address warns.
+
+examples:
+  autotune dashboard                       then open the printed URL
+  autotune dashboard --results runs/ --port 8081
+  ssh -L 8080:127.0.0.1:8080 tuned-host    to look at a remote machine's study safely
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .. import dashboard
+from ._common import add_study_args, open_study_from_args
+
+
+def _port(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= n <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (0-65535)")
+    return n
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_study_args(p)
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to bind (default: 127.0.0.1, this machine only)")
+    p.add_argument("--port", type=_port, default=8080, help="port (default: 8080; 0 picks a free one)")
+
+
+def run(args: argparse.Namespace) -> int:
+    study, url = open_study_from_args(args, read_only=False)
+    dashboard.prepare(study)
+    server = dashboard.make(study._storage, args.host, args.port)
+    port = server.server_address[1]
+    if not dashboard.is_loopback(args.host):
+        print(f"autotune: warning: dashboard on {args.host}:{port} is "
+              f"{dashboard.EXPOSED_WARNING}", file=sys.stderr, flush=True)
+    print(f"optuna-dashboard for {study.study_name} ({url}) at "
+          f"{dashboard.url(args.host, port, study._study_id)}\npress Ctrl-C to stop", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        print("dashboard stopped", file=sys.stderr)
+    finally:
+        server.server_close()
+    return 0

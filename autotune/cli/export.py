@@ -1,0 +1,129 @@
+"""Print the tuned launch command: environment (LD_PRELOAD, OMP/KMP variables), binding (numactl
+or taskset), the launcher and the training command, shell-quoted, with a manifest (topology
+fingerprint, library versions, measured speedup). The command is rebuilt from the topology stored
+with the study, so it can be exported later and elsewhere; on a machine with a different topology
+it warns, because the CPU binding may not fit there.
+
+examples:
+  autotune export                          the verified recommendation, as a shell command
+  autotune export --format torchrun        the same through torch.distributed.run
+  autotune export --format json > launch.json
+  autotune export --trial 12               the configuration trial 12 measured
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .. import results as R
+from ..config import Config
+from ..errors import AutotuneError, StorageError
+from ..export import FORMATS, launch_command, render, training_command
+from ..topology import Topology
+from ._common import add_study_args, open_study_from_args, positive_float
+
+
+def _trial_number(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a trial number") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: trial numbers start at 0")
+    return n
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--format", choices=FORMATS, default="shell",
+                   help="shell (env + binding per rank), torchrun, or json with the manifest "
+                        "(default: shell)")
+    add_study_args(p)
+    p.add_argument("--trial", type=_trial_number, metavar="N",
+                   help="export the configuration of trial N instead of the recommendation")
+    p.add_argument("--seconds", type=positive_float, default=60.0, metavar="S",
+                   help="how long the built-in trainer in the command runs (default: 60)")
+
+
+def run(args: argparse.Namespace) -> int:
+    study, _ = open_study_from_args(args)
+    attrs = study.user_attrs
+    if "topology" not in attrs:
+        raise StorageError(f"study {study.study_name!r} has no stored topology: not written by "
+                           "`autotune search`")
+    try:
+        topology = Topology.from_json(attrs["topology"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise StorageError(f"study {study.study_name!r}: stored topology is unreadable "
+                           f"({type(exc).__name__}: {exc})") from None
+    workload = str(attrs.get("workload", "cnn"))
+    manifest = {"study": study.study_name, "fingerprint": attrs.get("fingerprint"),
+                "machine": topology.isa.model_name, "workload": workload,
+                "library_versions": attrs.get("library_versions", {})}
+    if args.trial is None:
+        config, extra = _recommended(study)
+    else:
+        config, extra = _from_trial(study, args.trial)
+    manifest.update(extra)
+    program = training_command(workload, config, seconds=args.seconds)
+    cmd = launch_command(config, topology, workload=workload, program=program, manifest=manifest)
+    _warn_if_elsewhere(attrs.get("fingerprint"))
+    print(render(cmd, args.format))
+    return 0
+
+
+def _recommended(study) -> tuple[Config, dict]:
+    rec = study.user_attrs.get("recommendation")
+    if not rec:
+        raise StorageError(f"study {study.study_name!r} has no recommendation (the search was "
+                           "interrupted or is still running); `autotune report` lists trials "
+                           "to export with --trial N")
+    config = Config.from_dict(rec["config"], where="stored recommendation")
+    return config, {"headline": rec.get("headline"), "speedup": rec.get("speedup"),
+                    "spread": rec.get("spread"), "verified": rec.get("verified"),
+                    "vs_run_cpu": rec.get("vs_run_cpu")}
+
+
+def _from_trial(study, number: int) -> tuple[Config, dict]:
+    trials = study.get_trials(deepcopy=False)
+    if not 0 <= number < len(trials):
+        raise StorageError(f"--trial {number}: study {study.study_name!r} has trials "
+                           f"0-{len(trials) - 1}" if trials else
+                           f"--trial {number}: study {study.study_name!r} has no trials")
+    t = trials[number]
+    if "config" not in t.user_attrs:
+        raise StorageError(f"--trial {number}: no configuration stored on this trial")
+    config = Config.from_dict(t.user_attrs["config"], where=f"trial {number}")
+    outcome = t.user_attrs.get("outcome", "?")
+    extra = {"trial": number, "outcome": outcome}
+    if outcome != R.OK:
+        print(f"autotune: warning: trial {number} did not complete ({outcome}: "
+              f"{t.user_attrs.get('reason', '')}); exporting its configuration anyway",
+              file=sys.stderr)
+    elif t.values:
+        extra["throughput"] = t.values[0]
+        default = next((d for d in study.get_trials(deepcopy=False)
+                        if d.user_attrs.get("role") == "reference:default"
+                        and d.user_attrs.get("outcome") == R.OK and d.values), None)
+        if default is not None and default.values[0]:
+            ratio = t.values[0] / default.values[0]
+            extra["speedup"] = ratio
+            extra["verified"] = False
+            extra["headline"] = (f"trial {number}: {ratio:.2f}x the default launch in one "
+                                 "search measurement (not verified)")
+    return config, extra
+
+
+def _warn_if_elsewhere(fingerprint: str | None) -> None:
+    if not fingerprint:
+        return
+    try:
+        from ..probe import probe
+        here = probe(collect_capabilities=False).fingerprint()
+    except AutotuneError as exc:
+        print(f"autotune: warning: cannot probe this machine to compare topologies ({exc})",
+              file=sys.stderr)
+        return
+    if here != fingerprint:
+        print(f"autotune: warning: this machine's topology ({here}) differs from the one the "
+              f"study measured ({fingerprint}): the CPU binding and library paths may not fit "
+              "here", file=sys.stderr)

@@ -1,0 +1,44 @@
+"""Summarise a study: the verified recommendation against the references, the fastest
+configurations, the throughput/accuracy Pareto front, which knobs mattered (PED-ANOVA importances)
+and why trials failed. Reads the storage only; nothing is written.
+
+examples:
+  autotune report
+  autotune report --results runs/ --top 5
+  autotune report --storage sqlite:///shared/autotune.db --study autotune-cnn-cpu-0a1b2c3d4e5f --json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+
+from ..report import build_report
+from ._common import add_study_args, open_study_from_args
+
+
+def _top(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return n
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_study_args(p)
+    p.add_argument("--top", type=_top, default=10, metavar="N",
+                   help="configurations in the top table (default: 10)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def run(args: argparse.Namespace) -> int:
+    study, url = open_study_from_args(args)
+    report = build_report(study, top=args.top)
+    if args.json:
+        print(json.dumps({"storage": url, **report.to_json()}, indent=2))
+    else:
+        print(f"storage: {url}")
+        print(report.text())
+    return 0

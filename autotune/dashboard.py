@@ -1,0 +1,124 @@
+"""optuna-dashboard on a study's storage: metric names, the recommendation as the study's note, and
+a server that binds to loopback unless told otherwise.
+
+The dashboard can edit studies (notes, user attributes, deleting whole studies) and has no login,
+so whoever can reach its port can change results: exposure beyond 127.0.0.1 is the user's explicit
+choice and is warned about.
+"""
+from __future__ import annotations
+
+import ipaddress
+import socket
+import warnings
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+import optuna
+
+from .config import Config
+from .errors import AutotuneError
+
+METRIC_NAMES = ["throughput (samples/s)", "accuracy"]
+EXPOSED_WARNING = ("exposed to the network: anyone who can reach it can read and edit the study "
+                   "(optuna-dashboard has no login)")
+
+
+def set_metric_names(study: optuna.Study) -> None:
+    """Label the two objectives (Optuna's own API; optuna_dashboard.set_objective_names is
+    deprecated). Skipped when already set, so a read-mostly viewer does not rewrite the study."""
+    if list(study.metric_names or []) == METRIC_NAMES:
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # ExperimentalWarning: the API is stable in practice
+        study.set_metric_names(METRIC_NAMES)
+
+
+def note_markdown(study_name: str, rec: dict[str, Any], command: str | None) -> str:
+    """The study's note: the headline, the configuration and the command to paste."""
+    base = Config().to_dict()
+    config = rec.get("config") or {}
+    lines = [f"# autotune: {study_name}", "", f"**{rec.get('headline', 'recommendation')}**", ""]
+    facts = []
+    if rec.get("throughput"):
+        facts.append(f"- throughput: {rec['throughput']:.1f} samples/s "
+                     f"(default launch {rec.get('default_throughput') or 0:.1f})")
+    if rec.get("vs_run_cpu"):
+        facts.append(f"- {rec['vs_run_cpu']:.2f}x over torch's run_cpu heuristic")
+    if rec.get("accuracy") is not None:
+        facts.append(f"- accuracy: {rec['accuracy']:.4f} (default launch "
+                     f"{_fmt(rec.get('default_accuracy'))})")
+    if rec.get("rounds"):
+        facts.append(f"- verified in {rec['rounds']} interleaved round(s) against the default launch")
+    lines += facts + ["", "## Configuration", "", "| knob | value | default |", "|---|---|---|"]
+    for knob, value in config.items():
+        mark = "**" if value != base.get(knob) else ""
+        lines.append(f"| {knob} | {mark}{value}{mark} | {base.get(knob)} |")
+    if command:
+        lines += ["", "## Launch command", "", "```sh", command.rstrip(), "```",
+                  "", "`autotune export --format shell|torchrun|json` prints it again."]
+    return "\n".join(lines) + "\n"
+
+
+def _fmt(x: float | None) -> str:
+    return "unknown" if x is None else f"{x:.4f}"
+
+
+def save_study_note(study: optuna.Study, rec: Any, command: str | None) -> None:
+    """Write the recommendation as the study's dashboard note (called after a search, and by
+    `autotune dashboard` for studies that have a recommendation but no note yet)."""
+    from optuna_dashboard import save_note
+    data = rec.to_json() if hasattr(rec, "to_json") else dict(rec)
+    set_metric_names(study)
+    save_note(study, note_markdown(study.study_name, data, command))
+
+
+def has_note(study: optuna.Study) -> bool:
+    from optuna_dashboard import get_note
+    return bool(get_note(study))
+
+
+def prepare(study: optuna.Study) -> None:
+    """Metric names, and the note from the stored recommendation when the search could not write
+    one (an older autotune, or optuna-dashboard missing when it ran)."""
+    set_metric_names(study)
+    rec = study.user_attrs.get("recommendation")
+    if rec and not has_note(study):
+        save_study_note(study, rec, rec.get("command"))
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def url(host: str, port: int, study_id: int | None = None) -> str:
+    shown = socket.gethostname() if host in ("0.0.0.0", "::", "") else host
+    if ":" in shown:
+        shown = f"[{shown}]"
+    path = f"/dashboard/studies/{study_id}" if study_id is not None else "/dashboard"
+    return f"http://{shown}:{port}{path}"
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - wsgiref's signature
+        pass  # one line per static asset drowns the URL the user needs
+
+
+class _Server6(WSGIServer):
+    address_family = socket.AF_INET6
+
+
+def make(storage: optuna.storages.BaseStorage, host: str, port: int) -> WSGIServer:
+    """Bind now (so a busy port is an error before any URL is printed); serve with serve_forever."""
+    from optuna_dashboard import wsgi
+    app = wsgi(storage)
+    server_class = _Server6 if ":" in host else WSGIServer
+    try:
+        return make_server(host, port, app, server_class=server_class, handler_class=_QuietHandler)
+    except OSError as exc:
+        raise AutotuneError(f"dashboard: cannot listen on {host}:{port}: "
+                            f"{exc.strerror or exc}") from None
