@@ -219,6 +219,7 @@ def train(req: WorkerRequest, spec, model: torch.nn.Module, rank: int, world_siz
     index = 0
     if req.mode == "accuracy":
         n_steps = max(1, math.ceil(req.accuracy_samples / (batch_size * world_size)))
+        chunk = n_steps
     else:
         _say(rank, f"warmup {req.warmup_steps} steps")
         for _ in range(req.warmup_steps):
@@ -227,16 +228,29 @@ def train(req: WorkerRequest, spec, model: torch.nn.Module, rank: int, world_siz
             res["warmup_times"].append(time.perf_counter() - t)
             index += 1
         n_steps = _agree_steps(req, res["warmup_times"])
-    _say(rank, f"{req.mode}: {n_steps} steps of batch {batch_size} x {world_size} ranks")
+        # Steps keep speeding up for a while after warmup (allocator and oneDNN caches), so the
+        # estimate runs short; rank 0 re-decides after each chunk of about a tenth of the window.
+        chunk = max(1, n_steps // 10)
+    _say(rank, f"{req.mode}: about {n_steps} steps of batch {batch_size} x {world_size} ranks")
 
     dist.barrier()
     t0, res["timed_start_at"] = time.perf_counter(), time.time()
-    loss = None
-    for _ in range(n_steps):
-        t = time.perf_counter()
-        loss = first_step(index) if index == 0 else step(index)
-        res["step_times"].append(time.perf_counter() - t)
-        index += 1
+    loss, done, n_steps = None, False, 0
+    while not done:
+        for _ in range(chunk):
+            t = time.perf_counter()
+            loss = first_step(index) if index == 0 else step(index)
+            res["step_times"].append(time.perf_counter() - t)
+            index += 1
+            n_steps += 1
+        if req.mode == "accuracy":
+            break
+        elapsed = time.perf_counter() - t0
+        done = n_steps >= req.max_steps or (elapsed >= req.target_seconds and n_steps >= req.min_steps)
+        flag = torch.tensor([1 if done else 0], dtype=torch.int64)
+        dist.broadcast(flag, src=0)   # all ranks must run the same number of DDP steps
+        done = bool(flag.item())
+        chunk = min(chunk, req.max_steps - n_steps) or 1
     dist.barrier()
     window, res["timed_end_at"] = time.perf_counter() - t0, time.time()
 
