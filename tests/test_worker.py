@@ -172,3 +172,22 @@ def test_accuracy_mode_cnn_learns(tmp_path):
     assert acc[0] == acc[1]                       # all-reduced: one number for the trial
     assert acc[0] > 0.3, f"held-out accuracy {acc[0]:.3f}, chance is 0.10"
     assert results[0]["timed_steps"] == 3072 // 64
+
+
+@pytest.mark.slow
+def test_user_entry_point_with_eval_fn(tmp_path):
+    # A user's module:function spec: the worker owns DDP, timing and the all-reduce of its metric.
+    (tmp_path / "my_train.py").write_text(
+        "import torch\n"
+        "from autotune.workloads import get_workload\n"
+        "def build(hidden=16):\n"
+        "    base = get_workload('mlp', {'features': 32, 'hidden': hidden})\n"
+        "    return {'build_model': base.build_model, 'make_batch': base.make_batch,\n"
+        "            'eval_fn': lambda model: 0.25 if torch.distributed.get_rank() == 0 else 0.75}\n")
+    req = _request(2, workload="my_train:build", mode="accuracy", accuracy_samples=640,
+                   workload_args={"hidden": 8})
+    codes, results, logs = launch(tmp_path, req, env={"OMP_NUM_THREADS": "1",
+                                                      "PYTHONPATH": f"{ROOT}:{tmp_path}"})
+    assert codes == [0, 0], logs
+    assert [r["accuracy"] for r in results] == [0.5, 0.5]
+    assert results[0]["workload"] == "my_train:build" and results[0]["timed_steps"] == 10
