@@ -1,0 +1,113 @@
+"""A complete study for the Results tests, built in about a second through the real pipeline.
+
+The search loop, verification, `save_recommendation` and the storage are the production code; only
+the trials' measurements come from a formula (as in test_search.py), with some configurations
+crashing, running out of memory or timing out, and one trial left interrupted. The topology is this
+machine's, probed live, so exported commands name libraries that exist here and can be run.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+from pathlib import Path
+
+import optuna
+
+from autotune import results as R
+from autotune.cli._common import save_recommendation
+from autotune.config import Config
+from autotune.probe import probe
+from autotune.recommend import pick_candidates, verify
+from autotune.search import Evaluation, SearchOptions, make_sampler, run_search
+from autotune.space import find_space, load_space, resolve
+from autotune.study import (describe_study, open_storage, open_study, records,
+                            study_name)
+from autotune.topology import Topology
+
+
+@functools.lru_cache(maxsize=1)
+def live_topology() -> Topology:
+    return probe()
+
+
+class Landscape:
+    """Two ranks, one thread each, bf16 and tcmalloc help; a batch of 64 costs accuracy; some
+    combinations fail the way real trials fail."""
+
+    def __init__(self):
+        self.t = 0.0
+
+    def elapsed(self) -> float:
+        return self.t
+
+    def speed(self, c: Config) -> float:
+        s = 100.0 * (1.6 if c.precision == "bf16" else 1.0)
+        s *= {"tcmalloc": 1.15, "jemalloc": 1.05}.get(c.allocator, 1.0)
+        s *= 1.3 if c.nproc == 2 else 1.0
+        s *= 1.0 if c.threads in (None, 2 // c.nproc) else 0.6
+        return s * (1.1 if c.batch_size == 64 else 1.0) * (1.04 if c.binding != "none" else 1.0)
+
+    def __call__(self, c: Config, mode: str) -> Evaluation:
+        self.t += 10.0
+        if mode == "accuracy":
+            return Evaluation(outcome=R.OK, accuracy=0.80 - 0.0002 * c.global_batch_size,
+                              seconds=10.0)
+        if c.omp_runtime == "libiomp5" and c.precision == "bf16":
+            return Evaluation(outcome=R.CRASH, reason="rank 1 exited with signal 11 (SIGSEGV)",
+                              seconds=10.0, attrs={"log_tail": "Fatal Python error: Segmentation fault"})
+        if c.batch_size >= 64 and c.nproc == 2 and c.allocator == "jemalloc":
+            return Evaluation(outcome=R.OOM, reason="rank 0 killed by SIGKILL (out of memory)",
+                              seconds=10.0)
+        if c.binding == "taskset" and c.omp_runtime == "libiomp5":
+            return Evaluation(outcome=R.TIMEOUT, reason="no step finished within 30s", seconds=30.0)
+        return Evaluation(outcome=R.OK, throughput=self.speed(c), seconds=10.0,
+                          attrs={"step_median_s": 32.0 / self.speed(c)})
+
+
+def make_study(db: Path, *, budget_s: float = 300, verify_rec: bool = True) -> optuna.Study:
+    """A finished study in the SQLite file `db`, as `autotune search` would have left it."""
+    topo = live_topology()
+    space = resolve(load_space(find_space("cpu")), topo)
+    study = open_study(open_storage(f"sqlite:///{db}"), study_name("cnn", topo, space.name),
+                       sampler=make_sampler(0))
+    describe_study(study, topology=topo, workload="cnn", space=space.to_json(),
+                   settings={"target_seconds": 3.0, "max_accuracy_drop": 1.0})
+    sim = Landscape()
+    result = run_search(study, space=space, topology=topo, evaluate=sim, clock=sim,
+                        options=SearchOptions(budget_s=budget_s, min_trial_s=10, patience=100))
+    # A search killed mid-trial leaves this behind (recorded as FAIL, outcome interrupted).
+    from autotune.study import record_trial
+    record_trial(study, config=Config(nproc=2, threads=1, binding="numactl_smt"),
+                 outcome=R.TIMEOUT, reason="no step finished within 30s", role="search",
+                 attrs={"log_tail": "rank 0 waiting in all_reduce"})
+    record_trial(study, config=Config(nproc=2, threads=1), outcome=R.INTERRUPTED,
+                 reason="the search was killed during this trial", role="search")
+    if verify_rec:
+        rec = verify(pick_candidates(records(study)), result.default, sim, rounds=2)
+        save_recommendation(study, rec, topo, "cnn")
+    return study
+
+
+@functools.lru_cache(maxsize=1)
+def _pristine() -> Path:
+    import atexit
+    import shutil
+    import tempfile
+    folder = Path(tempfile.mkdtemp(prefix="autotune-results-study-"))
+    atexit.register(shutil.rmtree, folder, True)
+    make_study(folder / "autotune.db")
+    return folder / "autotune.db"
+
+
+def study_copy(folder: Path) -> Path:
+    """A private copy of one finished study (built once per test process) at folder/autotune.db,
+    so every test can write to or corrupt its own."""
+    import shutil
+    folder.mkdir(parents=True, exist_ok=True)
+    dest = folder / "autotune.db"
+    shutil.copyfile(_pristine(), dest)
+    return dest
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
