@@ -28,6 +28,7 @@ from .results import (BAD_CONFIG, CRASH, OK, OOM, OUTCOMES, TIMEOUT, UNAVAILABLE
                       RunResult)
 
 POLL_S = 0.05
+_SCAN_S = 0.25           # how often descendants are looked for (exits are checked every poll)
 # Ranks that wrote their result but hang in gloo teardown get this long to exit, then are killed;
 # the measurement already stands.
 EXIT_LINGER_S = 2.0
@@ -85,19 +86,26 @@ def _describe_exit(rank: int, code: int) -> str:
     return f"rank {rank} exited with code {code}"
 
 
-def _declared(result: dict[str, Any]) -> tuple[str, str] | None:
-    """(outcome, reason) a rank's result declares about itself, or None when it claims success."""
+def _declared(result: Any) -> tuple[str, str] | None:
+    """(outcome, reason) a rank's result declares about itself; None when it claims success.
+
+    The worker always writes a result, failures included ("status": "crash", "reason": ...), so
+    a failing rank's own words are the best reason there is.
+    """
+    if not isinstance(result, dict):
+        return None
     bad = result.get("bad_config")
     if bad:
         return BAD_CONFIG, "; ".join(map(str, bad)) if isinstance(bad, (list, tuple)) else str(bad)
     outcome = result.get("outcome", result.get("status", OK))
     if outcome in OUTCOMES and outcome != OK:
-        return outcome, str(result.get("reason") or result.get("error") or outcome)
+        why = str(result.get("reason") or result.get("error") or outcome).strip()
+        return outcome, why.splitlines()[0][:300] if why else outcome
     return None
 
 
 def _failure(rank: int, code: int | None, result: Any) -> str | None:
-    """Why this rank failed on its own account, or None when it did not (or we killed it)."""
+    """Why this rank failed on its own account, or None when it did not (or has not exited)."""
     if code is None:
         return None
     if code != 0:
@@ -106,6 +114,8 @@ def _failure(rank: int, code: int | None, result: Any) -> str | None:
         return f"rank {rank} exited 0 without a result"
     if not isinstance(result, dict):
         return f"rank {rank} exited 0 with a malformed result: {result}"
+    if (said := _declared(result)) is not None:
+        return f"rank {rank} exited 0 but reported {said[0]}"
     return None
 
 
@@ -119,8 +129,10 @@ def root_cause(exit_codes: Sequence[int | None], rank_results: Sequence[Any],
         return None
     order = {r: i for i, r in enumerate(exit_order)}
 
-    def key(r: int) -> tuple[int, int, int]:
-        victim = exit_codes[r] not in _DELIBERATE and bool(_VICTIM_RE.search(log_tails[r] or ""))
+    def key(r: int) -> tuple[bool, int, int]:
+        said = _declared(rank_results[r])
+        text = (log_tails[r] or "") + (said[1] if said else "")
+        victim = exit_codes[r] not in _DELIBERATE and bool(_VICTIM_RE.search(text))
         return (victim, order.get(r, len(order)), r)
     return min(failing, key=key)
 
@@ -136,25 +148,24 @@ def classify(exit_codes: Sequence[int | None], rank_results: Sequence[Any],
     runner itself signalled during teardown (their death is not theirs to answer for).
     """
     results = list(rank_results)
-    declared = []
-    for r, res in enumerate(results):
-        if isinstance(res, dict) and (d := _declared(res)):
-            declared.append((d[0], f"rank {r}: {d[1]}"))
-    # bad_config wins: a rank running the wrong config makes everything else it saw moot
-    declared.sort(key=lambda d: d[0] != BAD_CONFIG)
-    if declared and declared[0][0] == BAD_CONFIG:
-        return declared[0]
+    declared = {r: d for r, res in enumerate(results) if (d := _declared(res)) is not None}
+    # A rank running the wrong config makes everything else in the trial moot; no rank reports
+    # bad_config because a peer died, so no root-cause search is needed.
+    for r, (out, why) in declared.items():
+        if out == BAD_CONFIG:
+            return BAD_CONFIG, f"rank {r}: {why}"
     for r, code in enumerate(exit_codes):
         if code == EXIT_BAD_CONFIG:
             return BAD_CONFIG, f"rank {r} exited with code {code} (config not in force)"
-    if declared:
-        return declared[0]
-    if results and all(isinstance(res, dict) for res in results) and not any(
-            code in _DELIBERATE for code in exit_codes):
+    if (results and not declared and all(isinstance(res, dict) for res in results)
+            and not any(code in _DELIBERATE for code in exit_codes)):
         # Every rank delivered its measurement; a hang or crash in teardown after that is noise.
         return OK, ""
     root = root_cause(exit_codes, results, log_tails, exit_order=exit_order, signalled=signalled)
-    if timed_out and root is None:
+    if root is None and declared:       # it reported failing, then we had to kill it
+        r, (out, why) = next(iter(declared.items()))
+        return out, f"rank {r}: {why}"
+    if root is None and timed_out:
         pending = ", ".join(str(r) for r, res in enumerate(results) if not isinstance(res, dict))
         limit = f" of {timeout_s:g}s" if timeout_s is not None else ""
         return TIMEOUT, f"exceeded the trial timeout{limit}; no result from rank(s) {pending}"
@@ -162,15 +173,18 @@ def classify(exit_codes: Sequence[int | None], rank_results: Sequence[Any],
         return CRASH, "ranks stopped without a result and without an error of their own"
     code = exit_codes[root]
     why = _failure(root, code, results[root]) or ""
+    said_out, said = declared.get(root, (None, ""))
     if code == EXIT_BACKEND_UNAVAILABLE:
-        return UNAVAILABLE, f"rank {root}: backend unavailable (exit {code})"
+        return UNAVAILABLE, f"rank {root}: {said or 'backend unavailable'} (exit {code})"
     if code == EXIT_WORKLOAD_ERROR:
-        return WORKLOAD_ERROR, f"rank {root}: workload error (exit {code})"
+        return WORKLOAD_ERROR, f"rank {root}: {said or 'workload error'} (exit {code})"
     if code == -signal.SIGKILL:
         return OOM, f"{why} not sent by autotune (likely the out-of-memory killer)"
-    if code != 0 and _OOM_RE.search(log_tails[root] or ""):
-        return OOM, f"{why}; its log reports memory exhaustion"
-    return CRASH, why
+    if said_out == OOM or (code != 0 and _OOM_RE.search(log_tails[root] or "")):
+        return OOM, f"{why}; {said or 'its log reports memory exhaustion'}"
+    if said_out in (UNAVAILABLE, WORKLOAD_ERROR):
+        return said_out, f"{why}: {said}"
+    return CRASH, f"{why}: {said}" if said else why
 
 
 # ---------------------------------------------------------------- logs and results
@@ -235,6 +249,7 @@ class _Trial:
         self.exit_order: list[int] = []
         self.signalled: set[int] = set()
         self.known: dict[int, psutil.Process] = {}   # every descendant ever seen, by pid
+        self.scanned_at = 0.0
 
     def spawn(self) -> None:
         for rp in self.plan.ranks:
@@ -251,11 +266,22 @@ class _Trial:
                 self.codes[r] = code
                 self.exit_order.append(r)
                 new.append(r)
-        for p in self.procs:
-            with contextlib.suppress(psutil.Error):
-                for c in psutil.Process(p.pid).children(recursive=True):
-                    self.known.setdefault(c.pid, c)
+        if new or time.monotonic() - self.scanned_at >= _SCAN_S:
+            self._scan()
         return new
+
+    def _scan(self) -> None:
+        # One pass over the process table for all ranks: on a big server it costs milliseconds,
+        # taken from the cores the trial is being timed on, hence not every poll.
+        self.scanned_at = time.monotonic()
+        kids: dict[int, list[psutil.Process]] = {}
+        for proc in psutil.process_iter(["ppid"]):
+            kids.setdefault(proc.info["ppid"], []).append(proc)
+        stack = [p.pid for p in self.procs]
+        while stack:
+            for child in kids.get(stack.pop(), ()):
+                self.known.setdefault(child.pid, child)
+                stack.append(child.pid)
 
     def running(self) -> list[int]:
         return [r for r, c in enumerate(self.codes[:len(self.procs)]) if c is None]
@@ -271,6 +297,7 @@ class _Trial:
     def teardown(self, grace: float) -> None:
         """SIGTERM every group and descendant, wait up to `grace`, then SIGKILL what is left."""
         self.poll()
+        self._scan()
         self.signalled.update(self.running())
         self._signal_all(signal.SIGTERM)
         deadline = time.monotonic() + grace

@@ -103,7 +103,7 @@ OK1 = {"rank": 1, "samples_per_second": 100.0}
     ((0, 0), (OK0, {"outcome": "bad_config", "reason": "cpus differ"}), ("", ""), False, {},
      ("bad_config", "rank 1: cpus differ")),
     ((0, 80), (OK0, {"outcome": "workload_error", "reason": "no metric"}), ("", ""), False, {},
-     ("workload_error", "rank 1: no metric")),
+     ("workload_error", "rank 1: no metric (exit 80)")),
     ((0, 0), (OK0, {**OK1, "status": "ok"}), ("", ""), False, {}, ("ok", "")),
     ((-15, 78), (None, None), ("", ""), False, {"signalled": {0}},
      ("bad_config", "rank 1 exited with code 78 (config not in force)")),
@@ -121,6 +121,22 @@ OK1 = {"rank": 1, "samples_per_second": 100.0}
     # a victim's own OOM-looking words do not make an OOM when the root cause is a segfault
     ((-11, 1), (None, None), ("", PEER + " out of memory"), False, {"exit_order": [1, 0]},
      ("crash", "rank 0 killed by SIGSEGV")),
+    # --- results as autotune/worker.py writes them: every rank, failures included
+    ((1, -11), ({"status": "crash", "reason": PEER}, None), (PEER, ""), False,
+     {"exit_order": [0, 1]}, ("crash", "rank 1 killed by SIGSEGV")),
+    ((1, 1), ({"status": "crash", "reason": PEER}, {"status": "crash", "reason": "ValueError: x"}),
+     ("", ""), False, {"exit_order": [0, 1]}, ("crash", "rank 1 exited with code 1: ValueError: x")),
+    ((1, -15), ({"status": "oom", "reason": "MemoryError: "}, None), ("", ""), False,
+     {"exit_order": [0], "signalled": {1}}, ("oom", "rank 0 exited with code 1; MemoryError:")),
+    ((79, 79), ({"status": "unavailable", "reason": "backend 'ccl' is not available"},) * 2,
+     ("", ""), False, {"exit_order": [1, 0]},
+     ("unavailable", "rank 1: backend 'ccl' is not available (exit 79)")),
+    ((78, 78), ({"status": "bad_config", "bad_config": "rank 1: threads 2, planned 1"},) * 2,
+     ("", ""), False, {}, ("bad_config", "rank 0: rank 1: threads 2, planned 1")),
+    ((0, 0), ({**OK0, "status": "ok", "bad_config": None},) * 2, ("", ""), False, {}, ("ok", "")),
+    # reported a failure, then had to be killed at the timeout
+    ((-15, -15), ({"status": "crash", "reason": "RuntimeError: x"}, None), ("", ""), True,
+     {"signalled": {0, 1}}, ("crash", "rank 0: RuntimeError: x")),
 ])
 def test_classify(codes, results, tails, timed_out, kw, expected):
     assert classify(codes, results, tails, timed_out, **kw) == expected
