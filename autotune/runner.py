@@ -327,6 +327,32 @@ class _Trial:
         psutil.wait_procs([p for p in self.known.values() if _alive(p)], timeout=2)
 
 
+def reap_orphans(results_root: str) -> list[int]:
+    """Kill what a runner that died (kill -9) left behind under `results_root`; returns the pids.
+
+    A trial process is recognised by its AUTOTUNE_RESULT under the root. It is an orphan when its
+    session leader (the rank) is gone or no longer the child of a Python process (the runner is
+    always Python; an orphaned rank is reparented to init or a subreaper), so another search's
+    live trial on the same storage is left alone. Meant for the search's start.
+    """
+    root = os.path.join(os.path.realpath(results_root), "")
+    killed = []
+    for proc in psutil.process_iter():
+        with contextlib.suppress(psutil.Error, OSError):
+            marker = proc.environ().get("AUTOTUNE_RESULT")
+            if not marker or not os.path.realpath(marker).startswith(root):
+                continue
+            try:
+                parent = psutil.Process(os.getsid(proc.pid)).parent()
+                orphan = parent is None or "python" not in parent.name().lower()
+            except (psutil.NoSuchProcess, psutil.AccessDenied, ProcessLookupError):
+                orphan = True    # leader gone, or its parent is not even ours to read
+            if orphan and proc.pid != os.getpid():
+                proc.kill()
+                killed.append(proc.pid)
+    return killed
+
+
 @contextlib.contextmanager
 def _signals_held() -> Iterator[None]:
     """Hold Ctrl-C/SIGTERM during cleanup; they are delivered (and raise) once it is done."""

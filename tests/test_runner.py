@@ -19,7 +19,7 @@ import pytest
 
 from autotune.plan_types import LaunchPlan, RankExpect, RankPlan, WorkerRequest
 from autotune.runner import (Interrupted, classify, free_port, interrupt_on_sigterm, read_tail,
-                             root_cause, run_plan)
+                             reap_orphans, root_cause, run_plan)
 
 REPO = Path(__file__).resolve().parent.parent
 FAKE = str(Path(__file__).resolve().parent / "fake_trainer.py")
@@ -307,17 +307,51 @@ CHILD = textwrap.dedent("""
 """)
 
 
-@slow
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_signal_mid_trial_kills_every_process(tmp_path, sig):
-    code = CHILD.format(repo=str(REPO), tests=str(REPO / "tests"), tmp=str(tmp_path))
+def start_runner(tmp: Path) -> subprocess.Popen[str]:
+    """A runner in its own Python process, mid-trial (rank 1 hung, rank 0 in all_reduce)."""
+    tmp.mkdir(exist_ok=True)
+    code = CHILD.format(repo=str(REPO), tests=str(REPO / "tests"), tmp=str(tmp))
     child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True)
-    log1 = tmp_path / "logs" / "rank1.log"
+    log1 = tmp / "logs" / "rank1.log"
     deadline = time.monotonic() + 30
     while not (log1.exists() and "hanging" in log1.read_text(errors="replace")):
         assert time.monotonic() < deadline and child.poll() is None, child.communicate()
         time.sleep(0.1)
+    return child
+
+
+def child_trial(tmp: Path) -> LaunchPlan:
+    """Enough of the child's plan for survivors(): its trial id and port."""
+    trial_id, port = (tmp / "trial_id").read_text().split()
+    stub = make_plan(tmp)
+    return LaunchPlan(**{**stub.__dict__, "master_port": int(port),
+                         "env_delta": {"AUTOTUNE_TRIAL_ID": trial_id}})
+
+
+@slow
+def test_reap_orphans_after_kill_9_spares_live_trials(tmp_path):
+    dead, live = start_runner(tmp_path / "dead"), start_runner(tmp_path / "live")
+    try:
+        dead.kill()                       # kill -9 of the search: its ranks are orphaned
+        dead.wait()
+        orphans = child_trial(tmp_path / "dead")
+        assert len(survivors(orphans)) >= 2
+        killed = reap_orphans(str(tmp_path))
+        assert sorted(killed) == sorted(eval((tmp_path / "dead" / "pids").read_text()))
+        time.sleep(0.5)                   # SIGKILL is asynchronous
+        assert survivors(orphans) == []
+        assert all(psutil.pid_exists(p) for p in eval((tmp_path / "live" / "pids").read_text()))
+    finally:
+        live.send_signal(signal.SIGINT)
+        live.communicate(timeout=15)
+    assert survivors(child_trial(tmp_path / "live")) == []
+
+
+@slow
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signal_mid_trial_kills_every_process(tmp_path, sig):
+    child = start_runner(tmp_path)
     pids = eval((tmp_path / "pids").read_text())
     assert all(psutil.pid_exists(p) for p in pids)
     sent = time.monotonic()
@@ -328,11 +362,7 @@ def test_signal_mid_trial_kills_every_process(tmp_path, sig):
     expected = ("Interrupted interrupted by SIGTERM" if sig == signal.SIGTERM
                 else "KeyboardInterrupt")
     assert f"interrupted: {expected}" in out
-    trial_id, port = (tmp_path / "trial_id").read_text().split()
-    stub = make_plan(tmp_path)
-    stub = LaunchPlan(**{**stub.__dict__, "master_port": int(port),
-                         "env_delta": {"AUTOTUNE_TRIAL_ID": trial_id}})
-    assert survivors(stub) == []
+    assert survivors(child_trial(tmp_path)) == []
 
 
 def test_interrupted_is_a_keyboard_interrupt():
