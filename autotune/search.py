@@ -6,6 +6,7 @@ the benchmark that replays a recorded landscape in seconds.
 from __future__ import annotations
 
 import random
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
@@ -65,9 +66,13 @@ class SearchResult:
 
 def make_sampler(seed: int = 0) -> optuna.samplers.BaseSampler:
     # Multivariate TPE models knob interactions (threads x nproc, allocator x precision) that an
-    # independent sampler misses; a short random start keeps the first trials diverse.
-    return optuna.samplers.TPESampler(seed=seed, multivariate=True, n_startup_trials=6,
-                                      constant_liar=False)
+    # independent sampler misses; a short random start keeps the first trials diverse. group=True
+    # because the reference trials carry no parameters (their configs need not lie in the space)
+    # and would otherwise empty the joint search space, silently making TPE independent.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.samplers.TPESampler(seed=seed, multivariate=True, group=True,
+                                          n_startup_trials=6, constant_liar=False)
 
 
 def reference_configs(topology: Topology, base: Config) -> list[tuple[str, Config]]:
