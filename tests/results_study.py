@@ -102,10 +102,17 @@ def _pristine() -> Path:
 def study_copy(folder: Path) -> Path:
     """A private copy of one finished study (built once per test process) at folder/autotune.db,
     so every test can write to or corrupt its own."""
-    import shutil
+    import sqlite3
     folder.mkdir(parents=True, exist_ok=True)
     dest = folder / "autotune.db"
-    shutil.copyfile(_pristine(), dest)
+    # SQLite's backup API, not a file copy: committed pages may still sit in the -wal file.
+    src, dst = sqlite3.connect(_pristine()), sqlite3.connect(dest)
+    try:
+        src.backup(dst)
+        dst.execute("PRAGMA journal_mode=WAL")  # as autotune leaves its storages
+    finally:
+        src.close()
+        dst.close()
     return dest
 
 

@@ -235,3 +235,106 @@ def test_exported_environment_and_binding_are_in_force(tmp_path):
         assert in_force["num_threads"] == 1 and in_force["allocator"] == alloc
         if expect.cpus is not None:
             assert in_force["affinity"] == sorted(expect.cpus)
+
+
+# ---- bad input: one line on stderr, exit 2, no traceback, nothing written -----------------------
+
+SECRET = "s3cretpw"
+
+
+def _storage_cases(tmp: Path, good: Path) -> dict[str, tuple[list[str], Path | None, str]]:
+    """name -> (arguments, file that must stay as it is (or stay absent), expected words)."""
+    import sqlite3
+    (tmp / "garbage.db").write_bytes(os.urandom(4096))
+    (tmp / "truncated.db").write_bytes(b"SQLite format 3\x00" + os.urandom(4000))
+    (tmp / "zero.db").write_bytes(b"")
+    con = sqlite3.connect(tmp / "other-app.db")
+    con.execute("CREATE TABLE notes (x)")
+    con.commit()
+    con.close()
+    # Optuna's tables, no study; queried once so it is in WAL mode like any storage autotune made
+    optuna.get_all_study_summaries(open_storage(f"sqlite:///{tmp}/no-studies.db"))
+    (tmp / "garbage.log").write_bytes(os.urandom(3000))
+    (tmp / "folder.db").mkdir()
+    return {
+        "missing file": (["--storage", f"sqlite:///{tmp}/absent/autotune.db"],
+                         tmp / "absent", "does not exist"),
+        "results dir without study": (["--results", str(tmp / "nothing")], tmp / "nothing",
+                                      "does not exist"),
+        "garbage bytes": (["--storage", f"sqlite:///{tmp}/garbage.db"], tmp / "garbage.db",
+                          "not a readable SQLite database"),
+        "damaged sqlite": (["--storage", f"sqlite:///{tmp}/truncated.db"], tmp / "truncated.db",
+                           "not a readable SQLite database"),
+        "empty file": (["--storage", f"sqlite:///{tmp}/zero.db"], tmp / "zero.db", "is empty"),
+        "another app's sqlite": (["--storage", f"sqlite:///{tmp}/other-app.db"],
+                                 tmp / "other-app.db", "without Optuna studies"),
+        "storage without studies": (["--storage", f"sqlite:///{tmp}/no-studies.db"],
+                                    tmp / "no-studies.db", "no autotune study"),
+        "password in URL": (["--storage", f"postgresql://alice:{SECRET}@127.0.0.1:1/autotune"],
+                            None, "alice:***@127.0.0.1"),
+        "encoded password": (["--storage", f"mysql+pymysql://alice:{SECRET}%40x@127.0.0.1:1/db"],
+                             None, "alice:***@"),
+        "not a URL": (["--storage", str(good)], good, "not a URL"),
+        "folder as file": (["--storage", f"sqlite:///{tmp}/folder.db"], None, "is not a file"),
+        "garbage journal": (["--storage", f"journal:///{tmp}/garbage.log"], tmp / "garbage.log",
+                            "garbage.log"),
+        "unknown study": (["--storage", f"sqlite:///{good}", "--study", "nope"], good,
+                          "no study named 'nope'; studies here: autotune-cnn-"),
+    }
+
+
+def _state(path: Path | None):
+    if path is None or not path.exists():
+        return None
+    return path.read_bytes() if path.is_file() else sorted(os.listdir(path))
+
+
+def _one_line_error(rc: int, err: str, expect: str) -> None:
+    assert rc == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("autotune: error: "), err
+    assert expect in lines[0] and "Traceback" not in err and SECRET not in err
+
+
+@pytest.mark.parametrize("command", ["report", "export", "dashboard"])
+def test_bad_storage_is_one_line_exit_2_and_nothing_is_written(tmp_path, capsys, command):
+    good = study_copy(tmp_path / "good")
+    good_hash = good.read_bytes()
+    cases = _storage_cases(tmp_path, good)
+    extra = ["--port", "0"] if command == "dashboard" else []
+    for name, (args, keep, expect) in cases.items():
+        before = _state(keep)
+        rc = main([command, *args, *extra])
+        out, err = capsys.readouterr()
+        _one_line_error(rc, err, expect)
+        assert SECRET not in out and out == "", f"{name}: printed {out!r}"
+        assert _state(keep) == before, f"{name}: {keep} was changed"
+    assert good.read_bytes() == good_hash
+
+
+@pytest.mark.parametrize("argv, expect", [
+    (["export", "--trial", "999"], "--trial 999: study"),
+    (["export", "--trial", "-1"], "trial numbers start at 0"),
+    (["export", "--trial", "two"], "is not a trial number"),
+    (["export", "--format", "zsh"], "invalid choice: 'zsh'"),
+    (["export", "--seconds", "0"], "must be greater than 0"),
+    (["report", "--top", "0"], "must be at least 1"),
+    (["dashboard", "--port", "70000"], "not a port number"),
+], ids=lambda v: " ".join(v) if isinstance(v, list) else None)
+def test_bad_arguments_on_a_good_study(tmp_path, capsys, argv, expect):
+    good = study_copy(tmp_path)
+    before = good.read_bytes()
+    try:
+        rc = main([argv[0], "--storage", f"sqlite:///{good}", *argv[1:]])
+    except SystemExit as exc:  # argparse's own errors exit from inside parse_args
+        rc = exc.code
+    _one_line_error(rc, capsys.readouterr().err, expect)
+    assert good.read_bytes() == before
+
+
+def test_password_never_reaches_the_terminal_from_a_real_process():
+    done = subprocess.run([sys.executable, "-m", "autotune", "report", "--storage",
+                           f"postgresql://alice:{SECRET}@127.0.0.1:1/autotune"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    _one_line_error(done.returncode, done.stderr, "postgresql://alice:***@127.0.0.1:1/autotune")
+    assert done.stdout == ""

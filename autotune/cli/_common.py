@@ -80,7 +80,7 @@ def save_recommendation(study, rec, topology: Topology, workload: str) -> str | 
     return command
 
 
-def open_study_from_args(args: argparse.Namespace, *, read_only: bool = True):
+def open_study_from_args(args: argparse.Namespace):
     """(study, printable storage URL) for report/export/dashboard: `--storage` or the default file
     under `--results`, then `--study` or the newest autotune study in it.
 
@@ -95,11 +95,15 @@ def open_study_from_args(args: argparse.Namespace, *, read_only: bool = True):
     for scheme in ("sqlite:///", "journal:///"):
         path = url[len(scheme):] if url.startswith(scheme) else None
         if path and path != ":memory:":
-            if not os.path.isfile(path):
+            if not os.path.exists(path):
                 raise StorageError(f"storage {redact(url)}: {path} does not exist; run "
                                    "`autotune search` first, or pass --results DIR / --storage URL")
-            if read_only and os.path.getsize(path) == 0:
+            if not os.path.isfile(path):
+                raise StorageError(f"storage {redact(url)}: {path} is not a file")
+            if os.path.getsize(path) == 0:
                 raise StorageError(f"storage {redact(url)}: {path} is empty: no study recorded")
+            if scheme == "sqlite:///":
+                _check_sqlite(path, redact(url))
     storage = open_storage(url)
     try:
         name = find_study(storage, getattr(args, "study", None))
@@ -111,6 +115,26 @@ def open_study_from_args(args: argparse.Namespace, *, read_only: bool = True):
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise StorageError(f"storage {redact(url)}: cannot read studies: {redact(first)}") from None
     return study, redact(url)
+
+
+def _check_sqlite(path: str, shown: str) -> None:
+    """Read-only look before Optuna opens the file: Optuna would add its tables to any SQLite
+    database it is pointed at, and a damaged one fails later with a driver traceback."""
+    import sqlite3
+
+    from ..errors import StorageError
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        finally:
+            con.close()
+    except sqlite3.Error as exc:
+        raise StorageError(f"storage {shown}: {path} is not a readable SQLite database ({exc})") \
+            from None
+    if "studies" not in tables:
+        raise StorageError(f"storage {shown}: {path} is an SQLite database without Optuna studies "
+                           "(not written by `autotune search`)")
 
 
 def add_study_args(p: argparse.ArgumentParser) -> None:

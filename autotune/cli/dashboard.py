@@ -35,7 +35,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    study, url = open_study_from_args(args, read_only=False)
+    study, url = open_study_from_args(args)
     dashboard.prepare(study)
     server = dashboard.make(study._storage, args.host, args.port)
     port = server.server_address[1]
