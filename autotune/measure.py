@@ -74,6 +74,8 @@ class Measurement:
     accuracy: float | None
     final_loss: float | None
     world_size: int
+    cpu_share: float | None = None      # rank 0's CPU time / (window x its threads): well below 1
+                                        # means something else on the machine took the cores
 
     @property
     def relative_spread(self) -> float:
@@ -86,7 +88,8 @@ class Measurement:
                 "timed_steps": self.timed_steps, "samples": self.samples,
                 "startup_seconds": self.startup_seconds, "wall_seconds": self.wall_seconds,
                 "timed_share": self.timed_share, "peak_rss_bytes": list(self.peak_rss_bytes),
-                "accuracy": self.accuracy, "final_loss": self.final_loss, "world_size": self.world_size}
+                "accuracy": self.accuracy, "final_loss": self.final_loss, "world_size": self.world_size,
+                "cpu_share": self.cpu_share}
 
 
 def aggregate(rank_results: Sequence[dict[str, Any]], launched_at: float) -> Measurement:
@@ -113,7 +116,16 @@ def aggregate(rank_results: Sequence[dict[str, Any]], launched_at: float) -> Mea
         samples=int(r0["samples"]), startup_seconds=startup, wall_seconds=wall,
         timed_share=r0["window_seconds"] / wall if wall else None,
         peak_rss_bytes=tuple(r.get("peak_rss_bytes") for r in rank_results),
-        accuracy=r0.get("accuracy"), final_loss=r0.get("final_loss"), world_size=world)
+        accuracy=r0.get("accuracy"), final_loss=r0.get("final_loss"), world_size=world,
+        cpu_share=_cpu_share(r0))
+
+
+def _cpu_share(r0: dict[str, Any]) -> float | None:
+    cpu = (r0.get("contention") or {}).get("cpu_seconds")
+    threads = (r0.get("in_force") or {}).get("num_threads")
+    if cpu is None or not threads:
+        return None
+    return cpu / (r0["window_seconds"] * threads)
 
 
 @dataclass(frozen=True, kw_only=True)

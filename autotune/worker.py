@@ -65,7 +65,8 @@ def _empty_result(rank: int, world_size: int, req: WorkerRequest | None) -> dict
         "step_times": [], "warmup_times": [], "window_seconds": None, "timed_steps": 0,
         "samples": 0, "throughput": None, "accuracy": None, "final_loss": None,
         "started_at": _started_at(), "first_step_at": None, "timed_start_at": None,
-        "timed_end_at": None, "peak_rss_bytes": None, "torch_version": torch.__version__,
+        "timed_end_at": None, "contention": None, "peak_rss_bytes": None,
+        "torch_version": torch.__version__,
     }
 
 
@@ -234,6 +235,9 @@ def train(req: WorkerRequest, spec, model: torch.nn.Module, rank: int, world_siz
     _say(rank, f"{req.mode}: about {n_steps} steps of batch {batch_size} x {world_size} ranks")
 
     dist.barrier()
+    # Other processes on the machine distort a window (seen: 20x slower with 2 OpenMP threads on 2
+    # busy cores); load average and CPU time actually received let a reader spot such trials.
+    load0, cpu0 = os.getloadavg()[0], time.process_time()
     t0, res["timed_start_at"] = time.perf_counter(), time.time()
     loss, done, n_steps = None, False, 0
     while not done:
@@ -253,6 +257,8 @@ def train(req: WorkerRequest, spec, model: torch.nn.Module, rank: int, world_siz
         chunk = min(chunk, req.max_steps - n_steps) or 1
     dist.barrier()
     window, res["timed_end_at"] = time.perf_counter() - t0, time.time()
+    res["contention"] = {"loadavg_start": load0, "loadavg_end": os.getloadavg()[0],
+                         "cpu_seconds": time.process_time() - cpu0}
 
     samples = batch_size * world_size * n_steps
     res.update(window_seconds=window, timed_steps=n_steps, samples=samples,

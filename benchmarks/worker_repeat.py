@@ -94,7 +94,8 @@ def main() -> None:
             share.append(m.window_seconds / wall)
             print(f"run {i}: {m.throughput:.1f} samples/s (median-step {m.median_throughput:.1f}), step median {m.step_stats.median * 1e3:.1f} ms "
                   f"IQR {m.step_stats.iqr * 1e3:.1f} ms, startup {m.startup_seconds:.2f}s, "
-                  f"window {m.window_seconds:.2f}s of {wall:.2f}s process wall", flush=True)
+                  f"window {m.window_seconds:.2f}s of {wall:.2f}s process wall, cpu share {m.cpu_share:.2f}, "
+                  f"loadavg {results[0]['contention']['loadavg_start']:.2f}", flush=True)
     s = Stats.of(thr)
     print(f"throughput median {s.median:.1f} samples/s, CV {s.cv * 100:.2f}% over {s.n} runs")
     print(f"median-step throughput CV {Stats.of(mthr).cv * 100:.2f}%")

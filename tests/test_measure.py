@@ -51,6 +51,9 @@ def test_aggregate_two_ranks():
     assert m.throughput_iqr == pytest.approx(64 / 0.1 - 64 / 0.2)   # 320 samples/s
     assert m.relative_spread == pytest.approx(0.8)
     assert m.median_throughput == pytest.approx(64 / 0.15)
+    assert m.cpu_share is None                        # older results carry no contention record
+    m2 = aggregate([_rank(0, contention={"cpu_seconds": 0.96}, in_force={"num_threads": 2})], 100.0)
+    assert m2.cpu_share == pytest.approx(0.75)
     assert m.startup_seconds == pytest.approx(3.5)    # slowest rank to its first step
     assert m.wall_seconds == pytest.approx(10.2)
     assert m.timed_share == pytest.approx(0.64 / 10.2)
