@@ -117,8 +117,8 @@ def _gather_problems(problems: list[str], world_size: int) -> str | None:
     """Every rank's problems, so each rank's result names the real cause, not "another rank"."""
     everyone: list[Any] = [None] * world_size
     dist.all_gather_object(everyone, problems)
-    if world_size == 1:
-        return "; ".join(problems) or None
+    if all(ps == everyone[0] for ps in everyone):   # one rank, or every rank saw the same
+        return "; ".join(everyone[0]) or None
     text = "; ".join(f"rank {r}: {p}" for r, ps in enumerate(everyone) for p in ps)
     return text or None
 
