@@ -1,0 +1,368 @@
+"""A landscape: every configuration of a search space measured once on one machine, as a table.
+
+    python3 -m benchmarks.landscape --record [--seconds 5] [--limit N] [--out FILE]
+    python3 -m benchmarks.landscape --synthetic formula --out FILE    # made-up, for tests
+
+Recording runs one real trial per configuration of the resolved space (plus the search's two
+reference launches), records infeasible ones without running them, and measures accuracy once
+per distinct (global batch, precision). Rows are appended to the JSON file as they finish, so an
+interrupted recording resumes where it stopped. Replaying the table (`Landscape.evaluator`) lets
+a whole search run in a second, which is what benchmarks/search_efficiency.py does.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+from autotune import results as R
+from autotune.config import Config
+from autotune.plan import infeasible_reason
+from autotune.search import Evaluation, reference_configs
+from autotune.space import ResolvedSpace, find_space, load_space, resolve
+from autotune.topology import Capabilities, Topology
+
+SCHEMA = 1
+DATA = Path(__file__).resolve().parent / "data"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def default_path(fingerprint: str) -> Path:
+    return DATA / f"landscape-{fingerprint}.json"
+
+
+def math_key(config: Config) -> str:
+    return f"{config.global_batch_size}:{config.precision}"
+
+
+@dataclasses.dataclass
+class Landscape:
+    """The recorded table, with what a replay needs: the machine, the space, the rows."""
+    data: dict[str, Any]
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Landscape":
+        with open(path, encoding="utf-8") as f:
+            return cls(json.load(f))
+
+    def save(self, path: str | Path) -> None:
+        """Atomic: a recording killed mid-write keeps the previous table intact."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp.write_text(json.dumps(self.data, indent=1, sort_keys=True))
+        os.replace(tmp, path)
+
+    @property
+    def rows(self) -> dict[str, dict[str, Any]]:
+        return self.data.setdefault("rows", {})
+
+    @property
+    def accuracy(self) -> dict[str, dict[str, Any]]:
+        return self.data.setdefault("accuracy", {})
+
+    def topology(self) -> Topology:
+        return Topology.from_json(self.data["topology"])
+
+    def space(self) -> ResolvedSpace:
+        """The resolved space as recorded (its choices), with the constraint rules of its file."""
+        s = self.data["space"]
+        spec = load_space(find_space(s["name"]))
+        return ResolvedSpace(name=s["name"], source=s["source"],
+                             knobs={k: tuple(v) for k, v in s["knobs"].items()},
+                             fixed=dict(s["fixed"]), constraints=tuple(s["constraints"]),
+                             notes=tuple(s.get("notes", ())),
+                             topology_names=dict(s["topology_names"]), rules=spec.constraints)
+
+    def grid_rows(self) -> Iterator[tuple[dict[str, Any], dict[str, Any] | None]]:
+        """(params, row or None when not recorded yet) in the space's grid order."""
+        space = self.space()
+        for params in space.grid():
+            yield params, self.rows.get(space.to_config(params).key())
+
+    def accuracy_of(self, config: Config) -> float | None:
+        a = self.accuracy.get(math_key(config))
+        return a.get("accuracy") if a and a.get("outcome") == R.OK else None
+
+    def default_accuracy(self) -> float | None:
+        return self.accuracy_of(Config())
+
+    def feasible_within(self, config: Config, max_drop_pp: float) -> bool:
+        """The search's rule: accuracy at most `max_drop_pp` points below the default launch's."""
+        acc, base = self.accuracy_of(config), self.default_accuracy()
+        if acc is None:
+            return False
+        return base is None or (base - acc) * 100.0 <= max_drop_pp
+
+    def oracle(self, max_drop_pp: float = 1.0) -> tuple[float, dict[str, Any] | None]:
+        """Best throughput of the exhaustive grid among configs within the accuracy tolerance."""
+        best, where = 0.0, None
+        for _, row in self.grid_rows():
+            if row and row["outcome"] == R.OK and row["throughput"] and row["throughput"] > best \
+                    and self.feasible_within(Config.from_dict(row["config"]), max_drop_pp):
+                best, where = row["throughput"], row
+        return best, where
+
+    def missing(self) -> int:
+        return sum(1 for _, row in self.grid_rows() if row is None)
+
+    def evaluator(self, clock: "SimClock"):
+        """An `Evaluate` answering from the table; each answer advances `clock` by what the real
+        trial cost. A configuration not recorded (partial landscape) answers `unavailable` at no
+        cost, so a replay of an incomplete table still runs (and says how much is missing)."""
+        def evaluate(config: Config, mode: str) -> Evaluation:
+            if mode == "accuracy":
+                a = self.accuracy.get(math_key(config)) or {"outcome": R.UNAVAILABLE}
+                clock.t += float(a.get("seconds") or 0.0)
+                return Evaluation(outcome=a["outcome"], accuracy=a.get("accuracy"),
+                                  seconds=float(a.get("seconds") or 0.0))
+            row = self.rows.get(config.key())
+            if row is None:
+                return Evaluation(outcome=R.UNAVAILABLE, reason="not in the landscape")
+            clock.t += float(row.get("seconds") or 0.0)
+            return Evaluation(outcome=row["outcome"], reason=row.get("reason", ""),
+                              throughput=row.get("throughput"),
+                              seconds=float(row.get("seconds") or 0.0))
+        return evaluate
+
+
+class SimClock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def elapsed(self) -> float:
+        return self.t
+
+
+# ---------------------------------------------------------------------------------------------
+# Recording on this machine
+
+
+def _row(config: Config, role: str, params: dict[str, Any] | None, **fields: Any) -> dict[str, Any]:
+    return {"config": config.to_dict(), "role": role, "params": params, "recorded_at": time.time(),
+            **fields}
+
+
+def _trial_row(config: Config, role: str, params, out) -> dict[str, Any]:
+    m, run = out.measurement, out.run
+    fields: dict[str, Any] = {"outcome": run.outcome, "reason": run.reason[:500],
+                              "seconds": round(run.wall_seconds, 3), "throughput": None}
+    if m is not None:
+        fields.update(throughput=m.throughput, median_throughput=m.median_throughput,
+                      throughput_iqr=m.throughput_iqr, step_median_s=m.step_stats.median,
+                      step_iqr_s=m.step_stats.iqr, step_cv=m.step_stats.cv,
+                      timed_steps=m.timed_steps, startup_s=m.startup_seconds,
+                      timed_share=m.timed_share, cpu_share=m.cpu_share, accuracy=m.accuracy)
+    elif run.log_tail:
+        fields["log_tail"] = run.log_tail[-1500:]
+    return _row(config, role, params, **fields)
+
+
+def record(*, out: str | None = None, seconds: float = 5.0, limit: int | None = None,
+           space_name: str = "cpu", workload: str = "cnn", order_seed: int = 0,
+           say=print) -> Path:
+    from autotune.probe import probe
+    from autotune.study import library_versions
+    from autotune.trial import TrialSettings, run_trial
+
+    topology = probe()
+    space = resolve(load_space(find_space(space_name)), topology)
+    path = Path(out) if out else default_path(topology.fingerprint())
+    if path.exists():
+        land = Landscape.load(path)
+        _check_same(land, topology, space, seconds, workload, path)
+    else:
+        land = Landscape({"schema": SCHEMA, "fingerprint": topology.fingerprint(),
+                          "topology": topology.to_json(), "space": space.to_json(),
+                          "library_versions": library_versions(), "workload": workload,
+                          "target_seconds": seconds, "started_at": time.time(),
+                          "rows": {}, "accuracy": {}})
+    settings = TrialSettings(workload=workload, target_seconds=seconds, timeout_s=120.0,
+                             results_dir=str(ROOT / "autotune-results" / "landscape"))
+    todo: list[tuple[str, Config, dict[str, Any] | None]] = [
+        (role, c, None) for role, c in reference_configs(topology, Config())]
+    grid = [("grid", space.to_config(p), p) for p in space.grid()]
+    # Shuffled (seeded): slow drift of the machine over a 40-minute recording then spreads over
+    # the whole grid instead of penalising whichever knob value the grid order puts last.
+    random.Random(order_seed).shuffle(grid)
+    todo += grid
+    launched = 0
+    for role, config, params in todo:
+        key = config.key()
+        if key in land.rows:
+            continue
+        reason = infeasible_reason(config, topology) or \
+            (f"violates {v[0]}" if params and (v := space.violations(params)) else None)
+        if reason:
+            land.rows[key] = _row(config, role, params, outcome=R.INFEASIBLE, reason=reason,
+                                  seconds=0.0, throughput=None)
+            land.save(path)
+            continue
+        if limit is not None and launched >= limit:
+            break
+        out_ = run_trial(config, topology, settings)
+        launched += 1
+        land.rows[key] = row = _trial_row(config, role, params, out_)
+        land.save(path)
+        done = sum(1 for r in land.rows.values() if r["outcome"] != R.INFEASIBLE)
+        thr = f"{row['throughput']:.1f}/s" if row["throughput"] else row["outcome"]
+        say(f"[{done}/{len(todo)}] {thr:>12} {row['seconds']:5.1f}s  {_short(config)}")
+    _record_accuracy(land, topology, settings, path, say)
+    land.data["finished_at"] = time.time()
+    land.save(path)
+    say(f"landscape: {len(land.rows)} rows, {land.missing()} grid configs still missing -> {path}")
+    return path
+
+
+def _record_accuracy(land: Landscape, topology: Topology, settings, path: Path, say) -> None:
+    """Once per (global batch, precision), on the fastest ok config with that math: the other
+    knobs do not change what is computed, so they cannot change the accuracy."""
+    from autotune.trial import run_trial
+    fastest: dict[str, tuple[float, Config]] = {}
+    for row in land.rows.values():
+        if row["outcome"] == R.OK and row["throughput"]:
+            c = Config.from_dict(row["config"])
+            k = math_key(c)
+            if k not in fastest or row["throughput"] > fastest[k][0]:
+                fastest[k] = (row["throughput"], c)
+    if "32:fp32" not in fastest and "32:fp32" not in land.accuracy:
+        fastest["32:fp32"] = (0.0, Config())  # the default launch's accuracy is the baseline
+    for k, (_, c) in sorted(fastest.items()):
+        if k in land.accuracy:
+            continue
+        out = run_trial(c, topology, dataclasses.replace(settings, timeout_s=600.0), mode="accuracy")
+        m = out.measurement
+        land.accuracy[k] = {"outcome": out.run.outcome, "reason": out.run.reason[:500],
+                            "accuracy": m.accuracy if m else None,
+                            "seconds": round(out.run.wall_seconds, 3), "config": c.to_dict()}
+        land.save(path)
+        say(f"accuracy {k}: {land.accuracy[k]['accuracy']} ({out.run.wall_seconds:.1f}s)")
+
+
+def _check_same(land: Landscape, topology: Topology, space: ResolvedSpace, seconds: float,
+                workload: str, path: Path) -> None:
+    problems = []
+    if land.data["fingerprint"] != topology.fingerprint():
+        problems.append(f"machine {land.data['fingerprint']} != this one {topology.fingerprint()}")
+    if land.data["space"]["knobs"] != space.to_json()["knobs"]:
+        problems.append("the resolved space differs (libraries installed or removed?)")
+    if land.data["target_seconds"] != seconds or land.data["workload"] != workload:
+        problems.append(f"recorded with --seconds {land.data['target_seconds']} and workload "
+                        f"{land.data['workload']}")
+    if problems:
+        raise SystemExit(f"{path}: cannot resume: {'; '.join(problems)}. Use another --out.")
+
+
+def _short(c: Config) -> str:
+    d = Config().to_dict()
+    return " ".join(f"{k}={v}" for k, v in c.to_dict().items() if v != d[k]) or "(default launch)"
+
+
+# ---------------------------------------------------------------------------------------------
+# Synthetic landscapes: known answers, any machine, milliseconds
+
+
+FIXTURE = ROOT / "tests" / "fixtures" / "machines" / "live-epyc-2cpu"
+
+
+def fixture_topology() -> Topology:
+    """The captured 2-core EPYC with every library found (as on the machine these ran on)."""
+    from autotune.probe import probe
+    t = probe(str(FIXTURE), collect_capabilities=False)
+    caps = Capabilities(allocators={"jemalloc": "/lib/libjemalloc.so.2",
+                                    "tcmalloc": "/lib/libtcmalloc.so.4"},
+                        omp_runtimes={"libgomp": None, "libiomp5": "/lib/libiomp5.so"},
+                        backends=("gloo",), numactl=True, numactl_membind=True, taskset=True)
+    return dataclasses.replace(t, capabilities=caps)
+
+
+def _speed_formula(c: Config, rng: random.Random) -> float:
+    """A plausible 2-core CNN: bf16 helps a lot, 2x1 beats 1x2 a little, 1 thread alone is slow."""
+    threads = c.threads or 2 // c.nproc or 1
+    s = 100.0 * (1.55 if c.precision == "bf16" else 1.0)
+    s *= {(1, 1): 0.55, (1, 2): 1.0, (2, 1): 1.12}.get((c.nproc, threads), 0.5)
+    s *= {"default": 1.0, "jemalloc": 1.03, "tcmalloc": 1.05}[c.allocator]
+    s *= 0.96 if c.omp_runtime == "libiomp5" else 1.0
+    s *= {"none": 1.0, "taskset": 1.02, "numactl": 1.025}.get(c.binding, 1.0)
+    s *= 1.10 if c.batch_size == 64 else 1.0
+    if c.precision == "bf16" and c.nproc == 2:
+        s *= 0.93  # smaller per-rank GEMMs gain less from bf16
+    return s * math.exp(rng.gauss(0.0, 0.02))
+
+
+def _speed_random(c: Config, rng: random.Random, effects: dict) -> float:
+    """Random main effects and pairwise interactions: nothing a hand-made heuristic can know."""
+    d = c.to_dict()
+    names = ("nproc", "threads", "binding", "allocator", "omp_runtime", "precision", "batch_size")
+    s = 100.0
+    for n in names:
+        s *= effects.setdefault((n, d[n]), math.exp(effects["_rng"].gauss(0.0, 0.15)))
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            s *= effects.setdefault((a, d[a], b, d[b]), math.exp(effects["_rng"].gauss(0.0, 0.05)))
+    return s * math.exp(rng.gauss(0.0, 0.02))
+
+
+def synthetic(kind: str = "formula", seed: int = 0, seconds: float = 5.0) -> Landscape:
+    """A complete landscape of the CPU space on the fixture machine, from a formula or from
+    random effects; accuracy falls with global batch and a little with bf16."""
+    topology = fixture_topology()
+    space = resolve(load_space(find_space("cpu")), topology)
+    rng = random.Random(seed)
+    effects: dict = {"_rng": random.Random(seed + 1000)}
+    land = Landscape({"schema": SCHEMA, "fingerprint": f"synthetic-{kind}-{seed}",
+                      "topology": topology.to_json(), "space": space.to_json(),
+                      "library_versions": {}, "workload": f"synthetic:{kind}",
+                      "target_seconds": seconds, "rows": {}, "accuracy": {}, "synthetic": True})
+    configs = [(role, c, None) for role, c in reference_configs(topology, Config())]
+    configs += [("grid", space.to_config(p), p) for p in space.grid()]
+    for role, c, params in configs:
+        reason = infeasible_reason(c, topology) or \
+            (f"violates {v[0]}" if params and (v := space.violations(params)) else None)
+        if reason:
+            land.rows[c.key()] = _row(c, role, params, outcome=R.INFEASIBLE, reason=reason,
+                                      seconds=0.0, throughput=None)
+            continue
+        speed = _speed_formula(c, rng) if kind == "formula" else _speed_random(c, rng, effects)
+        land.rows[c.key()] = _row(c, role, params, outcome=R.OK, throughput=speed,
+                                  seconds=round(seconds + 4.0 + rng.uniform(0, 1.5), 3))
+        k = math_key(c)
+        if k not in land.accuracy:
+            acc = 0.80 - 0.0001 * c.global_batch_size - (0.002 if c.precision == "bf16" else 0.0)
+            land.accuracy[k] = {"outcome": R.OK, "accuracy": acc, "seconds": 20.0,
+                                "config": c.to_dict()}
+    return land
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python3 -m benchmarks.landscape", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--record", action="store_true", help="measure the grid on this machine")
+    what.add_argument("--synthetic", choices=("formula", "random"), help="write a made-up landscape")
+    p.add_argument("--seconds", type=float, default=5.0,
+                   help="timed window per trial (default 5, what a 30-minute search uses)")
+    p.add_argument("--limit", type=int, help="launch at most N new trials this run, then stop")
+    p.add_argument("--out", help="landscape file (default benchmarks/data/landscape-<fp>.json)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--workload", default="cnn")
+    args = p.parse_args(argv)
+    if args.synthetic:
+        if not args.out:
+            p.error("--synthetic needs --out")
+        synthetic(args.synthetic, args.seed, args.seconds).save(args.out)
+        print(f"wrote {args.out}")
+        return 0
+    record(out=args.out, seconds=args.seconds, limit=args.limit, workload=args.workload)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
