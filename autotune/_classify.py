@@ -18,7 +18,7 @@ from .results import BAD_CONFIG, CRASH, OK, OOM, OUTCOMES, TIMEOUT, UNAVAILABLE,
 
 _OOM_RE = re.compile(r"MemoryError|Cannot allocate memory|out of memory|std::bad_alloc", re.I)
 # How a rank looks when it died only because a peer did: not a root cause.
-_VICTIM_RE = re.compile(r"Connection (closed|reset) by peer|remote worker crashing|Broken pipe")
+_VICTIM_RE = re.compile(r"Connection (closed|reset) by peer|remote worker (crashing|hanging)|Broken pipe")
 _DELIBERATE = (EXIT_BAD_CONFIG, EXIT_BACKEND_UNAVAILABLE, EXIT_WORKLOAD_ERROR)
 
 
@@ -32,7 +32,7 @@ def _describe_exit(rank: int, code: int) -> str:
     return f"rank {rank} exited with code {code}"
 
 
-def _declared(result: Any) -> tuple[str, str] | None:
+def declared_outcome(result: Any) -> tuple[str, str] | None:
     """(outcome, reason) a rank's result declares about itself; None when it claims success.
 
     The worker always writes a result, failures included ("status": "crash", "reason": ...), so
@@ -60,7 +60,7 @@ def rank_failure(rank: int, code: int | None, result: Any) -> str | None:
         return f"rank {rank} exited 0 without a result"
     if not isinstance(result, dict):
         return f"rank {rank} exited 0 with a malformed result: {result}"
-    if (said := _declared(result)) is not None:
+    if (said := declared_outcome(result)) is not None:
         return f"rank {rank} exited 0 but reported {said[0]}"
     return None
 
@@ -76,7 +76,7 @@ def root_cause(exit_codes: Sequence[int | None], rank_results: Sequence[Any],
     order = {r: i for i, r in enumerate(exit_order)}
 
     def key(r: int) -> tuple[bool, int, int]:
-        said = _declared(rank_results[r])
+        said = declared_outcome(rank_results[r])
         text = (log_tails[r] or "") + (said[1] if said else "")
         victim = exit_codes[r] not in _DELIBERATE and bool(_VICTIM_RE.search(text))
         return (victim, order.get(r, len(order)), r)
@@ -94,7 +94,7 @@ def classify(exit_codes: Sequence[int | None], rank_results: Sequence[Any],
     runner itself signalled during teardown (their death is not theirs to answer for).
     """
     results = list(rank_results)
-    declared = {r: d for r, res in enumerate(results) if (d := _declared(res)) is not None}
+    declared = {r: d for r, res in enumerate(results) if (d := declared_outcome(res)) is not None}
     # A rank running the wrong config makes everything else in the trial moot; no rank reports
     # bad_config because a peer died, so no root-cause search is needed.
     for r, (out, why) in declared.items():

@@ -22,7 +22,7 @@ from typing import Any
 
 import psutil
 
-from ._classify import classify, rank_failure, root_cause
+from ._classify import classify, declared_outcome, rank_failure, root_cause
 from .plan_types import LaunchPlan
 from .results import CRASH, OK, RunResult
 
@@ -307,8 +307,9 @@ def run_plan(plan: LaunchPlan, *, on_start: Callable[[list[int]], None] | None =
     if outcome != OK:
         root = root_cause(trial.codes, results, tails, exit_order=trial.exit_order,
                           signalled=trial.signalled)
-        shown = [root] if root is not None else [
-            r for r, res in enumerate(results) if not isinstance(res, dict)][:_MAX_TAIL_RANKS]
+        shown = [root] if root is not None else [   # no single culprit: those without a success
+            r for r, res in enumerate(results)
+            if not isinstance(res, dict) or declared_outcome(res)][:_MAX_TAIL_RANKS]
         log_tail = "\n".join(f"--- rank {r} ({plan.ranks[r].log_path}) ---\n{tails[r]}"
                              for r in shown)
     return RunResult(outcome=outcome, reason=reason, log_tail=log_tail,

@@ -52,7 +52,7 @@ def make_plan(tmp: Path, fault: dict[str, str] | None = None, *, nproc: int = 2,
 
 def survivors(plan: LaunchPlan) -> list[str]:
     """Processes carrying the trial's id, plus anything still listening on its port."""
-    trial_id = plan.env_delta["AUTOTUNE_TRIAL_ID"]
+    trial_id = plan.ranks[0].env["AUTOTUNE_TRIAL_ID"]
     found = []
     for p in psutil.process_iter(["pid", "cmdline", "status"]):
         try:
@@ -281,6 +281,26 @@ def test_numactl_prefix(tmp_path, fault, outcome):
 
 
 @slow
+def test_real_worker_failure_blames_the_failing_rank(tmp_path):
+    # autotune/worker.py writes a result on failure too; the victim's says "crash" as well.
+    from autotune.config import Config
+    from autotune.plan import build_plan
+    from autotune.probe import probe
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests")])}
+    plan = build_plan(Config(nproc=2, threads=1), probe(), workload="crashing_workload:build",
+                      workload_args={"crash_rank": 0}, workdir=str(tmp_path), timeout_s=60,
+                      grace_s=2, master_port=free_port(), base_env=env,
+                      trial_id=uuid.uuid4().hex, target_seconds=1.0)
+    res = run_plan(plan)
+    assert res.outcome == "crash", res
+    assert res.reason == "rank 0 exited with code 1: ValueError: injected failure in make_batch " \
+                         "on rank 0", res
+    assert "--- rank 0 " in res.log_tail and "injected failure" in res.log_tail
+    assert res.rank_results[1]["status"] == "crash"    # the victim's own report, kept as written
+    assert survivors(plan) == []
+
+
+@slow
 def test_missing_binary_is_a_crash_not_an_exception(tmp_path):
     plan = make_plan(tmp_path)
     bad = plan.ranks[1].__class__(**{**plan.ranks[1].__dict__, "argv": ("/nonexistent/python",)})
@@ -326,8 +346,9 @@ def child_trial(tmp: Path) -> LaunchPlan:
     """Enough of the child's plan for survivors(): its trial id and port."""
     trial_id, port = (tmp / "trial_id").read_text().split()
     stub = make_plan(tmp)
-    return LaunchPlan(**{**stub.__dict__, "master_port": int(port),
-                         "env_delta": {"AUTOTUNE_TRIAL_ID": trial_id}})
+    ranks = tuple(RankPlan(**{**rp.__dict__, "env": {"AUTOTUNE_TRIAL_ID": trial_id}})
+                  for rp in stub.ranks)
+    return LaunchPlan(**{**stub.__dict__, "master_port": int(port), "ranks": ranks})
 
 
 @slow
