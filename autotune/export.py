@@ -76,10 +76,15 @@ def _assign(env: dict[str, str]) -> str:
     return " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(env.items()))
 
 
+def _env_prefix(env: dict[str, str]) -> str:
+    return f"env {_assign(env)} " if env else ""
+
+
 def _header(cmd: LaunchCommand) -> list[str]:
     m = cmd.manifest
-    lines = ["# autotune tuned launch: " + " ".join(
-        f"{k}={v}" for k, v in cmd.config.to_dict().items() if v != getattr(Config(), k))]
+    changed = " ".join(f"{k}={v}" for k, v in cmd.config.to_dict().items()
+                       if v != getattr(Config(), k))
+    lines = ["# autotune tuned launch: " + (changed or "the default launch")]
     if m.get("headline"):
         lines.append(f"# {m['headline']}")
     if m.get("fingerprint"):
@@ -91,7 +96,7 @@ def _header(cmd: LaunchCommand) -> list[str]:
 def _shell(cmd: LaunchCommand) -> str:
     if len(cmd.ranks) == 1:
         env, argv = cmd.ranks[0]
-        return "\n".join(_header(cmd) + [f"env {_assign({**cmd.env, **env})} {_q(argv)}"])
+        return "\n".join(_header(cmd) + [f"{_env_prefix({**cmd.env, **env})}{_q(argv)}"])
     body = [f"  {_assign(env)} {_q(argv)} &" for env, argv in cmd.ranks]
     # A subshell keeps the exports out of the user's shell; the trap stops every rank on Ctrl-C.
     return "\n".join(_header(cmd) + ["(", "  trap 'kill 0' INT TERM",
@@ -114,7 +119,7 @@ def _torchrun(cmd: LaunchCommand) -> str:
         tail = ["--no-python", *shim, "--", *cmd.program]
     else:
         tail = ["--no-python", *cmd.program]
-    return "\n".join(_header(cmd) + [f"env {_assign(env)} {_q(launcher + tail)}"])
+    return "\n".join(_header(cmd) + [f"{_env_prefix(env)}{_q(launcher + tail)}"])
 
 
 def _json(cmd: LaunchCommand) -> str:

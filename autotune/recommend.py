@@ -16,10 +16,10 @@ from .measure import RatioStats, Stats, ratio_stats
 from .search import DEFAULT_ROLE, RUN_CPU_ROLE, Evaluate
 from .study import Record
 
-# A candidate "holds up" when it beats the default in the median round by at least this much and
-# its re-measured speed is not far below what the search saw.
+# A candidate "holds up" when it beats the default launch by at least MIN_GAIN in the median
+# round and in at least 3 of 4 rounds (its lower quartile stays above 1). Ratios within a round
+# are compared, not absolute speeds: a machine that slowed down since the search slows both.
 MIN_GAIN = 1.02
-MAX_SHRINK = 0.85
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,11 +41,16 @@ class Verified:
 
     @property
     def holds(self) -> bool:
-        if len(self.ratios) == 0:
+        if not self.ratios:
             return False
-        med = Stats.of(list(self.throughputs)).median
-        shrink_ok = self.search_throughput is None or med >= MAX_SHRINK * self.search_throughput
-        return self.ratio.median >= MIN_GAIN and shrink_ok
+        return self.ratio.median >= MIN_GAIN and self.ratio.q1 > 1.0
+
+    @property
+    def shrink(self) -> float | None:
+        """Verified over searched throughput: well below 1 means the search saw a lucky run."""
+        if not self.search_throughput or not self.throughputs:
+            return None
+        return Stats.of(list(self.throughputs)).median / self.search_throughput
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,7 +86,7 @@ class Recommendation:
                 "candidates": [{"config": v.config.to_dict(), "role": v.role,
                                 "search_throughput": v.search_throughput,
                                 "throughputs": list(v.throughputs), "ratios": list(v.ratios),
-                                "holds": v.holds} for v in self.candidates]}
+                                "shrink": v.shrink, "holds": v.holds} for v in self.candidates]}
 
 
 def pick_candidates(records: list[Record], n: int = 3) -> list[Record]:
@@ -143,8 +148,10 @@ def _choose(verified: list[Verified], default: Record, rounds: int,
     holding = sorted((v for v in verified if v.holds), key=lambda v: v.ratio.median, reverse=True)
     if not holding:
         best = max(verified, key=lambda v: v.ratio.median if v.ratios else 0, default=None)
-        note = (f"best candidate measured {best.ratio.median:.2f}x in verification, below the "
-                f"{MIN_GAIN:.2f}x needed" if best and best.ratios else "no candidate completed")
+        note = (f"best candidate measured {best.ratio.median:.2f}x (lower quartile "
+                f"{best.ratio.q1:.2f}x) in verification; a recommendation needs {MIN_GAIN:.2f}x "
+                "in the median round and more than 1x in 3 of 4 rounds"
+                if best and best.ratios else "no candidate completed verification")
         return Recommendation(config=default.config, speedup=1.0, spread=0.0, rounds=rounds,
                               verified=True, accuracy=default.accuracy,
                               default_accuracy=default.accuracy, default_throughput=d_med,

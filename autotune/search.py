@@ -149,8 +149,9 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
         acc, violation = None, 0.0
         if ev.outcome == R.OK:
             acc, _ = accuracy.of(config)
-            violation = _accuracy_violation(acc, accuracy.of(base)[0] if role != DEFAULT_ROLE
-                                            else acc, options.max_accuracy_drop)
+            # The default launch is the accuracy reference: it cannot fall short of itself.
+            if role != DEFAULT_ROLE:
+                violation = _accuracy_violation(acc, accuracy.of(base)[0], options.max_accuracy_drop)
         number = record_trial(study, config=config, outcome=ev.outcome, reason=ev.reason,
                               throughput=ev.throughput, accuracy=acc, violation=violation,
                               role=role, attrs={**ev.attrs, "seconds": ev.seconds}, trial=trial)

@@ -26,7 +26,6 @@ from .topology import SCHEMA_VERSION, Topology
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 DEFAULT_RESULTS = "autotune-results"
-OBJECTIVES = ("throughput (samples/s)", "accuracy")
 LOG_TAIL_LIMIT = 4000
 # optuna-dashboard 0.21 reads constraints only from the list under this old key; Optuna 5 reads
 # both that and `constraints:<name>`, so both are written.
@@ -38,8 +37,9 @@ def default_storage(results_dir: str = DEFAULT_RESULTS) -> str:
 
 
 def redact(url: str) -> str:
-    """Storage URL fit to print: the password (if any) replaced by ***."""
-    return re.sub(r"(://[^:/@]+:)[^@]*@", r"\1***@", url)
+    """Storage URL fit to print: the password (if any) replaced by ***. The password ends at the
+    *last* '@' before the host, so one containing '@' is hidden whole."""
+    return re.sub(r"(://[^:/@]+:)[^/]*@", r"\1***@", url)
 
 
 def study_name(workload: str, topology: Topology, space_name: str = "cpu") -> str:
@@ -142,11 +142,8 @@ def describe_study(study: optuna.Study, *, topology: Topology, workload: str,
                        "workload": workload, "space": space, "settings": settings,
                        "library_versions": library_versions()}.items():
         study.set_user_attr(key, value)
-    try:
-        from optuna_dashboard import set_objective_names
-        set_objective_names(study, list(OBJECTIVES))
-    except Exception:  # the dashboard package is optional for recording
-        pass
+    from .dashboard import set_metric_names
+    set_metric_names(study)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -172,7 +169,7 @@ def record_trial(study: optuna.Study, *, config: Config, outcome: str, reason: s
     sampler learns to avoid it: TPE ignores FAIL trials); only interruptions are stored as FAIL."""
     user = {"schema_version": SCHEMA_VERSION, "autotune_version": __version__,
             "config": config.to_dict(), "config_key": config.key(), "outcome": outcome,
-            "reason": reason[:1000], "role": role, **(attrs or {})}
+            "reason": reason[:1000], "role": role, "accuracy": accuracy, **(attrs or {})}
     if "log_tail" in user:
         user["log_tail"] = str(user["log_tail"])[-LOG_TAIL_LIMIT:]
     ok = outcome == R.OK and throughput is not None
