@@ -32,7 +32,7 @@ import torch.distributed as dist
 
 BEHAVIOURS = ("ok", "exit3", "segfault", "sigkill", "hang_collective", "hang_before_init", "oom",
               "junk", "malformed", "hang_at_exit", "bad_config", "unavailable", "workload_error",
-              "no_result", "spawn_grandchild")
+              "no_result", "spawn_grandchild", "ignore_sigterm")
 
 
 def say(msg: str) -> None:
@@ -127,6 +127,9 @@ def main() -> int:
 
     # Faults that happen before the process group exists.
     for b in plan:
+        if b == "ignore_sigterm":   # only SIGKILL after the grace period ends this rank
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            say("ignoring SIGTERM")
         if b == "hang_before_init":
             say("hanging before init")
             hang()

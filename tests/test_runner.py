@@ -316,7 +316,7 @@ CHILD = textwrap.dedent("""
     from test_runner import make_plan
     from autotune.runner import interrupt_on_sigterm, run_plan
     tmp = pathlib.Path({tmp!r})
-    plan = make_plan(tmp, {{"1": "hang_collective"}}, timeout_s=60, grace_s=2)
+    plan = make_plan(tmp, {{"1": {fault!r}}}, timeout_s=60, grace_s=2)
     (tmp / "trial_id").write_text(plan.env_delta["AUTOTUNE_TRIAL_ID"] + " " + str(plan.master_port))
     try:
         with interrupt_on_sigterm():
@@ -328,10 +328,10 @@ CHILD = textwrap.dedent("""
 """)
 
 
-def start_runner(tmp: Path) -> subprocess.Popen[str]:
+def start_runner(tmp: Path, fault: str = "hang_collective") -> subprocess.Popen[str]:
     """A runner in its own Python process, mid-trial (rank 1 hung, rank 0 in all_reduce)."""
     tmp.mkdir(exist_ok=True)
-    code = CHILD.format(repo=str(REPO), tests=str(REPO / "tests"), tmp=str(tmp))
+    code = CHILD.format(repo=str(REPO), tests=str(REPO / "tests"), tmp=str(tmp), fault=fault)
     child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True)
     log1 = tmp / "logs" / "rank1.log"
@@ -385,6 +385,28 @@ def test_signal_mid_trial_kills_every_process(tmp_path, sig):
                 else "KeyboardInterrupt")
     assert f"interrupted: {expected}" in out
     assert survivors(child_trial(tmp_path)) == []
+
+
+@slow
+def test_second_ctrl_c_during_teardown_still_kills_everything(tmp_path):
+    # rank 1 ignores SIGTERM, so teardown sits in its 2 s grace when the impatient user presses
+    # Ctrl-C again; that signal is held until cleanup is done, then SIGKILL has ended rank 1.
+    child = start_runner(tmp_path, "ignore_sigterm+hang_collective")
+    sent = time.monotonic()
+    child.send_signal(signal.SIGINT)
+    time.sleep(0.5)
+    child.send_signal(signal.SIGINT)
+    out, _ = child.communicate(timeout=15)
+    assert child.returncode == 130, out
+    assert 2 <= time.monotonic() - sent < 2 + 4, out
+    assert survivors(child_trial(tmp_path)) == []
+
+
+@slow
+def test_rank_ignoring_sigterm_is_killed_after_grace(tmp_path):
+    plan, res = run(tmp_path, {"1": "ignore_sigterm+hang_collective"}, timeout_s=5, grace_s=1.5)
+    assert res.outcome == "timeout" and res.exit_codes == (-signal.SIGTERM, -signal.SIGKILL), res
+    assert 5 + 1.5 <= res.wall_seconds < 5 + 1.5 + 1.5, res
 
 
 def test_interrupted_is_a_keyboard_interrupt():
