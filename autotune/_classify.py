@@ -18,7 +18,8 @@ from .results import BAD_CONFIG, CRASH, OK, OOM, OUTCOMES, TIMEOUT, UNAVAILABLE,
 
 _OOM_RE = re.compile(r"MemoryError|Cannot allocate memory|out of memory|std::bad_alloc", re.I)
 # How a rank looks when it died only because a peer did: not a root cause.
-_VICTIM_RE = re.compile(r"Connection (closed|reset) by peer|remote worker (crashing|hanging)|Broken pipe")
+_VICTIM_RE = re.compile(
+    r"Connection (closed|reset) by peer|remote worker (crashing|hanging)|Broken pipe")
 _DELIBERATE = (EXIT_BAD_CONFIG, EXIT_BACKEND_UNAVAILABLE, EXIT_WORKLOAD_ERROR)
 
 

@@ -7,6 +7,7 @@ group, so a fault in one rank reaches the others the way it would in real DDP tr
 What each rank does comes from the request's `workload_args`:
     {"fault": {"1": "segfault"}}          rank -> behaviour (default "ok")
     {"fault": {"1": "junk+exit3"}}        "+" chains behaviours in order
+    {"fault": {"1": "ignore_sigterm+hang_collective"}}   only SIGKILL ends this rank
     {"on_peer_error": "hang"}             a healthy rank whose collective fails sleeps forever
                                           instead of exiting (a rank that never notices its
                                           peer died, as NCCL without a watchdog does)
