@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 
@@ -23,7 +24,7 @@ from ..budget import parse_budget, plan_budget
 from ..errors import AutotuneError
 from ..lock import MachineLock
 from ..recommend import Recommendation, pick_candidates, unverified, verify
-from ..runner import interrupt_on_sigterm
+from ..runner import interrupt_on_sigterm, reap_orphans
 from ..search import SearchOptions, make_sampler, run_search
 from ..space import default_space_path, find_space, load_space, resolve
 from ..study import (default_storage, describe_study, fail_stale_running, open_storage,
@@ -79,6 +80,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         with interrupt_on_sigterm():
             study = open_study(storage, name, sampler=make_sampler(args.seed))
+            # A search killed with kill -9 leaves its ranks running and its trial RUNNING.
+            reap_orphans(os.path.join(args.results, "trials"))
             stale = fail_stale_running(study)
             describe_study(study, topology=topology, workload=args.workload,
                            space=space.to_json(), settings={
