@@ -89,9 +89,11 @@ def differences(expect: RankExpect, in_force: dict[str, Any]) -> list[str]:
     if expect.allocator != in_force["allocator"]:
         diffs.append(f"allocator: planned {expect.allocator}, in force {in_force['allocator']}")
     if expect.omp_runtime != in_force["omp_runtime"]:
-        diffs.append(f"omp_runtime: planned {expect.omp_runtime}, in force {in_force['omp_runtime']}")
+        diffs.append(f"omp_runtime: planned {expect.omp_runtime}, "
+                     f"in force {in_force['omp_runtime']}")
     if expect.mem_node is not None and str(expect.mem_node) != in_force["mems_allowed"]:
         diffs.append(f"mem_node: planned {expect.mem_node}, in force {in_force['mems_allowed']}")
     if expect.precision != in_force["autocast_dtype"]:
-        diffs.append(f"precision: planned {expect.precision}, in force {in_force['autocast_dtype']}")
+        diffs.append(f"precision: planned {expect.precision}, "
+                     f"in force {in_force['autocast_dtype']}")
     return diffs

@@ -46,13 +46,15 @@ class Stats:
         xs = sorted(float(v) for v in values)
         if not xs:
             raise ValueError("Stats.of: no values")
-        return cls(n=len(xs), median=quantile(xs, 0.5), q1=quantile(xs, 0.25), q3=quantile(xs, 0.75),
+        return cls(n=len(xs), median=quantile(xs, 0.5), q1=quantile(xs, 0.25),
+                   q3=quantile(xs, 0.75),
                    mean=statistics.fmean(xs), stdev=statistics.stdev(xs) if len(xs) > 1 else 0.0,
                    min=xs[0], max=xs[-1])
 
     def to_dict(self) -> dict[str, float]:
         return {"n": self.n, "median": self.median, "q1": self.q1, "q3": self.q3, "iqr": self.iqr,
-                "mean": self.mean, "stdev": self.stdev, "cv": self.cv, "min": self.min, "max": self.max}
+                "mean": self.mean, "stdev": self.stdev, "cv": self.cv, "min": self.min,
+                "max": self.max}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -88,7 +90,8 @@ class Measurement:
                 "timed_steps": self.timed_steps, "samples": self.samples,
                 "startup_seconds": self.startup_seconds, "wall_seconds": self.wall_seconds,
                 "timed_share": self.timed_share, "peak_rss_bytes": list(self.peak_rss_bytes),
-                "accuracy": self.accuracy, "final_loss": self.final_loss, "world_size": self.world_size,
+                "accuracy": self.accuracy, "final_loss": self.final_loss,
+                "world_size": self.world_size,
                 "cpu_share": self.cpu_share}
 
 

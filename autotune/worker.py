@@ -1,4 +1,6 @@
-"""One rank of a trial: `python -m autotune.worker --request REQUEST.json` (protocol: plan_types.py).
+"""One rank of a trial: `python -m autotune.worker --request REQUEST.json`.
+
+The protocol (env, request, result file, exit codes) is described in plan_types.py.
 
 Order matters: threads are set before the process group exists, what is in force is checked before
 anything is built (a trial that measures the wrong configuration is worse than a failed one), and
@@ -154,7 +156,8 @@ def run(req: WorkerRequest, rank: int, world_size: int, res: dict[str, Any]) -> 
         spec = get_workload(req.workload, req.workload_args)
         model = spec.build_model(req.seed)
         if not isinstance(model, torch.nn.Module):
-            raise TypeError(f"build_model returned {type(model).__name__}, expected torch.nn.Module")
+            raise TypeError(f"build_model returned {type(model).__name__}, "
+                            "expected torch.nn.Module")
     except Exception as exc:  # noqa: BLE001 - the user's own error text is the message
         error = f"{type(exc).__name__}: {exc}"
         traceback.print_exc()
@@ -190,7 +193,9 @@ def train(req: WorkerRequest, spec, model: torch.nn.Module, rank: int, world_siz
     scaler = torch.amp.GradScaler("cpu", enabled=cfg.get("precision") == "fp16")
 
     def prepare(x: torch.Tensor) -> torch.Tensor:
-        return x.contiguous(memory_format=torch.channels_last) if channels_last and x.dim() == 4 else x
+        if channels_last and x.dim() == 4:
+            return x.contiguous(memory_format=torch.channels_last)
+        return x
 
     def step(index: int) -> torch.Tensor:
         x, y = spec.make_batch(*rank_slice(index, rank, batch_size, world_size), req.seed)
@@ -250,7 +255,8 @@ def train(req: WorkerRequest, spec, model: torch.nn.Module, rank: int, world_siz
         if req.mode == "accuracy":
             break
         elapsed = time.perf_counter() - t0
-        done = n_steps >= req.max_steps or (elapsed >= req.target_seconds and n_steps >= req.min_steps)
+        done = n_steps >= req.max_steps or (elapsed >= req.target_seconds
+                                            and n_steps >= req.min_steps)
         flag = torch.tensor([1 if done else 0], dtype=torch.int64)
         dist.broadcast(flag, src=0)   # all ranks must run the same number of DDP steps
         done = bool(flag.item())
@@ -284,7 +290,8 @@ def _agree_steps(req: WorkerRequest, warmup: list[float]) -> int:
     return int(t.item())
 
 
-def _evaluate(spec, model: torch.nn.Module, seed: int, rank: int, world_size: int, prepare, amp) -> float:
+def _evaluate(spec, model: torch.nn.Module, seed: int, rank: int, world_size: int,
+              prepare, amp) -> float:
     if spec.eval_fn is not None:
         t = torch.tensor([float(spec.eval_fn(model)), 1.0], dtype=torch.float64)
     else:
@@ -319,7 +326,8 @@ def main(argv: list[str] | None = None) -> None:
     except _Stop as stop:
         res.update(status=stop.status, reason=stop.reason)
         code = stop.code
-        print(f"[autotune worker rank {rank}] {stop.status}: {stop.reason}", file=sys.stderr, flush=True)
+        print(f"[autotune worker rank {rank}] {stop.status}: {stop.reason}", file=sys.stderr,
+              flush=True)
     except BaseException as exc:  # noqa: BLE001 - any failure is still a written result
         oom = isinstance(exc, MemoryError) or "can't allocate memory" in str(exc)
         res.update(status=OOM if oom else CRASH, reason=f"{type(exc).__name__}: {exc}",

@@ -1,4 +1,4 @@
-"""Workloads a trial trains: built-in models on synthetic data, torchvision models, user entry points.
+"""Workloads a trial trains: builtin models on synthetic data, torchvision models, entry points.
 
 Data is synthetic, in-process and addressed by *global sample index*: sample i of seed s is always
 the same tensor, so rank r of a global step takes a disjoint slice and the data a run sees depends
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import math
+from functools import partial
 from dataclasses import dataclass, fields
 from typing import Any, Callable
 
@@ -90,7 +91,8 @@ class _Block(nn.Module):
         self.bn2 = nn.BatchNorm2d(cout)
         self.short = nn.Sequential()
         if stride != 1 or cin != cout:
-            self.short = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+            self.short = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False),
+                                       nn.BatchNorm2d(cout))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = F.relu(self.bn1(self.conv1(x)))
@@ -100,7 +102,8 @@ class _Block(nn.Module):
 class SmallResNet(nn.Module):
     def __init__(self, width: int = 16, blocks: int = 1, num_classes: int = NUM_CLASSES) -> None:
         super().__init__()
-        self.stem = nn.Sequential(nn.Conv2d(3, width, 3, 1, 1, bias=False), nn.BatchNorm2d(width), nn.ReLU())
+        self.stem = nn.Sequential(nn.Conv2d(3, width, 3, 1, 1, bias=False), nn.BatchNorm2d(width),
+                                  nn.ReLU())
         layers, cin = [], width
         for i, cout in enumerate((width, 2 * width, 4 * width)):
             for b in range(blocks):
@@ -127,7 +130,7 @@ def cnn(*, width: int = 16, blocks: int = 1, image_size: int = 32, signal: float
     return WorkloadSpec(
         name="cnn",
         build_model=lambda seed: _seeded(seed, lambda: SmallResNet(width, blocks)),
-        make_batch=lambda start, count, seed: _teacher_batch(start, count, seed, shape, templates, signal),
+        make_batch=partial(_teacher_batch, shape=shape, templates=templates, signal=signal),
         input_is_image=True, lr=0.05)
 
 
@@ -168,8 +171,9 @@ def transformer(*, vocab: int = 256, seq_len: int = 32, dim: int = 128, layers: 
     affinity = torch.randn((vocab, NUM_CLASSES), generator=g)
     return WorkloadSpec(
         name="transformer",
-        build_model=lambda seed: _seeded(seed, lambda: TinyEncoder(vocab, seq_len, dim, layers, heads)),
-        make_batch=lambda start, count, seed: _token_batch(start, count, seed, seq_len, affinity, bias),
+        build_model=lambda seed: _seeded(seed, lambda: TinyEncoder(vocab, seq_len, dim, layers,
+                                                                   heads)),
+        make_batch=partial(_token_batch, seq_len=seq_len, affinity=affinity, bias=bias),
         lr=0.02)
 
 
@@ -190,7 +194,7 @@ def mlp(*, features: int = 256, hidden: int = 1024, depth: int = 3, signal: floa
     return WorkloadSpec(
         name="mlp",
         build_model=lambda seed: _seeded(seed, build),
-        make_batch=lambda start, count, seed: _teacher_batch(start, count, seed, (features,), templates, signal),
+        make_batch=partial(_teacher_batch, shape=(features,), templates=templates, signal=signal),
         lr=0.05)
 
 
@@ -226,7 +230,7 @@ def torchvision_workload(name: str, *, image_size: int = 224, signal: float = 0.
         name=name,
         build_model=lambda seed: _seeded(seed, lambda: models.get_model(name, weights=None,
                                                                          num_classes=NUM_CLASSES)),
-        make_batch=lambda start, count, seed: _teacher_batch(start, count, seed, shape, templates, signal),
+        make_batch=partial(_teacher_batch, shape=shape, templates=templates, signal=signal),
         input_is_image=True, lr=0.02)
 
 
@@ -239,7 +243,8 @@ def _seeded(seed: int, build: Callable[[], nn.Module]) -> nn.Module:
 
 # ---- registry -----------------------------------------------------------------------------------
 
-WORKLOADS: dict[str, Callable[..., WorkloadSpec]] = {"cnn": cnn, "transformer": transformer, "mlp": mlp}
+WORKLOADS: dict[str, Callable[..., WorkloadSpec]] = {
+    "cnn": cnn, "transformer": transformer, "mlp": mlp}
 DEFAULT_WORKLOAD = "cnn"
 
 
@@ -301,7 +306,8 @@ def rank_slice(step: int, rank: int, batch_size: int, world_size: int) -> tuple[
 
 @torch.no_grad()
 def held_out_counts(spec: WorkloadSpec, model: nn.Module, seed: int, rank: int, world_size: int,
-                    *, batch: int = 256, prepare: Callable[[torch.Tensor], torch.Tensor] = lambda x: x,
+                    *, batch: int = 256,
+                    prepare: Callable[[torch.Tensor], torch.Tensor] = lambda x: x,
                     context: Callable[[], Any] = torch.no_grad) -> tuple[int, int]:
     """(correct, total) top-1 on this rank's share of the held-out set; callers sum over ranks."""
     was_training = model.training

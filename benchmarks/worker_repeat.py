@@ -44,8 +44,8 @@ def launch(request: WorkerRequest, workdir: Path, *, extra_env: dict[str, str] |
         env = {**base, "RANK": str(r), "LOCAL_RANK": str(r),
                "AUTOTUNE_RESULT": str(workdir / f"rank{r}.json")}
         log = open(workdir / f"rank{r}.log", "w")
-        procs.append(subprocess.Popen([sys.executable, "-m", "autotune.worker", "--request",
-                                       str(req_path)], env=env, stdout=log, stderr=subprocess.STDOUT,
+        argv = [sys.executable, "-m", "autotune.worker", "--request", str(req_path)]
+        procs.append(subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
                                       start_new_session=True, cwd=ROOT))
     deadline = time.monotonic() + timeout
     codes: list[int | None] = []
@@ -82,19 +82,23 @@ def main() -> None:
     for i in range(args.repeats):
         with tempfile.TemporaryDirectory() as d:
             t0 = time.time()
-            codes, results, launched = launch(req, Path(d), extra_env={"OMP_NUM_THREADS": str(args.threads)})
+            codes, results, launched = launch(req, Path(d),
+                                              extra_env={"OMP_NUM_THREADS": str(args.threads)})
             wall = time.time() - t0
             if codes != [0]:
-                raise SystemExit(f"run {i}: exit codes {codes}\n{(Path(d) / 'rank0.log').read_text()}")
+                log = (Path(d) / "rank0.log").read_text()
+                raise SystemExit(f"run {i}: exit codes {codes}\n{log}")
             m = aggregate(results, launched)
             thr.append(m.throughput)
             mthr.append(m.median_throughput)
             share_end.append(m.timed_share)
             startup.append(m.startup_seconds)
             share.append(m.window_seconds / wall)
-            print(f"run {i}: {m.throughput:.1f} samples/s (median-step {m.median_throughput:.1f}), step median {m.step_stats.median * 1e3:.1f} ms "
+            print(f"run {i}: {m.throughput:.1f} samples/s (median-step {m.median_throughput:.1f}), "
+                  f"step median {m.step_stats.median * 1e3:.1f} ms "
                   f"IQR {m.step_stats.iqr * 1e3:.1f} ms, startup {m.startup_seconds:.2f}s, "
-                  f"window {m.window_seconds:.2f}s of {wall:.2f}s process wall, cpu share {m.cpu_share:.2f}, "
+                  f"window {m.window_seconds:.2f}s of {wall:.2f}s process wall, "
+                  f"cpu share {m.cpu_share:.2f}, "
                   f"loadavg {results[0]['contention']['loadavg_start']:.2f}", flush=True)
     s = Stats.of(thr)
     print(f"throughput median {s.median:.1f} samples/s, CV {s.cv * 100:.2f}% over {s.n} runs")

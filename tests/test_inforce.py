@@ -45,7 +45,8 @@ def test_differences_none_when_matching():
 
 
 def test_differences_name_each_knob():
-    got = differences(_expect(cpus=(0, 1, 2, 5)), {**IN_FORCE, "num_threads": 4, "allocator": "default",
+    got = differences(_expect(cpus=(0, 1, 2, 5)), {**IN_FORCE, "num_threads": 4,
+                                                   "allocator": "default",
                                                    "omp_runtime": "libiomp5", "mems_allowed": "1",
                                                    "autocast_dtype": "fp32"})
     assert got == ["affinity: planned 0-2,5, in force 0-1", "threads: planned 2, in force 4",

@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parents[1]
 JEMALLOC = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
 TCMALLOC = "/usr/lib/x86_64-linux-gnu/libtcmalloc.so.4"
 IOMP5 = os.path.join(sys.prefix, "lib", "libiomp5.so")
-JEMALLOC_CONF = "oversize_threshold:1,background_thread:true,metadata_thp:auto,dirty_decay_ms:-1,muzzy_decay_ms:-1"
+JEMALLOC_CONF = ("oversize_threshold:1,background_thread:true,metadata_thp:auto,"
+                 "dirty_decay_ms:-1,muzzy_decay_ms:-1")
 # Small timed windows: these tests check the protocol, the benchmark checks the numbers.
 FAST = dict(warmup_steps=2, target_seconds=1.0, min_steps=5)
 
@@ -28,7 +29,7 @@ def _free_port() -> int:
 
 
 def launch(tmp_path, request, *, env=None, rank_env=None, prefix=None, timeout=60.0):
-    """Spawn every rank like the runner would; on timeout kill them all. -> (codes, results, logs)."""
+    """Spawn every rank as the runner would; kill them all on timeout. -> (codes, results, logs)"""
     req_path = tmp_path / "request.json"
     req_path.write_text(json.dumps(request.to_json()))
     world = len(request.ranks)
@@ -82,7 +83,8 @@ def _check_ok(codes, results, logs, request):
         assert res["throughput"] > 0 and res["timed_steps"] >= request.min_steps
         assert len(res["step_times"]) == res["timed_steps"] == results[0]["timed_steps"]
         assert res["samples"] == 32 * world * res["timed_steps"]
-        assert res["started_at"] <= res["first_step_at"] <= res["timed_start_at"] < res["timed_end_at"]
+        assert (res["started_at"] <= res["first_step_at"] <= res["timed_start_at"]
+                < res["timed_end_at"])
         assert res["peak_rss_bytes"] > 50 * 2**20
         exp = request.ranks[r]
         inf = res["in_force"]
@@ -97,7 +99,8 @@ def _check_ok(codes, results, logs, request):
 @pytest.mark.slow
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
 def test_one_rank_cnn(tmp_path, precision):
-    req = _request(1, threads=2, precision=precision, workload="cnn", config={"channels_last": True})
+    req = _request(1, threads=2, precision=precision, workload="cnn",
+                   config={"channels_last": True})
     results = _check_ok(*launch(tmp_path, req, env={"OMP_NUM_THREADS": "2"}), req)
     assert results[0]["channels_last_applied"] is True
     assert results[0]["final_loss"] > 0
@@ -142,7 +145,8 @@ def test_one_rank_mismatch_stops_both_ranks(tmp_path):
     codes, results, logs = launch(tmp_path, req, timeout=40)
     assert codes == [EXIT_BAD_CONFIG, EXIT_BAD_CONFIG], logs
     # Both ranks name the real cause, so whichever result the runner reads explains the failure.
-    assert [r["bad_config"] for r in results] == ["rank 1: allocator: planned jemalloc, in force default"] * 2
+    reason = "rank 1: allocator: planned jemalloc, in force default"
+    assert [r["bad_config"] for r in results] == [reason, reason]
 
 
 @pytest.mark.slow
@@ -183,7 +187,7 @@ def test_user_entry_point_with_eval_fn(tmp_path):
         "def build(hidden=16):\n"
         "    base = get_workload('mlp', {'features': 32, 'hidden': hidden})\n"
         "    return {'build_model': base.build_model, 'make_batch': base.make_batch,\n"
-        "            'eval_fn': lambda model: 0.25 if torch.distributed.get_rank() == 0 else 0.75}\n")
+        "            'eval_fn': lambda model: 0.75 if torch.distributed.get_rank() else 0.25}\n")
     req = _request(2, workload="my_train:build", mode="accuracy", accuracy_samples=640,
                    workload_args={"hidden": 8})
     codes, results, logs = launch(tmp_path, req, env={"OMP_NUM_THREADS": "1",

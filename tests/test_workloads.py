@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from autotune.errors import WorkloadError
-from autotune.workloads import (HELD_OUT_START, WORKLOADS, WorkloadSpec, get_workload, held_out_counts,
-                                rank_slice, torchvision_names, workload_names)
+from autotune.workloads import (HELD_OUT_START, WORKLOADS, WorkloadSpec, get_workload,
+                                held_out_counts, rank_slice, torchvision_names, workload_names)
 
 # Small variants of each builtin: same code paths and data, sized for a unit test.
 SMALL = {"cnn": dict(width=8, image_size=16), "transformer": dict(dim=32, seq_len=16, layers=1),
@@ -15,7 +15,7 @@ SMALL = {"cnn": dict(width=8, image_size=16), "transformer": dict(dim=32, seq_le
 
 @pytest.fixture
 def one_thread():
-    # Other processes share this 2-core machine; two OpenMP threads contending for it are 20x slower.
+    # Other processes share this 2-core machine; 2 OpenMP threads contending for it run 20x slower.
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     yield
@@ -87,7 +87,8 @@ def test_builtins_are_learnable(name, steps, one_thread):
     eval_spec = WorkloadSpec(**{**spec.__dict__, "eval_samples": 512})
     correct, total = held_out_counts(eval_spec, model, 0, 0, 1)
     assert total == 512
-    assert correct / total > 0.35, f"{name}: held-out accuracy {correct / total:.3f}, chance is 0.10"
+    acc = correct / total
+    assert acc > 0.35, f"{name}: held-out accuracy {acc:.3f}, chance is 0.10"
 
 
 def test_held_out_counts_shard_over_ranks():
@@ -104,7 +105,8 @@ def test_torchvision_runtime_error_on_import_is_absence(tmp_path, monkeypatch):
     # The CPU torch wheel with a CUDA torchvision fails with RuntimeError, not ImportError.
     pkg = tmp_path / "torchvision"
     pkg.mkdir()
-    (pkg / "__init__.py").write_text('raise RuntimeError("operator torchvision::nms does not exist")\n')
+    (pkg / "__init__.py").write_text(
+        'raise RuntimeError("operator torchvision::nms does not exist")\n')
     monkeypatch.syspath_prepend(str(tmp_path))
     for mod in [m for m in sys.modules if m.startswith("torchvision")]:
         monkeypatch.delitem(sys.modules, mod)
@@ -121,7 +123,8 @@ def user_module(tmp_path, monkeypatch):
 
         def build(hidden=8):
             base = get_workload("mlp", {"features": 16, "hidden": hidden})
-            return WorkloadSpec(name="mine", build_model=base.build_model, make_batch=base.make_batch)
+            return WorkloadSpec(name="mine", build_model=base.build_model,
+                                make_batch=base.make_batch)
 
         def as_dict():
             base = get_workload("mlp", {"features": 16, "hidden": 8})
