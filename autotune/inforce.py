@@ -44,6 +44,29 @@ def parse_mems_allowed(status_text: str) -> str | None:
     return None
 
 
+def parse_mem_policy(numa_maps_text: str) -> str | None:
+    """The task's NUMA memory policy ("default", "bind:1", ...) from /proc/self/numa_maps.
+
+    `numactl --membind` sets a memory *policy*; it leaves Mems_allowed_list (the cpuset) alone, so
+    only the policy shows whether memory binding took effect. numa_maps prints the task policy for
+    mappings without their own, the first line (the executable) among them.
+    """
+    first = numa_maps_text.split("\n", 1)[0].split()
+    if len(first) < 2:
+        return None
+    if len(first) > 2 and first[2].startswith("(many)"):   # "prefer (many):0-1"
+        return f"{first[1]} {first[2]}"
+    return first[1]
+
+
+def memory_bound_to(node: int, policy: str | None, mems_allowed: str | None) -> bool:
+    """Memory of this process can only come from `node`: a bind/prefer policy naming exactly it,
+    or, with the default policy, a cpuset that allows only it (containers; 1-node machines)."""
+    if policy and policy.split(":")[0].split("=")[0] in ("bind", "prefer", "prefer (many)"):
+        return policy.rsplit(":", 1)[-1] == str(node)
+    return mems_allowed == str(node)
+
+
 def autocast_name(enabled: bool, dtype: torch.dtype) -> str:
     return _AUTOCAST_NAMES.get(dtype, str(dtype)) if enabled else "fp32"
 
@@ -69,6 +92,7 @@ def collect(autocast_dtype: str) -> dict[str, Any]:
         "allocator": allocator,
         "omp_runtime": omp,
         "mems_allowed": parse_mems_allowed(_read("/proc/self/status")),
+        "mem_policy": parse_mem_policy(_read("/proc/self/numa_maps")),
         "autocast_dtype": autocast_dtype,
     }
 
@@ -91,8 +115,10 @@ def differences(expect: RankExpect, in_force: dict[str, Any]) -> list[str]:
     if expect.omp_runtime != in_force["omp_runtime"]:
         diffs.append(f"omp_runtime: planned {expect.omp_runtime}, "
                      f"in force {in_force['omp_runtime']}")
-    if expect.mem_node is not None and str(expect.mem_node) != in_force["mems_allowed"]:
-        diffs.append(f"mem_node: planned {expect.mem_node}, in force {in_force['mems_allowed']}")
+    if expect.mem_node is not None and not memory_bound_to(
+            expect.mem_node, in_force.get("mem_policy"), in_force["mems_allowed"]):
+        diffs.append(f"mem_node: planned {expect.mem_node}, in force policy "
+                     f"{in_force.get('mem_policy')}, mems_allowed {in_force['mems_allowed']}")
     if expect.precision != in_force["autocast_dtype"]:
         diffs.append(f"precision: planned {expect.precision}, "
                      f"in force {in_force['autocast_dtype']}")
