@@ -122,7 +122,7 @@ def test_two_ranks_bound_with_taskset(tmp_path, precision):
 def test_allocator_and_openmp_in_force(tmp_path, allocator, preload, conf, omp):
     libs = [preload] + ([IOMP5] if omp == "libiomp5" else [])
     env = {"LD_PRELOAD": ":".join(libs), "MALLOC_CONF": conf, "OMP_NUM_THREADS": "1"}
-    # numactl --membind sets a memory policy the worker must see (Mems_allowed_list would not show it)
+    # numactl --membind sets a memory policy; Mems_allowed_list would not show it
     req = _request(1, allocator=allocator, omp=omp, expect={"mem_node": 0})
     results = _check_ok(*launch(tmp_path, req, env=env,
                                 prefix=lambda r: ["numactl", "--membind=0"]), req)
