@@ -93,9 +93,11 @@ def run_trial(config: Config, topology: Topology, settings: TrialSettings, *,
 
 
 def live_evaluator(topology: Topology, settings: TrialSettings, *,
-                   time_left: Callable[[], float] = lambda: float("inf")) -> "Evaluate":
+                   time_left: Callable[[], float] = lambda: float("inf"),
+                   adapt_timeout: bool = True) -> "Evaluate":
     """Evaluate configurations with real trials. The per-trial timeout follows from the first
-    (reference) trial's duration, and never lets one trial run past the remaining budget."""
+    (reference) trial's duration unless `adapt_timeout` is off (the user set one), and never
+    lets one trial run past the remaining budget."""
     from .search import Evaluation
     state = {"timeout": settings.timeout_s}
     speed: dict[str, float] = {}  # config key -> measured samples/s, to size accuracy timeouts
@@ -116,7 +118,7 @@ def live_evaluator(topology: Topology, settings: TrialSettings, *,
                          peak_rss_mb=[round(b / 2**20) if b else None for b in m.peak_rss_bytes])
             if mode == "throughput":
                 speed[config.key()] = m.throughput
-            if mode == "throughput" and state["timeout"] == settings.timeout_s:
+            if adapt_timeout and mode == "throughput" and state["timeout"] == settings.timeout_s:
                 # 4x the first good trial (at least 30 s): a slow config still finishes, a hung
                 # one does not eat the budget.
                 state["timeout"] = max(30.0, 4.0 * run.wall_seconds)

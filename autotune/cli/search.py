@@ -30,7 +30,8 @@ from ..space import default_space_path, find_space, load_space, resolve
 from ..study import (default_storage, describe_study, fail_stale_running, open_storage,
                      open_study, redact, study_name)
 from ..trial import TrialSettings, live_evaluator
-from ._common import add_storage_arg, add_workload_args, load_topology, save_recommendation
+from ._common import (add_storage_arg, add_workload_args, load_topology, positive_float,
+                      save_recommendation)
 from ._progress import Progress
 
 
@@ -48,6 +49,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="sampler seed (default: 0)")
     p.add_argument("--verify-rounds", type=int, default=3, metavar="N",
                    help="interleaved verification rounds (default: 3)")
+    p.add_argument("--trial-timeout", type=positive_float, metavar="S",
+                   help="kill a trial after this long (default: 4x the first trial, at least 30s)")
     p.add_argument("--allow-concurrent", action="store_true",
                    help="run even if another search holds this machine (timings will suffer)")
     out = p.add_mutually_exclusive_group()
@@ -75,7 +78,8 @@ def run(args: argparse.Namespace) -> int:
         return time.monotonic() - started
 
     settings = TrialSettings(workload=args.workload, target_seconds=args.seconds or bp.target_seconds,
-                             results_dir=args.results, timeout_s=max(30.0, budget_s / 4))
+                             results_dir=args.results,
+                             timeout_s=args.trial_timeout or max(30.0, budget_s / 4))
     lock = None if args.allow_concurrent else MachineLock(topology.fingerprint()).acquire()
     try:
         with interrupt_on_sigterm():
@@ -90,7 +94,8 @@ def run(args: argparse.Namespace) -> int:
             progress.start(name=name, storage=redact(url), space=space, stale=stale,
                            topology=topology)
             evaluate = live_evaluator(topology, settings,
-                                      time_left=lambda: budget_s - elapsed() - 2.0)
+                                      time_left=lambda: budget_s - elapsed() - 2.0,
+                                      adapt_timeout=args.trial_timeout is None)
 
             class _Clock:
                 def elapsed(self) -> float:
