@@ -9,7 +9,8 @@ with the same built-in workload and timed window:
 
   default   the default launch (one process, torch's defaults)
   run_cpu   `python -m torch.backends.xeon.run_cpu` with its defaults, running the worker's
-            standalone mode (`python -m autotune.worker --workload cnn --seconds S`). run_cpu
+            standalone mode (`python -m autotune.worker --workload cnn --seconds S`, through
+            benchmarks/run_worker.py: run_cpu only launches .py files). run_cpu
             looks for lib{tcmalloc,jemalloc,iomp5}.so in $CONDA_PREFIX/lib, $VIRTUAL_ENV/lib,
             ~/.local/lib, /usr/local/lib{,64}, /usr/lib{,64}; Debian installs libtcmalloc.so.4 in
             /usr/lib/x86_64-linux-gnu and pip's intel-openmp puts libiomp5.so under the Python
@@ -116,8 +117,8 @@ def measure_run_cpu(seconds: float, workload: str, prefix: Path, workdir: Path,
            "PYTHONPATH": str(ROOT)}
     for owned in ("LD_PRELOAD", "OMP_NUM_THREADS", "KMP_AFFINITY", "KMP_BLOCKTIME", "MALLOC_CONF"):
         env.pop(owned, None)  # run_cpu decides these; inherited ones would change its choice
-    cmd = [sys.executable, "-m", "torch.backends.xeon.run_cpu", "-m", "autotune.worker",
-           "--workload", workload, "--seconds", str(seconds)]
+    cmd = [sys.executable, "-m", "torch.backends.xeon.run_cpu",
+           str(ROOT / "benchmarks" / "run_worker.py"), "--workload", workload, "--seconds", str(seconds)]
     started = time.monotonic()
     try:
         proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
@@ -133,6 +134,14 @@ def measure_run_cpu(seconds: float, workload: str, prefix: Path, workdir: Path,
             data = json.loads(result.read_text())
         except ValueError:
             data = None
+    if data is None:  # no result file: the standalone mode may print its result JSON instead
+        for line in reversed(proc.stdout.splitlines()):
+            if line.startswith("{") and "throughput" in line:
+                try:
+                    data = json.loads(line)
+                    break
+                except ValueError:
+                    continue
     if data and data.get("status", "ok") == "ok" and data.get("throughput"):
         return {"outcome": R.OK, "throughput": float(data["throughput"]), "seconds": wall,
                 "launcher_log": preload[-6:]}

@@ -1,0 +1,84 @@
+"""The benchmarks start and write their tables (the measurements themselves are not tests:
+benchmarks/README.md has the commands and the figures). Tiny settings throughout."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from benchmarks import landscape, overhead, search_efficiency, speedup
+
+
+@pytest.mark.parametrize("kind", ["formula", "random"])
+def test_replay_of_a_synthetic_landscape_compares_three_strategies(tmp_path, capsys, kind):
+    path = tmp_path / "land.json"
+    assert landscape.main(["--synthetic", kind, "--out", str(path)]) == 0
+    out = tmp_path / "se.json"
+    assert search_efficiency.main(["--landscape", str(path), "--seeds", "2",
+                                   "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    for name in ("autotune", "random", "grid", "trials@95%"):
+        assert name in text
+    data = json.loads(out.read_text())
+    assert data["launchable"] == 216 and data["grid_size"] == 288
+    assert set(data["summary"]) == {"autotune", "random", "grid"}
+    # every strategy finds 95% of the oracle of a complete landscape before the grid runs out
+    for name in ("autotune", "random", "grid"):
+        assert data["summary"][name]["trials_95"]["median"] <= data["launchable"]
+    assert "SYNTHETIC" in data["verdict"]
+
+
+def test_replay_uses_the_search_itself_and_never_runs_a_config_twice():
+    land = landscape.synthetic("formula")
+    oracle, _ = land.oracle()
+    r = search_efficiency.run_autotune(land, 0, oracle, 1.0)
+    assert r["at_default_stop"]["stop_reason"] in ("stagnated", "budget", "exhausted")
+    assert r["trials_95"] <= r["launched"] <= 218  # 216 launchable + the two references
+
+
+def test_a_partial_landscape_replays_with_its_gaps_reported():
+    land = landscape.synthetic("formula")
+    for key in list(land.rows)[5:150]:
+        del land.rows[key]
+    out = search_efficiency.compare(land, seeds=1)
+    assert out["missing_rows"] > 0 and "PARTIAL" in out["verdict"]
+
+
+@pytest.mark.slow
+def test_record_two_real_trials_and_resume(tmp_path):
+    path = tmp_path / "land.json"
+    args = ["--record", "--seconds", "1", "--limit", "1", "--out", str(path)]
+    assert landscape.main(args) == 0
+    first = json.loads(path.read_text())
+    launched = [r for r in first["rows"].values() if r["outcome"] != "infeasible"]
+    assert len(launched) == 1 and launched[0]["role"] == "reference:default"
+    assert first["topology"]["fingerprint"] == first["fingerprint"]
+    assert "32:fp32" in first["accuracy"] and first["library_versions"]["torch"]
+    assert landscape.main(args) == 0  # resumes: the default launch is not run again
+    second = json.loads(path.read_text())
+    key = next(k for k, r in first["rows"].items() if r["role"] == "reference:default")
+    assert second["rows"][key] == first["rows"][key]
+    assert sum(r["outcome"] != "infeasible" for r in second["rows"].values()) == 2
+
+
+@pytest.mark.slow
+def test_overhead_with_two_short_repeats(tmp_path, capsys):
+    out = tmp_path / "oh.json"
+    assert overhead.main(["--repeats", "2", "--seconds", "1", "--set", "threads=1",
+                          "--replay-trials", "10", "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["repeat"]["ok"] == 2 and data["repeat"]["startup_s"]["median"] > 0
+    assert data["own"]["launched"] == 10 and data["own"]["own_s_per_launched"] > 0
+    assert "run-to-run throughput CV" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_speedup_one_round_against_a_given_config(tmp_path, capsys):
+    out = tmp_path / "sp.json"
+    assert speedup.main(["--set", "threads=1", "--rounds", "1", "--seconds", "1",
+                         "--no-oracle", "--workdir", str(tmp_path / "w"), "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["ratios"]["default"]["rounds"] == 1
+    assert "run_cpu" in data["ratios"]  # measured, or the reason it could not be
+    assert (tmp_path / "w" / "prefix" / "lib" / "libtcmalloc.so").is_symlink()
+    assert "recommendation vs" in capsys.readouterr().out
