@@ -48,7 +48,7 @@ class SearchOptions:
     verify_reserve_s: float = 0.0
     min_trial_s: float = 10.0
     max_accuracy_drop: float = 1.0   # percentage points below the default launch
-    patience: int = 12               # measured trials without a 1% gain before stopping
+    patience: int = 30               # measured trials without a 1% gain before stopping
     verify_configs: int = 4          # default launch + candidates re-run in each verify round
     verify_rounds: int = 3
     seed: int = 0
