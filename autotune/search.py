@@ -17,7 +17,7 @@ from . import results as R
 from .config import Config
 from .errors import WorkloadError
 from .plan import infeasible_reason
-from .study import Record, record_trial, records
+from .study import Record, claim_trial, record_trial, records
 from .topology import Topology
 
 DEFAULT_ROLE = "reference:default"
@@ -198,6 +198,7 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
             study.enqueue_trial(fresh)
             repeats = 0
         trial = study.ask(distributions)
+        claim_trial(trial)
         config = space.to_config(trial.params)
         seen = known.get(config.key())
         if seen is not None:

@@ -218,11 +218,56 @@ def record_of(t: FrozenTrial) -> Record:
                   number=t.number, attrs=dict(u))
 
 
+_OWNER_KEY = "autotune:owner"
+# A trial is claimed right after ask(); one younger than this without an owner may be another
+# search's, caught between the two writes.
+_UNCLAIMED_GRACE_S = 60.0
+
+
+def _this_process() -> dict[str, Any]:
+    import socket
+
+    import psutil
+    return {"host": socket.gethostname(), "pid": os.getpid(),
+            "started": psutil.Process().create_time()}
+
+
+def claim_trial(trial: optuna.Trial) -> None:
+    """Mark a RUNNING trial as this process's, so a search started beside it (--allow-concurrent,
+    same storage) can tell it from one a killed search left behind."""
+    trial.storage.set_trial_system_attr(trial._trial_id, _OWNER_KEY, _this_process())
+
+
+def _owner_alive(t: FrozenTrial, here: dict[str, Any]) -> bool:
+    import datetime
+
+    import psutil
+    owner = t.system_attrs.get(_OWNER_KEY)
+    if not isinstance(owner, dict):
+        start = t.datetime_start
+        age = (datetime.datetime.now() - start).total_seconds() if start else float("inf")
+        return age < _UNCLAIMED_GRACE_S
+    if owner.get("host") != here["host"]:
+        return True     # another machine's search: nothing here can tell it is dead
+    try:
+        proc = psutil.Process(int(owner["pid"]))
+        # the same pid with another start time is an unrelated process that reused it
+        return abs(proc.create_time() - float(owner["started"])) < 1.0 and \
+            proc.status() != psutil.STATUS_ZOMBIE
+    except (psutil.Error, KeyError, TypeError, ValueError):
+        return False
+
+
 def fail_stale_running(study: optuna.Study) -> int:
     """Trials left RUNNING by a search that was killed (kill -9, power loss) become FAIL with
-    reason 'interrupted'. Only called while holding the machine lock, so none is really running."""
+    reason 'interrupted'. A trial whose search is still alive (another search on this storage,
+    started with --allow-concurrent) is left alone: failing it would crash that search when it
+    records the result."""
     n = 0
+    here = _this_process()
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        if _owner_alive(t, here):
+            continue
         storage = study._storage
         storage.set_trial_user_attr(t._trial_id, "outcome", R.INTERRUPTED)
         storage.set_trial_user_attr(t._trial_id, "reason", "the search was killed during this trial")
