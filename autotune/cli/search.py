@@ -109,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
             rec = _recommend(result, evaluate, args, lambda: budget_s - elapsed() - 2.0, progress)
             command = save_recommendation(study, rec, topology, args.workload)
     except KeyboardInterrupt as exc:
-        print(f"\nautotune: {exc or 'interrupted'}; completed trials are kept in {redact(url)}. "
+        print(f"\nautotune: {str(exc) or 'interrupted'}; completed trials are kept in {redact(url)}. "
               "Run the same command to resume.", file=sys.stderr)
         return 130
     finally:
