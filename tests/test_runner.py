@@ -367,6 +367,7 @@ def test_reap_orphans_after_kill_9_spares_live_trials(tmp_path):
     finally:
         live.send_signal(signal.SIGINT)
         live.communicate(timeout=15)
+        reap_orphans(str(tmp_path / "dead"))  # a failed assertion must not leak the orphans
     assert survivors(child_trial(tmp_path / "live")) == []
 
 
