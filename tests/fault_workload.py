@@ -57,7 +57,7 @@ def planned_fault(request: dict | None = None) -> list[str]:
 
 def _note(fault: str, **extra) -> None:
     log = os.environ.get("AUTOTUNE_FAULT_LOG")
-    if not log:
+    if not log or "RANK" not in os.environ:   # the search itself loads the workload once too
         return
     entry = {"fault": fault, "pid": os.getpid(), "rank": os.environ.get("RANK"),
              "port": os.environ.get("MASTER_PORT"), "at": time.time(),

@@ -69,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
     topology = load_topology(None)
     space_path = find_space(args.space) if args.space else default_space_path(topology)
     space = resolve(load_space(space_path), topology)
+    _check_workload(args.workload)
     url = args.storage or default_storage(args.results)
     storage = open_storage(url)
     name = study_name(args.workload, topology, space.name)
@@ -124,6 +125,20 @@ def run(args: argparse.Namespace) -> int:
     else:
         progress.finish(result, rec, command, elapsed())
     return 0
+
+
+def _check_workload(name: str) -> None:
+    """Load the workload here, once, before any trial: a typo in `module:function`, an import
+    error or a wrong return type is then one line at once, not two failed reference trials."""
+    from ..errors import WorkloadError
+    from ..workloads import get_workload
+    try:
+        get_workload(name)
+    except WorkloadError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the user's own code failed: its words are the message
+        raise WorkloadError(f"workload {name!r} failed when loaded: {type(exc).__name__}: "
+                            f"{exc}") from exc
 
 
 def _recommend(result, evaluate, args, time_left, progress) -> Recommendation | None:
