@@ -38,8 +38,10 @@ def default_storage(results_dir: str = DEFAULT_RESULTS) -> str:
 
 def redact(url: str) -> str:
     """Storage URL fit to print: the password (if any) replaced by ***. The password ends at the
-    *last* '@' before the host, so one containing '@' is hidden whole."""
-    return re.sub(r"(://[^:/@]+:)[^/]*@", r"\1***@", url)
+    *last* '@' before the host, so one containing '@' is hidden whole; the user name may be empty
+    (`sqlite+pysqlcipher://:passphrase@/file.db`), and libpq also takes `?password=...`."""
+    url = re.sub(r"(://[^:/@]*:)[^/]*@", r"\1***@", url)
+    return re.sub(r"([?&](?:password|passwd|pwd|passphrase)=)[^&]*", r"\1***", url, flags=re.I)
 
 
 def study_name(workload: str, topology: Topology, space_name: str = "cpu") -> str:
