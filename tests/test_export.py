@@ -314,7 +314,7 @@ def test_bad_storage_is_one_line_exit_2_and_nothing_is_written(tmp_path, capsys,
 
 @pytest.mark.parametrize("argv, expect", [
     (["export", "--trial", "999"], "--trial 999: study"),
-    (["export", "--trial", "-1"], "trial numbers start at 0"),
+    (["export", "--trial", "-1"], "must be at least 0"),
     (["export", "--trial", "two"], "is not a trial number"),
     (["export", "--format", "zsh"], "invalid choice: 'zsh'"),
     (["export", "--seconds", "0"], "must be greater than 0"),

@@ -17,6 +17,19 @@ def positive_float(text: str) -> float:
     return value
 
 
+def int_at_least(minimum: int, what: str = "a whole number"):
+    """An argparse type: an integer >= minimum, with a one-line message otherwise."""
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+        if n < minimum:
+            raise argparse.ArgumentTypeError(f"{text!r} must be at least {minimum}")
+        return n
+    return parse
+
+
 def add_workload_args(p: argparse.ArgumentParser, *, seconds_default: float | None = 5.0) -> None:
     p.add_argument("--workload", default="cnn", metavar="NAME",
                    help="built-in workload (cnn, transformer, mlp; torchvision models by name when "

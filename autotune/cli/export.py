@@ -20,17 +20,7 @@ from ..config import Config
 from ..errors import AutotuneError, StorageError
 from ..export import FORMATS, launch_command, render, training_command
 from ..topology import Topology
-from ._common import add_study_args, open_study_from_args, positive_float
-
-
-def _trial_number(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a trial number") from None
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: trial numbers start at 0")
-    return n
+from ._common import add_study_args, int_at_least, open_study_from_args, positive_float
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -38,7 +28,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="shell (env + binding per rank), torchrun, or json with the manifest "
                         "(default: shell)")
     add_study_args(p)
-    p.add_argument("--trial", type=_trial_number, metavar="N",
+    p.add_argument("--trial", type=int_at_least(0, "a trial number"), metavar="N",
                    help="export the configuration of trial N instead of the recommendation")
     p.add_argument("--seconds", type=positive_float, default=60.0, metavar="S",
                    help="how long the built-in trainer in the command runs (default: 60)")

@@ -13,22 +13,12 @@ import argparse
 import json
 
 from ..report import build_report
-from ._common import add_study_args, open_study_from_args
-
-
-def _top(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
-    return n
+from ._common import add_study_args, int_at_least, open_study_from_args
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_study_args(p)
-    p.add_argument("--top", type=_top, default=10, metavar="N",
+    p.add_argument("--top", type=int_at_least(1), default=10, metavar="N",
                    help="configurations in the top table (default: 10)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
