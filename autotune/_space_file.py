@@ -21,7 +21,7 @@ TOPOLOGY_INTS = ("usable_cores", "cores_per_node", "numa_nodes", "logical_cpus",
 # Capability lists, each holding values of one knob.
 TOPOLOGY_LISTS = {"found_allocators": "allocator", "found_backends": "backend",
                   "found_omp_runtimes": "omp_runtime", "supported_precisions": "precision",
-                  "found_bindings": "binding"}
+                  "found_bindings": "binding", "found_ipex": "ipex"}
 # Used when a file has no `constraints:` key; `constraints: []` means none at all.
 DEFAULT_CONSTRAINTS = ("threads * nproc <= usable_cores",)
 _INT_KNOBS = ("nproc", "nproc_per_node", "threads", "batch_size", "kmp_blocktime")
@@ -197,7 +197,7 @@ def _item(knob: str, value: Any, where: str) -> Item:
 def _is_expression(knob: str, text: str) -> bool:
     """`jemalloc` is a value, `found_allocators` and `divisors(4)` are expressions."""
     if knob not in _INT_KNOBS and knob not in TOPOLOGY_LISTS.values():
-        return False  # bools, ipex, kmp_affinity ("granularity=fine,compact,1,0") are literal
+        return False  # bools, kmp_affinity ("granularity=fine,compact,1,0") are literal
     stripped = text.strip()
     if stripped.lstrip("-").isdigit() or stripped.lower() in ("auto", "default", "none"):
         return False

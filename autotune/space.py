@@ -111,6 +111,8 @@ def topology_names(topology: Topology) -> dict[str, Any]:
         "supported_precisions": ("fp32",) + (("bf16",) if topology.isa.bf16 or gpus else ())
         + (("fp16",) if topology.isa.fp16 or gpus else ()),
         "found_bindings": tuple(b for b in BINDINGS if bindings[b]),
+        # the probe sets ipex_version only when IPEX imports and was built for this torch
+        "found_ipex": ("off",) + (("on",) if caps.ipex_version else ()),
     }
 
 

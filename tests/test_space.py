@@ -108,7 +108,8 @@ def test_cpu_yaml_on_this_machine_exact_choices():
     assert space.knobs == {
         "nproc_per_node": (1, 2), "threads": (1, 2), "binding": ("none", "taskset", "numactl"),
         "allocator": ("default", "jemalloc", "tcmalloc"), "omp_runtime": ("libgomp", "libiomp5"),
-        "precision": ("fp32", "bf16"), "batch_size": (32, 64), "backend": ("gloo",)}
+        "ipex": ("off",), "precision": ("fp32", "bf16"), "batch_size": (32, 64),
+        "backend": ("gloo",)}
     assert space.fixed == {"compile": False, "channels_last": False}
     assert space.size() == 288
     feasible = [p for p in space.grid() if not space.violations(p)]
@@ -136,8 +137,8 @@ def test_cpu_yaml_on_epyc_exact_choices():
     assert space.knobs == {
         "nproc_per_node": tuple(range(1, 17)), "threads": (1, 2, 4, 8, 16, 32, 64),
         "binding": ("none", "taskset", "taskset_smt"), "allocator": ("default",),
-        "omp_runtime": ("libgomp",), "precision": ("fp32",), "batch_size": (32, 64),
-        "backend": ("gloo",)}
+        "omp_runtime": ("libgomp",), "ipex": ("off",), "precision": ("fp32",),
+        "batch_size": (32, 64), "backend": ("gloo",)}
     assert space.size() == 16 * 7 * 3 * 2
     assert space.to_config({"nproc_per_node": 2}).nproc == 8  # 2 per node x 4 compute nodes
 
@@ -442,3 +443,18 @@ def test_cpu_yaml_resolves_on_any_cpu_machine(cores, nodes, smt, numactl, taskse
     assert space.size() == len(list(space.grid()))
     first = next(space.grid())
     assert space.to_config(first).nproc == first["nproc_per_node"] * nodes
+
+
+# ---- IPEX: offered only where the probe says it imports and matches torch -----------------------
+def test_cpu_yaml_offers_ipex_only_when_probed_usable():
+    from dataclasses import replace
+    usable = replace(LAPTOP, capabilities=replace(LAPTOP.capabilities, ipex_version="2.8.0+cpu"))
+    assert topology_names(usable)["found_ipex"] == ("off", "on")
+    assert resolve(load_space(CPU_YAML), usable).knobs["ipex"] == ("off", "on")
+    mismatched = replace(LAPTOP, capabilities=replace(
+        LAPTOP.capabilities, ipex_problem="intel-extension-for-pytorch 2.8.0 needs torch 2.8.*, "
+                                          "found 2.13.0+cpu"))
+    assert topology_names(mismatched)["found_ipex"] == ("off",)
+    space = space_of("knobs:\n  ipex: [off, on]\n", mismatched)
+    assert space.knobs["ipex"] == ("off",)
+    assert any("needs torch 2.8.*" in note for note in space.notes)
