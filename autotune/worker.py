@@ -29,7 +29,7 @@ import torch.distributed as dist  # noqa: E402
 
 from . import inforce  # noqa: E402
 from .plan_types import (EXIT_BACKEND_UNAVAILABLE, EXIT_BAD_CONFIG,  # noqa: E402
-                         EXIT_WORKLOAD_ERROR, WorkerRequest)
+                         EXIT_WORKLOAD_ERROR, RankExpect, WorkerRequest)
 from .results import BAD_CONFIG, CRASH, OK, OOM, UNAVAILABLE, WORKLOAD_ERROR  # noqa: E402
 from .workloads import get_workload, held_out_counts, rank_slice  # noqa: E402
 
@@ -107,8 +107,16 @@ def _init_group(backend: str, rank: int, world_size: int) -> None:
     if problem:
         raise _Stop(EXIT_BACKEND_UNAVAILABLE, UNAVAILABLE, f"backend {backend}: {problem}")
     timeout = timedelta(seconds=float(os.environ.get("AUTOTUNE_INIT_TIMEOUT", "300")))
+    # A standalone single rank started by hand has no rendezvous variables; a private TCP store
+    # on a free port serves it without touching os.environ.
+    init = "env://"
+    if world_size == 1 and "MASTER_ADDR" not in os.environ:
+        import socket
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            init = f"tcp://127.0.0.1:{s.getsockname()[1]}"
     try:
-        dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world_size,
+        dist.init_process_group(backend, init_method=init, rank=rank, world_size=world_size,
                                 timeout=timeout)
     except (ValueError, NotImplementedError) as exc:
         raise _Stop(EXIT_BACKEND_UNAVAILABLE, UNAVAILABLE,
@@ -307,10 +315,35 @@ def _evaluate(spec, model: torch.nn.Module, seed: int, rank: int, world_size: in
     return float(t[0] / t[1]) if t[1] else float("nan")
 
 
+def standalone_request(workload: str, sets: list[str], seconds: float,
+                       world_size: int) -> WorkerRequest:
+    """The request an exported command implies: the config from --set, the threads torch will
+    use (the config's, else OMP_NUM_THREADS), and no CPU-set check (the binding tool set it)."""
+    from .config import parse_sets
+    config = parse_sets(sets).to_dict()
+    omp = os.environ.get("OMP_NUM_THREADS", "")
+    threads = config.get("threads") or (int(omp) if omp.isdigit() and int(omp) > 0 else None)
+    config["threads"] = threads
+    expect = RankExpect(cpus=None, threads=threads, allocator=config["allocator"],
+                        omp_runtime=config["omp_runtime"], precision=config["precision"])
+    return WorkerRequest(workload=workload, config=config, ranks=(expect,) * world_size,
+                         target_seconds=seconds)
+
+
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m autotune.worker")
-    parser.add_argument("--request", required=True)
+    parser = argparse.ArgumentParser(
+        prog="python -m autotune.worker",
+        description="One rank of a trial (--request, as autotune starts it) or a standalone "
+                    "training run (--workload, as an exported command starts it).")
+    parser.add_argument("--request", help="WorkerRequest JSON written by the planner")
+    parser.add_argument("--workload", help="standalone: workload name or module:function")
+    parser.add_argument("--set", action="append", default=[], dest="sets", metavar="KNOB=VALUE",
+                        help="standalone: a knob of the configuration (repeatable)")
+    parser.add_argument("--seconds", type=float, default=60.0,
+                        help="standalone: length of the timed window (default: 60)")
     args = parser.parse_args(argv)
+    if (args.request is None) == (args.workload is None):
+        parser.error("give exactly one of --request FILE or --workload NAME")
     rank = int(os.environ.get("RANK", "0"))
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     result_path = os.environ.get("AUTOTUNE_RESULT", f"rank{rank}.result.json")
@@ -318,8 +351,11 @@ def main(argv: list[str] | None = None) -> None:
     res = _empty_result(rank, world_size, None)
     code = 1
     try:
-        with open(args.request, encoding="utf-8") as f:
-            req = WorkerRequest.from_json(json.load(f))
+        if args.request is not None:
+            with open(args.request, encoding="utf-8") as f:
+                req = WorkerRequest.from_json(json.load(f))
+        else:
+            req = standalone_request(args.workload, args.sets, args.seconds, world_size)
         res = _empty_result(rank, world_size, req)
         run(req, rank, world_size, res)
         code = 0
@@ -340,6 +376,11 @@ def main(argv: list[str] | None = None) -> None:
         print(f"[autotune worker rank {rank}] cannot write result {result_path}: {exc}",
               file=sys.stderr, flush=True)
         code = code or 1
+    if args.request is None:  # standalone: one JSON line a wrapper script can parse
+        print(json.dumps({k: res[k] for k in ("rank", "world_size", "status", "reason",
+                                              "throughput", "samples", "window_seconds",
+                                              "bad_config")} | {"result": result_path}),
+              flush=True)
     _say(rank, f"exit {code}")
     sys.stdout.flush()
     sys.stderr.flush()

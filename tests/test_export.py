@@ -167,18 +167,8 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _worker_has_standalone_mode() -> bool:
-    out = subprocess.run([sys.executable, "-m", "autotune.worker", "--help"], cwd=REPO,
-                         capture_output=True, text=True, timeout=60).stdout
-    return "--workload" in out
-
-
 @pytest.mark.slow
 def test_running_the_exported_command_reproduces_the_configuration(tmp_path, capsys):
-    if not _worker_has_standalone_mode():
-        pytest.xfail("autotune.worker has no standalone mode yet (`python -m autotune.worker "
-                     "--workload cnn --set=k=v --seconds S`), which exported commands run; "
-                     "it is being added to worker.py by its owner")
     topo = live_topology()
     alloc = next((a for a in ("tcmalloc", "jemalloc") if topo.capabilities.allocators.get(a)),
                  "default")
