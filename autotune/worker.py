@@ -63,7 +63,7 @@ def _empty_result(rank: int, world_size: int, req: WorkerRequest | None) -> dict
         # status uses the runner's outcome names (results.py) so a rank can declare its own outcome
         "status": CRASH, "reason": None, "bad_config": None, "error": None,
         "mode": req.mode if req else None, "workload": req.workload if req else None,
-        "in_force": None, "channels_last_applied": False, "compiled": False,
+        "in_force": None, "channels_last_applied": False, "compiled": False, "ipex_applied": False,
         "step_times": [], "warmup_times": [], "window_seconds": None, "timed_steps": 0,
         "samples": 0, "throughput": None, "accuracy": None, "final_loss": None,
         "started_at": _started_at(), "first_step_at": None, "timed_start_at": None,
@@ -92,13 +92,17 @@ def _backend_problem(backend: str) -> str | None:
         ok = dist.is_nccl_available() and torch.cuda.is_available()
         return None if ok else "nccl needs CUDA devices, none available"
     if backend == "ccl":
+        # Importing the bindings is what registers "ccl" with torch.distributed, so it must
+        # happen before init_process_group. torch_ccl is the bindings' older import name.
+        errors = []
         for mod in ("oneccl_bindings_for_pytorch", "torch_ccl"):
             try:
                 __import__(mod)
                 return None
-            except Exception:  # noqa: BLE001 - a broken binding is as unavailable as a missing one
-                continue
-        return "ccl needs oneccl_bindings_for_pytorch, which does not import"
+            except Exception as exc:  # noqa: BLE001 - broken bindings are as unavailable as missing
+                errors.append(f"{mod}: {type(exc).__name__}: {exc}")
+        return ("ccl needs oneccl_bindings_for_pytorch (pip package oneccl_bind_pt, not on PyPI, "
+                "deprecated upstream), which does not import (" + "; ".join(errors) + ")")
     return f"unknown backend {backend!r}"
 
 
@@ -193,7 +197,14 @@ def train(req: WorkerRequest, spec, model: torch.nn.Module, rank: int, world_siz
         except Exception as exc:  # noqa: BLE001
             raise _Stop(EXIT_BACKEND_UNAVAILABLE, UNAVAILABLE,
                         f"ipex=on but intel_extension_for_pytorch does not import: {exc}") from exc
-        model, opt = ipex.optimize(model, optimizer=opt, dtype=_DTYPES.get(cfg.get("precision")))
+        # IPEX's documented DDP order: optimize() first (it may swap modules and re-create the
+        # optimizer's state), then wrap the returned model, so DDP hooks the parameters that train.
+        # bf16 keeps fp32 master weights inside IPEX's optimizer; everything else stays fp32.
+        dtype = torch.bfloat16 if cfg.get("precision") == "bf16" else torch.float32
+        model, opt = ipex.optimize(model, optimizer=opt, dtype=dtype)
+        res["ipex_applied"] = True
+        if isinstance(res.get("in_force"), dict):
+            res["in_force"]["ipex"] = str(getattr(ipex, "__version__", "unknown"))
     ddp = DDP(model)
     step_model = torch.compile(ddp) if cfg.get("compile") else ddp
     res["compiled"] = bool(cfg.get("compile"))

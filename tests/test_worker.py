@@ -161,6 +161,18 @@ def test_unavailable_backend_exits_79(tmp_path):
 
 
 @pytest.mark.slow
+def test_ccl_without_bindings_exits_79_and_says_why(tmp_path):
+    # oneccl_bind_pt is not on PyPI: the bindings are imported before init_process_group, and
+    # their absence is an unavailable trial with the reason, never a crash or a hang.
+    req = _request(1, config={"backend": "ccl"})
+    codes, results, logs = launch(tmp_path, req)
+    assert codes == [EXIT_BACKEND_UNAVAILABLE], logs
+    assert results[0]["status"] == "unavailable"
+    assert "oneccl_bindings_for_pytorch" in results[0]["reason"]
+    assert "not on PyPI" in results[0]["reason"]
+
+
+@pytest.mark.slow
 def test_broken_workload_exits_80(tmp_path):
     req = _request(1, workload="no_such_pkg_xyz.train:build")
     codes, results, logs = launch(tmp_path, req)
