@@ -184,3 +184,66 @@ def test_bad_run_input_is_one_line_exit_2(argv, needle, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert needle in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+# ---- oneCCL plans on multi-socket machines ------------------------------------------------------
+def _ccl_invariants(ranks) -> None:
+    """oneCCL's worker thread sits on a core of the rank's own binding that none of any rank's
+    OpenMP threads use (else every all-reduce competes with a GEMM thread)."""
+    from autotune.probe.parse import parse_cpulist
+    compute = [set(parse_cpulist(r.env["GOMP_CPU_AFFINITY"])) for r in ranks]
+    for r, mine in zip(ranks, compute):
+        assert r.env["CCL_WORKER_COUNT"] == "1" and r.env["CCL_ATL_TRANSPORT"] == "ofi"
+        worker = int(r.env["CCL_WORKER_AFFINITY"])
+        assert worker in r.cpus                            # within the rank's binding
+        assert all(worker not in c for c in compute)       # disjoint from every rank's threads
+        assert mine <= set(r.cpus) and r.env["OMP_NUM_THREADS"] == str(len(mine))
+    assert len({int(r.env["CCL_WORKER_AFFINITY"]) for r in ranks}) == len(ranks)
+    assert all(not (a & b) for i, a in enumerate(compute) for b in compute[i + 1:])
+
+
+@pytest.mark.parametrize("name,config,nodes", [
+    # EPYC 7763 in NPS4: 4 nodes x 16 cores, one rank per node
+    ("epyc-7763-nps4", Config(nproc=4, backend="ccl", binding="numactl"), [0, 1, 2, 3]),
+    # ... and 2 ranks per node, 8 cores each (7 compute + the oneCCL worker)
+    ("epyc-7763-nps4", Config(nproc=8, nproc_per_node=2, backend="ccl", binding="numactl"),
+     [0, 0, 1, 1, 2, 2, 3, 3]),
+    # 2-socket Ice Lake, 2 ranks per socket
+    ("xeon-2s-icx", Config(nproc=4, nproc_per_node=2, backend="ccl", binding="numactl"),
+     [0, 0, 1, 1]),
+    ("xeon-2s-icx", Config(nproc=4, nproc_per_node=2, backend="ccl", binding="numactl_smt",
+                           omp_runtime="libiomp5"), [0, 0, 1, 1]),
+    # Sapphire Rapids Max in flat mode: HBM-only nodes 2 and 3 never get ranks
+    ("spr-max-hbm-flat", Config(nproc=2, backend="ccl", binding="numactl"), [0, 1]),
+    ("spr-max-hbm-flat", Config(nproc=4, nproc_per_node=2, threads=8, backend="ccl",
+                                binding="taskset"), [0, 0, 1, 1]),
+])
+def test_ccl_plans_on_multi_socket_machines(name, config, nodes):
+    topo = machine(name, backends=("gloo", "ccl"))
+    assert infeasible_reason(config, topo) is None
+    ranks = plan(config, topo).ranks
+    if config.binding.startswith("numactl"):
+        assert [r.mem_node for r in ranks] == nodes
+    node_of = {cpu: n.id for n in topo.numa_nodes for cpu in n.cpus}
+    assert [node_of[r.cpus[0]] for r in ranks] == nodes  # ranks land on compute nodes only
+    _ccl_invariants(ranks)
+    if config.threads:
+        assert all(r.env["OMP_NUM_THREADS"] == str(config.threads) for r in ranks)
+
+
+def test_ccl_with_one_core_per_rank_is_infeasible():
+    topo = machine("epyc-7763-nps4", backends=("gloo", "ccl"))
+    config = Config(nproc=64, nproc_per_node=16, backend="ccl", binding="numactl")
+    reason = infeasible_reason(config, topo)
+    assert reason and "ccl needs 2 cores per rank" in reason
+    with pytest.raises(ConfigError, match="oneCCL worker"):
+        plan(config, topo)
+    # threads that fill the rank's cores leave none for the worker either
+    assert "exceeds" in infeasible_reason(Config(nproc=4, threads=16, backend="ccl"), topo)
+
+
+def test_ccl_not_offered_says_why():
+    from autotune.probe.capabilities import CCL_MISSING
+    topo = machine("xeon-2s-icx", ccl_problem=CCL_MISSING)
+    reason = infeasible_reason(Config(backend="ccl"), topo)
+    assert "not on PyPI" in reason
