@@ -112,3 +112,20 @@ def test_nothing_autotune_started_survives_the_search(search):
     assert survivors(search["tmp"]) == []
     started = [e for e in search["log"] if e["fault"] == "start"]
     assert len(started) >= 2 * (len(FAULTS) - 1)       # the log saw every rank that built
+
+
+def test_print_the_fault_table(search):
+    """The table for tests/FAULTS.md (run with -s): outcome, wall time, teardown, survivors."""
+    fired = [e for e in search["log"] if e["fault"] != "start"]
+    print("\n| fault (rank 1) | outcome | reason | trial wall s | teardown s | survivors |")
+    for key, (behaviour, *_rest) in sorted(FAULTS.items()):
+        t = search["trials"][key]
+        u = t.user_attrs
+        start, end = t.datetime_start.timestamp(), t.datetime_complete.timestamp()
+        mine = [e for e in fired if start <= e["at"] <= end]
+        if behaviour.startswith("hang"):
+            down = u["wall_seconds"] - TRIAL_TIMEOUT_S
+        else:
+            down = end - mine[-1]["at"] if mine and behaviour not in ("junk", "ok") else None
+        print(f"| {behaviour} | {u['outcome']} | {u['reason'][:70]} | {u['wall_seconds']} | "
+              f"{'-' if down is None else f'{down:.2f}'} | {len(search['survivors'])} |")
