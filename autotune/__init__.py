@@ -2,6 +2,7 @@
 __version__ = "0.1.0"
 
 from .config import Config  # noqa: E402
+from .client import report  # noqa: E402
 from .errors import AutotuneError  # noqa: E402
 
-__all__ = ["AutotuneError", "Config", "__version__"]
+__all__ = ["AutotuneError", "Config", "__version__", "report"]

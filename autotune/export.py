@@ -19,7 +19,7 @@ from .topology import Topology
 
 FORMATS = ("shell", "torchrun", "json")
 # Per-trial bookkeeping a user's launch does not need.
-_TRIAL_ONLY = ("AUTOTUNE_RESULT", "AUTOTUNE_TRIAL_ID")
+_TRIAL_ONLY = ("AUTOTUNE_RESULT", "AUTOTUNE_TRIAL_ID", "AUTOTUNE_REPORT")
 _PER_RANK = ("RANK", "LOCAL_RANK")
 
 

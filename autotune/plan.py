@@ -132,11 +132,13 @@ def build_plan(config: Config, topology: Topology, *, workload: str = "cnn",
                base_env: dict[str, str], timeout_s: float = 120.0, grace_s: float = 5.0,
                mode: str = "throughput", target_seconds: float = 5.0, warmup_steps: int = 3,
                accuracy_samples: int = 4096, python: str = sys.executable,
-               trial_id: str = "trial", program: tuple[str, ...] | None = None) -> LaunchPlan:
+               trial_id: str = "trial", program: tuple[str, ...] | None = None,
+               script: bool = False) -> LaunchPlan:
     """The complete launch of one trial. Raises ConfigError when the config cannot work here.
 
     `program` replaces the timed worker (`python -m autotune.worker --request ...`) by another
-    command, e.g. the training command an export hands to the user."""
+    command, e.g. the training command an export hands to the user. `script`: that command is
+    the user's own script, which writes no worker result (the runner judges it by exit code)."""
     reason = infeasible_reason(config, topology)
     if reason:
         raise ConfigError(reason)
@@ -161,7 +163,8 @@ def build_plan(config: Config, topology: Topology, *, workload: str = "cnn",
         env.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(config.nproc),
                    LOCAL_WORLD_SIZE=str(config.nproc), MASTER_ADDR="127.0.0.1",
                    MASTER_PORT=str(master_port), AUTOTUNE_TRIAL_ID=trial_id,
-                   AUTOTUNE_RESULT=os.path.join(workdir, f"rank{rank}.json"))
+                   AUTOTUNE_RESULT=os.path.join(workdir, f"rank{rank}.json"),
+                   AUTOTUNE_REPORT=os.path.join(workdir, f"rank{rank}.report.json"))
         if config.backend == "ccl":
             env.update(ccl_env(pl))
         argv = (*binding_prefix(config.binding, cpus, mem_node),
@@ -178,7 +181,7 @@ def build_plan(config: Config, topology: Topology, *, workload: str = "cnn",
         shown["OMP_NUM_THREADS"] = ",".join(sorted(threads))
     return LaunchPlan(ranks=tuple(ranks), request_path=request_path, request=request,
                       timeout_s=timeout_s, grace_s=grace_s, master_port=master_port,
-                      workdir=workdir, env_delta=shown)
+                      workdir=workdir, env_delta=shown, script=script)
 
 
 def env_for(config: Config, topology: Topology) -> dict[str, str]:

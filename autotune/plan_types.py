@@ -5,6 +5,8 @@ The worker protocol (autotune/worker.py) in one place:
   with RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT and AUTOTUNE_RESULT in its env;
 - REQUEST.json is `WorkerRequest.to_json()`; `ranks[RANK]` says what that rank must see in force;
 - the rank writes its `RankResult` JSON to $AUTOTUNE_RESULT (atomically: tmp file + rename).
+In script mode (`LaunchPlan.script`) the ranks run the user's command instead: it writes no result
+(exit 0 is success) and may write its metrics to $AUTOTUNE_REPORT through `autotune.report()`.
 """
 from __future__ import annotations
 
@@ -77,6 +79,7 @@ class LaunchPlan:
     master_port: int = 0
     workdir: str = ""
     env_delta: dict[str, str] = field(default_factory=dict)  # what the plan adds to the base env
+    script: bool = False                # ranks run the user's script: exit 0 is success, no result
 
     def describe(self) -> str:
         """Human-readable plan for --dry-run."""

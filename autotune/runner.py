@@ -103,6 +103,15 @@ def _read_result(path: str) -> Any:
     return data if isinstance(data, dict) else f"expected a JSON object, got {type(data).__name__}"
 
 
+def _result_of(plan: LaunchPlan, rank: int, code: int | None) -> Any:
+    """A rank's result; a user's script writes none, so there exit 0 itself is the success (its
+    metric is read afterwards by the trial, from its report or its output)."""
+    result = _read_result(plan.ranks[rank].result_path)
+    if result is None and plan.script and code == 0:
+        return {"status": OK, "script": True}
+    return result
+
+
 # ---------------------------------------------------------------- process lifecycle
 
 def _peek_exit(pid: int) -> int | None:
@@ -273,7 +282,7 @@ def run_plan(plan: LaunchPlan, *, on_start: Callable[[list[int]], None] | None =
             on_start([p.pid for p in trial.procs])
         all_results_at: float | None = None
         while not spawn_error:
-            failed = any(rank_failure(r, trial.codes[r], _read_result(plan.ranks[r].result_path))
+            failed = any(rank_failure(r, trial.codes[r], _result_of(plan, r, trial.codes[r]))
                          for r in trial.poll())
             if not trial.running():
                 break
@@ -299,7 +308,7 @@ def run_plan(plan: LaunchPlan, *, on_start: Callable[[list[int]], None] | None =
     if spawn_error:
         return RunResult(outcome=CRASH, reason=spawn_error, exit_codes=tuple(trial.codes),
                          wall_seconds=time.monotonic() - start, launched_at=launched_at)
-    results = [_read_result(rp.result_path) for rp in plan.ranks]
+    results = [_result_of(plan, r, trial.codes[r]) for r in range(len(plan.ranks))]
     tails = [read_tail(rp.log_path) for rp in plan.ranks]
     outcome, reason = classify(trial.codes, results, tails, timed_out, exit_order=trial.exit_order,
                                signalled=trial.signalled, timeout_s=plan.timeout_s)

@@ -53,6 +53,9 @@ class SearchOptions:
     verify_rounds: int = 3
     seed: int = 0
     max_trials: int | None = None
+    # Script mode: accuracy is whatever the script reported with its speed (maybe nothing); it
+    # constrains only when both the trial and the default launch reported one.
+    reported_accuracy: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -149,7 +152,12 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
             if ev.outcome == R.OK:
                 durations.append(ev.seconds)
         acc, violation = None, 0.0
-        if ev.outcome == R.OK:
+        if ev.outcome == R.OK and options.reported_accuracy:
+            acc = ev.accuracy
+            base_rec = known.get(base.key())
+            if role != DEFAULT_ROLE and acc is not None and base_rec and base_rec.accuracy is not None:
+                violation = _accuracy_violation(acc, base_rec.accuracy, options.max_accuracy_drop)
+        elif ev.outcome == R.OK:
             acc, _ = accuracy.of(config)
             # The default launch is the accuracy reference: it cannot fall short of itself.
             if role != DEFAULT_ROLE:
@@ -173,9 +181,11 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
             rec = evaluate_and_record(config, role, trial=None)
             if role == DEFAULT_ROLE and rec.outcome in (R.WORKLOAD_ERROR, R.CRASH):
                 # The same failure would repeat on every trial: stop now, show the cause.
-                tail = rec.attrs.get("log_tail", "").strip().splitlines()[-1:] or [rec.reason]
+                lines = [ln.strip() for ln in rec.attrs.get("log_tail", "").splitlines()
+                         if ln.strip() and not ln.startswith("--- rank ")]
+                tail = " | ".join(lines[-3:]) or rec.reason
                 raise WorkloadError(f"the workload fails on the default launch ({rec.outcome}: "
-                                    f"{rec.reason}); last log line: {tail[0]}")
+                                    f"{rec.reason}); last log lines: {tail}")
         refs[role] = rec
 
     # 2. Sampler-proposed trials until the budget (less verification), stagnation or exhaustion.

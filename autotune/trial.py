@@ -4,6 +4,8 @@ Used by `autotune run`, by the search for every trial, and by verification.
 """
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import time
 import uuid
@@ -13,11 +15,12 @@ from typing import TYPE_CHECKING, Any, Callable
 from . import results as R
 from .config import Config
 from .errors import ConfigError
-from .measure import Measurement, aggregate
+from .measure import Measurement, Stats, aggregate, quantile
 from .plan import build_plan, infeasible_reason
 from .plan_types import LaunchPlan
 from .results import RunResult
-from .runner import free_port, run_plan
+from .runner import free_port, read_tail, run_plan
+from .script import SOURCES, fill, script_metric
 from .topology import Topology
 
 if TYPE_CHECKING:
@@ -35,6 +38,9 @@ class TrialSettings:
     timeout_s: float = 120.0
     grace_s: float = 5.0
     results_dir: str = "autotune-results"
+    # Script mode: the user's command with {knob} placeholders replaces the built-in worker.
+    command: tuple[str, ...] | None = None
+    metric: str | None = None             # regex over rank 0's output (script mode)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -43,6 +49,7 @@ class TrialOutcome:
     mode: str
     run: RunResult
     measurement: Measurement | None  # None unless the run was ok
+    metric_source: str = "worker"    # script mode: a key of script.SOURCES
 
     @property
     def outcome(self) -> str:
@@ -58,7 +65,9 @@ def plan_trial(config: Config, topology: Topology, settings: TrialSettings, *,
                base_env: dict[str, str] | None = None, port: int | None = None) -> LaunchPlan:
     trial_id = trial_id or f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
     workdir = os.path.abspath(os.path.join(settings.results_dir, "trials", trial_id))
-    return build_plan(config, topology, workload=settings.workload,
+    program = fill(settings.command, config) if settings.command else None
+    return build_plan(config, topology, workload=settings.workload, program=program,
+                      script=program is not None,
                       workload_args=settings.workload_args, workdir=workdir,
                       master_port=port if port is not None else free_port(),
                       base_env=dict(os.environ) if base_env is None else base_env,
@@ -80,6 +89,8 @@ def run_trial(config: Config, topology: Topology, settings: TrialSettings, *,
         return TrialOutcome(config=config, mode=mode, measurement=None,
                             run=RunResult(outcome=R.INFEASIBLE, reason=str(exc)))
     run = run_plan(plan)
+    if plan.script:
+        return _script_outcome(config, mode, plan, run, settings.metric)
     measurement = None
     if run.ok:
         try:
@@ -92,6 +103,39 @@ def run_trial(config: Config, topology: Topology, settings: TrialSettings, *,
     return TrialOutcome(config=config, mode=mode, run=run, measurement=measurement)
 
 
+def _script_outcome(config: Config, mode: str, plan: LaunchPlan, run: RunResult,
+                    metric: str | None) -> TrialOutcome:
+    """Score a finished script run (see script.py for the order of preference)."""
+    if not run.ok:
+        return TrialOutcome(config=config, mode=mode, run=run, measurement=None)
+    rank0 = plan.ranks[0]
+    report = None
+    with contextlib.suppress(OSError, ValueError):
+        with open(rank0.env["AUTOTUNE_REPORT"], encoding="utf-8") as f:
+            report = json.load(f)
+    log_text = ""
+    with contextlib.suppress(OSError):
+        with open(rank0.log_path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - (4 << 20)))   # a chatty script: the last 4 MiB suffice
+            log_text = f.read().decode("utf-8", errors="replace")
+    sm = script_metric(report=report if isinstance(report, dict) else None, log_text=log_text,
+                       metric=metric, wall_seconds=run.wall_seconds)
+    if sm.value is None:
+        failed = replace(run, outcome=R.WORKLOAD_ERROR, reason=sm.problem,
+                         log_tail=f"--- rank 0 ({rank0.log_path}) ---\n{read_tail(rank0.log_path)}")
+        return TrialOutcome(config=config, mode=mode, run=failed, measurement=None,
+                            metric_source=sm.source)
+    values = sorted(sm.values) or [sm.value]
+    m = Measurement(throughput=sm.value, throughput_iqr=quantile(values, 0.75) - quantile(values, 0.25),
+                    median_throughput=sm.value, step_stats=Stats.of([run.wall_seconds]),
+                    window_seconds=run.wall_seconds, timed_steps=len(sm.values), samples=0,
+                    startup_seconds=None, wall_seconds=run.wall_seconds, timed_share=None,
+                    peak_rss_bytes=(), accuracy=sm.accuracy, final_loss=None,
+                    world_size=config.nproc)
+    return TrialOutcome(config=config, mode=mode, run=run, measurement=m, metric_source=sm.source)
+
+
 def live_evaluator(topology: Topology, settings: TrialSettings, *,
                    time_left: Callable[[], float] = lambda: float("inf"),
                    adapt_timeout: bool = True) -> "Evaluate":
@@ -101,8 +145,12 @@ def live_evaluator(topology: Topology, settings: TrialSettings, *,
     from .search import Evaluation
     state = {"timeout": settings.timeout_s}
     speed: dict[str, float] = {}  # config key -> measured samples/s, to size accuracy timeouts
+    script_accuracy: dict[str, float | None] = {}
 
     def evaluate(config: Config, mode: str) -> Evaluation:
+        if mode == "accuracy" and settings.command:
+            # A script is not rerun for accuracy: what it reported alongside its speed stands.
+            return Evaluation(outcome=R.OK, accuracy=script_accuracy.get(config.key()))
         timeout = state["timeout"]
         if mode == "accuracy" and config.key() in speed:
             # Accuracy trains a fixed number of samples: its length follows from the speed.
@@ -111,6 +159,10 @@ def live_evaluator(topology: Topology, settings: TrialSettings, *,
         out = run_trial(config, topology, replace(settings, timeout_s=timeout), mode=mode)
         m, run = out.measurement, out.run
         attrs: dict[str, Any] = {"wall_seconds": round(run.wall_seconds, 2), "mode": mode}
+        if settings.command:
+            attrs["metric_source"] = out.metric_source
+            attrs["metric_note"] = SOURCES.get(out.metric_source, "")
+            script_accuracy[config.key()] = m.accuracy if m else None
         if m is not None:
             attrs.update(step_median_s=m.step_stats.median, step_iqr_s=m.step_stats.iqr,
                          throughput_iqr=m.throughput_iqr, startup_s=m.startup_seconds,

@@ -58,10 +58,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # Everything after the first `--` is the user's own training command (script mode), kept
+    # verbatim: argparse would otherwise read its --flags as ours.
+    script = None
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, script = argv[:cut], argv[cut + 1:]
     args = parser.parse_args(argv)
     if not getattr(args, "command", None):
         parser.print_help()
         return 2
+    if script is not None and not hasattr(args, "metric"):
+        parser.error(f"{args.command} takes no command after `--` (only search and run do)")
+    if hasattr(args, "metric"):
+        args.script = tuple(script) if script is not None else None
     try:
         return int(args._run(args) or 0)
     except AutotuneError as exc:

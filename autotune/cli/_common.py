@@ -39,11 +39,49 @@ def add_workload_args(p: argparse.ArgumentParser, *, seconds_default: float | No
                         (f"{seconds_default:g})" if seconds_default else "from the budget: 2-5)"))
     p.add_argument("--results", default="autotune-results", metavar="DIR",
                    help="folder for trial logs and the default study file (default: ./autotune-results)")
+    p.add_argument("--metric", metavar="REGEX",
+                   help="with `-- CMD` (your own script): a pattern over rank 0's output whose "
+                        "(group) is the throughput, e.g. 'img/s: ([0-9.]+)'; the median of the "
+                        "matches counts. Not needed when the script calls autotune.report()")
+
+
+def check_workload_args(args: argparse.Namespace) -> str:
+    """Validate the workload in this process before any trial; returns its label for studies.
+
+    Script mode (`-- CMD`): program, script file, placeholders and --metric pattern. Otherwise
+    the workload is loaded here once: a typo in `module:function`, an import error or a wrong
+    return type is one line at once, not two failed reference trials."""
+    import hashlib
+    import os
+
+    from ..errors import WorkloadError
+    from ..script import check_command
+    command = getattr(args, "script", None)
+    if command is None:
+        if args.metric is not None:
+            raise WorkloadError("--metric reads a script's output: give the command after `--`")
+        from ..workloads import get_workload
+        try:
+            get_workload(args.workload)
+        except WorkloadError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the user's own code failed: its words
+            raise WorkloadError(f"workload {args.workload!r} failed when loaded: "
+                                f"{type(exc).__name__}: {exc}") from exc
+        return args.workload
+    if args.workload != "cnn":
+        raise WorkloadError("give either --workload or a command after `--`, not both")
+    check_command(command, args.metric)
+    named = next((os.path.basename(a) for a in command[1:] if a.endswith(".py")),
+                 os.path.basename(command[0]))
+    digest = hashlib.sha1(repr((command, args.metric, os.getcwd())).encode()).hexdigest()[:8]
+    return f"script-{named}-{digest}"
 
 
 def settings_from_args(args: argparse.Namespace, **overrides) -> TrialSettings:
     return TrialSettings(workload=args.workload, target_seconds=args.seconds,
-                         results_dir=args.results, **overrides)
+                         results_dir=args.results, command=getattr(args, "script", None),
+                         metric=args.metric, **overrides)
 
 
 def load_topology(sysfs_root: str | None) -> Topology:
@@ -72,7 +110,8 @@ def add_storage_arg(p: argparse.ArgumentParser) -> None:
                         "under --results); PostgreSQL or journal:///file.log for shared use")
 
 
-def save_recommendation(study, rec, topology: Topology, workload: str) -> str | None:
+def save_recommendation(study, rec, topology: Topology, workload: str,
+                        command: tuple[str, ...] | None = None) -> str | None:
     """Store the recommendation and its launch command on the study (and as a dashboard note)."""
     if rec is None:
         return None
@@ -82,8 +121,12 @@ def save_recommendation(study, rec, topology: Topology, workload: str) -> str | 
                 "library_versions": library_versions(), "workload": workload,
                 "headline": rec.headline(), "speedup": rec.speedup, "spread": rec.spread,
                 "verified": rec.verified}
-    command = render(launch_command(rec.config, topology, workload=workload, manifest=manifest),
-                     "shell")
+    program = None
+    if command:
+        from ..script import fill
+        program = fill(command, rec.config)
+    command = render(launch_command(rec.config, topology, workload=workload, program=program,
+                                    manifest=manifest), "shell")
     study.set_user_attr("recommendation", {**rec.to_json(), "command": command})
     try:
         from ..dashboard import save_study_note

@@ -54,7 +54,12 @@ def run(args: argparse.Namespace) -> int:
     else:
         config, extra = _from_trial(study, args.trial)
     manifest.update(extra)
-    program = training_command(workload, config, seconds=args.seconds)
+    template = attrs.get("script_command")
+    if template:  # script mode: the user's own invocation, with the tuned values filled in
+        from ..script import fill
+        program = fill(tuple(template), config)
+    else:
+        program = training_command(workload, config, seconds=args.seconds)
     cmd = launch_command(config, topology, workload=workload, program=program, manifest=manifest)
     _warn_if_elsewhere(attrs.get("fingerprint"))
     print(render(cmd, args.format))

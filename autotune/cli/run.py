@@ -10,6 +10,7 @@ examples:
   autotune run --set nproc=2 --set threads=1 --dry-run
   autotune run --set allocator=tcmalloc --set precision=bf16 --json
   autotune run --sysfs-root captured/ --set nproc=4 --set binding=numactl --dry-run
+  autotune run --set nproc=2 --metric 'img/s: ([0-9.]+)' -- python train.py --bs {batch_size}
 """
 from __future__ import annotations
 
@@ -19,7 +20,9 @@ import json
 from ..config import parse_sets
 from ..errors import ConfigError
 from ..trial import TrialSettings, plan_trial, run_trial
-from ._common import add_workload_args, describe_measurement, load_topology, positive_float, settings_from_args
+from ..script import SOURCES
+from ._common import (add_workload_args, check_workload_args, describe_measurement, load_topology,
+                      positive_float, settings_from_args)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -42,6 +45,7 @@ def run(args: argparse.Namespace) -> int:
     config = parse_sets(args.set)
     if args.sysfs_root and not args.dry_run:
         raise ConfigError("--sysfs-root plans against another machine; add --dry-run")
+    check_workload_args(args)
     topology = load_topology(args.sysfs_root)
     settings: TrialSettings = settings_from_args(args, timeout_s=args.timeout)
     if args.dry_run:
@@ -55,7 +59,9 @@ def run(args: argparse.Namespace) -> int:
             print(plan.describe())
         return 0
     out = run_trial(config, topology, settings)
-    acc = run_trial(config, topology, settings, mode="accuracy") if args.accuracy and out.ok else None
+    script = settings.command is not None   # a script reports its accuracy with its speed, if at all
+    acc = (run_trial(config, topology, settings, mode="accuracy")
+           if args.accuracy and out.ok and not script else None)
     if args.json:
         print(json.dumps(_as_json(out, acc), default=str))
     else:
@@ -68,8 +74,9 @@ def _as_json(out, acc) -> dict:
     return {"config": out.config.to_dict(), "outcome": out.outcome, "reason": out.run.reason,
             "log_tail": out.run.log_tail if not out.ok else "",
             "wall_seconds": out.run.wall_seconds,
-            "measurement": m.to_dict() if m else None,
-            "accuracy": acc.measurement.accuracy if acc and acc.ok else None}
+            "measurement": m.to_dict() if m else None, "metric_source": out.metric_source,
+            "accuracy": acc.measurement.accuracy if acc and acc.ok else
+            (m.accuracy if m and out.metric_source != "worker" else None)}
 
 
 def _as_text(out, acc) -> str:
@@ -80,6 +87,12 @@ def _as_text(out, acc) -> str:
     if m is None:
         if out.run.log_tail:
             lines += ["log tail:", out.run.log_tail.rstrip()]
+        return "\n".join(lines)
+    if out.metric_source != "worker":
+        lines.append(f"throughput: {m.throughput:.4g} (from {SOURCES[out.metric_source]})")
+        if m.accuracy is not None:
+            lines.append(f"accuracy (reported): {m.accuracy:.4g}")
+        lines.append(f"wall time: {out.run.wall_seconds:.1f}s")
         return "\n".join(lines)
     lines.append(describe_measurement(m))
     if acc is not None:

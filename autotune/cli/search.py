@@ -11,6 +11,8 @@ examples:
   autotune search --budget 30m
   autotune search --budget 10m --workload transformer --max-accuracy-drop 2
   autotune search --budget 1h --storage postgresql://me@db/autotune --space my_space.yaml
+  autotune search --budget 10m --workload mypkg.train:build       your model (see README)
+  autotune search --budget 30m --metric 'img/s: ([0-9.]+)' -- python train.py --bs {batch_size}
 """
 from __future__ import annotations
 
@@ -30,8 +32,9 @@ from ..space import default_space_path, find_space, load_space, resolve
 from ..study import (default_storage, describe_study, fail_stale_running, open_storage,
                      open_study, redact, study_name)
 from ..trial import TrialSettings, live_evaluator
-from ._common import (add_storage_arg, add_workload_args, load_topology, positive_float,
-                      save_recommendation)
+from ..script import placeholders, restrict_space
+from ._common import (add_storage_arg, add_workload_args, check_workload_args, load_topology,
+                      positive_float, save_recommendation)
 from ._progress import Progress
 
 
@@ -69,17 +72,20 @@ def run(args: argparse.Namespace) -> int:
     topology = load_topology(None)
     space_path = find_space(args.space) if args.space else default_space_path(topology)
     space = resolve(load_space(space_path), topology)
-    _check_workload(args.workload)
+    label = check_workload_args(args)
+    dropped: list[str] = []
+    if args.script:
+        space, dropped = restrict_space(space, placeholders(args.script))
     url = args.storage or default_storage(args.results)
     storage = open_storage(url)
-    name = study_name(args.workload, topology, space.name)
+    name = study_name(label, topology, space.name)
     progress = Progress(budget_s=budget_s, quiet=args.quiet or args.json, started=started)
 
     def elapsed() -> float:
         return time.monotonic() - started
 
     settings = TrialSettings(workload=args.workload, target_seconds=args.seconds or bp.target_seconds,
-                             results_dir=args.results,
+                             results_dir=args.results, command=args.script, metric=args.metric,
                              timeout_s=args.trial_timeout or max(30.0, budget_s / 4))
     lock = None if args.allow_concurrent else MachineLock(topology.fingerprint()).acquire()
     try:
@@ -88,12 +94,17 @@ def run(args: argparse.Namespace) -> int:
             # A search killed with kill -9 leaves its ranks running and its trial RUNNING.
             reap_orphans(os.path.join(args.results, "trials"))
             stale = fail_stale_running(study)
-            describe_study(study, topology=topology, workload=args.workload,
+            describe_study(study, topology=topology, workload=label,
                            space=space.to_json(), settings={
                                "target_seconds": settings.target_seconds,
                                "max_accuracy_drop": args.max_accuracy_drop})
             progress.start(name=name, storage=redact(url), space=space, stale=stale,
                            topology=topology)
+            if args.script:
+                # export fills this template with the tuned values
+                study.set_user_attr("script_command", list(args.script))
+                study.set_user_attr("script_metric", args.metric)
+                _script_notes(progress, args, dropped)
             evaluate = live_evaluator(topology, settings,
                                       time_left=lambda: budget_s - elapsed() - 2.0,
                                       adapt_timeout=args.trial_timeout is None)
@@ -104,11 +115,12 @@ def run(args: argparse.Namespace) -> int:
 
             options = SearchOptions(budget_s=budget_s, verify_reserve_s=bp.verify_reserve_s,
                                     min_trial_s=bp.min_trial_s, verify_rounds=args.verify_rounds,
-                                    max_accuracy_drop=args.max_accuracy_drop, seed=args.seed)
+                                    max_accuracy_drop=args.max_accuracy_drop, seed=args.seed,
+                                    reported_accuracy=args.script is not None)
             result = run_search(study, space=space, topology=topology, evaluate=evaluate,
                                 clock=_Clock(), options=options, on_event=progress.event)
             rec = _recommend(result, evaluate, args, lambda: budget_s - elapsed() - 2.0, progress)
-            command = save_recommendation(study, rec, topology, args.workload)
+            command = save_recommendation(study, rec, topology, label, command=args.script)
     except KeyboardInterrupt as exc:
         print(f"\nautotune: {str(exc) or 'interrupted'}; completed trials are kept in {redact(url)}. "
               "Run the same command to resume.", file=sys.stderr)
@@ -127,18 +139,17 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_workload(name: str) -> None:
-    """Load the workload here, once, before any trial: a typo in `module:function`, an import
-    error or a wrong return type is then one line at once, not two failed reference trials."""
-    from ..errors import WorkloadError
-    from ..workloads import get_workload
-    try:
-        get_workload(name)
-    except WorkloadError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - the user's own code failed: its words are the message
-        raise WorkloadError(f"workload {name!r} failed when loaded: {type(exc).__name__}: "
-                            f"{exc}") from exc
+def _script_notes(progress, args, dropped: list[str]) -> None:
+    if args.metric:
+        progress.note(f"metric: autotune.report() if the script calls it, else the median of "
+                      f"--metric {args.metric!r} over rank 0's output")
+    else:
+        progress.note("metric: autotune.report() if the script calls it; otherwise each trial is "
+                      "scored by work per second of wall time for the whole run, start-up "
+                      "included -- the WEAKEST measure (valid only for a fixed amount of work); "
+                      "pass --metric REGEX or call autotune.report() for a real throughput")
+    if dropped:
+        progress.note(f"not tuned (the command has no placeholder for them): {', '.join(dropped)}")
 
 
 def _recommend(result, evaluate, args, time_left, progress) -> Recommendation | None:
