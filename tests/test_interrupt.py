@@ -42,6 +42,13 @@ def report_ok(tmp) -> None:
     assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
 
 
+def running_trials(tmp) -> list:
+    try:
+        return [t for t in load_study(tmp).trials if t.state == TrialState.RUNNING]
+    except Exception:  # noqa: BLE001 - the study may not exist yet
+        return []
+
+
 def integrity(tmp) -> str:
     con = sqlite3.connect(tmp / "results" / "autotune.db")
     try:
@@ -99,12 +106,21 @@ def test_kill_9_at_random_moments_never_loses_a_completed_trial(tmp_path):
     stale_seen = 0
     for i in range(5):
         proc = start_search(tmp_path, space, HANG)
-        time.sleep(rng.uniform(3.0, 14.0))
+        if i < 4:
+            time.sleep(rng.uniform(3.0, 20.0))
+        else:   # on a loaded box all four may land in the references: make sure one hits a trial
+            wait_for(lambda: running_trials(tmp_path), 180, "a running search trial", proc)
+            time.sleep(rng.uniform(0.0, 3.0))
         proc.kill()                                   # kill -9: no cleanup at all
         _, err = proc.communicate(timeout=30)
         stale_seen += "left running by a killed search" in err
-        study = load_study(tmp_path)
-        now = measured(study)
+        if not (tmp_path / "results" / "autotune.db").exists():
+            continue                                  # killed before it created the study
+        try:
+            now = measured(load_study(tmp_path))
+        except ValueError:                            # killed before the study was created in it
+            assert not kept
+            continue
         assert kept.items() <= now.items(), f"kill {i} lost {set(kept) - set(now)}"
         kept = now
         assert integrity(tmp_path) == "ok"
@@ -121,7 +137,7 @@ def test_kill_9_at_random_moments_never_loses_a_completed_trial(tmp_path):
         assert t2.state == TrialState.FAIL and t2.user_attrs["outcome"] == "interrupted"
     if running:
         assert "recovered" in err and "left running by a killed search" in err
-    assert stale_seen + len(running) >= 1, "no kill landed inside a search trial: reseed"
+    assert stale_seen + len(running) >= 1
     assert kept.items() <= measured(study).items()
     assert survivors(tmp_path) == []
     report_ok(tmp_path)
@@ -149,13 +165,6 @@ def test_second_search_on_the_machine_is_refused_naming_the_holder(tmp_path):
         first.send_signal(signal.SIGINT)
         first.communicate(timeout=30)
     assert survivors(tmp_path) == []
-
-
-def running_trials(tmp) -> list:
-    try:
-        return [t for t in load_study(tmp).trials if t.state == TrialState.RUNNING]
-    except Exception:  # noqa: BLE001 - the study may not exist yet
-        return []
 
 
 @slow
