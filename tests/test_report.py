@@ -11,7 +11,7 @@ import pytest
 from autotune import results as R
 from autotune.cli import main
 from autotune.config import Config
-from autotune.report import Row, build_report, importance, pareto_front
+from autotune.summary import Row, build_report, importance, pareto_front
 from autotune.study import open_storage, open_study, record_trial
 from results_study import live_topology, sha256, study_copy
 

@@ -267,18 +267,3 @@ def _table(rows: tuple[Row, ...] | list[Row]) -> list[str]:
         lines.append(f"  {r.number:>5}  {r.throughput:>10.1f}  {x:>9}  {acc:>8}  "
                      f"{'ok' if r.feasible else 'no':>3}  {_knobs(r.changes)}{tag}")
     return lines
-
-
-class _CallableModule(type(R)):
-    """`autotune.report(...)` is the client API a training script calls (client.py); importing
-    this submodule rebinds the package attribute `report` to the module, so the module forwards
-    calls to that function and both meanings keep working."""
-
-    def __call__(self, **metrics: Any) -> bool:
-        from .client import report
-        return report(**metrics)
-
-
-import sys as _sys  # noqa: E402
-
-_sys.modules[__name__].__class__ = _CallableModule
