@@ -129,13 +129,22 @@ NASTY = ["", " ", "a b", "it's", '"q"', "$(touch pwned)", "`id`", "x;y", "a\nb",
 @pytest.mark.parametrize("config", [Config(), Config(nproc=2, threads=1, binding="taskset")],
                          ids=["one-rank", "two-ranks"])
 def test_bash_runs_the_exported_command_with_the_exact_arguments(tmp_path, config):
-    program = (sys.executable, "-c", "import json,sys; print(json.dumps(sys.argv[1:]))", *NASTY)
+    # Each rank writes its argv to a file of its own: two ranks sharing one stdout pipe may
+    # interleave their lines.
+    out_dir = tmp_path / "argv"
+    out_dir.mkdir()
+    run_dir = tmp_path / "cwd"
+    run_dir.mkdir()
+    script = ("import json,os,sys; open(os.path.join(sys.argv[1], os.environ.get('RANK', '0')),"
+              " 'w').write(json.dumps(sys.argv[2:]))")
+    program = (sys.executable, "-c", script, str(out_dir), *NASTY)
     text = render(launch_command(config, live_topology(), program=program), "shell")
-    out = subprocess.run(["bash", "-c", text], cwd=tmp_path, capture_output=True, text=True,
-                         timeout=60, check=True).stdout
-    lines = [json.loads(line) for line in out.splitlines()]
-    assert lines == [NASTY] * config.nproc
-    assert os.listdir(tmp_path) == []  # nothing was executed or redirected
+    subprocess.run(["bash", "-c", text], cwd=run_dir, capture_output=True, text=True,
+                   timeout=60, check=True)
+    written = sorted(os.listdir(out_dir))
+    assert written == [str(r) for r in range(config.nproc)]
+    assert [json.loads((out_dir / r).read_text()) for r in written] == [NASTY] * config.nproc
+    assert os.listdir(run_dir) == []  # nothing was executed or redirected
 
 
 def test_ld_preload_names_only_libraries_the_probe_found():
