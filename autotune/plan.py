@@ -66,6 +66,28 @@ def infeasible_reason(config: Config, topology: Topology) -> str | None:
     return None
 
 
+def canonical(config: Config, topology: Topology) -> Config:
+    """The same launch written one way, so that two spellings are never run twice: a
+    nproc_per_node that spreads ranks as the default would, and automatic threads that the plan
+    resolves to a number anyway (bound or multi-rank), are written as the plan will run them."""
+    try:
+        placed = _placements(config, topology)
+    except ConfigError:
+        return config
+    out = config
+    if out.nproc_per_node is not None:
+        spread = out.with_(nproc_per_node=None)
+        try:
+            if [p.node for p in _placements(spread, topology)] == [p.node for p in placed]:
+                out = spread
+        except ConfigError:
+            pass
+    threads = {p.threads for p in placed}
+    if out.threads is None and len(threads) == 1 and None not in threads:
+        out = out.with_(threads=threads.pop())
+    return out
+
+
 def _placements(config: Config, topology: Topology) -> list[Placement]:
     """Spread ranks over NUMA nodes and give each rank a disjoint slice of physical cores."""
     nodes = topology.compute_nodes()

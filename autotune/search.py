@@ -16,7 +16,7 @@ from optuna.distributions import CategoricalDistribution
 from . import results as R
 from .config import Config
 from .errors import WorkloadError
-from .plan import infeasible_reason
+from .plan import canonical, infeasible_reason
 from .study import Record, claim_trial, record_trial, records
 from .topology import Topology
 
@@ -117,7 +117,10 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
     accuracy = _Accuracy(study, evaluate)
     # A "repeat" row only mirrors the measurement it reuses; on resume, the original is the one
     # that stands for the config (candidates would otherwise be reported as role "repeat").
-    known = {r.config.key(): r for r in records(study) if r.role != "repeat"}
+    def key(config: Config) -> str:  # two spellings of one launch are one configuration
+        return canonical(config, topology).key()
+
+    known = {key(r.config): r for r in records(study) if r.role != "repeat"}
     measured = 0
     base = Config()  # the default launch: 1 process, torch's threads, default allocator, fp32
 
@@ -154,7 +157,7 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
         acc, violation = None, 0.0
         if ev.outcome == R.OK and options.reported_accuracy:
             acc = ev.accuracy
-            base_rec = known.get(base.key())
+            base_rec = known.get(key(base))
             if role != DEFAULT_ROLE and acc is not None and base_rec and base_rec.accuracy is not None:
                 violation = _accuracy_violation(acc, base_rec.accuracy, options.max_accuracy_drop)
         elif ev.outcome == R.OK:
@@ -169,14 +172,14 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
                      throughput=ev.throughput if ev.outcome == R.OK else None, accuracy=acc,
                      feasible=ev.outcome == R.OK and violation <= 0, role=role, number=number,
                      attrs=dict(ev.attrs))
-        known[config.key()] = rec
+        known[key(config)] = rec
         on_event("trial_end", record=rec, seconds=ev.seconds)
         return rec
 
     # 1. References: what the user gets without tuning, and the best-known launcher heuristic.
     refs: dict[str, Record | None] = {}
     for role, config in reference_configs(topology, base):
-        rec = known.get(config.key())
+        rec = known.get(key(config))
         if rec is None and left() > 0:
             rec = evaluate_and_record(config, role, trial=None)
             if role == DEFAULT_ROLE and rec.outcome in (R.WORKLOAD_ERROR, R.CRASH):
@@ -203,7 +206,7 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
             stop_reason = "stagnated"
             break
         if repeats >= 3:  # the sampler keeps proposing measured configs: explore instead
-            fresh = _unseen(space, known, rng)
+            fresh = _unseen(space, known, rng, key)
             if fresh is None:
                 stop_reason = "exhausted"
                 break
@@ -212,7 +215,7 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
         trial = study.ask(distributions)
         claim_trial(trial)
         config = space.to_config(trial.params)
-        seen = known.get(config.key())
+        seen = known.get(key(config))
         if seen is not None:
             # Never run a configuration twice: tell the sampler what it already measured.
             repeats += 1
@@ -244,14 +247,15 @@ def _accuracy_violation(acc: float | None, base: float | None, max_drop_pp: floa
     return (base - acc) * 100.0 - max_drop_pp
 
 
-def _unseen(space, known: dict[str, Record], rng: random.Random) -> dict[str, Any] | None:
+def _unseen(space, known: dict[str, Record], rng: random.Random,
+            key: Callable[[Config], str]) -> dict[str, Any] | None:
     """A random configuration of the space not evaluated yet (None when all are)."""
     knobs = space.knobs
     for _ in range(500):
         params = {k: rng.choice(list(v)) for k, v in knobs.items()}
-        if space.to_config(params).key() not in known:
+        if key(space.to_config(params)) not in known:
             return params
     for params in space.grid():  # small or nearly exhausted spaces: walk the grid
-        if space.to_config(params).key() not in known:
+        if key(space.to_config(params)) not in known:
             return params
     return None

@@ -11,7 +11,7 @@ import pytest
 from autotune.cli import main
 from autotune.config import Config
 from autotune.errors import ConfigError
-from autotune.plan import JEMALLOC_CONF, build_plan, infeasible_reason
+from autotune.plan import JEMALLOC_CONF, build_plan, canonical, infeasible_reason
 from autotune.probe import probe
 from autotune.topology import Capabilities
 
@@ -247,3 +247,16 @@ def test_ccl_not_offered_says_why():
     topo = machine("xeon-2s-icx", ccl_problem=CCL_MISSING)
     reason = infeasible_reason(Config(backend="ccl"), topo)
     assert "not on PyPI" in reason
+
+
+def test_two_spellings_of_one_launch_are_one_configuration():
+    topo = machine("live-epyc-2cpu")
+    run_cpu_style = Config(binding="numactl", allocator="tcmalloc")  # threads left automatic
+    explicit = Config(nproc_per_node=1, threads=2, binding="numactl", allocator="tcmalloc")
+    assert canonical(run_cpu_style, topo) == canonical(explicit, topo)
+    assert canonical(Config(), topo) == Config()  # the default launch keeps torch's own threads
+    xeon = machine("xeon-2s-icx")
+    assert canonical(Config(nproc=2, nproc_per_node=1, binding="numactl"), xeon).nproc_per_node is None
+    packed = Config(nproc=2, nproc_per_node=2, binding="numactl")  # both ranks on node 0
+    assert canonical(packed, xeon).nproc_per_node == 2
+    assert canonical(Config(nproc=64, threads=64), xeon) == Config(nproc=64, threads=64)  # infeasible
