@@ -40,8 +40,11 @@ def training_command(workload: str, config: Config, *, python: str = sys.executa
     inside the process (the rest act through the environment and binding)."""
     inside = ("backend", "batch_size", "precision", "channels_last", "compile", "ipex",
               "allocator", "omp_runtime", "threads")
+    # The libraries are always named: the rank then checks that the environment really
+    # preloads them (or nothing, for the defaults).
+    checked = ("allocator", "omp_runtime")
     sets = [f"--set={k}={v}" for k, v in config.to_dict().items()
-            if k in inside and v is not None and v != getattr(Config(), k)]
+            if k in inside and v is not None and (k in checked or v != getattr(Config(), k))]
     return (python, "-m", "autotune.worker", "--workload", workload, *sets,
             "--seconds", f"{seconds:g}")
 

@@ -110,9 +110,10 @@ def differences(expect: RankExpect, in_force: dict[str, Any]) -> list[str]:
                      f"in force {_cpus_text(in_force['affinity'])}")
     if expect.threads is not None and expect.threads != in_force["num_threads"]:
         diffs.append(f"threads: planned {expect.threads}, in force {in_force['num_threads']}")
-    if expect.allocator != in_force["allocator"]:
+    # None: not part of the plan (a standalone rank whose launcher chose the libraries).
+    if expect.allocator is not None and expect.allocator != in_force["allocator"]:
         diffs.append(f"allocator: planned {expect.allocator}, in force {in_force['allocator']}")
-    if expect.omp_runtime != in_force["omp_runtime"]:
+    if expect.omp_runtime is not None and expect.omp_runtime != in_force["omp_runtime"]:
         diffs.append(f"omp_runtime: planned {expect.omp_runtime}, "
                      f"in force {in_force['omp_runtime']}")
     if expect.mem_node is not None and not memory_bound_to(

@@ -26,8 +26,8 @@ class RankExpect:
     """What a rank must find in force, checked by the worker before training."""
     cpus: tuple[int, ...] | None      # exact affinity when bound; None: not bound
     threads: int | None               # torch.get_num_threads(); None: torch default
-    allocator: str                    # "default" | "jemalloc" | "tcmalloc"
-    omp_runtime: str                  # "libgomp" | "libiomp5"
+    allocator: str | None             # "default" | "jemalloc" | "tcmalloc"; None: not checked
+    omp_runtime: str | None           # "libgomp" | "libiomp5"; None: not checked
     precision: str                    # autocast dtype in force: fp32 (none) / bf16 / fp16
     mem_node: int | None = None       # memory bound to this NUMA node (numactl --membind)
 

@@ -335,8 +335,13 @@ def standalone_request(workload: str, sets: list[str], seconds: float,
     omp = os.environ.get("OMP_NUM_THREADS", "")
     threads = config.get("threads") or (int(omp) if omp.isdigit() and int(omp) > 0 else None)
     config["threads"] = threads
-    expect = RankExpect(cpus=None, threads=threads, allocator=config["allocator"],
-                        omp_runtime=config["omp_runtime"], precision=config["precision"])
+    # Libraries are checked only when --set names them: under another launcher (run_cpu
+    # preloads tcmalloc and libiomp5 on its own) the standalone rank cannot know them.
+    named = {item.split("=", 1)[0].strip() for item in sets}
+    expect = RankExpect(cpus=None, threads=threads,
+                        allocator=config["allocator"] if "allocator" in named else None,
+                        omp_runtime=config["omp_runtime"] if "omp_runtime" in named else None,
+                        precision=config["precision"])
     return WorkerRequest(workload=workload, config=config, ranks=(expect,) * world_size,
                          target_seconds=seconds)
 
