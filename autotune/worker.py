@@ -28,6 +28,7 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
 from . import inforce  # noqa: E402
+from ._dist import backend_problem, gather_problems  # noqa: E402
 from .plan_types import (EXIT_BACKEND_UNAVAILABLE, EXIT_BAD_CONFIG,  # noqa: E402
                          EXIT_WORKLOAD_ERROR, RankExpect, WorkerRequest)
 from .results import BAD_CONFIG, CRASH, OK, OOM, UNAVAILABLE, WORKLOAD_ERROR  # noqa: E402
@@ -82,32 +83,8 @@ def write_result(path: str, result: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def _backend_problem(backend: str) -> str | None:
-    if backend == "gloo":
-        return None if dist.is_gloo_available() else "this torch build has no gloo"
-    if backend == "mpi":
-        return None if dist.is_mpi_available() else "this torch build has no MPI support"
-    if backend == "nccl":
-        # DDP here trains CPU tensors; nccl only moves CUDA tensors.
-        ok = dist.is_nccl_available() and torch.cuda.is_available()
-        return None if ok else "nccl needs CUDA devices, none available"
-    if backend == "ccl":
-        # Importing the bindings is what registers "ccl" with torch.distributed, so it must
-        # happen before init_process_group. torch_ccl is the bindings' older import name.
-        errors = []
-        for mod in ("oneccl_bindings_for_pytorch", "torch_ccl"):
-            try:
-                __import__(mod)
-                return None
-            except Exception as exc:  # noqa: BLE001 - broken bindings are as unavailable as missing
-                errors.append(f"{mod}: {type(exc).__name__}: {exc}")
-        return ("ccl needs oneccl_bindings_for_pytorch (pip package oneccl_bind_pt, not on PyPI, "
-                "deprecated upstream), which does not import (" + "; ".join(errors) + ")")
-    return f"unknown backend {backend!r}"
-
-
 def _init_group(backend: str, rank: int, world_size: int) -> None:
-    problem = _backend_problem(backend)
+    problem = backend_problem(backend)
     if problem:
         raise _Stop(EXIT_BACKEND_UNAVAILABLE, UNAVAILABLE, f"backend {backend}: {problem}")
     timeout = timedelta(seconds=float(os.environ.get("AUTOTUNE_INIT_TIMEOUT", "300")))
@@ -125,16 +102,6 @@ def _init_group(backend: str, rank: int, world_size: int) -> None:
     except (ValueError, NotImplementedError) as exc:
         raise _Stop(EXIT_BACKEND_UNAVAILABLE, UNAVAILABLE,
                     f"backend {backend}: {type(exc).__name__}: {exc}") from exc
-
-
-def _gather_problems(problems: list[str], world_size: int) -> str | None:
-    """Every rank's problems, so each rank's result names the real cause, not "another rank"."""
-    everyone: list[Any] = [None] * world_size
-    dist.all_gather_object(everyone, problems)
-    if all(ps == everyone[0] for ps in everyone):   # one rank, or every rank saw the same
-        return "; ".join(everyone[0]) or None
-    text = "; ".join(f"rank {r}: {p}" for r, ps in enumerate(everyone) for p in ps)
-    return text or None
 
 
 def _autocast_factory(precision: str):
@@ -157,7 +124,7 @@ def run(req: WorkerRequest, rank: int, world_size: int, res: dict[str, Any]) -> 
     amp = _autocast_factory(precision)
     with amp():  # the very context the training step enters
         res["in_force"] = inforce.collect(inforce.current_autocast())
-    reason = _gather_problems(inforce.differences(expect, res["in_force"]), world_size)
+    reason = gather_problems(inforce.differences(expect, res["in_force"]), world_size)
     if reason:
         res["bad_config"] = reason
         raise _Stop(EXIT_BAD_CONFIG, BAD_CONFIG, reason)
@@ -173,7 +140,7 @@ def run(req: WorkerRequest, rank: int, world_size: int, res: dict[str, Any]) -> 
     except Exception as exc:  # noqa: BLE001 - the user's own error text is the message
         error = f"{type(exc).__name__}: {exc}"
         traceback.print_exc()
-    problem = _gather_problems([error] if error else [], world_size)
+    problem = gather_problems([error] if error else [], world_size)
     if problem:
         raise _Stop(EXIT_WORKLOAD_ERROR, WORKLOAD_ERROR, f"workload {req.workload!r}: {problem}")
     assert spec is not None and model is not None
