@@ -115,15 +115,15 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
                on_event: Callable[..., None] = lambda kind, **info: None) -> SearchResult:
     distributions = {k: CategoricalDistribution(list(v)) for k, v in space.knobs.items()}
     accuracy = _Accuracy(study, evaluate)
-    # A "repeat" row only mirrors the measurement it reuses; on resume, the original is the one
-    # that stands for the config (candidates would otherwise be reported as role "repeat").
+
     def key(config: Config) -> str:  # two spellings of one launch are one configuration
         return canonical(config, topology).key()
 
+    # A "repeat" row only mirrors the measurement it reuses; on resume, the original is the one
+    # that stands for the config (candidates would otherwise be reported as role "repeat").
     known = {key(r.config): r for r in records(study) if r.role != "repeat"}
     measured = 0
     base = Config()  # the default launch: 1 process, torch's threads, default allocator, fp32
-
     durations: list[float] = []
 
     def reserve() -> float:
