@@ -139,7 +139,7 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
 
     def evaluate_and_record(config: Config, role: str, trial=None) -> Record:
         nonlocal measured
-        reason = infeasible_reason(config, topology) or _space_violation(space, config)
+        reason = ruled_out(config, space, topology)
         if reason:
             ev = Evaluation(outcome=R.INFEASIBLE, reason=reason)
         else:
@@ -234,7 +234,12 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
                         run_cpu=refs.get(RUN_CPU_ROLE), stop_reason=stop_reason, measured=measured)
 
 
-def _space_violation(space, config: Config) -> str | None:
+def ruled_out(config: Config, space, topology: Topology) -> str | None:
+    """Why `config` cannot be launched here (the planner's reason or a broken space rule), or
+    None. Ruled-out configurations are recorded as infeasible without running."""
+    reason = infeasible_reason(config, topology)
+    if reason:
+        return reason
     check = getattr(space, "violations", None)
     broken = check(config.to_dict()) if check else []
     return f"violates {broken[0]}" if broken else None

@@ -24,8 +24,7 @@ from typing import Any, Iterator
 
 from autotune import results as R
 from autotune.config import Config
-from autotune.plan import infeasible_reason
-from autotune.search import Evaluation, reference_configs
+from autotune.search import Evaluation, reference_configs, ruled_out
 from autotune.space import ResolvedSpace, find_space, load_space, resolve
 from autotune.topology import Capabilities, Topology
 
@@ -198,8 +197,7 @@ def record(*, out: str | None = None, seconds: float = 5.0, limit: int | None = 
         key = config.key()
         if key in land.rows:
             continue
-        reason = infeasible_reason(config, topology) or \
-            (f"violates {v[0]}" if params and (v := space.violations(params)) else None)
+        reason = ruled_out(config, space, topology)
         if reason:
             land.rows[key] = _row(config, role, params, outcome=R.INFEASIBLE, reason=reason,
                                   seconds=0.0, throughput=None)
@@ -324,8 +322,7 @@ def synthetic(kind: str = "formula", seed: int = 0, seconds: float = 5.0) -> Lan
     configs = [(role, c, None) for role, c in reference_configs(topology, Config())]
     configs += [("grid", space.to_config(p), p) for p in space.grid()]
     for role, c, params in configs:
-        reason = infeasible_reason(c, topology) or \
-            (f"violates {v[0]}" if params and (v := space.violations(params)) else None)
+        reason = ruled_out(c, space, topology)
         if reason:
             land.rows[c.key()] = _row(c, role, params, outcome=R.INFEASIBLE, reason=reason,
                                       seconds=0.0, throughput=None)

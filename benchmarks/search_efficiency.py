@@ -34,8 +34,7 @@ import optuna
 from autotune import results as R
 from autotune.budget import plan_budget
 from autotune.config import Config
-from autotune.plan import infeasible_reason
-from autotune.search import SearchOptions, make_sampler, run_search
+from autotune.search import SearchOptions, make_sampler, ruled_out, run_search
 from autotune.study import open_study
 
 from .landscape import DATA, Landscape, SimClock, math_key, synthetic
@@ -161,7 +160,7 @@ def run_walk(land: Landscape, order: list[dict[str, Any]], oracle: float,
     measured_math: set[str] = set()
     for params in order:
         config = space.to_config(params)
-        if infeasible_reason(config, topology) or space.violations(params):
+        if ruled_out(config, space, topology):
             continue
         ev = evaluate(config, "throughput")
         if ev.outcome == R.OK and math_key(config) not in measured_math:

@@ -24,6 +24,7 @@ from autotune.export import launch_command, render
 from autotune.inforce import differences
 from autotune.plan import build_plan, infeasible_reason
 from autotune.probe import probe
+from autotune.search import ruled_out
 from autotune.space import find_space, load_space, resolve
 from autotune.study import describe_study, open_storage, open_study, record_trial, study_name
 from results_study import live_topology, study_copy
@@ -155,7 +156,7 @@ def test_ld_preload_names_only_libraries_the_probe_found():
     checked = 0
     for params in space.grid():
         config = space.to_config(params)
-        if infeasible_reason(config, topo) or space.violations(params):
+        if ruled_out(config, space, topo):
             continue
         cmd = launch_command(config, topo)
         envs = [cmd.env] + [e for e, _ in cmd.ranks]

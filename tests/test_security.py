@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from autotune.cli import main
-from autotune.plan import build_plan, infeasible_reason
+from autotune.plan import build_plan
 from autotune.probe import probe
+from autotune.search import ruled_out
 from autotune.space import find_space, load_space, resolve
 from autotune.topology import Capabilities
 
@@ -49,7 +50,7 @@ def test_trial_plans_preload_only_libraries_the_probe_found(name, topo):
     checked = 0
     for params in space.grid():
         config = space.to_config(params)
-        if infeasible_reason(config, topo) or space.violations(params):
+        if ruled_out(config, space, topo):
             continue
         plan = build_plan(config, topo, workdir="/tmp/x", master_port=29500,
                           base_env=HOSTILE_ENV)
