@@ -17,9 +17,10 @@ OMP_RUNTIMES = ("libgomp", "libiomp5")
 PRECISIONS = ("fp32", "bf16", "fp16")
 IPEX_MODES = ("off", "on")
 
-# Knobs that change the arithmetic of training (and so accuracy). All others only change speed,
-# which is why accuracy is measured once per distinct value of these and reused.
-MATH_KNOBS = ("global_batch_size", "precision")
+LR_RULES = ("linear", "sqrt", "none")
+# The global batch of the default launch. Learning rates of workloads are tuned for it, and the
+# lr_rule scales them for another global batch (see quality.py).
+REFERENCE_GLOBAL_BATCH = 32
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -33,7 +34,14 @@ class Config:
     omp_runtime: str = "libgomp"
     kmp_affinity: str = "granularity=fine,compact,1,0"   # only used with libiomp5
     kmp_blocktime: int = 1                               # ms; only used with libiomp5
-    batch_size: int = 32                # per rank
+    # Samples per optimizer step over all ranks: the invariant that keeps a DDP configuration's
+    # math equal to the default launch's. More ranks take smaller shares of the same samples.
+    global_batch: int = REFERENCE_GLOBAL_BATCH
+    # Per-rank micro-batch; None: the rank's whole share (global_batch / nproc). A smaller one is
+    # reached by gradient accumulation (same math, except BatchNorm statistics per micro-batch).
+    batch_size: int | None = None
+    # How the learning rate follows a global batch other than the reference (quality.lr_scale).
+    lr_rule: str = "linear"
     precision: str = "fp32"
     channels_last: bool = False
     compile: bool = False
@@ -47,7 +55,9 @@ class Config:
                 raise ConfigError(f"nproc_per_node={self.nproc_per_node} is larger than nproc={self.nproc}")
         if self.threads is not None:
             _positive("threads", self.threads)
-        _positive("batch_size", self.batch_size)
+        _positive("global_batch", self.global_batch)
+        if self.batch_size is not None:
+            _positive("batch_size", self.batch_size)
         if not isinstance(self.kmp_blocktime, int) or isinstance(self.kmp_blocktime, bool) \
                 or self.kmp_blocktime < 0:
             raise ConfigError(f"kmp_blocktime={self.kmp_blocktime!r}: must be an integer >= 0 (ms)")
@@ -56,7 +66,7 @@ class Config:
             raise ConfigError(f"kmp_affinity={self.kmp_affinity!r}: must be a non-empty string without spaces")
         for name, valid in (("binding", BINDINGS), ("backend", BACKENDS), ("allocator", ALLOCATORS),
                             ("omp_runtime", OMP_RUNTIMES), ("precision", PRECISIONS),
-                            ("ipex", IPEX_MODES)):
+                            ("ipex", IPEX_MODES), ("lr_rule", LR_RULES)):
             value = getattr(self, name)
             if value not in valid:
                 raise ConfigError(f"{name}={value!r} is not valid; choose one of: {', '.join(valid)}")
@@ -66,12 +76,15 @@ class Config:
 
     @property
     def global_batch_size(self) -> int:
-        return self.batch_size * self.nproc
+        """The name space-file rules use for global_batch."""
+        return self.global_batch
 
     @property
-    def math_key(self) -> tuple:
-        """Configs with the same math_key train identically, so they share one accuracy."""
-        return (self.global_batch_size, self.precision)
+    def micro_batch(self) -> int:
+        """Samples per forward pass in each rank (what BatchNorm sees)."""
+        if self.batch_size is not None:
+            return self.batch_size
+        return max(1, self.global_batch // self.nproc)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -95,9 +108,9 @@ class Config:
 
 
 KNOBS: tuple[str, ...] = tuple(f.name for f in fields(Config))
-_INT_KNOBS = {"nproc", "nproc_per_node", "threads", "batch_size", "kmp_blocktime"}
+_INT_KNOBS = {"nproc", "nproc_per_node", "threads", "batch_size", "global_batch", "kmp_blocktime"}
 _BOOL_KNOBS = {"channels_last", "compile"}
-_OPTIONAL_KNOBS = {"nproc_per_node", "threads"}  # accept "auto"/"default"/None
+_OPTIONAL_KNOBS = {"nproc_per_node", "threads", "batch_size"}  # accept "auto"/"default"/None
 
 
 def _positive(name: str, value: Any) -> None:
@@ -145,6 +158,10 @@ def parse_sets(items: list[str], base: Config | None = None) -> Config:
         changes[knob] = coerce(knob, value, where=f"--set {item}")
     merged = {**(base or Config()).to_dict(), **changes}
     try:
-        return Config(**merged)
+        config = Config(**merged)
+        # A global batch the ranks cannot split is an error in what was typed, not a trial outcome.
+        from .quality import split_batch
+        split_batch(config.global_batch, config.nproc, config.batch_size)
+        return config
     except ConfigError as exc:
         raise ConfigError(f"--set: {exc}") from None

@@ -38,7 +38,8 @@ def training_command(workload: str, config: Config, *, python: str = sys.executa
                      seconds: float = 60.0) -> tuple[str, ...]:
     """The built-in trainer for a built-in or module:function workload, with the knobs that act
     inside the process (the rest act through the environment and binding)."""
-    inside = ("backend", "batch_size", "precision", "channels_last", "compile", "ipex",
+    inside = ("backend", "global_batch", "batch_size", "lr_rule", "precision", "channels_last",
+              "compile", "ipex",
               "allocator", "omp_runtime", "threads")
     # The libraries are always named: the rank then checks that the environment really
     # preloads them (or nothing, for the defaults).

@@ -78,6 +78,8 @@ class Measurement:
     world_size: int
     cpu_share: float | None = None      # rank 0's CPU time / (window x its threads): well below 1
                                         # means something else on the machine took the cores
+    curve: tuple[tuple[int, float], ...] = ()   # quality runs: (samples trained, held-out quality)
+    gns: dict[str, Any] | None = None   # quality runs: squared gradient norms (gradnoise.probe)
 
     @property
     def relative_spread(self) -> float:
@@ -92,7 +94,8 @@ class Measurement:
                 "timed_share": self.timed_share, "peak_rss_bytes": list(self.peak_rss_bytes),
                 "accuracy": self.accuracy, "final_loss": self.final_loss,
                 "world_size": self.world_size,
-                "cpu_share": self.cpu_share}
+                "cpu_share": self.cpu_share, "curve": [list(p) for p in self.curve],
+                "gns": self.gns}
 
 
 def aggregate(rank_results: Sequence[dict[str, Any]], launched_at: float) -> Measurement:
@@ -120,7 +123,8 @@ def aggregate(rank_results: Sequence[dict[str, Any]], launched_at: float) -> Mea
         timed_share=r0["window_seconds"] / wall if wall else None,
         peak_rss_bytes=tuple(r.get("peak_rss_bytes") for r in rank_results),
         accuracy=r0.get("accuracy"), final_loss=r0.get("final_loss"), world_size=world,
-        cpu_share=_cpu_share(r0))
+        cpu_share=_cpu_share(r0),
+        curve=tuple((int(n), float(q)) for n, q in (r0.get("curve") or ())), gns=r0.get("gns"))
 
 
 def _cpu_share(r0: dict[str, Any]) -> float | None:

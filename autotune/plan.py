@@ -10,9 +10,10 @@ import sys
 from dataclasses import dataclass
 
 from .bind import command as bind_command
-from .config import Config
+from .config import REFERENCE_GLOBAL_BATCH, Config
 from .errors import ConfigError
 from .plan_types import LaunchPlan, RankExpect, RankPlan, WorkerRequest, cpulist
+from .quality import split_batch
 from .topology import Core, Topology
 
 # jemalloc's default settings made the reference CNN up to 2x slower here; this MALLOC_CONF
@@ -61,6 +62,8 @@ def infeasible_reason(config: Config, topology: Topology) -> str | None:
         return f"nproc={config.nproc} but only {len(topology.gpus)} GPU(s) for nccl"
     try:
         _placements(config, topology)
+        # the global batch is the invariant: ranks that cannot share it equally cannot run it
+        split_batch(config.global_batch, config.nproc, config.batch_size)
     except ConfigError as exc:
         return str(exc)
     return None
@@ -155,7 +158,8 @@ def build_plan(config: Config, topology: Topology, *, workload: str = "cnn",
                mode: str = "throughput", target_seconds: float = 5.0, warmup_steps: int = 3,
                accuracy_samples: int = 4096, python: str = sys.executable,
                trial_id: str = "trial", program: tuple[str, ...] | None = None,
-               script: bool = False) -> LaunchPlan:
+               script: bool = False, seed: int = 0,
+               reference_batch: int = REFERENCE_GLOBAL_BATCH) -> LaunchPlan:
     """The complete launch of one trial. Raises ConfigError when the config cannot work here.
 
     `program` replaces the timed worker (`python -m autotune.worker --request ...`) by another
@@ -196,7 +200,8 @@ def build_plan(config: Config, topology: Topology, *, workload: str = "cnn",
                               result_path=env["AUTOTUNE_RESULT"]))
     request = WorkerRequest(workload=workload, config=config.to_dict(), ranks=tuple(expects),
                             mode=mode, warmup_steps=warmup_steps, target_seconds=target_seconds,
-                            accuracy_samples=accuracy_samples, workload_args=workload_args or {})
+                            accuracy_samples=accuracy_samples, workload_args=workload_args or {},
+                            seed=seed, reference_batch=reference_batch)
     shown = dict(env_delta)
     threads = {str(p.threads) for p in placements if p.threads is not None}
     if threads:

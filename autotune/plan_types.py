@@ -42,7 +42,10 @@ class WorkerRequest:
     target_seconds: float = 5.0         # timed window length; steps derived from warmup speed
     min_steps: int = 5
     max_steps: int = 10_000
-    accuracy_samples: int = 4096        # global samples trained on before held-out accuracy
+    accuracy_samples: int = 4096        # global samples a quality run trains on
+    reference_batch: int = 32           # the global batch the workload's learning rate is for
+    checkpoints: int = 4                # held-out evaluations along a quality run (its curve)
+    gns_probes: int = 4                 # steps of the gradient noise probe after a quality run
     seed: int = 0
     workload_args: dict[str, Any] = field(default_factory=dict)
 

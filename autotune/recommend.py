@@ -109,7 +109,10 @@ def pick_candidates(records: list[Record], n: int = 3) -> list[Record]:
 
 def verify(candidates: list[Record], default: Record, evaluate: Evaluate, *,
            rounds: int = 3, time_left: Callable[[], float] = lambda: float("inf"),
-           on_event: Callable[..., None] = lambda kind, **info: None) -> Recommendation:
+           on_event: Callable[..., None] = lambda kind, **info: None,
+           accept: Callable[[Config], tuple[bool, str]] | None = None) -> Recommendation:
+    """`accept(config) -> (ok, text)` is asked, fastest first, of the candidates that hold up:
+    the seeded quality confirmation of one that changes the math (see confirm_quality)."""
     """Interleaved rounds of default + candidates; stops early when another round won't fit."""
     lineup = [default] + list(candidates)
     results: dict[int, list[float | None]] = {i: [] for i in range(len(lineup))}
@@ -137,21 +140,36 @@ def verify(candidates: list[Record], default: Record, evaluate: Evaluate, *,
                                  search_throughput=rec.throughput, accuracy=rec.accuracy,
                                  throughputs=tuple(c for c, _ in pairs),
                                  baselines=tuple(d for _, d in pairs)))
-    return _choose(verified, default, done, results)
+    return _choose(verified, default, done, results, accept)
 
 
 def _choose(verified: list[Verified], default: Record, rounds: int,
-            results: dict[int, list[float | None]]) -> Recommendation:
+            results: dict[int, list[float | None]],
+            accept: Callable[[Config], tuple[bool, str]] | None = None) -> Recommendation:
     d_thr = [t for t in results[0] if t]
     d_med = Stats.of(d_thr).median if d_thr else default.throughput
     run_cpu = next((v for v in verified if v.role == RUN_CPU_ROLE), None)
     holding = sorted((v for v in verified if v.holds), key=lambda v: v.ratio.median, reverse=True)
+    refused: list[str] = []
+    confirmed = ""
+    if accept is not None:
+        kept = []
+        for v in holding:
+            ok, text = accept(v.config)
+            if ok:
+                kept.append(v)
+                confirmed = text
+                break
+            refused.append(text)
+        holding = kept
     if not holding:
         best = max(verified, key=lambda v: v.ratio.median if v.ratios else 0, default=None)
         note = (f"best candidate measured {best.ratio.median:.2f}x (lower quartile "
                 f"{best.ratio.q1:.2f}x) in verification; a recommendation needs {MIN_GAIN:.2f}x "
                 "in the median round and more than 1x in 3 of 4 rounds"
                 if best and best.ratios else "no candidate completed verification")
+        if refused:
+            note = "; ".join(refused)
         return Recommendation(config=default.config, speedup=1.0, spread=0.0, rounds=rounds,
                               verified=True, accuracy=default.accuracy,
                               default_accuracy=default.accuracy, default_throughput=d_med,
@@ -169,7 +187,8 @@ def _choose(verified: list[Verified], default: Record, rounds: int,
                           accuracy=win.accuracy, default_accuracy=default.accuracy,
                           default_throughput=d_med,
                           throughput=Stats.of(list(win.throughputs)).median,
-                          candidates=tuple(verified))
+                          candidates=tuple(verified), note="; ".join(refused),
+                          extra={"quality": confirmed} if confirmed else {})
 
 
 def unverified(best: Record, default: Record, why: str) -> Recommendation:
@@ -179,3 +198,41 @@ def unverified(best: Record, default: Record, why: str) -> Recommendation:
                           accuracy=best.accuracy, default_accuracy=default.accuracy,
                           default_throughput=default.throughput, throughput=best.throughput,
                           note=why)
+
+
+def confirm_quality(book, config: Config, *, time_left: Callable[[], float],
+                    samples: int, on_event: Callable[..., None] = lambda kind, **info: None,
+                    ) -> tuple[bool, str]:
+    """Confirm, before recommending it, that a configuration which changes the math trains as
+    well as the default launch: new seeds, each run twice as long as the search's quality runs
+    when the budget allows (else as long), default and candidate side by side (D C D C ...), and
+    the same gate on those seeds alone. A configuration with the default's math needs nothing."""
+    from .evidence import CONFIRM_SEEDS
+    d_now = book.default_sample()
+    if book.class_of(config) == book.class_of(book.base):
+        return True, (f"same math as the default launch (quality {d_now.describe()}, "
+                      f"{d_now.n} seeds)" if d_now else "same math as the default launch")
+    per_run = (book.run_seconds(book.base) or 0.0) + (book.run_seconds(config) or 0.0)
+    length = 2 if 2 * per_run * len(CONFIRM_SEEDS) <= time_left() else 1
+    if length * per_run * len(CONFIRM_SEEDS) > time_left():
+        return False, (f"{describe_changes(config)} not confirmed: the seeded confirmation needs "
+                       f"about {per_run * len(CONFIRM_SEEDS):.0f}s, more than the budget left")
+    for seed in CONFIRM_SEEDS:   # interleaved, so a drift in the machine hits both alike
+        for c in (book.base, config):
+            on_event("confirm_start", config=c, seed=seed)
+            book.measure(c, (seed,), samples=samples * length)
+    d, c = book.default_sample(CONFIRM_SEEDS), book.evidence(config).sample(CONFIRM_SEEDS)
+    if d is None or c is None or d.n < 2 or c.n < 2:
+        return False, f"{describe_changes(config)} not confirmed: confirmation runs failed"
+    v = book.verdict(config, CONFIRM_SEEDS)
+    text = (f"accuracy {c.describe()} (default {d.describe()}, {c.n} new seeds x "
+            f"{samples * length} samples, side by side): "
+            f"{'beyond' if v.reject else 'within'} {v.tolerance_pp:g} pp "
+            f"(drop {v.drop_pp:+.2f} pp, noise {v.noise_pp:.2f} pp)")
+    return (not v.reject), text
+
+
+def describe_changes(config: Config) -> str:
+    """The knobs that differ from the default launch, e.g. 'precision=bf16 global_batch=64'."""
+    base = Config().to_dict()
+    return " ".join(f"{k}={v}" for k, v in config.to_dict().items() if base[k] != v) or "default"

@@ -24,7 +24,11 @@ from .errors import WorkloadError
 
 # Knobs that act only inside the training process; a script that takes no placeholder for one
 # cannot be affected by it, so the search does not spend trials on it.
-IN_PROCESS_KNOBS = ("batch_size", "precision", "channels_last", "compile", "ipex")
+IN_PROCESS_KNOBS = ("batch_size", "global_batch", "lr_rule", "precision", "channels_last",
+                    "compile", "ipex")
+# The global batch reaches a script through either placeholder: {batch_size} is filled with each
+# rank's share of it (global_batch / nproc), as the built-in worker splits it.
+_ACTS_THROUGH = {"global_batch": ("global_batch", "batch_size"), "lr_rule": ("lr_rule",)}
 SOURCES = {"report": "autotune.report() from the script",
            "pattern": "the --metric pattern over rank 0's output (median of the matches)",
            "wall_time": "work per second of wall time for the whole run, start-up included "
@@ -57,6 +61,7 @@ def placeholders(template: tuple[str, ...]) -> list[str]:
 
 def fill(template: tuple[str, ...], config: Config) -> tuple[str, ...]:
     values = {k: _text(v) for k, v in config.to_dict().items()}
+    values["batch_size"] = str(config.micro_batch)
     return tuple(arg.format(**values) for arg in template)
 
 
@@ -146,7 +151,8 @@ def restrict_space(space, used: list[str]):
     """The space without in-process knobs the command has no placeholder for (they would change
     nothing the script does); returns (space, dropped knob names)."""
     from dataclasses import replace
-    dropped = [k for k in space.knobs if k in IN_PROCESS_KNOBS and k not in used]
+    dropped = [k for k in space.knobs if k in IN_PROCESS_KNOBS
+               and not set(_ACTS_THROUGH.get(k, (k,))) & set(used)]
     if not dropped:
         return space, []
     knobs = {k: v for k, v in space.knobs.items() if k not in dropped}

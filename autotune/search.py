@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import random
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Protocol
 
 import optuna
@@ -16,6 +16,7 @@ from optuna.distributions import CategoricalDistribution
 from . import results as R
 from .config import Config
 from .errors import WorkloadError
+from .evidence import QualityBook
 from .plan import canonical, infeasible_reason
 from .study import Record, claim_trial, record_trial, records
 from .topology import Topology
@@ -35,7 +36,8 @@ class Evaluation:
     attrs: dict[str, Any] = field(default_factory=dict)
 
 
-Evaluate = Callable[[Config, str], Evaluation]  # (config, "throughput" | "accuracy")
+# (config, "throughput" | "accuracy", seed=0): "accuracy" is one seeded quality run
+Evaluate = Callable[..., Evaluation]
 
 
 class Clock(Protocol):
@@ -48,6 +50,11 @@ class SearchOptions:
     verify_reserve_s: float = 0.0
     min_trial_s: float = 10.0
     max_accuracy_drop: float = 1.0   # percentage points below the default launch
+    # Whether the workload's model has BatchNorm: its statistics are per rank (and per
+    # micro-batch), which makes the batch each rank sees part of the math (quality.math_class).
+    batchnorm: bool = True
+    quality_seeds: tuple[int, ...] = (0, 1, 2)
+    quality_samples: int = 16384     # of one quality run (its cost, for the budget)
     patience: int = 30               # measured trials without a 1% gain before stopping
     verify_configs: int = 4          # default launch + candidates re-run in each verify round
     verify_rounds: int = 3
@@ -65,6 +72,7 @@ class SearchResult:
     run_cpu: Record | None
     stop_reason: str
     measured: int      # configurations actually launched (this run)
+    book: QualityBook | None = None
 
 
 def make_sampler(seed: int = 0) -> optuna.samplers.BaseSampler:
@@ -91,30 +99,12 @@ def reference_configs(topology: Topology, base: Config) -> list[tuple[str, Confi
     return [(DEFAULT_ROLE, base), (RUN_CPU_ROLE, run_cpu)]
 
 
-class _Accuracy:
-    """Accuracy per distinct (global batch, precision): the other knobs do not change the math."""
-
-    def __init__(self, study: optuna.Study, evaluate: Evaluate):
-        self.study, self.evaluate = study, evaluate
-        self.cache: dict[str, float | None] = {
-            k[len("accuracy:"):]: v for k, v in study.user_attrs.items() if k.startswith("accuracy:")}
-
-    def of(self, config: Config) -> tuple[float | None, float]:
-        key = f"{config.global_batch_size}:{config.precision}"
-        if key in self.cache:
-            return self.cache[key], 0.0
-        ev = self.evaluate(config, "accuracy")
-        acc = ev.accuracy if ev.outcome == R.OK else None
-        self.cache[key] = acc
-        self.study.set_user_attr(f"accuracy:{key}", acc)
-        return acc, ev.seconds
-
-
 def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Evaluate,
                clock: Clock, options: SearchOptions,
                on_event: Callable[..., None] = lambda kind, **info: None) -> SearchResult:
     distributions = {k: CategoricalDistribution(list(v)) for k, v in space.knobs.items()}
-    accuracy = _Accuracy(study, evaluate)
+    book = QualityBook(study, evaluate, batchnorm=options.batchnorm,
+                       tolerance_pp=options.max_accuracy_drop, seeds=options.quality_seeds)
 
     def key(config: Config) -> str:  # two spellings of one launch are one configuration
         return canonical(config, topology).key()
@@ -154,27 +144,58 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
             measured += 1
             if ev.outcome == R.OK:
                 durations.append(ev.seconds)
-        acc, violation = None, 0.0
+        acc, violation, qattrs = None, 0.0, {}
         if ev.outcome == R.OK and options.reported_accuracy:
             acc = ev.accuracy
             base_rec = known.get(key(base))
             if role != DEFAULT_ROLE and acc is not None and base_rec and base_rec.accuracy is not None:
                 violation = _accuracy_violation(acc, base_rec.accuracy, options.max_accuracy_drop)
         elif ev.outcome == R.OK:
-            acc, _ = accuracy.of(config)
-            # The default launch is the accuracy reference: it cannot fall short of itself.
-            if role != DEFAULT_ROLE:
-                violation = _accuracy_violation(acc, accuracy.of(base)[0], options.max_accuracy_drop)
+            acc, violation, qattrs = judge(config, ev.throughput or 0.0)
         number = record_trial(study, config=config, outcome=ev.outcome, reason=ev.reason,
                               throughput=ev.throughput, accuracy=acc, violation=violation,
-                              role=role, attrs={**ev.attrs, "seconds": ev.seconds}, trial=trial)
+                              role=role, attrs={**ev.attrs, **qattrs, "seconds": ev.seconds},
+                              trial=trial)
         rec = Record(config=config, outcome=ev.outcome, reason=ev.reason,
                      throughput=ev.throughput if ev.outcome == R.OK else None, accuracy=acc,
                      feasible=ev.outcome == R.OK and violation <= 0, role=role, number=number,
-                     attrs=dict(ev.attrs))
+                     attrs={**ev.attrs, **qattrs})
         known[key(config)] = rec
         on_event("trial_end", record=rec, seconds=ev.seconds)
         return rec
+
+    def quality_cost(config: Config, throughput: float) -> float:
+        seen = book.run_seconds(config)
+        per_run = seen if seen else 8.0 + 1.2 * options.quality_samples / max(throughput, 1.0)
+        return per_run * len(book.missing_seeds(config))
+
+    def leader() -> float:
+        return max((r.throughput for r in known.values() if r.feasible and r.throughput),
+                   default=0.0)
+
+    def judge(config: Config, throughput: float) -> tuple[float | None, float, dict[str, Any]]:
+        """Quality of `config`'s math class: measured now when it is the default's class (the
+        noise floor) or a contender for the lead, else left pending until it matters."""
+        is_base = book.class_of(config) == book.class_of(base)
+        contender = throughput >= 0.97 * leader()
+        if book.missing_seeds(config) and (is_base or contender) \
+                and quality_cost(config, throughput) <= max(0.0, left()):
+            if not is_base and book.missing_seeds(base):
+                book.measure(base, on_run=lambda **i: on_event("quality_start", **i))
+            book.measure(config, on_run=lambda **i: on_event("quality_start", **i))
+        return quality_of(config)
+
+    def quality_of(config: Config) -> tuple[float | None, float, dict[str, Any]]:
+        ev, verdict = book.evidence(config), book.verdict(config)
+        attrs: dict[str, Any] = {"math_class": book.class_of(config)}
+        if ev is not None and ev.failed and verdict is None:
+            return None, 1.0, {**attrs, "quality": f"quality run failed: {ev.failed}"}
+        if verdict is None:
+            return None, 0.0, {**attrs, "quality": "pending"}
+        sample = ev.sample(book.seeds)
+        attrs.update(quality="rejected" if verdict.reject else "accepted",
+                     quality_sd=sample.sd, quality_n=sample.n, quality_verdict=verdict.describe())
+        return sample.mean, (verdict.margin_pp if verdict.reject else min(0.0, verdict.margin_pp)), attrs
 
     # 1. References: what the user gets without tuning, and the best-known launcher heuristic.
     refs: dict[str, Record | None] = {}
@@ -230,8 +251,34 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
             since_gain += 1
         if rec.feasible and rec.throughput and rec.throughput > best * 1.01:
             best, since_gain = rec.throughput, 0
-    return SearchResult(records=[r for r in known.values()], default=refs.get(DEFAULT_ROLE),
+    # 3. Settle: the fastest configurations whose class is still pending get their quality
+    # measured while time allows (a class rejected late can promote one that never led).
+    settled = _settle(known, book, quality_of, quality_cost, left, on_event)
+    return SearchResult(records=settled, default=refs.get(DEFAULT_ROLE), book=book,
                         run_cpu=refs.get(RUN_CPU_ROLE), stop_reason=stop_reason, measured=measured)
+
+
+def _settle(known: dict[str, Record], book: "QualityBook", quality_of, quality_cost, left,
+            on_event, top: int = 3) -> list[Record]:
+    """Records with their final quality; pending ones among the top `top` measured if time allows,
+    and any still pending afterwards are not recommendable."""
+    def refreshed(r: Record) -> Record:
+        if r.outcome != R.OK or r.attrs.get("metric_source"):
+            return r
+        acc, violation, attrs = quality_of(r.config)
+        return replace(r, accuracy=acc, feasible=violation <= 0 and attrs.get("quality") != "pending",
+                       attrs={**r.attrs, **attrs})
+
+    while True:
+        recs = [refreshed(r) for r in known.values()]
+        ranked = sorted((r for r in recs if r.outcome == R.OK and r.throughput
+                         and r.attrs.get("quality") in ("accepted", "pending")),
+                        key=lambda r: r.throughput, reverse=True)[:top]
+        pending = [r for r in ranked if r.attrs.get("quality") == "pending"]
+        todo = next((r for r in pending if quality_cost(r.config, r.throughput) <= left()), None)
+        if todo is None:
+            return recs
+        book.measure(todo.config, on_run=lambda **i: on_event("quality_start", **i))
 
 
 def ruled_out(config: Config, space, topology: Topology) -> str | None:

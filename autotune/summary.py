@@ -13,8 +13,10 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
+from . import quality_report as QR
 from . import results as R
 from .config import Config
+from .evidence import stored_classes
 from .study import Record, record_of
 
 DEFAULT_ROLE = "reference:default"   # the roles autotune.search writes
@@ -73,7 +75,7 @@ class Report:
                 "pareto": [r.to_json() for r in self.pareto],
                 "importances": self.importances, "importance_note": self.importance_note,
                 "failures": [{"outcome": f.outcome, "count": f.count, "example": f.example,
-                              "trial": f.trial} for f in self.failures]}
+                              "trial": f.trial} for f in self.failures], **self.extra}
 
     def text(self) -> str:
         total = sum(self.counts.values())
@@ -99,6 +101,14 @@ class Report:
         out.append("references: " + (", ".join(refs) if refs else "none measured"))
         out += ["", f"top {len(self.top)} configurations (measured once each during the search):"]
         out += _table(self.top) if self.top else ["  none completed"]
+        quality = self.extra.get("quality")
+        if quality is not None:
+            out += ["", "quality (seeded runs per math class; time to reach the default launch's "
+                    "quality less the tolerance; goodput = samples/s x statistical efficiency):",
+                    f"  {self.extra.get('noise_floor', '')}"]
+            out += QR.table([(q["trial"], q["throughput"], q["x_default"],
+                              QR.QualityFacts(**q["facts"]) if q["facts"] else None, q["knobs"])
+                             for q in quality])
         out += ["", "throughput/accuracy Pareto front (feasible trials, none better in both):"]
         out += _table(self.pareto) if self.pareto else ["  no feasible trial"]
         out += ["", "which knobs mattered for throughput (PED-ANOVA over feasible search trials):"]
@@ -146,7 +156,21 @@ def build_report(study: optuna.Study, *, top: int = 10) -> Report:
                   pareto=tuple(pareto_front([r for r in rows if r.feasible])),
                   importances=importances, importance_note=note,
                   failures=tuple(failures(fresh, failed)),
-                  outside_tolerance=sum(1 for r in fresh if r.outcome == R.OK and not r.feasible))
+                  outside_tolerance=sum(1 for r in fresh if r.outcome == R.OK and not r.feasible),
+                  extra=_quality_extra(attrs, fresh, rows[:max(0, top)]))
+
+
+def _quality_extra(attrs: dict[str, Any], recs: list[Record], rows: list[Row]) -> dict[str, Any]:
+    if not any(k.startswith("quality:") for k in attrs):
+        return {}
+    by_number = {r.number: r for r in recs}
+    out = []
+    for row in rows:
+        r = by_number[row.number]
+        f = QR.facts(attrs, r.attrs, row.throughput, r.config.global_batch)
+        out.append({"trial": row.number, "throughput": row.throughput, "x_default": row.x_default,
+                    "facts": f.to_json() if f else None, "knobs": _knobs(row.changes)})
+    return {"quality": out, "noise_floor": QR.noise_floor_line(attrs)}
 
 
 def _rows(recs: list[Record], default_thr: float | None, attrs: dict[str, Any]) -> list[Row]:
@@ -157,20 +181,21 @@ def _rows(recs: list[Record], default_thr: float | None, attrs: dict[str, Any]) 
         if r.config.key() in seen:
             continue
         seen.add(r.config.key())
+        feasible = r.feasible and QR.verdict(attrs, r.attrs) not in ("rejected", "failed")
         rows.append(Row(number=r.number, role=r.role, throughput=r.throughput,
                         x_default=r.throughput / default_thr if default_thr else None,
-                        accuracy=accuracy_of(r, attrs), feasible=r.feasible,
+                        accuracy=accuracy_of(r, attrs), feasible=feasible,
                         changes=_changes(r.config.to_dict())))
     return rows
 
 
 def accuracy_of(r: Record, attrs: dict[str, Any]) -> float | None:
-    """Accuracy is measured once per (global batch, precision) and stored on the study; the
-    trial's second objective cannot tell "not measured" (stored as 0.0) from a real 0.0."""
-    key = f"accuracy:{r.config.global_batch_size}:{r.config.precision}"
-    if key in attrs:
-        return attrs[key]
-    return r.accuracy
+    """Quality is measured once per math class and stored on the study (a class measured after
+    this trial was recorded still counts); the trial's second objective cannot tell "not
+    measured" (stored as 0.0) from a real 0.0."""
+    ev = stored_classes(attrs).get(r.attrs.get("math_class", ""))
+    sample = ev.sample() if ev else None
+    return sample.mean if sample else r.accuracy
 
 
 def pareto_front(rows: list[Row]) -> list[Row]:

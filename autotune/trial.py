@@ -22,6 +22,7 @@ from .results import RunResult
 from .runner import free_port, read_tail, run_plan
 from .script import SOURCES, fill, script_metric
 from .topology import Topology
+from .workloads import QUALITY_SAMPLES
 
 if TYPE_CHECKING:
     from .search import Evaluate
@@ -34,7 +35,10 @@ class TrialSettings:
     workload_args: dict[str, Any] = field(default_factory=dict)
     target_seconds: float = 5.0
     warmup_steps: int = 3
-    accuracy_samples: int = 4096
+    # Training samples of one quality run. Measured on the built-in cnn (benchmarks/README.md):
+    # at 4096 one seed's accuracy varied by 4 points; at this length the seeds agree to about
+    # half a point while the task is still far from saturated.
+    accuracy_samples: int = QUALITY_SAMPLES
     timeout_s: float = 120.0
     grace_s: float = 5.0
     results_dir: str = "autotune-results"
@@ -62,7 +66,8 @@ class TrialOutcome:
 
 def plan_trial(config: Config, topology: Topology, settings: TrialSettings, *,
                mode: str = "throughput", trial_id: str | None = None,
-               base_env: dict[str, str] | None = None, port: int | None = None) -> LaunchPlan:
+               base_env: dict[str, str] | None = None, port: int | None = None,
+               seed: int = 0) -> LaunchPlan:
     trial_id = trial_id or f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
     workdir = os.path.abspath(os.path.join(settings.results_dir, "trials", trial_id))
     program = fill(settings.command, config) if settings.command else None
@@ -73,18 +78,18 @@ def plan_trial(config: Config, topology: Topology, settings: TrialSettings, *,
                       base_env=dict(os.environ) if base_env is None else base_env,
                       timeout_s=settings.timeout_s, grace_s=settings.grace_s, mode=mode,
                       target_seconds=settings.target_seconds, warmup_steps=settings.warmup_steps,
-                      accuracy_samples=settings.accuracy_samples, trial_id=trial_id)
+                      accuracy_samples=settings.accuracy_samples, trial_id=trial_id, seed=seed)
 
 
 def run_trial(config: Config, topology: Topology, settings: TrialSettings, *,
-              mode: str = "throughput", trial_id: str | None = None) -> TrialOutcome:
+              mode: str = "throughput", trial_id: str | None = None, seed: int = 0) -> TrialOutcome:
     """Run one configuration. Never raises for a failing trial: the failure is the result."""
     reason = infeasible_reason(config, topology)
     if reason:
         return TrialOutcome(config=config, mode=mode, measurement=None,
                             run=RunResult(outcome=R.INFEASIBLE, reason=reason))
     try:
-        plan = plan_trial(config, topology, settings, mode=mode, trial_id=trial_id)
+        plan = plan_trial(config, topology, settings, mode=mode, trial_id=trial_id, seed=seed)
     except ConfigError as exc:
         return TrialOutcome(config=config, mode=mode, measurement=None,
                             run=RunResult(outcome=R.INFEASIBLE, reason=str(exc)))
@@ -147,16 +152,20 @@ def live_evaluator(topology: Topology, settings: TrialSettings, *,
     speed: dict[str, float] = {}  # config key -> measured samples/s, to size accuracy timeouts
     script_accuracy: dict[str, float | None] = {}
 
-    def evaluate(config: Config, mode: str) -> Evaluation:
+    def evaluate(config: Config, mode: str, *, seed: int = 0,
+                 samples: int | None = None) -> Evaluation:
         if mode == "accuracy" and settings.command:
             # A script is not rerun for accuracy: what it reported alongside its speed stands.
             return Evaluation(outcome=R.OK, accuracy=script_accuracy.get(config.key()))
         timeout = state["timeout"]
         if mode == "accuracy" and config.key() in speed:
-            # Accuracy trains a fixed number of samples: its length follows from the speed.
-            timeout = 30.0 + 2.0 * settings.accuracy_samples / speed[config.key()]
+            # A quality run trains a fixed number of samples (plus held-out checkpoints and the
+            # gradient noise probe): its length follows from the speed.
+            timeout = 60.0 + 3.0 * (samples or settings.accuracy_samples) / speed[config.key()]
         timeout = max(5.0, min(timeout, time_left()))
-        out = run_trial(config, topology, replace(settings, timeout_s=timeout), mode=mode)
+        run_settings = replace(settings, timeout_s=timeout,
+                               accuracy_samples=samples or settings.accuracy_samples)
+        out = run_trial(config, topology, run_settings, mode=mode, seed=seed)
         m, run = out.measurement, out.run
         attrs: dict[str, Any] = {"wall_seconds": round(run.wall_seconds, 2), "mode": mode}
         if settings.command:
@@ -170,6 +179,8 @@ def live_evaluator(topology: Topology, settings: TrialSettings, *,
                          peak_rss_mb=[round(b / 2**20) if b else None for b in m.peak_rss_bytes])
             if mode == "throughput":
                 speed[config.key()] = m.throughput
+            else:
+                attrs.update(seed=seed, curve=[list(p) for p in m.curve], gns=m.gns)
             if adapt_timeout and mode == "throughput" and state["timeout"] == settings.timeout_s:
                 # 4x the first good trial (at least 30 s): a slow config still finishes, a hung
                 # one does not eat the budget.

@@ -27,12 +27,14 @@ from typing import Any  # noqa: E402
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
-from . import inforce  # noqa: E402
+from . import gradnoise, inforce  # noqa: E402
+from .config import REFERENCE_GLOBAL_BATCH  # noqa: E402
+from .quality import lr_at, lr_scale, split_batch  # noqa: E402
 from ._dist import backend_problem, gather_problems  # noqa: E402
 from .plan_types import (EXIT_BACKEND_UNAVAILABLE, EXIT_BAD_CONFIG,  # noqa: E402
                          EXIT_WORKLOAD_ERROR, RankExpect, WorkerRequest)
 from .results import BAD_CONFIG, CRASH, OK, OOM, UNAVAILABLE, WORKLOAD_ERROR  # noqa: E402
-from .workloads import get_workload, held_out_counts, rank_slice  # noqa: E402
+from .workloads import EVAL_SEED, get_workload, held_out_counts, rank_slice  # noqa: E402
 
 SCHEMA_VERSION = 1
 _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -152,12 +154,17 @@ def train(req: WorkerRequest, spec, model: torch.nn.Module, rank: int, world_siz
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     cfg = req.config
-    batch_size = int(cfg.get("batch_size", 32))
+    global_batch = int(cfg.get("global_batch") or REFERENCE_GLOBAL_BATCH)
+    micro, accum = split_batch(global_batch, world_size, cfg.get("batch_size"))
+    share = micro * accum
     channels_last = bool(cfg.get("channels_last")) and spec.input_is_image
     res["channels_last_applied"] = channels_last
     if channels_last:
         model = model.to(memory_format=torch.channels_last)
-    opt = torch.optim.SGD(model.parameters(), lr=spec.lr, momentum=0.9)
+    scale = lr_scale(cfg.get("lr_rule", "linear"), global_batch, req.reference_batch)
+    opt = torch.optim.SGD(model.parameters(), lr=spec.lr * scale, momentum=0.9)
+    res.update(global_batch=global_batch, micro_batch=micro, accumulation=accum,
+               lr=spec.lr * scale)
     if cfg.get("ipex") == "on":
         try:
             import intel_extension_for_pytorch as ipex
@@ -177,22 +184,43 @@ def train(req: WorkerRequest, spec, model: torch.nn.Module, rank: int, world_siz
     res["compiled"] = bool(cfg.get("compile"))
     # fp16 gradients underflow without loss scaling; bf16 has fp32's range and needs none.
     scaler = torch.amp.GradScaler("cpu", enabled=cfg.get("precision") == "fp16")
+    quality = req.mode == "accuracy"
+    total_steps = max(1, math.ceil(req.accuracy_samples / global_batch)) if quality else 0
+    # Quality runs follow a schedule (Goyal et al.'s warm-up where the rate was scaled up, then
+    # cosine decay to zero): at a constant rate the last iterate oscillates, and its held-out
+    # accuracy varied by 12 points between neighbouring checkpoints of one run here.
+    warmup = math.ceil(0.1 * total_steps) if scale > 1 else 0
 
     def prepare(x: torch.Tensor) -> torch.Tensor:
         if channels_last and x.dim() == 4:
             return x.contiguous(memory_format=torch.channels_last)
         return x
 
+    def rank_batches(index: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        # Global step `index` covers samples [index*G, (index+1)*G) however it is split, so a
+        # DDP configuration trains on exactly the samples of the default launch's step.
+        first, _ = rank_slice(index, rank, share, world_size)
+        return [spec.make_batch(first + m * micro, micro, req.seed) for m in range(accum)]
+
     def step(index: int) -> torch.Tensor:
-        x, y = spec.make_batch(*rank_slice(index, rank, batch_size, world_size), req.seed)
-        x = prepare(x)
+        if quality:
+            rate = lr_at(index, base_lr=spec.lr, scale=scale, warmup_steps=warmup)
+            rate *= 0.5 * (1.0 + math.cos(math.pi * index / total_steps))
+            for group in opt.param_groups:
+                group["lr"] = rate
         opt.zero_grad(set_to_none=True)
-        with amp():
-            loss = spec.loss_fn(step_model(x), y)
-        scaler.scale(loss).backward()  # DDP all-reduces gradients inside backward
+        total = None
+        for m, (x, y) in enumerate(rank_batches(index)):
+            # DDP all-reduces in the last micro-batch's backward; the others only accumulate.
+            sync = contextlib.nullcontext() if m == accum - 1 else ddp.no_sync()
+            with sync:
+                with amp():
+                    loss = spec.loss_fn(step_model(prepare(x)), y) / accum
+                scaler.scale(loss).backward()
+            total = loss.detach() if total is None else total + loss.detach()
         scaler.step(opt)
         scaler.update()
-        return loss.detach()
+        return total
 
     def first_step(index: int) -> torch.Tensor:
         res["first_step_at"] = time.time()
@@ -209,9 +237,8 @@ def train(req: WorkerRequest, spec, model: torch.nn.Module, rank: int, world_siz
                         f"{type(exc).__name__}: {exc}") from exc
 
     index = 0
-    if req.mode == "accuracy":
-        n_steps = max(1, math.ceil(req.accuracy_samples / (batch_size * world_size)))
-        chunk = n_steps
+    if quality:
+        n_steps = chunk = total_steps
     else:
         _say(rank, f"warmup {req.warmup_steps} steps")
         for _ in range(req.warmup_steps):
@@ -223,7 +250,11 @@ def train(req: WorkerRequest, spec, model: torch.nn.Module, rank: int, world_siz
         # Steps keep speeding up for a while after warmup (allocator and oneDNN caches), so the
         # estimate runs short; rank 0 re-decides after each chunk of about a tenth of the window.
         chunk = max(1, n_steps // 10)
-    _say(rank, f"{req.mode}: about {n_steps} steps of batch {batch_size} x {world_size} ranks")
+    _say(rank, f"{req.mode}: about {n_steps} steps of global batch {global_batch} = {world_size} "
+               f"ranks x {accum} x {micro}")
+    checkpoints = {max(1, round(total_steps * k / req.checkpoints))
+                   for k in range(1, req.checkpoints + 1)} if quality else set()
+    res["curve"] = []
 
     dist.barrier()
     # Other processes on the machine distort a window (seen: 20x slower with 2 OpenMP threads on 2
@@ -238,7 +269,13 @@ def train(req: WorkerRequest, spec, model: torch.nn.Module, rank: int, world_siz
             res["step_times"].append(time.perf_counter() - t)
             index += 1
             n_steps += 1
-        if req.mode == "accuracy":
+            if index in checkpoints:   # the learning curve, for time-to-accuracy
+                # a quarter of the held-out set along the way, all of it at the end
+                last = index == total_steps
+                q = _evaluate(spec, ddp.module, rank, world_size, prepare, amp,
+                              limit=None if last else max(1, spec.eval_samples // 4))
+                res["curve"].append([index * global_batch, q])
+        if quality:
             break
         elapsed = time.perf_counter() - t0
         done = n_steps >= req.max_steps or (elapsed >= req.target_seconds
@@ -252,14 +289,22 @@ def train(req: WorkerRequest, spec, model: torch.nn.Module, rank: int, world_siz
     res["contention"] = {"loadavg_start": load0, "loadavg_end": os.getloadavg()[0],
                          "cpu_seconds": time.process_time() - cpu0}
 
-    samples = batch_size * world_size * n_steps
+    samples = global_batch * n_steps
     res.update(window_seconds=window, timed_steps=n_steps, samples=samples,
                throughput=samples / window, final_loss=None if loss is None else float(loss))
     _say(rank, f"window {window:.3f}s, {samples / window:.1f} samples/s, loss {res['final_loss']}")
-    if req.mode == "accuracy":
-        res["accuracy"] = _evaluate(spec, ddp.module, req.seed, rank, world_size, prepare, amp)
-        _say(rank, f"held-out {spec.metric}: {res['accuracy']:.4f}")
+    if quality:
+        res["accuracy"] = res["curve"][-1][1] if res["curve"] else \
+            _evaluate(spec, ddp.module, rank, world_size, prepare, amp)
+        probes = [_joined(rank_batches(index + k), prepare) for k in range(req.gns_probes)]
+        res["gns"] = gradnoise.probe(ddp.module, probes, spec.loss_fn, amp, world_size) \
+            if req.gns_probes else None
+        _say(rank, f"held-out {spec.metric}: {res['accuracy']:.4f}; curve {res['curve']}")
     res["status"] = OK
+
+
+def _joined(batches, prepare):
+    return prepare(torch.cat([x for x, _ in batches])), torch.cat([y for _, y in batches])
 
 
 def _agree_steps(req: WorkerRequest, warmup: list[float]) -> int:
@@ -276,8 +321,8 @@ def _agree_steps(req: WorkerRequest, warmup: list[float]) -> int:
     return int(t.item())
 
 
-def _evaluate(spec, model: torch.nn.Module, seed: int, rank: int, world_size: int,
-              prepare, amp) -> float:
+def _evaluate(spec, model: torch.nn.Module, rank: int, world_size: int, prepare, amp,
+              limit: int | None = None) -> float:
     if spec.eval_fn is not None:
         t = torch.tensor([float(spec.eval_fn(model)), 1.0], dtype=torch.float64)
     else:
@@ -286,8 +331,10 @@ def _evaluate(spec, model: torch.nn.Module, seed: int, rank: int, world_size: in
             stack.enter_context(torch.no_grad())
             stack.enter_context(amp())
             return stack
-        correct, total = held_out_counts(spec, model, seed, rank, world_size, prepare=prepare,
-                                         context=context)
+        # One held-out set for every seed: seeds vary initialisation and data order, and the
+        # comparison between configurations is not diluted by the sampling of the test set.
+        correct, total = held_out_counts(spec, model, EVAL_SEED, rank, world_size,
+                                         prepare=prepare, context=context, limit=limit)
         t = torch.tensor([float(correct), float(total)], dtype=torch.float64)
     dist.all_reduce(t)
     return float(t[0] / t[1]) if t[1] else float("nan")

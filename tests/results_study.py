@@ -45,17 +45,19 @@ class Landscape:
         s *= {"tcmalloc": 1.15, "jemalloc": 1.05}.get(c.allocator, 1.0)
         s *= 1.3 if c.nproc == 2 else 1.0
         s *= 1.0 if c.threads in (None, 2 // c.nproc) else 0.6
-        return s * (1.1 if c.batch_size == 64 else 1.0) * (1.04 if c.binding != "none" else 1.0)
+        return s * (1.1 if c.global_batch == 64 else 1.0) * (1.04 if c.binding != "none" else 1.0)
 
-    def __call__(self, c: Config, mode: str) -> Evaluation:
+    def __call__(self, c: Config, mode: str, seed: int = 0, samples: int | None = None) -> Evaluation:
         self.t += 10.0
         if mode == "accuracy":
-            return Evaluation(outcome=R.OK, accuracy=0.80 - 0.0002 * c.global_batch_size,
-                              seconds=10.0)
+            noise = (0.0, 0.002, -0.002)[seed % 3]
+            return Evaluation(outcome=R.OK, accuracy=0.80 - 0.0002 * c.global_batch + noise,
+                              seconds=10.0, attrs={"curve": [[c.global_batch * 100, 0.5],
+                                                             [c.global_batch * 200, 0.8]]})
         if c.omp_runtime == "libiomp5" and c.precision == "bf16":
             return Evaluation(outcome=R.CRASH, reason="rank 1 exited with signal 11 (SIGSEGV)",
                               seconds=10.0, attrs={"log_tail": "Fatal Python error: Segmentation fault"})
-        if c.batch_size >= 64 and c.nproc == 2 and c.allocator == "jemalloc":
+        if c.global_batch >= 64 and c.nproc == 2 and c.allocator == "jemalloc":
             return Evaluation(outcome=R.OOM, reason="rank 0 killed by SIGKILL (out of memory)",
                               seconds=10.0)
         if c.binding == "taskset" and c.omp_runtime == "libiomp5":
@@ -64,7 +66,7 @@ class Landscape:
                           attrs={"step_median_s": 32.0 / self.speed(c)})
 
 
-def make_study(db: Path, *, budget_s: float = 300, verify_rec: bool = True) -> optuna.Study:
+def make_study(db: Path, *, budget_s: float = 700, verify_rec: bool = True) -> optuna.Study:
     """A finished study in the SQLite file `db`, as `autotune search` would have left it."""
     topo = live_topology()
     space = resolve(load_space(find_space("cpu")), topo)
@@ -74,7 +76,8 @@ def make_study(db: Path, *, budget_s: float = 300, verify_rec: bool = True) -> o
                    settings={"target_seconds": 3.0, "max_accuracy_drop": 1.0})
     sim = Landscape()
     result = run_search(study, space=space, topology=topo, evaluate=sim, clock=sim,
-                        options=SearchOptions(budget_s=budget_s, min_trial_s=10, patience=100))
+                        options=SearchOptions(budget_s=budget_s, min_trial_s=10, patience=100,
+                                              quality_samples=500))
     # A search killed mid-trial leaves this behind (recorded as FAIL, outcome interrupted).
     from autotune.study import record_trial
     record_trial(study, config=Config(nproc=2, threads=1, binding="numactl_smt"),
@@ -83,7 +86,7 @@ def make_study(db: Path, *, budget_s: float = 300, verify_rec: bool = True) -> o
     record_trial(study, config=Config(nproc=2, threads=1), outcome=R.INTERRUPTED,
                  reason="the search was killed during this trial", role="search")
     if verify_rec:
-        rec = verify(pick_candidates(records(study)), result.default, sim, rounds=2)
+        rec = verify(pick_candidates(result.records), result.default, sim, rounds=2)
         save_recommendation(study, rec, topo, "cnn")
     return study
 

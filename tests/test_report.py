@@ -11,6 +11,7 @@ import pytest
 from autotune import results as R
 from autotune.cli import main
 from autotune.config import Config
+from autotune.evidence import stored_classes
 from autotune.summary import Row, build_report, importance, pareto_front
 from autotune.study import open_storage, open_study, record_trial
 from results_study import live_topology, sha256, study_copy
@@ -60,11 +61,15 @@ def test_report_on_a_recorded_study(db):
     default = by_role["reference:default"]
     assert rep.top[0].x_default == pytest.approx(best_ok / default)
     assert all(set(r.changes) <= set(Config().to_dict()) for r in rep.top)
-    # accuracy comes from the study's per-(batch, precision) measurement
+    # quality comes from the study's seeded measurement of the trial's math class
     top = rep.top[0]
-    cfg = next(t for t in fresh if t.number == top.number).user_attrs["config"]
-    key = f"accuracy:{cfg['batch_size'] * cfg['nproc']}:{cfg['precision']}"
-    assert top.accuracy == study.user_attrs[key]
+    trial = next(t for t in fresh if t.number == top.number)
+    evidence = stored_classes(study.user_attrs)[trial.user_attrs["math_class"]]
+    assert evidence.sample().n == 3
+    assert top.accuracy == pytest.approx(evidence.sample().mean)
+    # ...and the report shows the noise floor and each configuration's quality evidence
+    assert "noise floor: default launch quality 0.7936 ± 0.0020 over 3 seeds" in rep.text()
+    assert rep.to_json()["quality"][0]["facts"]["n"] == 3
     # Pareto: only feasible trials, and none beats another in both objectives
     assert rep.pareto and all(r.feasible for r in rep.pareto)
     for a in rep.pareto:

@@ -108,12 +108,12 @@ def test_cpu_yaml_on_this_machine_exact_choices():
     assert space.knobs == {
         "nproc_per_node": (1, 2), "threads": (1, 2), "binding": ("none", "taskset", "numactl"),
         "allocator": ("default", "jemalloc", "tcmalloc"), "omp_runtime": ("libgomp", "libiomp5"),
-        "ipex": ("off",), "precision": ("fp32", "bf16"), "batch_size": (32, 64),
+        "ipex": ("off",), "precision": ("fp32", "bf16"), "global_batch": (32, 64, 128),
         "backend": ("gloo",)}
-    assert space.fixed == {"compile": False, "channels_last": False}
-    assert space.size() == 288
+    assert space.fixed == {"lr_rule": "linear", "compile": False, "channels_last": False}
+    assert space.size() == 432
     feasible = [p for p in space.grid() if not space.violations(p)]
-    assert len(feasible) == 216  # 2 ranks x 2 threads oversubscribes 2 cores
+    assert len(feasible) == 324  # 2 ranks x 2 threads oversubscribes 2 cores
     assert space.notes == ()
 
 
@@ -126,7 +126,7 @@ def test_cpu_yaml_on_xeon_exact_choices():
     assert space.knobs["omp_runtime"] == ("libgomp",)
     assert space.knobs["precision"] == ("fp32", "bf16", "fp16")
     assert space.knobs["backend"] == ("gloo", "ccl")
-    assert space.size() == 32 * 7 * 5 * 2 * 1 * 3 * 2 * 2
+    assert space.size() == 32 * 7 * 5 * 2 * 1 * 3 * 3 * 2
     assert space.to_config({"nproc_per_node": 4, "threads": 8}).nproc == 8
     assert space.violations({"nproc_per_node": 4, "threads": 8}) == []
     assert space.violations({"nproc_per_node": 4, "threads": 16}) == ["threads * nproc <= usable_cores"]
@@ -138,8 +138,8 @@ def test_cpu_yaml_on_epyc_exact_choices():
         "nproc_per_node": tuple(range(1, 17)), "threads": (1, 2, 4, 8, 16, 32, 64),
         "binding": ("none", "taskset", "taskset_smt"), "allocator": ("default",),
         "omp_runtime": ("libgomp",), "ipex": ("off",), "precision": ("fp32",),
-        "batch_size": (32, 64), "backend": ("gloo",)}
-    assert space.size() == 16 * 7 * 3 * 2
+        "global_batch": (32, 64, 128), "backend": ("gloo",)}
+    assert space.size() == 16 * 7 * 3 * 3
     assert space.to_config({"nproc_per_node": 2}).nproc == 8  # 2 per node x 4 compute nodes
 
 
@@ -148,7 +148,7 @@ def test_cpu_yaml_on_gpu_box_excludes_nccl():
     assert space.knobs["backend"] == ("gloo",)
     assert space.knobs["nproc_per_node"] == tuple(range(1, 25))
     assert space.knobs["threads"] == (1, 2, 3, 4, 6, 8, 12, 16, 24, 48)
-    assert space.size() == 24 * 10 * 5 * 1 * 1 * 3 * 2 * 1
+    assert space.size() == 24 * 10 * 5 * 1 * 1 * 3 * 3 * 1
 
 
 def test_gpu_yaml_on_gpu_box_exact_choices():
@@ -156,7 +156,7 @@ def test_gpu_yaml_on_gpu_box_exact_choices():
     assert space.knobs == {
         "nproc": (1, 2, 4, 8), "threads": (1, 2, 4), "binding": ("none", "numactl"),
         "backend": ("nccl", "gloo"), "precision": ("fp32", "bf16", "fp16"),
-        "batch_size": (32, 64, 128), "channels_last": (False, True)}
+        "global_batch": (32, 64, 128), "channels_last": (False, True)}
     assert space.fixed == {"allocator": "default", "omp_runtime": "libgomp", "compile": False}
     assert space.size() == 864
     assert space.to_config({"nproc": 8, "threads": 4}).nproc_per_node is None
@@ -287,7 +287,7 @@ knobs:
   backend: [gloo]
   channels_last: [false, true]
 constraints:
-  - global_batch_size >= 64
+  - global_batch_size <= 16 * nproc
   - precision == "fp32" or nproc == 1
   - not channels_last
   - 1 <= nproc * 2 - 1 < usable_cores + 2
@@ -298,10 +298,10 @@ constraints:
     assert space.violations({"nproc": 2, "threads": 3}) == [space.constraints[-1]]
     assert space.violations({"nproc": 2, "threads": None}) == []
     assert space.violations({"nproc": 1, "precision": "bf16", "channels_last": True}) == \
-        ["global_batch_size >= 64", "not channels_last"]
+        ["global_batch_size <= 16 * nproc", "not channels_last"]
     assert space.violations({"nproc": 2, "precision": "bf16", "channels_last": False}) == \
         ['precision == "fp32" or nproc == 1']
-    assert space.to_json()["constraints"][0] == "global_batch_size >= 64"
+    assert space.to_json()["constraints"][0] == "global_batch_size <= 16 * nproc"
 
 
 def test_spec_is_checked_without_a_machine():

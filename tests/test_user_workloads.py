@@ -88,7 +88,7 @@ def test_run_scores_a_script_by_its_report(tmp_path):
                       " accuracy=0.9)\n"
                       "print('batch', os.environ['RANK'], {!r})\n".format("{batch_size}"))
     rc, out, err, _ = cli(tmp_path, "run", "--set", "nproc=2", "--set", "threads=1",
-                          "--set", "batch_size=48", "--json", "--results", str(tmp_path / "r"),
+                          "--set", "global_batch=96", "--json", "--results", str(tmp_path / "r"),
                           "--", sys.executable, str(script), "--bs", "{batch_size}")
     assert rc == 0, out + err
     res = json.loads(out)
@@ -137,7 +137,7 @@ def test_entry_point_returning_the_wrong_type_stops_before_any_trial(tmp_path):
 
 @pytest.mark.slow
 def test_entry_point_is_tuned_and_exported(tmp_path):
-    s = space(tmp_path, "name: entry\nknobs:\n  batch_size: [16, 64]\n"
+    s = space(tmp_path, "name: entry\nknobs:\n  global_batch: [16, 64]\n"
                         "fixed:\n  threads: 1\nconstraints: []\n")
     rc, out, err, _ = search(tmp_path, "--workload", "benchmarks.workloads.entry:build",
                              "--space", s, "--seconds", "1", "--json")
@@ -149,13 +149,13 @@ def test_entry_point_is_tuned_and_exported(tmp_path):
     rc, text, err, _ = cli(tmp_path, "export", "--results", str(tmp_path / "results"))
     assert rc == 0, err
     assert "-m autotune.worker --workload benchmarks.workloads.entry:build" in text
-    batch = rec["config"]["batch_size"]
-    assert (f"--set=batch_size={batch}" in text) == (batch != Config().batch_size)
+    batch = rec["config"]["global_batch"]
+    assert (f"--set=global_batch={batch}" in text) == (batch != Config().global_batch)
 
 
 @pytest.mark.slow
 def test_plain_script_is_tuned_through_its_output_and_export_reproduces_it(tmp_path):
-    s = space(tmp_path, "name: plain\nknobs:\n  batch_size: [16, 64]\n"
+    s = space(tmp_path, "name: plain\nknobs:\n  global_batch: [16, 64]\n"
                         "fixed:\n  nproc: 2\n  threads: 1\nconstraints: []\n")
     rc, out, err, _ = search(tmp_path, "--space", s, "--metric", METRIC, "--json", "--",
                              sys.executable, PLAIN, "--batch-size", "{batch_size}",
@@ -170,11 +170,12 @@ def test_plain_script_is_tuned_through_its_output_and_export_reproduces_it(tmp_p
     assert len(trials) >= 3
     assert {t.user_attrs["metric_source"] for t in trials} == {"pattern"}
     # the budget fits the references and one or two of the space's configurations
-    assert {t.user_attrs["config"]["batch_size"] for t in trials} & {16, 64}
+    assert {t.user_attrs["config"]["global_batch"] for t in trials} & {16, 64}
     rc, text, err, _ = cli(tmp_path, "export", "--results", str(tmp_path / "results"))
     assert rc == 0, err
     cfg = rec["config"]
-    assert f"{PLAIN} --batch-size {cfg['batch_size']} --steps 20 --hidden 128" in text
+    # {batch_size} is each rank's share of the global batch (2 ranks)
+    assert f"{PLAIN} --batch-size {cfg['global_batch'] // 2} --steps 20 --hidden 128" in text
     assert "AUTOTUNE_REPORT" not in text and "AUTOTUNE_RESULT" not in text
     # the pasted command is a real run of the user's script with the tuned values
     done = subprocess.run(["bash", "-c", text.replace("MASTER_PORT=29500", "MASTER_PORT=0")

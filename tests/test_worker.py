@@ -66,7 +66,7 @@ def launch(tmp_path, request, *, env=None, rank_env=None, prefix=None, timeout=6
 
 def _request(nproc=1, *, threads=1, precision="fp32", allocator="default", omp="libgomp",
              cpus=None, workload="mlp", expect=None, config=None, **kw):
-    cfg = {"nproc": nproc, "threads": threads, "batch_size": 32, "backend": "gloo",
+    cfg = {"nproc": nproc, "threads": threads, "global_batch": 32 * nproc, "backend": "gloo",
            "precision": precision, "allocator": allocator, "omp_runtime": omp, **(config or {})}
     ranks = tuple(RankExpect(**{**dict(cpus=cpus(r) if cpus else None, threads=threads,
                                        allocator=allocator, omp_runtime=omp, precision=precision),

@@ -73,7 +73,7 @@ def test_models_are_deterministic_per_seed(name):
     assert spec.input_is_image == (name == "cnn")
 
 
-@pytest.mark.parametrize("name,steps", [("cnn", 120), ("transformer", 150), ("mlp", 150)])
+@pytest.mark.parametrize("name,steps", [("cnn", 250), ("transformer", 150), ("mlp", 150)])
 def test_builtins_are_learnable(name, steps, one_thread):
     spec = get_workload(name, SMALL[name])
     model = spec.build_model(0)

@@ -59,6 +59,11 @@ class Progress:
         elif kind == "verify_start":
             self._print(f"{self._clock()} verify round {info['round']}/{info['rounds']} "
                         f"({info['role']}): {short(info['config'])}")
+        elif kind == "quality_start":
+            self._print(f"{self._clock()} quality run, seed {info['seed']}: {info['math_class']}")
+        elif kind == "confirm_start":
+            self._print(f"{self._clock()} confirming quality, seed {info['seed']}: "
+                        f"{short(info['config'])}")
 
     def _trial_end(self, rec) -> None:
         if rec.outcome == R.INFEASIBLE:
@@ -75,9 +80,14 @@ class Progress:
             if rec.feasible and (self.best is None or rec.throughput > self.best):
                 self.best = rec.throughput
             acc = f", accuracy {rec.accuracy:.3f}" if rec.accuracy is not None else ""
+            if rec.attrs.get("quality_n"):
+                acc += f" ± {rec.attrs['quality_sd']:.3f} ({rec.attrs['quality_n']} seeds)"
+            elif rec.attrs.get("quality") == "pending":
+                acc = ", quality pending (measured if it leads)"
             what = f"{rec.throughput:.1f} samples/s" + (f" ({ratio:.2f}x default)" if ratio else "") + acc
             if not rec.feasible:
-                what += " [outside accuracy tolerance]"
+                what += (f" [quality rejected: {rec.attrs['quality_verdict']}]"
+                         if rec.attrs.get("quality_verdict") else " [outside accuracy tolerance]")
         best = (f", best {self.best / self.default_thr:.2f}x"
                 if self.best and self.default_thr else "")
         self._print(f"{'':>13} -> {what} | {self.done} run, {self.failed} failed, "
@@ -94,9 +104,15 @@ class Progress:
         print(rec.headline(), file=out)
         if rec.vs_run_cpu:
             print(f"  {rec.vs_run_cpu:.2f}x over torch's run_cpu launcher heuristic", file=out)
-        if rec.accuracy is not None and rec.default_accuracy is not None:
+        if rec.extra.get("quality"):
+            print(f"  {rec.extra['quality']}", file=out)
+        elif rec.accuracy is not None and rec.default_accuracy is not None:
             print(f"  accuracy {rec.accuracy:.3f} (default launch {rec.default_accuracy:.3f})",
                   file=out)
+        if rec.extra.get("noise_floor"):
+            print(f"  noise floor: {rec.extra['noise_floor']}", file=out)
+        if rec.note and rec.verified and rec.config != Config():
+            print(f"  not recommended: {rec.note}", file=out)
         print(f"recommended: {short(rec.config)}", file=out)
         if command:
             print("\ntuned launch command (also: autotune export --format shell|torchrun|json):",

@@ -18,20 +18,24 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
+from dataclasses import replace
 
 from ..budget import parse_budget, plan_budget
+from ..config import Config
 from ..errors import AutotuneError
 from ..lock import MachineLock
-from ..recommend import Recommendation, pick_candidates, unverified, verify
+from ..recommend import Recommendation, confirm_quality, pick_candidates, unverified, verify
 from ..runner import interrupt_on_sigterm, reap_orphans
 from ..search import SearchOptions, make_sampler, run_search
 from ..space import default_space_path, find_space, load_space, resolve
 from ..study import (default_storage, describe_study, fail_stale_running, open_storage,
                      open_study, redact, study_name)
 from ..trial import TrialSettings, live_evaluator
+from ..workloads import QUALITY_SAMPLES, quality_facts
 from ..script import placeholders, restrict_space
 from ._common import (add_storage_arg, add_workload_args, check_workload_args, load_topology,
                       positive_float, save_recommendation)
@@ -48,7 +52,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_storage_arg(p)
     p.add_argument("--max-accuracy-drop", type=float, default=1.0, metavar="PP",
                    help="largest accuracy loss, in percentage points against the default launch, "
-                        "a recommendation may have (default: 1.0)")
+                        "a recommendation may have; a configuration is rejected only when its "
+                        "loss exceeds this by more than the seed-to-seed noise (default: 1.0)")
+    p.add_argument("--quality-seeds", type=int, default=3, metavar="N",
+                   help="seeds per quality measurement; the default launch's give the noise "
+                        "floor (default: 3, at least 2)")
+    p.add_argument("--quality-samples", type=int, default=None, metavar="N",
+                   help="training samples per quality run (default: 16384 for the built-in cnn, "
+                        "chosen from measurements: see README, Quality evidence)")
     p.add_argument("--seed", type=int, default=0, help="sampler seed (default: 0)")
     p.add_argument("--verify-rounds", type=int, default=3, metavar="N",
                    help="interleaved verification rounds (default: 3)")
@@ -65,14 +76,22 @@ def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     budget_s = parse_budget(args.budget)
     bp = plan_budget(budget_s)
-    if args.max_accuracy_drop < 0:
-        raise AutotuneError(f"--max-accuracy-drop {args.max_accuracy_drop}: must be >= 0")
+    if not math.isfinite(args.max_accuracy_drop) or args.max_accuracy_drop < 0:
+        raise AutotuneError(f"--max-accuracy-drop {args.max_accuracy_drop}: must be a number "
+                            ">= 0 (percentage points)")
+    if args.quality_seeds < 2:
+        raise AutotuneError(f"--quality-seeds {args.quality_seeds}: at least 2 seeds are needed "
+                            "to measure the noise")
+    if args.quality_samples is not None and args.quality_samples < 1:
+        raise AutotuneError(f"--quality-samples {args.quality_samples}: must be positive")
     if args.verify_rounds < 1:
         raise AutotuneError(f"--verify-rounds {args.verify_rounds}: must be at least 1")
     topology = load_topology(None)
     space_path = find_space(args.space) if args.space else default_space_path(topology)
     space = resolve(load_space(space_path), topology)
     label = check_workload_args(args)
+    batchnorm, quality_samples = (True, QUALITY_SAMPLES) if args.script else \
+        quality_facts(args.workload)
     dropped: list[str] = []
     if args.script:
         space, dropped = restrict_space(space, placeholders(args.script))
@@ -86,7 +105,8 @@ def run(args: argparse.Namespace) -> int:
 
     settings = TrialSettings(workload=args.workload, target_seconds=args.seconds or bp.target_seconds,
                              results_dir=args.results, command=args.script, metric=args.metric,
-                             timeout_s=args.trial_timeout or max(30.0, budget_s / 4))
+                             timeout_s=args.trial_timeout or max(30.0, budget_s / 4),
+                             accuracy_samples=args.quality_samples or quality_samples)
     lock = None if args.allow_concurrent else MachineLock(topology.fingerprint()).acquire()
     try:
         with interrupt_on_sigterm():
@@ -97,7 +117,10 @@ def run(args: argparse.Namespace) -> int:
             describe_study(study, topology=topology, workload=label,
                            space=space.to_json(), settings={
                                "target_seconds": settings.target_seconds,
-                               "max_accuracy_drop": args.max_accuracy_drop})
+                               "max_accuracy_drop": args.max_accuracy_drop,
+                               "quality_samples": settings.accuracy_samples,
+                               "quality_seeds": args.quality_seeds, "batchnorm": batchnorm,
+                               "reference_batch": Config().global_batch})
             progress.start(name=name, storage=redact(url), space=space, stale=stale,
                            topology=topology)
             if args.script:
@@ -116,10 +139,14 @@ def run(args: argparse.Namespace) -> int:
             options = SearchOptions(budget_s=budget_s, verify_reserve_s=bp.verify_reserve_s,
                                     min_trial_s=bp.min_trial_s, verify_rounds=args.verify_rounds,
                                     max_accuracy_drop=args.max_accuracy_drop, seed=args.seed,
-                                    reported_accuracy=args.script is not None)
+                                    reported_accuracy=args.script is not None,
+                                    batchnorm=batchnorm,
+                                    quality_seeds=tuple(range(args.quality_seeds)),
+                                    quality_samples=settings.accuracy_samples)
             result = run_search(study, space=space, topology=topology, evaluate=evaluate,
                                 clock=_Clock(), options=options, on_event=progress.event)
-            rec = _recommend(result, evaluate, args, lambda: budget_s - elapsed() - 2.0, progress)
+            rec = _recommend(result, evaluate, args, lambda: budget_s - elapsed() - 2.0, progress,
+                             settings.accuracy_samples)
             command = save_recommendation(study, rec, topology, label, command=args.script)
     except KeyboardInterrupt as exc:
         print(f"\nautotune: {str(exc) or 'interrupted'}; completed trials are kept in {redact(url)}. "
@@ -152,7 +179,8 @@ def _script_notes(progress, args, dropped: list[str]) -> None:
         progress.note(f"not tuned (the command has no placeholder for them): {', '.join(dropped)}")
 
 
-def _recommend(result, evaluate, args, time_left, progress) -> Recommendation | None:
+def _recommend(result, evaluate, args, time_left, progress,
+               quality_samples: int) -> Recommendation | None:
     default = result.default
     if default is None or not default.throughput:
         progress.note("no recommendation: the default launch has no measurement to compare with")
@@ -164,6 +192,18 @@ def _recommend(result, evaluate, args, time_left, progress) -> Recommendation | 
         return unverified(candidates[0], default, "no budget left to verify")
     progress.note(f"verifying {len(candidates)} candidate(s) against the default launch, "
                   f"interleaved, up to {args.verify_rounds} rounds")
-    return verify(candidates, default, evaluate, rounds=args.verify_rounds, time_left=time_left,
-                  on_event=progress.event)
+    book = result.book if not args.script else None
+    accept = None
+    if book is not None:
+        # Keep time for the seeded confirmation of a winner that changes the math.
+        def accept(config):
+            return confirm_quality(book, config, time_left=time_left, samples=quality_samples,
+                                   on_event=progress.event)
+    rec = verify(candidates, default, evaluate, rounds=args.verify_rounds, time_left=time_left,
+                 on_event=progress.event, accept=accept)
+    if book is not None and book.default_sample() is not None:
+        d = book.default_sample()
+        rec = replace(rec, extra={**rec.extra, "noise_floor":
+                                  f"default launch quality {d.describe()} over {d.n} seeds"})
+    return rec
 
