@@ -21,7 +21,8 @@ from . import __version__
 from . import results as R
 from .config import Config
 from .errors import StorageError
-from .topology import SCHEMA_VERSION, Topology
+from .provenance import Here, why_not_here
+from .topology import SCHEMA_VERSION, Topology, TorchBuild
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -44,10 +45,16 @@ def redact(url: str) -> str:
     return re.sub(r"([?&](?:password|passwd|pwd|passphrase)=)[^&]*", r"\1***", url, flags=re.I)
 
 
-def study_name(workload: str, topology: Topology, space_name: str = "cpu") -> str:
-    """Identifies machine, workload and space: the same command resumes the same study."""
+def study_name(workload: str, topology: Topology, space_name: str = "cpu",
+               torch: TorchBuild | None = None) -> str:
+    """Identifies workload, space, hardware and torch build: the same command on the same setup
+    resumes the same study; other hardware or another torch starts its own. `torch` defaults to
+    the one this process (and so every trial) runs."""
+    if torch is None:
+        from .probe import torch_build
+        torch = torch_build()
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", workload)
-    return f"autotune-{safe}-{space_name}-{topology.fingerprint()}"
+    return f"autotune-{safe}-{space_name}-{topology.fingerprint()}-{torch.tag()}"
 
 
 def open_storage(url: str) -> optuna.storages.BaseStorage:
@@ -118,8 +125,10 @@ def open_study(storage: optuna.storages.BaseStorage, name: str, *, sampler=None,
                                directions=["maximize", "maximize"], load_if_exists=True)
 
 
-def find_study(storage: optuna.storages.BaseStorage, name: str | None) -> str:
-    """The study to report on: `name` if given, else the only (or most recent) autotune study."""
+def find_study(storage: optuna.storages.BaseStorage, name: str | None, *,
+               here: Here | None = None) -> str:
+    """The study to report on: `name` if given, else the most recent autotune study measured
+    here (this hardware, this torch), else the most recent one at all."""
     summaries = optuna.get_all_study_summaries(storage, include_best_trial=False)
     names = [s.study_name for s in summaries]
     if name:
@@ -130,17 +139,34 @@ def find_study(storage: optuna.storages.BaseStorage, name: str | None) -> str:
     if not ours:
         raise StorageError("no autotune study in this storage; run `autotune search` first")
     ours.sort(key=lambda s: s.datetime_start or 0)
-    return ours[-1].study_name
+    mine = [s for s in ours if here is not None and why_not_here(s.user_attrs or {}, here) is None]
+    return (mine or ours)[-1].study_name
+
+
+def check_resumable(study: optuna.Study, here: Here) -> None:
+    """Refuse to add trials to a study measured on other hardware or with another torch (its
+    name normally differs; this guards a reused name), so measurements are never mixed."""
+    if "topology" not in study.user_attrs:
+        return  # a new study
+    reason = why_not_here(study.user_attrs, here)
+    if reason:
+        raise StorageError(f"study {study.study_name!r} was {reason}: not resumed; use another "
+                           "--storage or --results for this machine")
 
 
 def describe_study(study: optuna.Study, *, topology: Topology, workload: str,
-                   space: dict[str, Any], settings: dict[str, Any]) -> None:
+                   space: dict[str, Any], settings: dict[str, Any],
+                   torch: TorchBuild | None = None) -> None:
     """Self-describing metadata, written once (the first run's machine is the study's machine)."""
     attrs = study.user_attrs
     if "topology" in attrs:
         return
+    if torch is None:
+        from .probe import torch_build
+        torch = torch_build()
     for key, value in {"schema_version": SCHEMA_VERSION, "autotune_version": __version__,
-                       "topology": topology.to_json(), "fingerprint": topology.fingerprint(),
+                       "topology": topology.to_json(),
+                       **Here(topology=topology, torch=torch).attrs(),
                        "workload": workload, "space": space, "settings": settings,
                        "library_versions": library_versions()}.items():
         study.set_user_attr(key, value)

@@ -92,6 +92,35 @@ class Capabilities:
 
 
 @dataclass(frozen=True, kw_only=True)
+class TorchBuild:
+    """The torch installation trials run with: another version or build gives other kernels and
+    other timings, so it is part of what a study was measured on."""
+    version: str = "unknown"
+    git_version: str | None = None
+    accelerator: str | None = None       # "cuda 12.4", "hip 6.1", "xpu ..."; None = CPU-only build
+    debug: bool = False
+
+    def tag(self) -> str:
+        """Short and readable, for study names: 'torch2.13.0+cpu.cf30153'."""
+        return f"torch{self.version}" + (f".{self.git_version[:7]}" if self.git_version else "")
+
+    def describe(self) -> str:
+        extra = [f"git {self.git_version[:7]}" if self.git_version else "",
+                 self.accelerator or "", "debug build" if self.debug else ""]
+        extra = [e for e in extra if e]
+        return f"torch {self.version}" + (f" ({', '.join(extra)})" if extra else "")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"version": self.version, "git_version": self.git_version,
+                "accelerator": self.accelerator, "debug": self.debug}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "TorchBuild":
+        return cls(version=str(d.get("version") or "unknown"), git_version=d.get("git_version"),
+                   accelerator=d.get("accelerator"), debug=bool(d.get("debug", False)))
+
+
+@dataclass(frozen=True, kw_only=True)
 class Topology:
     sockets: int
     logical_cpus: tuple[int, ...]          # online CPUs

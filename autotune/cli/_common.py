@@ -137,8 +137,10 @@ def save_recommendation(study, rec, topology: Topology, workload: str,
 
 
 def open_study_from_args(args: argparse.Namespace):
-    """(study, printable storage URL) for report/export/dashboard: `--storage` or the default file
-    under `--results`, then `--study` or the newest autotune study in it.
+    """(study, printable storage URL, provenance notes) for report/export/dashboard: `--storage`
+    or the default file under `--results`, then `--study` or the newest autotune study measured
+    on this hardware with this torch (else the newest at all). The notes say when the study shown
+    was measured elsewhere and list the storage's other studies that are not this machine's.
 
     A storage that does not exist yet is an error here, not something to create: these commands
     read results, and Optuna would otherwise leave a fresh empty database behind a typo.
@@ -161,16 +163,44 @@ def open_study_from_args(args: argparse.Namespace):
             if scheme == "sqlite:///":
                 _check_sqlite(path, redact(url))
     storage = open_storage(url)
+    here = _here()
     try:
-        name = find_study(storage, getattr(args, "study", None))
+        name = find_study(storage, getattr(args, "study", None), here=here)
         import optuna
         study = optuna.load_study(study_name=name, storage=storage)
+        summaries = optuna.get_all_study_summaries(storage, include_best_trial=False)
     except StorageError:
         raise
     except Exception as exc:  # a readable header over damaged pages fails only when queried
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise StorageError(f"storage {redact(url)}: cannot read studies: {redact(first)}") from None
-    return study, redact(url)
+    return study, redact(url), provenance_notes(study, summaries, here)
+
+
+def _here():
+    """This machine and torch, or None when the probe cannot read them (the study is still
+    readable; it just cannot be compared)."""
+    from ..errors import AutotuneError
+    from ..probe import probe, torch_build
+    from ..provenance import Here
+    try:
+        return Here(topology=probe(collect_capabilities=False), torch=torch_build())
+    except AutotuneError:
+        return None
+
+
+def provenance_notes(study, summaries, here) -> list[str]:
+    """Lines saying whether `study` is this machine's, and which other studies are not."""
+    from ..provenance import not_used, why_not_here
+    if here is None:
+        return ["cannot probe this machine: the study's machine is not compared with it"]
+    notes = []
+    reason = why_not_here(study.user_attrs, here)
+    if reason:
+        notes.append(f"study {study.study_name} is not this machine's: it was {reason}")
+    notes += [f"not used: study {name} ({why})"
+              for name, why in not_used(summaries, here, skip=study.study_name)]
+    return notes
 
 
 def _check_sqlite(path: str, shown: str) -> None:

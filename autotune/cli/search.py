@@ -29,8 +29,10 @@ from ..recommend import Recommendation, pick_candidates, unverified, verify
 from ..runner import interrupt_on_sigterm, reap_orphans
 from ..search import SearchOptions, make_sampler, run_search
 from ..space import default_space_path, find_space, load_space, resolve
-from ..study import (default_storage, describe_study, fail_stale_running, open_storage,
-                     open_study, redact, study_name)
+from ..probe import torch_build
+from ..provenance import Here, not_used
+from ..study import (check_resumable, default_storage, describe_study, fail_stale_running,
+                     open_storage, open_study, redact, study_name)
 from ..trial import TrialSettings, live_evaluator
 from ..script import placeholders, restrict_space
 from ._common import (add_storage_arg, add_workload_args, check_workload_args, load_topology,
@@ -78,7 +80,8 @@ def run(args: argparse.Namespace) -> int:
         space, dropped = restrict_space(space, placeholders(args.script))
     url = args.storage or default_storage(args.results)
     storage = open_storage(url)
-    name = study_name(label, topology, space.name)
+    here = Here(topology=topology, torch=torch_build())
+    name = study_name(label, topology, space.name, torch=here.torch)
     progress = Progress(budget_s=budget_s, quiet=args.quiet or args.json, started=started)
 
     def elapsed() -> float:
@@ -91,15 +94,17 @@ def run(args: argparse.Namespace) -> int:
     try:
         with interrupt_on_sigterm():
             study = open_study(storage, name, sampler=make_sampler(args.seed))
+            check_resumable(study, here)
             # A search killed with kill -9 leaves its ranks running and its trial RUNNING.
             reap_orphans(os.path.join(args.results, "trials"))
             stale = fail_stale_running(study)
             describe_study(study, topology=topology, workload=label,
                            space=space.to_json(), settings={
                                "target_seconds": settings.target_seconds,
-                               "max_accuracy_drop": args.max_accuracy_drop})
+                               "max_accuracy_drop": args.max_accuracy_drop}, torch=here.torch)
             progress.start(name=name, storage=redact(url), space=space, stale=stale,
                            topology=topology)
+            _not_resumed(progress, storage, here, label, space.name)
             if args.script:
                 # export fills this template with the tuned values
                 study.set_user_attr("script_command", list(args.script))
@@ -137,6 +142,15 @@ def run(args: argparse.Namespace) -> int:
     else:
         progress.finish(result, rec, command, elapsed())
     return 0
+
+
+def _not_resumed(progress, storage, here: Here, label: str, space_name: str) -> None:
+    """Studies of this job measured on other hardware or with another torch stay in the storage
+    but are never resumed: say which, and why, so nobody wonders where their trials went."""
+    import optuna
+    summaries = optuna.get_all_study_summaries(storage, include_best_trial=False)
+    for other, reason in not_used(summaries, here, workload=label, space=space_name):
+        progress.note(f"not resumed: study {other} ({reason})")
 
 
 def _script_notes(progress, args, dropped: list[str]) -> None:

@@ -11,7 +11,7 @@ import re
 from typing import Mapping
 
 from ..errors import ProbeError
-from ..topology import INTERESTING_FLAGS, Core, Isa, NumaNode
+from ..topology import INTERESTING_FLAGS, Core, Isa, NumaNode, TorchBuild
 
 CPU_DIR = "devices/system/cpu"
 NODE_DIR = "devices/system/node"
@@ -125,6 +125,23 @@ def _cpuid(fields: Mapping[str, str], x86_key: str, arm_key: str) -> int | None:
         return int(text, 0) if text.lower().startswith("0x") else int(text)
     except ValueError:
         return None
+
+
+def parse_torch_version(text: str) -> TorchBuild:
+    """torch/version.py (plain `name = 'literal'` lines, written by torch's build) -> TorchBuild.
+    Read as text, not imported: report and export must not pay seconds for `import torch`."""
+    import ast
+    values: dict[str, object] = {}
+    for m in re.finditer(r"^(\w+)\s*(?::[^=\n]*)?=\s*(.+?)\s*$", text, re.MULTILINE):
+        try:
+            values[m.group(1)] = ast.literal_eval(m.group(2))
+        except (ValueError, SyntaxError):
+            continue
+    accel = next((f"{k} {values[k]}" for k in ("cuda", "hip", "xpu") if values.get(k)), None)
+    git = values.get("git_version")
+    return TorchBuild(version=str(values.get("__version__") or "unknown"),
+                      git_version=str(git) if git and git != "Unknown" else None,
+                      accelerator=accel, debug=bool(values.get("debug", False)))
 
 
 def node_ids(files: Mapping[str, str]) -> tuple[int, ...]:
