@@ -117,7 +117,7 @@ def save_recommendation(study, rec, topology: Topology, workload: str,
         return None
     from ..export import launch_command, render
     from ..study import library_versions
-    manifest = {"fingerprint": topology.fingerprint(), "machine": topology.isa.model_name,
+    manifest = {"fingerprint": topology.fingerprint(), "machine": topology.isa.describe(),
                 "library_versions": library_versions(), "workload": workload,
                 "headline": rec.headline(), "speedup": rec.speedup, "spread": rec.spread,
                 "verified": rec.verified}

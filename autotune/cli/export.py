@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
                            f"({type(exc).__name__}: {exc})") from None
     workload = str(attrs.get("workload", "cnn"))
     manifest = {"study": study.study_name, "fingerprint": attrs.get("fingerprint"),
-                "machine": topology.isa.model_name, "workload": workload,
+                "machine": topology.isa.describe(), "workload": workload,
                 "library_versions": attrs.get("library_versions", {})}
     if args.trial is None:
         config, extra = _recommended(study)

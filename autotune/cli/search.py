@@ -25,7 +25,8 @@ import time
 from ..budget import parse_budget, plan_budget
 from ..errors import AutotuneError
 from ..lock import MachineLock
-from ..recommend import Recommendation, pick_candidates, unverified, verify
+from ..measure import BUSY_CPU_SHARE
+from ..recommend import Recommendation, pick_candidates, trusted_alone, unverified, verify
 from ..runner import interrupt_on_sigterm, reap_orphans
 from ..search import SearchOptions, make_sampler, run_search
 from ..space import default_space_path, find_space, load_space, resolve
@@ -175,7 +176,13 @@ def _recommend(result, evaluate, args, time_left, progress) -> Recommendation | 
     if not candidates:
         return verify([], default, evaluate, rounds=0)
     if time_left() < 20:
-        return unverified(candidates[0], default, "no budget left to verify")
+        alone = [c for c in candidates if trusted_alone(c)]
+        if not alone:
+            progress.note("no recommendation: no budget left to verify, and the best candidates "
+                          "were measured while the machine was busy (cpu_share below "
+                          f"{BUSY_CPU_SHARE}); run the same command again to verify them")
+            return None
+        return unverified(alone[0], default, "no budget left to verify")
     progress.note(f"verifying {len(candidates)} candidate(s) against the default launch, "
                   f"interleaved, up to {args.verify_rounds} rounds")
     return verify(candidates, default, evaluate, rounds=args.verify_rounds, time_left=time_left,
