@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .errors import StorageError
 from .topology import Topology, TorchBuild
 
 
@@ -48,6 +49,17 @@ def why_not_here(attrs: dict[str, Any], here: Here) -> str | None:
     if stored != here.torch:
         return f"measured with {stored.describe()}; this is {here.torch.describe()}"
     return None
+
+
+def check_resumable(study: Any, here: Here) -> None:
+    """Refuse to add trials to a study (an optuna.Study) measured on other hardware or with
+    another torch (its name normally differs; this guards a reused name): never mix them."""
+    if "topology" not in study.user_attrs:
+        return  # a new study
+    reason = why_not_here(study.user_attrs, here)
+    if reason:
+        raise StorageError(f"study {study.study_name!r} was {reason}: not resumed; use another "
+                           "--storage or --results for this machine")
 
 
 def _hardware_difference(theirs: Topology, ours: Topology) -> str | None:

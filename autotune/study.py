@@ -57,16 +57,16 @@ def study_name(workload: str, topology: Topology, space_name: str = "cpu",
     return f"autotune-{safe}-{space_name}-{topology.fingerprint()}-{torch.tag()}"
 
 
-def open_storage(url: str) -> optuna.storages.BaseStorage:
-    """Open (creating folders for SQLite) an Optuna storage, with errors a user can act on."""
+def open_storage(url: str, *, create_under: str | None = None) -> optuna.storages.BaseStorage:
+    """Open an Optuna storage, with errors a user can act on. A missing folder for an SQLite or
+    journal file is created only inside `create_under` (the search's --results): a typo in
+    --storage must not leave folders elsewhere on the machine (as root, anywhere)."""
+    file_path = next((url[len(s):] for s in ("sqlite:///", "journal:///") if url.startswith(s)), "")
+    if file_path and file_path != ":memory:":
+        _make_folder(url, os.path.dirname(os.path.abspath(file_path)), create_under)
     if url.startswith("sqlite:///"):
         path = url[len("sqlite:///"):]
         if path and path != ":memory:":
-            folder = os.path.dirname(os.path.abspath(path))
-            try:
-                os.makedirs(folder, exist_ok=True)
-            except OSError as exc:
-                raise StorageError(f"storage {redact(url)}: cannot create {folder}: {exc.strerror}") from None
             if os.path.exists(path):
                 with open(path, "rb") as fh:
                     head = fh.read(16)
@@ -86,6 +86,22 @@ def open_storage(url: str) -> optuna.storages.BaseStorage:
     except Exception as exc:  # SQLAlchemy/driver errors: many types, one message for the user
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise StorageError(f"storage {redact(url)}: {redact(first)}") from None
+
+
+def _make_folder(url: str, folder: str, create_under: str | None) -> None:
+    if os.path.isdir(folder):
+        return
+    root = os.path.realpath(create_under) if create_under else None
+    inside = root is not None and os.path.commonpath([root, os.path.realpath(folder)]) == root
+    if not inside:
+        where = f"; autotune creates folders only under --results ({create_under})" \
+            if create_under else ""
+        raise StorageError(f"storage {redact(url)}: folder {folder} does not exist{where}; "
+                           "create it first or choose another path")
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as exc:
+        raise StorageError(f"storage {redact(url)}: cannot create {folder}: {exc.strerror}") from None
 
 
 def _tune_sqlite(storage: optuna.storages.RDBStorage) -> None:
@@ -141,17 +157,6 @@ def find_study(storage: optuna.storages.BaseStorage, name: str | None, *,
     ours.sort(key=lambda s: s.datetime_start or 0)
     mine = [s for s in ours if here is not None and why_not_here(s.user_attrs or {}, here) is None]
     return (mine or ours)[-1].study_name
-
-
-def check_resumable(study: optuna.Study, here: Here) -> None:
-    """Refuse to add trials to a study measured on other hardware or with another torch (its
-    name normally differs; this guards a reused name), so measurements are never mixed."""
-    if "topology" not in study.user_attrs:
-        return  # a new study
-    reason = why_not_here(study.user_attrs, here)
-    if reason:
-        raise StorageError(f"study {study.study_name!r} was {reason}: not resumed; use another "
-                           "--storage or --results for this machine")
 
 
 def describe_study(study: optuna.Study, *, topology: Topology, workload: str,

@@ -20,10 +20,9 @@ from autotune.config import Config
 from autotune.errors import StorageError
 from autotune.probe import probe, torch_build
 from autotune.probe.parse import parse_torch_version
-from autotune.provenance import Here, not_used, why_not_here
+from autotune.provenance import Here, check_resumable, not_used, why_not_here
 from autotune.space import find_space, load_space, resolve
-from autotune.study import (check_resumable, describe_study, open_storage, open_study,
-                            record_trial, study_name)
+from autotune.study import describe_study, open_storage, open_study, record_trial, study_name
 from autotune.topology import TorchBuild
 from results_study import live_topology, study_copy
 

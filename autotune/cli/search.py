@@ -31,9 +31,9 @@ from ..runner import interrupt_on_sigterm, reap_orphans
 from ..search import SearchOptions, make_sampler, run_search
 from ..space import default_space_path, find_space, load_space, resolve
 from ..probe import torch_build
-from ..provenance import Here, not_used
-from ..study import (check_resumable, default_storage, describe_study, fail_stale_running,
-                     open_storage, open_study, redact, study_name)
+from ..provenance import Here, check_resumable, not_used
+from ..study import (default_storage, describe_study, fail_stale_running, open_storage,
+                     open_study, redact, study_name)
 from ..trial import TrialSettings, live_evaluator
 from ..script import placeholders, restrict_space
 from ._common import (add_storage_arg, add_workload_args, check_workload_args, load_topology,
@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     if args.script:
         space, dropped = restrict_space(space, placeholders(args.script))
     url = args.storage or default_storage(args.results)
-    storage = open_storage(url)
+    storage = open_storage(url, create_under=args.results)
     here = Here(topology=topology, torch=torch_build())
     name = study_name(label, topology, space.name, torch=here.torch)
     progress = Progress(budget_s=budget_s, quiet=args.quiet or args.json, started=started)
