@@ -101,6 +101,10 @@ def describe_measurement(m) -> str:
         lines.append(f"start-up: {m.startup_seconds:.1f}s from launch to first step{share}")
     if rss:
         lines.append(f"peak RSS: {rss}")
+    if m.cpu_share is not None:
+        from ..measure import busy
+        lines.append(f"cpu share: {m.cpu_share:.2f} of rank 0's threads' CPU time over the window"
+                     + (" [busy: the machine was busy; measure again]" if busy(m.cpu_share) else ""))
     return "\n".join(lines)
 
 
