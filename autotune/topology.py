@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +19,16 @@ SCHEMA_VERSION = 1
 INTERESTING_FLAGS = ("avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx_vnni",
                      "avx_vnni_int8", "avx_ne_convert", "avx512_bf16", "avx512_fp16", "amx_bf16",
                      "amx_fp16", "amx_tile", "amx_int8", "amx_complex")
+
+
+def memory_class_gib(memory_bytes: int) -> int:
+    """A node's memory to the nearest power of two GiB (0 for none): 64 vs 128 vs 256 GiB are
+    different machines, but a node's MemTotal is not a constant. Kernels reserve different amounts,
+    and VMs add memory while running: the Firecracker VM this project runs on reported node 0 at
+    5.7 GiB, then 9.1 GiB twenty minutes later. Exact or whole-GiB values would make the same
+    machine a stranger to its own studies."""
+    gib = memory_bytes / 2**30
+    return 0 if gib < 0.5 else 2 ** round(math.log2(gib))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -169,8 +180,7 @@ class Topology:
             "sockets": self.sockets,
             "cores": [list(c.cpus) for c in self.cores],
             "nodes": [[n.id, list(n.cpus)] for n in self.numa_nodes],
-            # whole GiB: a kernel update that reserves a few MB more is still the same machine
-            "node_memory_gib": [round(n.memory_bytes / 2**30) for n in self.numa_nodes],
+            "node_memory_gib": [memory_class_gib(n.memory_bytes) for n in self.numa_nodes],
             "usable": list(self.usable_cpus),
             "cpu": [self.isa.vendor, self.isa.model_name, self.isa.family, self.isa.model,
                     self.isa.stepping],

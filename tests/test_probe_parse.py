@@ -265,3 +265,11 @@ def test_garbled_files_name_the_path(tree, rel, text, needle):
     with pytest.raises(ProbeError, match=needle) as exc:
         probe(str(tree), collect_capabilities=False)
     assert str(tree) in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_memory_class_is_stable_while_a_vm_adds_memory():
+    """Node 0 of the Zen 5 VM read 5.7 GiB and, twenty minutes later, 9.1 GiB: one machine."""
+    from autotune.topology import memory_class_gib
+    assert memory_class_gib(5990612 * 1024) == memory_class_gib(9529556 * 1024) == 8
+    assert [memory_class_gib(g * GIB) for g in (0, 1, 60, 64, 100, 128, 256)] == \
+        [0, 1, 64, 64, 128, 128, 256]
