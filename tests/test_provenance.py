@@ -92,9 +92,11 @@ def test_why_not_here_names_the_difference():
         {"topology": old, "torch_build": TORCH.to_json()}, Here(topology=zen4, torch=TORCH))
 
 
-def test_a_study_from_another_machine_is_not_resumed(tmp_path, capsys):
+def test_a_study_from_another_machine_is_not_resumed(tmp_path, capsys, monkeypatch):
     """The same study name (a reused one) holding another machine's measurements: the search
     refuses in one line, exit 2, before any trial, and adds nothing to the study."""
+    import tempfile
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))   # the machine lock, kept private
     here = Here(topology=probe(), torch=torch_build())
     space = resolve(load_space(find_space("cpu")), here.topology)
     url = f"sqlite:///{tmp_path}/shared.db"
