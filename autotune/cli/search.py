@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
                                "max_accuracy_drop": args.max_accuracy_drop}, torch=here.torch)
             progress.start(name=name, storage=redact(url), space=space, stale=stale,
                            topology=topology)
-            _not_resumed(progress, storage, here, label, space.name)
+            elsewhere = _not_resumed(progress, storage, here, label, space.name)
             if args.script:
                 # export fills this template with the tuned values
                 study.set_user_attr("script_command", list(args.script))
@@ -137,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
     summary = {"study": name, "storage": redact(url), "stop_reason": result.stop_reason,
                "trials_run": result.measured, "elapsed_s": round(elapsed(), 1),
                "budget_s": budget_s, "recommendation": rec.to_json() if rec else None,
-               "command": command}
+               "command": command, "not_resumed": elsewhere}
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
@@ -145,13 +145,15 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _not_resumed(progress, storage, here: Here, label: str, space_name: str) -> None:
+def _not_resumed(progress, storage, here: Here, label: str, space_name: str) -> list[dict]:
     """Studies of this job measured on other hardware or with another torch stay in the storage
     but are never resumed: say which, and why, so nobody wonders where their trials went."""
     import optuna
     summaries = optuna.get_all_study_summaries(storage, include_best_trial=False)
-    for other, reason in not_used(summaries, here, workload=label, space=space_name):
+    listed = not_used(summaries, here, workload=label, space=space_name)
+    for other, reason in listed:
         progress.note(f"not resumed: study {other} ({reason})")
+    return [{"study": other, "reason": reason} for other, reason in listed]
 
 
 def _script_notes(progress, args, dropped: list[str]) -> None:
