@@ -127,6 +127,17 @@ def aggregate(rank_results: Sequence[dict[str, Any]], launched_at: float) -> Mea
         curve=tuple((int(n), float(q)) for n, q in (r0.get("curve") or ())), gns=r0.get("gns"))
 
 
+# Below this share of its threads' CPU time, rank 0 waited for cores something else was using:
+# the window measured the machine's load as much as the configuration.
+BUSY_CPU_SHARE = 0.8
+
+
+def busy(cpu_share: float | None) -> bool:
+    """True when a trial's window was measured on a busy machine (None: not known, e.g. script
+    mode, which has no timed window of its own)."""
+    return cpu_share is not None and cpu_share < BUSY_CPU_SHARE
+
+
 def _cpu_share(r0: dict[str, Any]) -> float | None:
     cpu = (r0.get("contention") or {}).get("cpu_seconds")
     threads = (r0.get("in_force") or {}).get("num_threads")

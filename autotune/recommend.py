@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from . import results as R
 from .config import Config
-from .measure import RatioStats, Stats, ratio_stats
+from .measure import RatioStats, Stats, busy, ratio_stats
 from .search import DEFAULT_ROLE, RUN_CPU_ROLE, Evaluate
 from .study import Record
 
@@ -189,6 +189,12 @@ def _choose(verified: list[Verified], default: Record, rounds: int,
                           throughput=Stats.of(list(win.throughputs)).median,
                           candidates=tuple(verified), note="; ".join(refused),
                           extra={"quality": confirmed} if confirmed else {})
+
+
+def trusted_alone(r: Record) -> bool:
+    """Whether one search measurement may stand without verification: not when the machine was
+    busy during its window (cpu_share below BUSY_CPU_SHARE); verification re-measures those."""
+    return not busy(r.attrs.get("cpu_share"))
 
 
 def unverified(best: Record, default: Record, why: str) -> Recommendation:

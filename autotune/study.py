@@ -21,7 +21,8 @@ from . import __version__
 from . import results as R
 from .config import Config
 from .errors import StorageError
-from .topology import SCHEMA_VERSION, Topology
+from .provenance import Here, why_not_here
+from .topology import SCHEMA_VERSION, Topology, TorchBuild
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -44,22 +45,28 @@ def redact(url: str) -> str:
     return re.sub(r"([?&](?:password|passwd|pwd|passphrase)=)[^&]*", r"\1***", url, flags=re.I)
 
 
-def study_name(workload: str, topology: Topology, space_name: str = "cpu") -> str:
-    """Identifies machine, workload and space: the same command resumes the same study."""
+def study_name(workload: str, topology: Topology, space_name: str = "cpu",
+               torch: TorchBuild | None = None) -> str:
+    """Identifies workload, space, hardware and torch build: the same command on the same setup
+    resumes the same study; other hardware or another torch starts its own. `torch` defaults to
+    the one this process (and so every trial) runs."""
+    if torch is None:
+        from .probe import torch_build
+        torch = torch_build()
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", workload)
-    return f"autotune-{safe}-{space_name}-{topology.fingerprint()}"
+    return f"autotune-{safe}-{space_name}-{topology.fingerprint()}-{torch.tag()}"
 
 
-def open_storage(url: str) -> optuna.storages.BaseStorage:
-    """Open (creating folders for SQLite) an Optuna storage, with errors a user can act on."""
+def open_storage(url: str, *, create_under: str | None = None) -> optuna.storages.BaseStorage:
+    """Open an Optuna storage, with errors a user can act on. A missing folder for an SQLite or
+    journal file is created only inside `create_under` (the search's --results): a typo in
+    --storage must not leave folders elsewhere on the machine (as root, anywhere)."""
+    file_path = next((url[len(s):] for s in ("sqlite:///", "journal:///") if url.startswith(s)), "")
+    if file_path and file_path != ":memory:":
+        _make_folder(url, os.path.dirname(os.path.abspath(file_path)), create_under)
     if url.startswith("sqlite:///"):
         path = url[len("sqlite:///"):]
         if path and path != ":memory:":
-            folder = os.path.dirname(os.path.abspath(path))
-            try:
-                os.makedirs(folder, exist_ok=True)
-            except OSError as exc:
-                raise StorageError(f"storage {redact(url)}: cannot create {folder}: {exc.strerror}") from None
             if os.path.exists(path):
                 with open(path, "rb") as fh:
                     head = fh.read(16)
@@ -79,6 +86,22 @@ def open_storage(url: str) -> optuna.storages.BaseStorage:
     except Exception as exc:  # SQLAlchemy/driver errors: many types, one message for the user
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise StorageError(f"storage {redact(url)}: {redact(first)}") from None
+
+
+def _make_folder(url: str, folder: str, create_under: str | None) -> None:
+    if os.path.isdir(folder):
+        return
+    root = os.path.realpath(create_under) if create_under else None
+    inside = root is not None and os.path.commonpath([root, os.path.realpath(folder)]) == root
+    if not inside:
+        where = f"; autotune creates folders only under --results ({create_under})" \
+            if create_under else ""
+        raise StorageError(f"storage {redact(url)}: folder {folder} does not exist{where}; "
+                           "create it first or choose another path")
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as exc:
+        raise StorageError(f"storage {redact(url)}: cannot create {folder}: {exc.strerror}") from None
 
 
 def _tune_sqlite(storage: optuna.storages.RDBStorage) -> None:
@@ -118,8 +141,10 @@ def open_study(storage: optuna.storages.BaseStorage, name: str, *, sampler=None,
                                directions=["maximize", "maximize"], load_if_exists=True)
 
 
-def find_study(storage: optuna.storages.BaseStorage, name: str | None) -> str:
-    """The study to report on: `name` if given, else the only (or most recent) autotune study."""
+def find_study(storage: optuna.storages.BaseStorage, name: str | None, *,
+               here: Here | None = None) -> str:
+    """The study to report on: `name` if given, else the most recent autotune study measured
+    here (this hardware, this torch), else the most recent one at all."""
     summaries = optuna.get_all_study_summaries(storage, include_best_trial=False)
     names = [s.study_name for s in summaries]
     if name:
@@ -130,17 +155,23 @@ def find_study(storage: optuna.storages.BaseStorage, name: str | None) -> str:
     if not ours:
         raise StorageError("no autotune study in this storage; run `autotune search` first")
     ours.sort(key=lambda s: s.datetime_start or 0)
-    return ours[-1].study_name
+    mine = [s for s in ours if here is not None and why_not_here(s.user_attrs or {}, here) is None]
+    return (mine or ours)[-1].study_name
 
 
 def describe_study(study: optuna.Study, *, topology: Topology, workload: str,
-                   space: dict[str, Any], settings: dict[str, Any]) -> None:
+                   space: dict[str, Any], settings: dict[str, Any],
+                   torch: TorchBuild | None = None) -> None:
     """Self-describing metadata, written once (the first run's machine is the study's machine)."""
     attrs = study.user_attrs
     if "topology" in attrs:
         return
+    if torch is None:
+        from .probe import torch_build
+        torch = torch_build()
     for key, value in {"schema_version": SCHEMA_VERSION, "autotune_version": __version__,
-                       "topology": topology.to_json(), "fingerprint": topology.fingerprint(),
+                       "topology": topology.to_json(),
+                       **Here(topology=topology, torch=torch).attrs(),
                        "workload": workload, "space": space, "settings": settings,
                        "library_versions": library_versions()}.items():
         study.set_user_attr(key, value)

@@ -17,6 +17,7 @@ from . import quality_report as QR
 from . import results as R
 from .config import Config
 from .evidence import stored_classes
+from .measure import BUSY_CPU_SHARE, busy
 from .study import Record, record_of
 
 DEFAULT_ROLE = "reference:default"   # the roles autotune.search writes
@@ -34,11 +35,17 @@ class Row:
     accuracy: float | None
     feasible: bool                   # within the accuracy tolerance (and every other constraint)
     changes: dict[str, Any]          # knobs that differ from the default launch
+    cpu_share: float | None = None   # of rank 0's threads' CPU time it got; None = not recorded
+
+    @property
+    def busy(self) -> bool:
+        return busy(self.cpu_share)
 
     def to_json(self) -> dict[str, Any]:
         return {"trial": self.number, "role": self.role, "throughput": self.throughput,
                 "x_default": self.x_default, "accuracy": self.accuracy,
-                "feasible": self.feasible, "changes": self.changes}
+                "feasible": self.feasible, "changes": self.changes,
+                "cpu_share": self.cpu_share, "busy": self.busy}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -101,6 +108,11 @@ class Report:
         out.append("references: " + (", ".join(refs) if refs else "none measured"))
         out += ["", f"top {len(self.top)} configurations (measured once each during the search):"]
         out += _table(self.top) if self.top else ["  none completed"]
+        busy_rows = sum(r.busy for r in self.top)
+        if busy_rows:
+            out.append(f"  [busy]: {busy_rows} measured while the machine was busy (rank 0 got "
+                       f"less than {BUSY_CPU_SHARE:.0%} of its threads' CPU time); such a figure "
+                       "is never recommended alone: verification re-measures it")
         quality = self.extra.get("quality")
         if quality is not None:
             out += ["", "quality (seeded runs per math class; time to reach the default launch's "
@@ -185,7 +197,8 @@ def _rows(recs: list[Record], default_thr: float | None, attrs: dict[str, Any]) 
         rows.append(Row(number=r.number, role=r.role, throughput=r.throughput,
                         x_default=r.throughput / default_thr if default_thr else None,
                         accuracy=accuracy_of(r, attrs), feasible=feasible,
-                        changes=_changes(r.config.to_dict())))
+                        changes=_changes(r.config.to_dict()),
+                        cpu_share=r.attrs.get("cpu_share")))
     return rows
 
 
@@ -268,7 +281,10 @@ def _knobs(changes: dict[str, Any]) -> str:
 def _machine(topo: dict[str, Any] | None) -> str:
     if not topo:
         return "unknown (no topology stored)"
-    model = (topo.get("isa") or {}).get("model_name", "unknown CPU")
+    isa = topo.get("isa") or {}
+    ids = " ".join(f"{k} {isa[k]}" for k in ("family", "model", "stepping")
+                   if isa.get(k) is not None)
+    model = isa.get("model_name", "unknown CPU") + (f" ({ids})" if ids else "")
     return (f"{model}, {topo.get('usable_physical_cores', '?')} usable physical cores, "
             f"{len(topo.get('numa_nodes', []))} NUMA node(s), {len(topo.get('gpus', []))} GPU(s)")
 
@@ -289,6 +305,8 @@ def _table(rows: tuple[Row, ...] | list[Row]) -> list[str]:
         x = "-" if r.x_default is None else f"{r.x_default:.2f}x"
         acc = "-" if r.accuracy is None else f"{r.accuracy:.4f}"
         tag = f"  [{r.role.split(':')[1]}]" if r.role.startswith("reference:") else ""
+        if r.busy:
+            tag += f"  [busy: cpu_share {r.cpu_share:.2f}]"
         lines.append(f"  {r.number:>5}  {r.throughput:>10.1f}  {x:>9}  {acc:>8}  "
                      f"{'ok' if r.feasible else 'no':>3}  {_knobs(r.changes)}{tag}")
     return lines

@@ -7,14 +7,28 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 SCHEMA_VERSION = 1
 
-# ISA flags that change what the tuner may offer (bf16/fp16 math, AMX tiles).
-INTERESTING_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_fp16",
-                     "amx_tile", "amx_int8")
+# ISA flags that change what the tuner may offer (bf16/fp16 math, AMX tiles) or which kernels
+# oneDNN and torch's CPU dispatch pick (AVX-512 subsets, VNNI), so results measured with one set
+# do not carry over to another.
+INTERESTING_FLAGS = ("avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx_vnni",
+                     "avx_vnni_int8", "avx_ne_convert", "avx512_bf16", "avx512_fp16", "amx_bf16",
+                     "amx_fp16", "amx_tile", "amx_int8", "amx_complex")
+
+
+def memory_class_gib(memory_bytes: int) -> int:
+    """A node's memory to the nearest power of two GiB (0 for none): 64 vs 128 vs 256 GiB are
+    different machines, but a node's MemTotal is not a constant. Kernels reserve different amounts,
+    and VMs add memory while running: the Firecracker VM this project runs on reported node 0 at
+    5.7 GiB, then 9.1 GiB twenty minutes later. Exact or whole-GiB values would make the same
+    machine a stranger to its own studies."""
+    gib = memory_bytes / 2**30
+    return 0 if gib < 0.5 else 2 ** round(math.log2(gib))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,6 +55,17 @@ class Isa:
     vendor: str = "unknown"
     model_name: str = "unknown"
     flags: tuple[str, ...] = ()  # the subset of INTERESTING_FLAGS present, sorted
+    # CPUID family/model/stepping (ARM: implementer/part/revision). Two generations can share a
+    # model name ("AMD EPYC" in a VM is both Zen 4, family 25, and Zen 5, family 26).
+    family: int | None = None
+    model: int | None = None
+    stepping: int | None = None
+
+    def describe(self) -> str:
+        """'AMD EPYC (amd family 26 model 2 stepping 1)': how results name their machine."""
+        ids = " ".join(f"{k} {v}" for k, v in (("family", self.family), ("model", self.model),
+                                                ("stepping", self.stepping)) if v is not None)
+        return f"{self.model_name} ({self.vendor}{' ' + ids if ids else ''})"
 
     @property
     def bf16(self) -> bool:
@@ -75,6 +100,35 @@ class Capabilities:
     taskset: bool = False
     cxx_compiler: str | None = None
     torchvision: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class TorchBuild:
+    """The torch installation trials run with: another version or build gives other kernels and
+    other timings, so it is part of what a study was measured on."""
+    version: str = "unknown"
+    git_version: str | None = None
+    accelerator: str | None = None       # "cuda 12.4", "hip 6.1", "xpu ..."; None = CPU-only build
+    debug: bool = False
+
+    def tag(self) -> str:
+        """Short and readable, for study names: 'torch2.13.0+cpu.cf30153'."""
+        return f"torch{self.version}" + (f".{self.git_version[:7]}" if self.git_version else "")
+
+    def describe(self) -> str:
+        extra = [f"git {self.git_version[:7]}" if self.git_version else "",
+                 self.accelerator or "", "debug build" if self.debug else ""]
+        extra = [e for e in extra if e]
+        return f"torch {self.version}" + (f" ({', '.join(extra)})" if extra else "")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"version": self.version, "git_version": self.git_version,
+                "accelerator": self.accelerator, "debug": self.debug}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "TorchBuild":
+        return cls(version=str(d.get("version") or "unknown"), git_version=d.get("git_version"),
+                   accelerator=d.get("accelerator"), debug=bool(d.get("debug", False)))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -116,17 +170,23 @@ class Topology:
         return n
 
     def fingerprint(self) -> str:
-        """Stable id of the hardware shape (not of the libraries): same machine -> same id."""
-        shape = {
+        """Stable id of the hardware (not of the libraries): same machine -> same id, and anything
+        that changes a measurement (CPU generation, ISA, memory) -> another id."""
+        return hashlib.sha256(json.dumps(self.hardware(), sort_keys=True).encode()).hexdigest()[:12]
+
+    def hardware(self) -> dict[str, Any]:
+        """What the fingerprint hashes, readable: stored with a study to say why it differs."""
+        return {
             "sockets": self.sockets,
             "cores": [list(c.cpus) for c in self.cores],
             "nodes": [[n.id, list(n.cpus)] for n in self.numa_nodes],
+            "node_memory_gib": [memory_class_gib(n.memory_bytes) for n in self.numa_nodes],
             "usable": list(self.usable_cpus),
-            "model": self.isa.model_name,
+            "cpu": [self.isa.vendor, self.isa.model_name, self.isa.family, self.isa.model,
+                    self.isa.stepping],
+            "flags": list(self.isa.flags),
             "gpus": [g.name for g in self.gpus],
         }
-        raw = json.dumps(shape, sort_keys=True).encode()
-        return hashlib.sha256(raw).hexdigest()[:12]
 
     def to_json(self) -> dict[str, Any]:
         """The stable `autotune probe --json` contract (documented in README)."""
@@ -146,6 +206,8 @@ class Topology:
             "cores": [list(c.cpus) for c in self.cores],
             "core_sockets": [c.socket for c in self.cores],
             "isa": {"vendor": self.isa.vendor, "model_name": self.isa.model_name,
+                    "family": self.isa.family, "model": self.isa.model,
+                    "stepping": self.isa.stepping,
                     "flags": list(self.isa.flags), "bf16": self.isa.bf16, "fp16": self.isa.fp16},
             "gpus": [{"index": g.index, "name": g.name, "memory_bytes": g.memory_bytes,
                       "numa_node": g.numa_node, "cpu_affinity": list(g.cpu_affinity)}
@@ -194,7 +256,8 @@ class Topology:
             distances=tuple(tuple(r) for r in d.get("numa_distances", [])),
             usable_cpus=tuple(d["usable_cpus"]), cpu_quota=d.get("cpu_quota"),
             isa=Isa(vendor=isa.get("vendor", "unknown"), model_name=isa.get("model_name", "unknown"),
-                    flags=tuple(isa.get("flags", ()))),
+                    flags=tuple(isa.get("flags", ())), family=isa.get("family"),
+                    model=isa.get("model"), stepping=isa.get("stepping")),
             gpus=tuple(Gpu(index=g["index"], name=g["name"], memory_bytes=g["memory_bytes"],
                            numa_node=g.get("numa_node"),
                            cpu_affinity=tuple(g.get("cpu_affinity", ())))

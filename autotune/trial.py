@@ -167,7 +167,10 @@ def live_evaluator(topology: Topology, settings: TrialSettings, *,
                                accuracy_samples=samples or settings.accuracy_samples)
         out = run_trial(config, topology, run_settings, mode=mode, seed=seed)
         m, run = out.measurement, out.run
-        attrs: dict[str, Any] = {"wall_seconds": round(run.wall_seconds, 2), "mode": mode}
+        # cpu_share on every trial, None when unknown: report flags windows on a busy machine
+        attrs: dict[str, Any] = {"wall_seconds": round(run.wall_seconds, 2), "mode": mode,
+                                 "cpu_share": round(m.cpu_share, 3)
+                                 if m is not None and m.cpu_share is not None else None}
         if settings.command:
             attrs["metric_source"] = out.metric_source
             attrs["metric_note"] = SOURCES.get(out.metric_source, "")

@@ -279,14 +279,16 @@ def table(out: dict[str, Any]) -> str:
 
 def default_landscape() -> Path:
     from autotune.probe import probe
-    mine = DATA / f"landscape-{probe(collect_capabilities=False).fingerprint()}.json"
+    here = probe(collect_capabilities=False).fingerprint()
+    mine = DATA / f"landscape-{here}.json"
     if mine.exists():
         return mine
-    found = sorted(DATA.glob("landscape-*.json"), key=lambda p: p.stat().st_mtime)
-    if found:
-        return found[-1]
-    raise SystemExit(f"no landscape in {DATA}; record one with `python3 -m benchmarks.landscape "
-                     "--record` (about 40 minutes) or use --synthetic formula")
+    # Another machine's landscape is never replayed as this one's: name it only with --landscape.
+    others = ", ".join(p.name for p in sorted(DATA.glob("landscape-*.json"))) or "none"
+    raise SystemExit(f"no landscape of this machine ({mine.name}) in {DATA}; other machines': "
+                     f"{others} (replay one with --landscape PATH); record this one with "
+                     "`python3 -m benchmarks.landscape --record` (about 40 minutes) or use "
+                     "--synthetic formula")
 
 
 def main(argv: list[str] | None = None) -> int:

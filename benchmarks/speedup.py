@@ -73,9 +73,17 @@ def recommendation_from_search(budget: str, seconds: float | None, workdir: Path
 def recommendation_from_storage(url: str) -> tuple[Config, dict[str, Any]]:
     import optuna
 
+    from autotune.probe import probe, torch_build
+    from autotune.provenance import Here, why_not_here
     from autotune.study import find_study, open_storage
     storage = open_storage(url)
-    study = optuna.load_study(study_name=find_study(storage, None), storage=storage)
+    here = Here(topology=probe(collect_capabilities=False), torch=torch_build())
+    study = optuna.load_study(study_name=find_study(storage, None, here=here), storage=storage)
+    elsewhere = why_not_here(study.user_attrs, here)
+    if elsewhere:
+        # its recommendation was tuned for another machine: timing it here says nothing
+        raise SystemExit(f"{url}: study {study.study_name} is not this machine's: it was "
+                         f"{elsewhere}; run the search here (add --search)")
     rec = study.user_attrs.get("recommendation")
     if not rec:
         raise SystemExit(f"{url}: study {study.study_name} has no stored recommendation")
@@ -210,7 +218,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         ratios[name] = {"median": rs.median, "spread": rs.spread, "q1": rs.q1, "q3": rs.q3,
                         "rounds": rs.n, "ratios": list(rs.ratios)}
     vs_oracle = ratios.get("oracle", {}).get("median")
-    out = {"machine": topology.isa.model_name, "fingerprint": topology.fingerprint(),
+    out = {"machine": topology.isa.describe(), "fingerprint": topology.fingerprint(),
            "workload": args.workload, "seconds": args.seconds, "rounds": args.rounds,
            "recommendation": {"config": rec.to_dict(), **source},
            "oracle": {"config": oracle.to_dict(), **oracle_info} if oracle else None,

@@ -69,8 +69,16 @@ CASES = {
     "storage_password_in_query": (
         ["--storage", f"postgresql://user@127.0.0.1:1/db?sslmode=disable&password={SECRET}"],
         "storage postgresql://user@127.0.0.1:1/db?sslmode=disable&password=***"),
-    "storage_folder_not_creatable": (["--storage", "sqlite:///{tmp}/garbage.db/sub/x.db"],
+    "storage_folder_not_creatable": (["--storage", "sqlite:///{tmp}/results/garbage/sub/x.db"],
                                      "cannot create"),
+    # a folder outside --results is never created (it was, silently, as root, anywhere)
+    "storage_folder_outside_results": (["--storage", "sqlite:///{tmp}/elsewhere/dir/x.db"],
+                                       "folder {tmp}/elsewhere/dir does not exist; autotune "
+                                       "creates folders only under --results"),
+    "storage_folder_nonexistent_root": (["--storage", "sqlite:////nonexistent/dir/x.db"],
+                                        "folder /nonexistent/dir does not exist"),
+    "journal_folder_outside_results": (["--storage", "journal:///{tmp}/elsewhere/j.log"],
+                                       "folder {tmp}/elsewhere does not exist"),
     # other options
     "max_accuracy_drop_negative": (["--max-accuracy-drop", "-1"], "--max-accuracy-drop -1.0"),
     "verify_rounds_zero": (["--verify-rounds", "0"], "--verify-rounds 0: must be at least 1"),
@@ -90,6 +98,7 @@ def results(tmp_path, monkeypatch):
         (tmp_path / f"{name}.yaml").write_text(text)
     (tmp_path / "garbage.db").write_bytes(b"this is not a database" * 100)
     db = study_copy(tmp_path / "results")
+    (tmp_path / "results" / "garbage").write_bytes(b"a file where a folder would go")
     return tmp_path, db
 
 
@@ -116,6 +125,31 @@ def test_bad_search_input_is_one_line_exit_2_and_the_study_is_intact(results, ca
     assert "Traceback" not in err and SECRET not in err + out
     assert sha256(db) == before
     assert not (tmp / "results" / "trials").exists()       # nothing was launched
+    assert not (tmp / "elsewhere").exists() and not Path("/nonexistent").exists()
+
+
+@pytest.mark.parametrize("sets, expect", [
+    (["nproc=4096"], "--set: 4096 ranks on NUMA node 0 but it has only"),
+    (["backend=nccl"], "--set: backend nccl not available here; found: gloo"),
+    (["backend=mpi"], "--set: backend mpi not available here"),
+])
+def test_run_with_knobs_this_machine_lacks_is_bad_input(tmp_path, capsys, sets, expect):
+    """What was typed cannot launch here: one line, exit 2, no trial folder (it used to be a
+    trial outcome, exit 1, after a launch attempt)."""
+    from autotune.probe import probe
+    caps = probe().capabilities
+    if any(s.startswith("backend=") and s.split("=")[1] in caps.backends for s in sets):
+        pytest.skip("this machine has that backend")
+    argv = ["run", "--results", str(tmp_path / "results")]
+    for s in sets:
+        argv += ["--set", s]
+    for extra in ([], ["--dry-run"]):
+        rc = main([*argv, *extra])
+        err = capsys.readouterr().err
+        lines = err.strip().splitlines()
+        assert rc == 2 and len(lines) == 1 and lines[0].startswith("autotune: error: "), err
+        assert expect in lines[0] and "(on this machine)" in lines[0]
+        assert not (tmp_path / "results").exists()
 
 
 def test_debug_shows_the_traceback(results, capsys):

@@ -86,3 +86,17 @@ def test_ratio_stats_errors():
         ratio_stats([], [])
     with pytest.raises(ValueError):
         ratio_stats([1.0], [0.0])
+
+
+def test_busy_threshold_and_the_run_text_says_so():
+    from autotune.cli._common import describe_measurement
+    from autotune.measure import BUSY_CPU_SHARE, busy
+    assert BUSY_CPU_SHARE == 0.8
+    assert busy(0.75) and not busy(0.8) and not busy(0.97) and not busy(None)
+    m = aggregate([_rank(0, contention={"cpu_seconds": 0.96}, in_force={"num_threads": 2})], 100.0)
+    text = describe_measurement(m)
+    assert "cpu share: 0.75 of rank 0's threads' CPU time over the window [busy" in text
+    quiet = aggregate([_rank(0, contention={"cpu_seconds": 1.25}, in_force={"num_threads": 2})],
+                      100.0)
+    assert "cpu share: 0.98" in describe_measurement(quiet)
+    assert "busy" not in describe_measurement(quiet)

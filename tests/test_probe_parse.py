@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from autotune.errors import ProbeError
 from autotune.probe import probe
+from autotune.topology import Topology
 from autotune.probe.parse import (format_cpulist, parse_cpu_max, parse_cpuinfo, parse_cpulist,
                                   parse_node_meminfo)
 
@@ -86,7 +87,21 @@ def test_parse_cpuinfo_arm_and_empty():
     arm = "processor\t: 0\nBogoMIPS\t: 50.00\nFeatures\t: fp asimd sve bf16\nCPU implementer\t: 0x41\n"
     isa = parse_cpuinfo(arm)
     assert (isa.vendor, isa.model_name, isa.flags) == ("arm", "unknown", ())
+    assert (isa.family, isa.model, isa.stepping) == (0x41, None, None)
     assert parse_cpuinfo("").vendor == "unknown"
+
+
+def test_parse_cpuinfo_family_model_stepping():
+    """Two CPU generations under one model name ("AMD EPYC" in a VM) differ in CPUID family."""
+    text = ("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 26\nmodel\t\t: 2\n"
+            "model name\t: AMD EPYC\nstepping\t: 1\nflags\t\t: fpu avx2 avx_vnni\n")
+    isa = parse_cpuinfo(text)
+    assert (isa.vendor, isa.model_name, isa.family, isa.model, isa.stepping) == \
+        ("amd", "AMD EPYC", 26, 2, 1)
+    assert isa.flags == ("avx2", "avx_vnni")
+    assert isa.describe() == "AMD EPYC (amd family 26 model 2 stepping 1)"
+    garbled = parse_cpuinfo(text.replace("stepping\t: 1", "stepping\t: unknown"))
+    assert garbled.stepping is None and garbled.family == 26
 
 
 # ---- whole machines --------------------------------------------------------------------------
@@ -101,7 +116,8 @@ def test_xeon_two_sockets_siblings_n_and_n_plus_64():
     assert t.distances == ((10, 20), (20, 10))
     assert t.usable_cpus == tuple(range(128)) and t.cpu_quota is None
     assert t.num_usable_cores() == 64
-    assert (t.isa.vendor, t.isa.flags) == ("intel", ("avx2", "avx512f"))
+    assert (t.isa.vendor, t.isa.flags) == (
+        "intel", ("avx2", "avx512_vnni", "avx512bw", "avx512f", "avx512vl", "fma"))
     assert "Platinum 8358" in t.isa.model_name and not t.isa.bf16
     assert [c.node for c in t.cores[:32]] == [0] * 32 and t.cores[32].node == 1
 
@@ -115,7 +131,7 @@ def test_epyc_nps4_four_nodes_on_one_socket():
     assert all(n.memory_bytes == 128 * GIB for n in t.numa_nodes)
     assert t.distances == tuple(tuple(10 if i == j else 12 for j in range(4)) for i in range(4))
     assert len(t.compute_nodes()) == 4
-    assert t.isa.vendor == "amd" and t.isa.flags == ("avx2",)
+    assert t.isa.vendor == "amd" and t.isa.flags == ("avx2", "fma")
 
 
 def test_desktop_adjacent_siblings():
@@ -182,6 +198,20 @@ def test_live_capture_fixture():
     assert (t.sockets, len(t.cores), t.logical_cpus) == (1, 2, (0, 1))
     assert t.isa.vendor == "amd" and "avx512_bf16" in t.isa.flags
     assert t.cpu_quota is None  # cgroup v1 quota -1
+    assert (t.isa.family, t.isa.model, t.isa.stepping) == (25, 17, 1)   # Zen 4
+
+
+def test_zen4_and_zen5_captures_differ_in_fingerprint():
+    """The two machines this project ran on: same core layout, same model name "AMD EPYC",
+    different CPU generation. A study measured on one must never pass for the other's."""
+    zen4, zen5 = machine("live-epyc-2cpu"), machine("live-epyc-zen5-2cpu")
+    assert (zen5.isa.family, zen5.isa.model) == (26, 2) and "avx_vnni" in zen5.isa.flags
+    assert [c.cpus for c in zen4.cores] == [c.cpus for c in zen5.cores]
+    assert zen4.isa.model_name == zen5.isa.model_name == "AMD EPYC"
+    assert zen4.fingerprint() != zen5.fingerprint()
+    assert zen4.hardware()["cpu"] != zen5.hardware()["cpu"]
+    # the fingerprint survives the JSON a study stores, so a stored machine can be compared
+    assert Topology.from_json(zen5.to_json()).fingerprint() == zen5.fingerprint()
 
 
 # ---- what Linux writes beyond the fixtures ---------------------------------------------------
@@ -235,3 +265,11 @@ def test_garbled_files_name_the_path(tree, rel, text, needle):
     with pytest.raises(ProbeError, match=needle) as exc:
         probe(str(tree), collect_capabilities=False)
     assert str(tree) in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_memory_class_is_stable_while_a_vm_adds_memory():
+    """Node 0 of the Zen 5 VM read 5.7 GiB and, twenty minutes later, 9.1 GiB: one machine."""
+    from autotune.topology import memory_class_gib
+    assert memory_class_gib(5990612 * 1024) == memory_class_gib(9529556 * 1024) == 8
+    assert [memory_class_gib(g * GIB) for g in (0, 1, 60, 64, 100, 128, 256)] == \
+        [0, 1, 64, 64, 128, 128, 256]

@@ -128,3 +128,31 @@ def test_too_few_trials_for_importances_is_a_message_not_an_error(tmp_path, caps
     out = capsys.readouterr().out
     assert "not enough data" in out and "no recommendation stored" in out
     assert "failures by reason:\n  none" in out
+
+
+def test_trials_measured_on_a_busy_machine_are_flagged_and_not_recommended_alone(tmp_path, capsys):
+    """cpu_share below 0.8: rank 0 waited for cores something else used. The report marks such a
+    row, and with no budget left to verify, the search does not recommend it on that window."""
+    from autotune.recommend import pick_candidates, trusted_alone
+    from autotune.study import records
+    topo = live_topology()
+    study = open_study(open_storage(f"sqlite:///{tmp_path}/s.db"), "autotune-busy")
+    study.set_user_attr("topology", topo.to_json())
+    record_trial(study, config=Config(), outcome=R.OK, throughput=50.0, accuracy=0.8,
+                 role="reference:default", attrs={"cpu_share": 0.97})
+    record_trial(study, config=Config(threads=1), outcome=R.OK, throughput=90.0, accuracy=0.8,
+                 attrs={"cpu_share": 0.55})
+    record_trial(study, config=Config(allocator="tcmalloc"), outcome=R.OK, throughput=60.0,
+                 accuracy=0.8, attrs={"cpu_share": 0.93})
+    assert main(["report", "--storage", f"sqlite:///{tmp_path}/s.db"]) == 0
+    out = capsys.readouterr().out
+    busy_line = next(line for line in out.splitlines() if "threads=1" in line)
+    assert "[busy: cpu_share 0.55]" in busy_line
+    assert not any("[busy" in line for line in out.splitlines() if "tcmalloc" in line)
+    assert "[busy]: 1 measured while the machine was busy" in out
+    assert main(["report", "--storage", f"sqlite:///{tmp_path}/s.db", "--json"]) == 0
+    rows = {r["trial"]: r for r in json.loads(capsys.readouterr().out)["top"]}
+    assert (rows[1]["busy"], rows[1]["cpu_share"]) == (True, 0.55) and rows[2]["busy"] is False
+    candidates = pick_candidates(records(study))
+    assert [c.config for c in candidates][:2] == [Config(threads=1), Config(allocator="tcmalloc")]
+    assert [trusted_alone(c) for c in candidates[:2]] == [False, True]

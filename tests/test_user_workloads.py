@@ -151,6 +151,13 @@ def test_entry_point_is_tuned_and_exported(tmp_path):
     assert "-m autotune.worker --workload benchmarks.workloads.entry:build" in text
     batch = rec["config"]["global_batch"]
     assert (f"--set=global_batch={batch}" in text) == (batch != Config().global_batch)
+    # every measured search trial stores the CPU share its window got (the report's busy flag)
+    import optuna
+    study = optuna.load_study(study_name=summary["study"],
+                              storage=f"sqlite:///{tmp_path}/results/autotune.db")
+    ok = [t for t in study.trials if t.user_attrs.get("outcome") == "ok"]
+    assert ok and all(0 < t.user_attrs["cpu_share"] <= 1.5 for t in ok), \
+        [t.user_attrs.get("cpu_share") for t in ok]
 
 
 @pytest.mark.slow

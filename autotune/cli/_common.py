@@ -101,6 +101,10 @@ def describe_measurement(m) -> str:
         lines.append(f"start-up: {m.startup_seconds:.1f}s from launch to first step{share}")
     if rss:
         lines.append(f"peak RSS: {rss}")
+    if m.cpu_share is not None:
+        from ..measure import busy
+        lines.append(f"cpu share: {m.cpu_share:.2f} of rank 0's threads' CPU time over the window"
+                     + (" [busy: the machine was busy; measure again]" if busy(m.cpu_share) else ""))
     return "\n".join(lines)
 
 
@@ -117,7 +121,7 @@ def save_recommendation(study, rec, topology: Topology, workload: str,
         return None
     from ..export import launch_command, render
     from ..study import library_versions
-    manifest = {"fingerprint": topology.fingerprint(), "machine": topology.isa.model_name,
+    manifest = {"fingerprint": topology.fingerprint(), "machine": topology.isa.describe(),
                 "library_versions": library_versions(), "workload": workload,
                 "headline": rec.headline(), "speedup": rec.speedup, "spread": rec.spread,
                 "verified": rec.verified}
@@ -137,8 +141,10 @@ def save_recommendation(study, rec, topology: Topology, workload: str,
 
 
 def open_study_from_args(args: argparse.Namespace):
-    """(study, printable storage URL) for report/export/dashboard: `--storage` or the default file
-    under `--results`, then `--study` or the newest autotune study in it.
+    """(study, printable storage URL, provenance notes) for report/export/dashboard: `--storage`
+    or the default file under `--results`, then `--study` or the newest autotune study measured
+    on this hardware with this torch (else the newest at all). The notes say when the study shown
+    was measured elsewhere and list the storage's other studies that are not this machine's.
 
     A storage that does not exist yet is an error here, not something to create: these commands
     read results, and Optuna would otherwise leave a fresh empty database behind a typo.
@@ -161,16 +167,44 @@ def open_study_from_args(args: argparse.Namespace):
             if scheme == "sqlite:///":
                 _check_sqlite(path, redact(url))
     storage = open_storage(url)
+    here = _here()
     try:
-        name = find_study(storage, getattr(args, "study", None))
+        name = find_study(storage, getattr(args, "study", None), here=here)
         import optuna
         study = optuna.load_study(study_name=name, storage=storage)
+        summaries = optuna.get_all_study_summaries(storage, include_best_trial=False)
     except StorageError:
         raise
     except Exception as exc:  # a readable header over damaged pages fails only when queried
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise StorageError(f"storage {redact(url)}: cannot read studies: {redact(first)}") from None
-    return study, redact(url)
+    return study, redact(url), provenance_notes(study, summaries, here)
+
+
+def _here():
+    """This machine and torch, or None when the probe cannot read them (the study is still
+    readable; it just cannot be compared)."""
+    from ..errors import AutotuneError
+    from ..probe import probe, torch_build
+    from ..provenance import Here
+    try:
+        return Here(topology=probe(collect_capabilities=False), torch=torch_build())
+    except AutotuneError:
+        return None
+
+
+def provenance_notes(study, summaries, here) -> list[str]:
+    """Lines saying whether `study` is this machine's, and which other studies are not."""
+    from ..provenance import not_used, why_not_here
+    if here is None:
+        return ["cannot probe this machine: the study's machine is not compared with it"]
+    notes = []
+    reason = why_not_here(study.user_attrs, here)
+    if reason:
+        notes.append(f"study {study.study_name} is not this machine's: it was {reason}")
+    notes += [f"not used: study {name} ({why})"
+              for name, why in not_used(summaries, here, skip=study.study_name)]
+    return notes
 
 
 def _check_sqlite(path: str, shown: str) -> None:

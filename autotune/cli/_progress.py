@@ -10,6 +10,7 @@ from typing import Any, TextIO
 from .. import results as R
 from ..budget import format_seconds
 from ..config import Config
+from ..measure import busy
 
 
 def short(config: Config) -> str:
@@ -42,7 +43,7 @@ class Progress:
     def start(self, *, name: str, storage: str, space, stale: int, topology) -> None:
         self._print(f"autotune search: study {name} in {storage}")
         nodes = len(topology.compute_nodes())
-        self._print(f"machine: {topology.isa.model_name}, {topology.num_usable_cores()} usable "
+        self._print(f"machine: {topology.isa.describe()}, {topology.num_usable_cores()} usable "
                     f"physical cores, {nodes} NUMA node(s); space {space.name}: "
                     f"{len(space.knobs)} knobs, {space.size()} combinations")
         for n in space.notes:
@@ -85,6 +86,8 @@ class Progress:
             elif rec.attrs.get("quality") == "pending":
                 acc = ", quality pending (measured if it leads)"
             what = f"{rec.throughput:.1f} samples/s" + (f" ({ratio:.2f}x default)" if ratio else "") + acc
+            if busy(rec.attrs.get("cpu_share")):
+                what += f" [busy: cpu_share {rec.attrs['cpu_share']:.2f}, re-measured if a candidate]"
             if not rec.feasible:
                 what += (f" [quality rejected: {rec.attrs['quality_verdict']}]"
                          if rec.attrs.get("quality_verdict") else " [outside accuracy tolerance]")

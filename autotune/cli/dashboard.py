@@ -35,7 +35,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    study, url = open_study_from_args(args)
+    study, url, notes = open_study_from_args(args)
+    for note in notes:
+        print(f"autotune: note: {note}", file=sys.stderr, flush=True)
     dashboard.prepare(study)
     server = dashboard.make(study._storage, args.host, args.port)
     port = server.server_address[1]

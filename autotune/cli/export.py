@@ -17,7 +17,7 @@ import sys
 
 from .. import results as R
 from ..config import Config
-from ..errors import AutotuneError, StorageError
+from ..errors import StorageError
 from ..export import FORMATS, launch_command, render, training_command
 from ..topology import Topology
 from ._common import add_study_args, int_at_least, open_study_from_args, positive_float
@@ -35,7 +35,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    study, _ = open_study_from_args(args)
+    study, _, notes = open_study_from_args(args)
     attrs = study.user_attrs
     if "topology" not in attrs:
         raise StorageError(f"study {study.study_name!r} has no stored topology: not written by "
@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
                            f"({type(exc).__name__}: {exc})") from None
     workload = str(attrs.get("workload", "cnn"))
     manifest = {"study": study.study_name, "fingerprint": attrs.get("fingerprint"),
-                "machine": topology.isa.model_name, "workload": workload,
+                "machine": topology.isa.describe(), "workload": workload,
                 "library_versions": attrs.get("library_versions", {})}
     if args.trial is None:
         config, extra = _recommended(study)
@@ -61,7 +61,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         program = training_command(workload, config, seconds=args.seconds)
     cmd = launch_command(config, topology, workload=workload, program=program, manifest=manifest)
-    _warn_if_elsewhere(attrs.get("fingerprint"))
+    for note in notes:   # a command tuned elsewhere may bind CPUs or load libraries wrongly here
+        print(f"autotune: warning: {note}", file=sys.stderr)
     print(render(cmd, args.format))
     return 0
 
@@ -106,19 +107,3 @@ def _from_trial(study, number: int) -> tuple[Config, dict]:
             extra["headline"] = (f"trial {number}: {ratio:.2f}x the default launch in one "
                                  "search measurement (not verified)")
     return config, extra
-
-
-def _warn_if_elsewhere(fingerprint: str | None) -> None:
-    if not fingerprint:
-        return
-    try:
-        from ..probe import probe
-        here = probe(collect_capabilities=False).fingerprint()
-    except AutotuneError as exc:
-        print(f"autotune: warning: cannot probe this machine to compare topologies ({exc})",
-              file=sys.stderr)
-        return
-    if here != fingerprint:
-        print(f"autotune: warning: this machine's topology ({here}) differs from the one the "
-              f"study measured ({fingerprint}): the CPU binding and library paths may not fit "
-              "here", file=sys.stderr)

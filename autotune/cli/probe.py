@@ -52,7 +52,7 @@ def render(t: Topology, *, source: str | None = None) -> str:
     """The compact human table."""
     caps = t.capabilities
     out = [f"machine      {source or 'this machine'} (fingerprint {t.fingerprint()})",
-           f"cpu          {t.isa.model_name} ({t.isa.vendor}); "
+           f"cpu          {t.isa.describe()}; "
            f"isa: {' '.join(t.isa.flags) or 'none of interest'}",
            f"sockets      {t.sockets}"]
     usable = t.usable_cores()

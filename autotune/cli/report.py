@@ -24,11 +24,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    study, url = open_study_from_args(args)
+    study, url, notes = open_study_from_args(args)
     report = build_report(study, top=args.top)
     if args.json:
-        print(json.dumps({"storage": url, **report.to_json()}, indent=2))
+        print(json.dumps({"storage": url, **report.to_json(), "provenance": notes}, indent=2))
     else:
         print(f"storage: {url}")
+        for note in notes:
+            print(f"note: {note}")
         print(report.text())
     return 0

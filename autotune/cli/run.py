@@ -19,6 +19,7 @@ import json
 
 from ..config import parse_sets
 from ..errors import ConfigError
+from ..plan import infeasible_reason
 from ..trial import TrialSettings, plan_trial, run_trial
 from ..script import SOURCES
 from ._common import (add_workload_args, check_workload_args, describe_measurement, load_topology,
@@ -47,6 +48,12 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("--sysfs-root plans against another machine; add --dry-run")
     check_workload_args(args)
     topology = load_topology(args.sysfs_root)
+    # What was typed cannot launch here (4096 ranks on 2 cores, a backend torch lacks): an error
+    # in the command, not a trial outcome. A search records the same reasons as results instead.
+    reason = infeasible_reason(config, topology)
+    if reason:
+        where = f"the machine in {args.sysfs_root}" if args.sysfs_root else "this machine"
+        raise ConfigError(f"--set: {reason} (on {where})")
     settings: TrialSettings = settings_from_args(args, timeout_s=args.timeout)
     if args.dry_run:
         plan = plan_trial(config, topology, settings, trial_id="dry-run", port=29500)

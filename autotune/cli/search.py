@@ -28,10 +28,14 @@ from ..budget import parse_budget, plan_budget
 from ..config import Config
 from ..errors import AutotuneError
 from ..lock import MachineLock
-from ..recommend import Recommendation, confirm_quality, pick_candidates, unverified, verify
+from ..measure import BUSY_CPU_SHARE
+from ..recommend import (Recommendation, confirm_quality, pick_candidates, trusted_alone,
+                         unverified, verify)
 from ..runner import interrupt_on_sigterm, reap_orphans
 from ..search import SearchOptions, make_sampler, run_search
 from ..space import default_space_path, find_space, load_space, resolve
+from ..probe import torch_build
+from ..provenance import Here, check_resumable, not_used
 from ..study import (default_storage, describe_study, fail_stale_running, open_storage,
                      open_study, redact, study_name)
 from ..trial import TrialSettings, live_evaluator
@@ -96,8 +100,9 @@ def run(args: argparse.Namespace) -> int:
     if args.script:
         space, dropped = restrict_space(space, placeholders(args.script))
     url = args.storage or default_storage(args.results)
-    storage = open_storage(url)
-    name = study_name(label, topology, space.name)
+    storage = open_storage(url, create_under=args.results)
+    here = Here(topology=topology, torch=torch_build())
+    name = study_name(label, topology, space.name, torch=here.torch)
     progress = Progress(budget_s=budget_s, quiet=args.quiet or args.json, started=started)
 
     def elapsed() -> float:
@@ -111,6 +116,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         with interrupt_on_sigterm():
             study = open_study(storage, name, sampler=make_sampler(args.seed))
+            check_resumable(study, here)
             # A search killed with kill -9 leaves its ranks running and its trial RUNNING.
             reap_orphans(os.path.join(args.results, "trials"))
             stale = fail_stale_running(study)
@@ -120,9 +126,10 @@ def run(args: argparse.Namespace) -> int:
                                "max_accuracy_drop": args.max_accuracy_drop,
                                "quality_samples": settings.accuracy_samples,
                                "quality_seeds": args.quality_seeds, "batchnorm": batchnorm,
-                               "reference_batch": Config().global_batch})
+                               "reference_batch": Config().global_batch}, torch=here.torch)
             progress.start(name=name, storage=redact(url), space=space, stale=stale,
                            topology=topology)
+            elsewhere = _not_resumed(progress, storage, here, label, space.name)
             if args.script:
                 # export fills this template with the tuned values
                 study.set_user_attr("script_command", list(args.script))
@@ -158,12 +165,23 @@ def run(args: argparse.Namespace) -> int:
     summary = {"study": name, "storage": redact(url), "stop_reason": result.stop_reason,
                "trials_run": result.measured, "elapsed_s": round(elapsed(), 1),
                "budget_s": budget_s, "recommendation": rec.to_json() if rec else None,
-               "command": command}
+               "command": command, "not_resumed": elsewhere}
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
         progress.finish(result, rec, command, elapsed())
     return 0
+
+
+def _not_resumed(progress, storage, here: Here, label: str, space_name: str) -> list[dict]:
+    """Studies of this job measured on other hardware or with another torch stay in the storage
+    but are never resumed: say which, and why, so nobody wonders where their trials went."""
+    import optuna
+    summaries = optuna.get_all_study_summaries(storage, include_best_trial=False)
+    listed = not_used(summaries, here, workload=label, space=space_name)
+    for other, reason in listed:
+        progress.note(f"not resumed: study {other} ({reason})")
+    return [{"study": other, "reason": reason} for other, reason in listed]
 
 
 def _script_notes(progress, args, dropped: list[str]) -> None:
@@ -189,7 +207,13 @@ def _recommend(result, evaluate, args, time_left, progress,
     if not candidates:
         return verify([], default, evaluate, rounds=0)
     if time_left() < 20:
-        return unverified(candidates[0], default, "no budget left to verify")
+        alone = [c for c in candidates if trusted_alone(c)]
+        if not alone:
+            progress.note("no recommendation: no budget left to verify, and the best candidates "
+                          "were measured while the machine was busy (cpu_share below "
+                          f"{BUSY_CPU_SHARE}); run the same command again to verify them")
+            return None
+        return unverified(alone[0], default, "no budget left to verify")
     progress.note(f"verifying {len(candidates)} candidate(s) against the default launch, "
                   f"interleaved, up to {args.verify_rounds} rounds")
     book = result.book if not args.script else None

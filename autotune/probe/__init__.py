@@ -28,13 +28,13 @@ import dataclasses
 import os
 
 from ..errors import ProbeError
-from ..topology import Capabilities, Topology
+from ..topology import Capabilities, Topology, TorchBuild
 from . import collect as _collect
 from . import gpu as _gpu
 from . import parse as _parse
 from .capabilities import build_capabilities
 
-__all__ = ["probe", "capture", "topology_from_files"]
+__all__ = ["probe", "capture", "topology_from_files", "torch_build"]
 
 
 def probe(sysfs_root: str | None = None, *, collect_capabilities: bool = True) -> Topology:
@@ -46,6 +46,11 @@ def probe(sysfs_root: str | None = None, *, collect_capabilities: bool = True) -
     caps, cap_warnings = build_capabilities(_collect.collect_capabilities(),
                                             num_gpus=len(topo.gpus))
     return dataclasses.replace(topo, capabilities=caps, warnings=topo.warnings + cap_warnings)
+
+
+def torch_build() -> TorchBuild:
+    """The torch this process (and every trial it launches: they run sys.executable) uses."""
+    return _parse.parse_torch_version(_collect.torch_version_file())
 
 
 def topology_from_files(raw: _collect.RawMachine) -> Topology:

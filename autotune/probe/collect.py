@@ -187,6 +187,16 @@ def _last_line(text: str) -> str:
     return lines[-1] if lines else ""
 
 
+def torch_version_file() -> str:
+    """The text of the installed torch's version.py, found without importing torch ('' when
+    torch is not installed)."""
+    spec = importlib.util.find_spec("torch")
+    if not spec or not spec.submodule_search_locations:
+        return ""
+    path = os.path.join(list(spec.submodule_search_locations)[0], "version.py")
+    return read_text(path) if os.path.isfile(path) else ""
+
+
 # ---- capabilities --------------------------------------------------------------------------
 _LIB_NAME = re.compile(r"^lib(jemalloc|tcmalloc|tcmalloc_minimal|iomp5|gomp)\.so(\.\d+)*$")
 MULTIARCH_DIRS = ("/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu",

@@ -11,7 +11,7 @@ import re
 from typing import Mapping
 
 from ..errors import ProbeError
-from ..topology import INTERESTING_FLAGS, Core, Isa, NumaNode
+from ..topology import INTERESTING_FLAGS, Core, Isa, NumaNode, TorchBuild
 
 CPU_DIR = "devices/system/cpu"
 NODE_DIR = "devices/system/node"
@@ -110,8 +110,38 @@ def parse_cpuinfo(text: str) -> Isa:
         vendor_raw, vendor_raw.lower() or ("arm" if "cpu implementer" in fields else "unknown"))
     model = fields.get("model name") or fields.get("cpu model") or fields.get("cpu") or "unknown"
     flags = set((fields.get("flags") or fields.get("features") or "").split())
+    # x86 names the generation by CPUID family/model/stepping; ARM by implementer/part/revision.
+    ids = [_cpuid(fields, *keys) for keys in (("cpu family", "cpu implementer"),
+                                              ("model", "cpu part"), ("stepping", "cpu revision"))]
     return Isa(vendor=vendor, model_name=" ".join(model.split()),
-               flags=tuple(f for f in sorted(INTERESTING_FLAGS) if f in flags))
+               flags=tuple(f for f in sorted(INTERESTING_FLAGS) if f in flags),
+               family=ids[0], model=ids[1], stepping=ids[2])
+
+
+def _cpuid(fields: Mapping[str, str], x86_key: str, arm_key: str) -> int | None:
+    """A CPUID number (decimal on x86, 0x-prefixed hex on ARM); None when absent or garbled."""
+    text = fields.get(x86_key) or fields.get(arm_key) or ""
+    try:
+        return int(text, 0) if text.lower().startswith("0x") else int(text)
+    except ValueError:
+        return None
+
+
+def parse_torch_version(text: str) -> TorchBuild:
+    """torch/version.py (plain `name = 'literal'` lines, written by torch's build) -> TorchBuild.
+    Read as text, not imported: report and export must not pay seconds for `import torch`."""
+    import ast
+    values: dict[str, object] = {}
+    for m in re.finditer(r"^(\w+)\s*(?::[^=\n]*)?=\s*(.+?)\s*$", text, re.MULTILINE):
+        try:
+            values[m.group(1)] = ast.literal_eval(m.group(2))
+        except (ValueError, SyntaxError):
+            continue
+    accel = next((f"{k} {values[k]}" for k in ("cuda", "hip", "xpu") if values.get(k)), None)
+    git = values.get("git_version")
+    return TorchBuild(version=str(values.get("__version__") or "unknown"),
+                      git_version=str(git) if git and git != "Unknown" else None,
+                      accelerator=accel, debug=bool(values.get("debug", False)))
 
 
 def node_ids(files: Mapping[str, str]) -> tuple[int, ...]:
