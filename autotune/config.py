@@ -16,6 +16,9 @@ ALLOCATORS = ("default", "jemalloc", "tcmalloc")
 OMP_RUNTIMES = ("libgomp", "libiomp5")
 PRECISIONS = ("fp32", "bf16", "fp16")
 IPEX_MODES = ("off", "on")
+DEVICES = ("cpu", "cuda")
+# Where a GPU rank's CPUs come from, named as torchrun's --numa-binding modes (torch/numa/binding.py)
+NUMA_BINDINGS = ("none", "node", "socket", "exclusive", "core-complex")
 
 # Knobs that change the arithmetic of training (and so accuracy). All others only change speed,
 # which is why accuracy is measured once per distinct value of these and reused.
@@ -38,6 +41,10 @@ class Config:
     channels_last: bool = False
     compile: bool = False
     ipex: str = "off"
+    device: str = "cpu"                 # "cuda": one rank per GPU, GPU r for rank r
+    numa_binding: str = "none"          # GPU ranks: CPUs near the rank's GPU (binding = the tool)
+    dataloader_workers: int = 0         # DataLoader worker processes per rank (0: in the rank)
+    pin_memory: bool = False            # page-locked host batches (faster host-to-GPU copies)
 
     def __post_init__(self) -> None:
         _positive("nproc", self.nproc)
@@ -48,6 +55,9 @@ class Config:
         if self.threads is not None:
             _positive("threads", self.threads)
         _positive("batch_size", self.batch_size)
+        if not isinstance(self.dataloader_workers, int) or isinstance(self.dataloader_workers, bool) \
+                or self.dataloader_workers < 0:
+            raise ConfigError(f"dataloader_workers={self.dataloader_workers!r}: must be an integer >= 0")
         if not isinstance(self.kmp_blocktime, int) or isinstance(self.kmp_blocktime, bool) \
                 or self.kmp_blocktime < 0:
             raise ConfigError(f"kmp_blocktime={self.kmp_blocktime!r}: must be an integer >= 0 (ms)")
@@ -56,11 +66,12 @@ class Config:
             raise ConfigError(f"kmp_affinity={self.kmp_affinity!r}: must be a non-empty string without spaces")
         for name, valid in (("binding", BINDINGS), ("backend", BACKENDS), ("allocator", ALLOCATORS),
                             ("omp_runtime", OMP_RUNTIMES), ("precision", PRECISIONS),
-                            ("ipex", IPEX_MODES)):
+                            ("ipex", IPEX_MODES), ("device", DEVICES),
+                            ("numa_binding", NUMA_BINDINGS)):
             value = getattr(self, name)
             if value not in valid:
                 raise ConfigError(f"{name}={value!r} is not valid; choose one of: {', '.join(valid)}")
-        for name in ("channels_last", "compile"):
+        for name in ("channels_last", "compile", "pin_memory"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name}={getattr(self, name)!r}: must be true or false")
 
@@ -95,8 +106,9 @@ class Config:
 
 
 KNOBS: tuple[str, ...] = tuple(f.name for f in fields(Config))
-_INT_KNOBS = {"nproc", "nproc_per_node", "threads", "batch_size", "kmp_blocktime"}
-_BOOL_KNOBS = {"channels_last", "compile"}
+_INT_KNOBS = {"nproc", "nproc_per_node", "threads", "batch_size", "kmp_blocktime",
+              "dataloader_workers"}
+_BOOL_KNOBS = {"channels_last", "compile", "pin_memory"}
 _OPTIONAL_KNOBS = {"nproc_per_node", "threads"}  # accept "auto"/"default"/None
 
 
