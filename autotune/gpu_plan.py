@@ -38,6 +38,8 @@ class GpuRank:
 def gpu_problem(config: Config, topology: Topology) -> str | None:
     """Why a configuration's GPU knobs cannot work here, or None (also None for CPU configs)."""
     if config.device != "cuda":
+        if config.pin_memory:
+            return "pin_memory=true speeds copies to a GPU and needs device=cuda"
         if config.numa_binding != "none":
             return (f"numa_binding={config.numa_binding} places GPU ranks near their GPU and needs "
                     f"device=cuda; CPU ranks are placed by nproc_per_node and binding")
