@@ -80,9 +80,15 @@ class Config:
         return self.batch_size * self.nproc
 
     @property
+    def data_pipeline(self) -> bool:
+        """Batches come through the DataLoader pipeline (autotune/pipeline.py), whose crop/flip
+        augmentation makes them different data from the in-process batches."""
+        return self.device == "cuda" or self.dataloader_workers > 0 or self.pin_memory
+
+    @property
     def math_key(self) -> tuple:
         """Configs with the same math_key train identically, so they share one accuracy."""
-        return (self.global_batch_size, self.precision)
+        return (self.global_batch_size, self.precision, self.data_pipeline)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, Dataset, Sampler
 
+from .config import Config
 from .workloads import WorkloadSpec, _sample_seed, rank_slice
 
 Batch = tuple[torch.Tensor, torch.Tensor]
@@ -26,8 +27,7 @@ PAD = 4
 
 
 def in_use(config: dict[str, Any]) -> bool:
-    return (config.get("device", "cpu") == "cuda" or int(config.get("dataloader_workers") or 0) > 0
-            or bool(config.get("pin_memory")))
+    return Config(**config).data_pipeline
 
 
 class AugmentedSamples(Dataset):

@@ -93,7 +93,8 @@ class Progress:
             return
         print(rec.headline(), file=out)
         if rec.vs_run_cpu:
-            print(f"  {rec.vs_run_cpu:.2f}x over torch's run_cpu launcher heuristic", file=out)
+            print(f"  {rec.vs_run_cpu:.2f}x over torch's launcher heuristic "
+                  "(run_cpu; torchrun --numa-binding=node on GPUs)", file=out)
         if rec.accuracy is not None and rec.default_accuracy is not None:
             print(f"  accuracy {rec.accuracy:.3f} (default launch {rec.default_accuracy:.3f})",
                   file=out)
