@@ -113,6 +113,13 @@ def to_device(setup: DeviceSetup, tensor: torch.Tensor) -> torch.Tensor:
     return tensor.to(setup.name, non_blocking=setup.pin_memory)
 
 
+def synchronize(setup: DeviceSetup) -> None:
+    """Wait for the step's kernels: CUDA runs asynchronously, so without this a step's time is
+    the time to enqueue it, and the warmup-based window length would be off by orders."""
+    if setup.index is not None:
+        torch.cuda.synchronize(setup.index)
+
+
 def in_force(setup: DeviceSetup) -> dict[str, Any]:
     """The device actually current in this process (for the in-force check)."""
     if setup.index is None:

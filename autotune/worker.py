@@ -195,6 +195,7 @@ def train(req: WorkerRequest, spec, model: torch.nn.Module, rank: int, world_siz
         scaler.scale(loss).backward()  # DDP all-reduces gradients inside backward
         scaler.step(opt)
         scaler.update()
+        _device.synchronize(setup)
         return loss.detach()
 
     def first_step(index: int) -> torch.Tensor:
