@@ -193,3 +193,64 @@ def test_l3_groups_parse_and_ignore_non_l3_index3():
              "devices/system/cpu/cpu2/cache/index3/level": "2\n"}
     assert parse_l3(files, (0, 1, 2, 3), root="t") == ((0, 1),)
     assert parse_l3({}, (0, 1), root="t") == ()
+
+
+class GpuSim:
+    """A GPU server where NCCL, bf16, exclusive CPUs and DataLoader workers help (a formula)."""
+
+    def __init__(self):
+        self.t, self.calls = 0.0, []
+
+    def elapsed(self) -> float:
+        return self.t
+
+    @staticmethod
+    def speed(c: Config) -> float:
+        s = 1000.0 * c.nproc * (0.9 if c.nproc > 1 and c.backend == "gloo" else 1.0)
+        s *= {"fp32": 1.0, "bf16": 2.0, "fp16": 2.1}[c.precision]
+        s *= {"none": 1.0, "node": 1.05, "socket": 1.0, "exclusive": 1.15,
+              "core-complex": 1.1}[c.numa_binding]
+        return s * (1.2 if c.dataloader_workers else 1.0) * (1.05 if c.pin_memory else 1.0)
+
+    def __call__(self, c: Config, mode: str):
+        from autotune import results as R
+        from autotune.search import Evaluation
+        self.calls.append((c, mode))
+        self.t += 10.0
+        if mode == "accuracy":
+            return Evaluation(outcome=R.OK, accuracy=0.9 - (0.05 if c.precision == "fp16" else 0),
+                              seconds=10.0)
+        return Evaluation(outcome=R.OK, throughput=self.speed(c), seconds=10.0)
+
+
+def test_a_gpu_search_starts_from_torchrun_and_verifies_against_it(tmp_path):
+    from autotune.recommend import pick_candidates, verify
+    from autotune.search import DEFAULT_ROLE, RUN_CPU_ROLE, SearchOptions, make_sampler, run_search
+    from autotune.study import open_storage, open_study, records
+    topo = machine("epyc-nps4-4gpu")
+    space = resolve(load_space(find_space("gpu")), topo)
+    sim = GpuSim()
+    study = open_study(open_storage(f"sqlite:///{tmp_path}/s.db"), "gpu", sampler=make_sampler(0))
+    res = run_search(study, space=space, topology=topo, evaluate=sim, clock=sim,
+                     options=SearchOptions(budget_s=900, min_trial_s=10, patience=100))
+    measured = [c for c, mode in sim.calls if mode == "throughput"]
+    assert measured[0] == default_launch(space, topo)            # torchrun, 4 GPUs, unbound
+    assert (measured[1].numa_binding, measured[1].binding) == ("node", "numactl_smt")
+    assert all(c.device == "cuda" and not infeasible_reason(c, topo) for c in measured)
+    assert {DEFAULT_ROLE, RUN_CPU_ROLE} <= {r.role for r in records(study)}
+    rec = verify(pick_candidates(res.records), res.default, sim, rounds=2)
+    assert rec.verified and rec.config.precision != "fp16"       # fp16 lost 5 points
+    assert rec.speedup == pytest.approx(sim.speed(rec.config) / sim.speed(res.default.config))
+    assert rec.speedup > 1.5 and rec.vs_run_cpu and rec.vs_run_cpu > 1.0
+
+
+def test_l3_groups_and_cuda_survive_the_stored_topology():
+    from autotune.topology import Topology
+    topo = machine("epyc-nps4-4gpu")
+    back = Topology.from_json(topo.to_json())
+    assert back.l3_domains == topo.l3_domains and back.capabilities.cuda
+    assert back.fingerprint() == topo.fingerprint()
+    assert [r.cpus for r in plan(gpu_config(back, numa_binding="core-complex", binding="numactl"),
+                                 back).ranks] == \
+        [r.cpus for r in plan(gpu_config(topo, numa_binding="core-complex", binding="numactl"),
+                              topo).ranks]
