@@ -18,10 +18,11 @@ and CUDA's pinned host buffers fail outright when a strict membind node runs sho
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from .config import Config
-from .topology import Core, Topology
+from .topology import Core, Gpu, Topology
 
 CUDA_ENV = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
 
@@ -80,7 +81,8 @@ def cuda_env(config: Config, topology: Topology) -> dict[str, str]:
 
 def gpu_ranks(config: Config, topology: Topology) -> list[GpuRank]:
     """Each rank's GPU and CPU set. Raises ValueError (a one-line reason) when impossible."""
-    gpus = sorted(topology.gpus, key=lambda g: g.index)[:config.nproc]
+    gpus = [dataclasses.replace(g, numa_node=gpu_node(g, topology))
+            for g in sorted(topology.gpus, key=lambda g: g.index)[:config.nproc]]
     mode = config.numa_binding
     if mode == "none":
         return [GpuRank(gpu=g.index, node=g.numa_node, cores=(), cpus=None, threads=config.threads)
@@ -124,6 +126,15 @@ def gpu_ranks(config: Config, topology: Topology) -> list[GpuRank]:
                              f"{len(cpus)} CPUs (numa_binding={mode}) oversubscribes them")
         out.append(GpuRank(gpu=g.index, node=g.numa_node, cores=cores, cpus=cpus, threads=threads))
     return out
+
+
+def gpu_node(gpu: Gpu, topology: Topology) -> int | None:
+    """The GPU's NUMA node; on a machine with a single compute node (most cloud VMs, where
+    nvidia-smi prints N/A) it can only be that one."""
+    if gpu.numa_node is not None:
+        return gpu.numa_node
+    nodes = topology.compute_nodes()
+    return nodes[0].id if len(nodes) == 1 else None
 
 
 def _slice(cores: list[Core], i: int, k: int, node: int | None) -> list[Core]:

@@ -20,6 +20,7 @@ from ._space_file import (DEFAULT_CONSTRAINTS, TOPOLOGY_INTS, Item, KnobSpec, Ru
                           check_value, load_space, parse_space)
 from .config import ALLOCATORS, BACKENDS, BINDINGS, Config
 from .errors import ConfigError, SpaceError
+from .gpu_plan import gpu_node
 from .plan import precision_problem
 from .topology import Topology
 
@@ -142,6 +143,9 @@ def _unavailable(knob: str, value: Any, topology: Topology, names: Mapping[str, 
                 else "this torch cannot use CUDA (a CPU-only build, or no driver)")
     if knob == "numa_binding" and value == "core-complex" and not topology.l3_domains:
         return "the probe found no L3 cache groups (cpu*/cache/index3/shared_cpu_list)"
+    if knob == "numa_binding" and value != "none" and \
+            any(gpu_node(g, topology) is None for g in topology.gpus):
+        return "nvidia-smi gives no NUMA node for some GPU, so no CPUs are known to be near it"
     if knob == "compile" and value and not topology.gpus and not caps.cxx_compiler:
         return "torch.compile on CPU needs a C++ compiler (apt-get install g++)"
     return None

@@ -254,3 +254,16 @@ def test_l3_groups_and_cuda_survive_the_stored_topology():
                                  back).ranks] == \
         [r.cpus for r in plan(gpu_config(topo, numa_binding="core-complex", binding="numactl"),
                               topo).ranks]
+
+
+def test_gpus_without_a_numa_node_bind_only_where_the_node_is_certain():
+    from autotune.topology import Gpu
+    na = (Gpu(index=0, name="NVIDIA L4", memory_bytes=24 << 30),)   # nvidia-smi said N/A
+    vm = dataclasses.replace(machine("desktop-8c16t"), gpus=na)      # one NUMA node: it is that
+    (r0,) = plan(gpu_config(vm, numa_binding="node", binding="numactl"), vm).ranks
+    assert r0.cpus == tuple(range(0, 16, 2))
+    two = dataclasses.replace(machine("pcie-4gpu"), gpus=na)         # two nodes: unknown
+    assert "has no NUMA node" in infeasible_reason(
+        gpu_config(two, numa_binding="node", binding="numactl"), two)
+    space = resolve(load_space(find_space("gpu")), two)
+    assert space.knobs["numa_binding"] == ("none",)
