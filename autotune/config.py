@@ -94,8 +94,14 @@ class Config:
         return asdict(self)
 
     def key(self) -> str:
-        """Canonical identity of the configuration (used to never run it twice)."""
-        return ",".join(f"{k}={v}" for k, v in sorted(self.to_dict().items()))
+        """Canonical identity of the configuration (used to never run it twice).
+
+        Stored studies and recorded landscapes are looked up by this text, so a knob added later
+        appears in it only when set away from its default: old keys keep meaning the same launch.
+        """
+        base = _defaults()
+        return ",".join(f"{k}={v}" for k, v in sorted(self.to_dict().items())
+                        if k in _KEY_V1 or v != base[k])
 
     def with_(self, **changes: Any) -> "Config":
         return replace(self, **changes)
@@ -112,6 +118,14 @@ class Config:
 
 
 KNOBS: tuple[str, ...] = tuple(f.name for f in fields(Config))
+# The knobs of the first release: always part of Config.key().
+_KEY_V1 = frozenset(("nproc", "nproc_per_node", "threads", "binding", "backend", "allocator",
+                     "omp_runtime", "kmp_affinity", "kmp_blocktime", "batch_size", "precision",
+                     "channels_last", "compile", "ipex"))
+
+
+def _defaults() -> dict[str, Any]:
+    return {f.name: f.default for f in fields(Config)}
 _INT_KNOBS = {"nproc", "nproc_per_node", "threads", "batch_size", "kmp_blocktime",
               "dataloader_workers"}
 _BOOL_KNOBS = {"channels_last", "compile", "pin_memory"}

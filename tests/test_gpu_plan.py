@@ -267,3 +267,13 @@ def test_gpus_without_a_numa_node_bind_only_where_the_node_is_certain():
         gpu_config(two, numa_binding="node", binding="numactl"), two)
     space = resolve(load_space(find_space("gpu")), two)
     assert space.knobs["numa_binding"] == ("none",)
+
+
+def test_knobs_added_for_gpus_leave_stored_keys_unchanged():
+    """Studies and recorded landscapes are keyed by Config.key(): a CPU launch keeps its key."""
+    old = ("allocator=default,backend=gloo,batch_size=32,binding=none,channels_last=False,"
+           "compile=False,ipex=off,kmp_affinity=granularity=fine,compact,1,0,kmp_blocktime=1,"
+           "nproc=1,nproc_per_node=None,omp_runtime=libgomp,precision=fp32,threads=None")
+    assert Config().key() == old
+    assert Config(device="cuda").key() != old and "device=cuda" in Config(device="cuda").key()
+    assert Config(dataloader_workers=2).key() != Config(dataloader_workers=4).key()
