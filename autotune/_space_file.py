@@ -24,8 +24,9 @@ TOPOLOGY_LISTS = {"found_allocators": "allocator", "found_backends": "backend",
                   "found_bindings": "binding", "found_ipex": "ipex"}
 # Used when a file has no `constraints:` key; `constraints: []` means none at all.
 DEFAULT_CONSTRAINTS = ("threads * nproc <= usable_cores",)
-_INT_KNOBS = ("nproc", "nproc_per_node", "threads", "batch_size", "global_batch", "kmp_blocktime")
-_BOOL_KNOBS = ("channels_last", "compile")
+_INT_KNOBS = ("nproc", "nproc_per_node", "threads", "batch_size", "global_batch", "kmp_blocktime",
+              "dataloader_workers")
+_BOOL_KNOBS = ("channels_last", "compile", "pin_memory")
 _TOP_KEYS = ("name", "description", "knobs", "fixed", "constraints")
 _KNOB_KEYS = ("choices", "exclude")
 _VALUE_KINDS = {**{n: _expr.INT for n in TOPOLOGY_INTS}, **{n: _expr.STRS for n in TOPOLOGY_LISTS}}

@@ -16,6 +16,9 @@ ALLOCATORS = ("default", "jemalloc", "tcmalloc")
 OMP_RUNTIMES = ("libgomp", "libiomp5")
 PRECISIONS = ("fp32", "bf16", "fp16")
 IPEX_MODES = ("off", "on")
+DEVICES = ("cpu", "cuda")
+# Where a GPU rank's CPUs come from, named as torchrun's --numa-binding modes (torch/numa/binding.py)
+NUMA_BINDINGS = ("none", "node", "socket", "exclusive", "core-complex")
 
 LR_RULES = ("linear", "sqrt", "none")
 # The global batch of the default launch. Learning rates of workloads are tuned for it, and the
@@ -46,6 +49,10 @@ class Config:
     channels_last: bool = False
     compile: bool = False
     ipex: str = "off"
+    device: str = "cpu"                 # "cuda": one rank per GPU, GPU r for rank r
+    numa_binding: str = "none"          # GPU ranks: CPUs near the rank's GPU (binding = the tool)
+    dataloader_workers: int = 0         # DataLoader worker processes per rank (0: in the rank)
+    pin_memory: bool = False            # page-locked host batches (faster host-to-GPU copies)
 
     def __post_init__(self) -> None:
         _positive("nproc", self.nproc)
@@ -58,6 +65,9 @@ class Config:
         _positive("global_batch", self.global_batch)
         if self.batch_size is not None:
             _positive("batch_size", self.batch_size)
+        if not isinstance(self.dataloader_workers, int) or isinstance(self.dataloader_workers, bool) \
+                or self.dataloader_workers < 0:
+            raise ConfigError(f"dataloader_workers={self.dataloader_workers!r}: must be an integer >= 0")
         if not isinstance(self.kmp_blocktime, int) or isinstance(self.kmp_blocktime, bool) \
                 or self.kmp_blocktime < 0:
             raise ConfigError(f"kmp_blocktime={self.kmp_blocktime!r}: must be an integer >= 0 (ms)")
@@ -66,11 +76,12 @@ class Config:
             raise ConfigError(f"kmp_affinity={self.kmp_affinity!r}: must be a non-empty string without spaces")
         for name, valid in (("binding", BINDINGS), ("backend", BACKENDS), ("allocator", ALLOCATORS),
                             ("omp_runtime", OMP_RUNTIMES), ("precision", PRECISIONS),
-                            ("ipex", IPEX_MODES), ("lr_rule", LR_RULES)):
+                            ("ipex", IPEX_MODES), ("lr_rule", LR_RULES), ("device", DEVICES),
+                            ("numa_binding", NUMA_BINDINGS)):
             value = getattr(self, name)
             if value not in valid:
                 raise ConfigError(f"{name}={value!r} is not valid; choose one of: {', '.join(valid)}")
-        for name in ("channels_last", "compile"):
+        for name in ("channels_last", "compile", "pin_memory"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name}={getattr(self, name)!r}: must be true or false")
 
@@ -86,12 +97,24 @@ class Config:
             return self.batch_size
         return max(1, self.global_batch // self.nproc)
 
+    @property
+    def data_pipeline(self) -> bool:
+        """Batches come through the DataLoader pipeline (autotune/pipeline.py), whose crop/flip
+        augmentation makes them different data from the in-process batches."""
+        return self.device == "cuda" or self.dataloader_workers > 0 or self.pin_memory
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     def key(self) -> str:
-        """Canonical identity of the configuration (used to never run it twice)."""
-        return ",".join(f"{k}={v}" for k, v in sorted(self.to_dict().items()))
+        """Canonical identity of the configuration (used to never run it twice).
+
+        Stored studies and recorded landscapes are looked up by this text, so a knob added later
+        appears in it only when set away from its default: old keys keep meaning the same launch.
+        """
+        base = _defaults()
+        return ",".join(f"{k}={v}" for k, v in sorted(self.to_dict().items())
+                        if k in _KEY_V1 or v != base[k])
 
     def with_(self, **changes: Any) -> "Config":
         return replace(self, **changes)
@@ -108,8 +131,21 @@ class Config:
 
 
 KNOBS: tuple[str, ...] = tuple(f.name for f in fields(Config))
-_INT_KNOBS = {"nproc", "nproc_per_node", "threads", "batch_size", "global_batch", "kmp_blocktime"}
-_BOOL_KNOBS = {"channels_last", "compile"}
+# The knobs of the first release: always part of Config.key(). (batch_size left it when it became
+# the per-rank micro-batch of a fixed global batch: an old key with batch_size=32 and nproc=2
+# named a global batch of 64, a different launch from any new key.)
+_KEY_V1 = frozenset(("nproc", "nproc_per_node", "threads", "binding", "backend", "allocator",
+                     "omp_runtime", "kmp_affinity", "kmp_blocktime", "precision",
+                     "channels_last", "compile", "ipex"))
+
+
+def _defaults() -> dict[str, Any]:
+    return {f.name: f.default for f in fields(Config)}
+
+
+_INT_KNOBS = {"nproc", "nproc_per_node", "threads", "batch_size", "global_batch", "kmp_blocktime",
+              "dataloader_workers"}
+_BOOL_KNOBS = {"channels_last", "compile", "pin_memory"}
 _OPTIONAL_KNOBS = {"nproc_per_node", "threads", "batch_size"}  # accept "auto"/"default"/None
 
 

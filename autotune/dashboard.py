@@ -43,7 +43,8 @@ def note_markdown(study_name: str, rec: dict[str, Any], command: str | None) -> 
         facts.append(f"- throughput: {rec['throughput']:.1f} samples/s "
                      f"(default launch {rec.get('default_throughput') or 0:.1f})")
     if rec.get("vs_run_cpu"):
-        facts.append(f"- {rec['vs_run_cpu']:.2f}x over torch's run_cpu heuristic")
+        facts.append(f"- {rec['vs_run_cpu']:.2f}x over torch's launcher heuristic "
+                     "(run_cpu; torchrun --numa-binding=node on GPUs)")
     if rec.get("accuracy") is not None:
         facts.append(f"- accuracy: {rec['accuracy']:.4f} (default launch "
                      f"{_fmt(rec.get('default_accuracy'))})")

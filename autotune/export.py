@@ -39,8 +39,8 @@ def training_command(workload: str, config: Config, *, python: str = sys.executa
     """The built-in trainer for a built-in or module:function workload, with the knobs that act
     inside the process (the rest act through the environment and binding)."""
     inside = ("backend", "global_batch", "batch_size", "lr_rule", "precision", "channels_last",
-              "compile", "ipex",
-              "allocator", "omp_runtime", "threads")
+              "compile", "ipex", "allocator", "omp_runtime", "threads", "device",
+              "dataloader_workers", "pin_memory")
     # The libraries are always named: the rank then checks that the environment really
     # preloads them (or nothing, for the defaults).
     checked = ("allocator", "omp_runtime")
@@ -114,7 +114,11 @@ def _torchrun(cmd: LaunchCommand) -> str:
     launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
                 f"--nproc-per-node={n}"]
     bound = [c for c in cmd.cpus if c is not None]
-    if bound:
+    if torchrun_numa_binding(cmd.config):
+        # torchrun computes the same CPU sets from the live /sys (torch/numa/binding.py)
+        launcher.append(f"--numa-binding={cmd.config.numa_binding}")
+        tail = ["--no-python", *cmd.program]
+    elif bound:
         tool = cmd.config.binding.split("_")[0]
         shim = [cmd.program[0], "-m", "autotune.bind", f"--tool={tool}",
                 "--cpus=" + ";".join(cpulist(c) for c in bound)]
@@ -124,6 +128,14 @@ def _torchrun(cmd: LaunchCommand) -> str:
     else:
         tail = ["--no-python", *cmd.program]
     return "\n".join(_header(cmd) + [f"{_env_prefix(env)}{_q(launcher + tail)}"])
+
+
+def torchrun_numa_binding(config: Config) -> bool:
+    """torchrun's own --numa-binding applies this launch: a GPU launch whose numa_binding mode
+    is applied with numactl over every logical CPU (torchrun binds SMT siblings too and never
+    binds memory). Other bindings are exported as numactl/taskset per rank."""
+    return (config.device == "cuda" and config.numa_binding != "none"
+            and config.binding == "numactl_smt")
 
 
 def _json(cmd: LaunchCommand) -> str:

@@ -15,7 +15,8 @@ import torch.distributed as dist
 
 
 def probe(module: torch.nn.Module, batches: list[tuple[torch.Tensor, torch.Tensor]],
-          loss_fn: Callable, amp: Callable, world_size: int) -> dict[str, Any] | None:
+          loss_fn: Callable, amp: Callable, world_size: int,
+          device: torch.device | None = None) -> dict[str, Any] | None:
     """`batches`: this rank's share of each probe step. Returns the squared norms (identical on
     every rank) or None when a share cannot be halved."""
     params = [p for p in module.parameters() if p.requires_grad]
@@ -35,7 +36,9 @@ def probe(module: torch.nn.Module, batches: list[tuple[torch.Tensor, torch.Tenso
             loss.float().backward()
             grads.append(torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p))
                                     .detach().float().flatten() for p in params]))
-        local = torch.tensor([float(g.pow(2).sum()) for g in grads], dtype=torch.float64)
+        # the collective's device: NCCL reduces CUDA tensors only
+        local = torch.tensor([float(g.pow(2).sum()) for g in grads], dtype=torch.float64,
+                             device=device)
         total = (grads[0] + grads[1])
         dist.all_reduce(total)
         total /= 2 * world_size

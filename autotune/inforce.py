@@ -71,9 +71,11 @@ def autocast_name(enabled: bool, dtype: torch.dtype) -> str:
     return _AUTOCAST_NAMES.get(dtype, str(dtype)) if enabled else "fp32"
 
 
-def current_autocast() -> str:
-    """The autocast precision in force right here (call it inside the training step's context)."""
-    return autocast_name(torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu"))
+def current_autocast(device_type: str = "cpu") -> str:
+    """The autocast precision in force right here (call it inside the training step's context)
+    for the rank's device type: a CPU autocast does nothing to CUDA kernels and vice versa."""
+    return autocast_name(torch.is_autocast_enabled(device_type),
+                         torch.get_autocast_dtype(device_type))
 
 
 def _read(path: str) -> str:
@@ -120,6 +122,11 @@ def differences(expect: RankExpect, in_force: dict[str, Any]) -> list[str]:
             expect.mem_node, in_force.get("mem_policy"), in_force["mems_allowed"]):
         diffs.append(f"mem_node: planned {expect.mem_node}, in force policy "
                      f"{in_force.get('mem_policy')}, mems_allowed {in_force['mems_allowed']}")
+    # None: not planned (older requests). A GPU rank on the wrong GPU shares it with a peer.
+    if expect.device is not None and expect.device != in_force.get("device", "cpu"):
+        diffs.append(f"device: planned {expect.device}, in force {in_force.get('device')}")
+    if expect.backend is not None and expect.backend != in_force.get("backend"):
+        diffs.append(f"backend: planned {expect.backend}, in force {in_force.get('backend')}")
     if expect.precision != in_force["autocast_dtype"]:
         diffs.append(f"precision: planned {expect.precision}, "
                      f"in force {in_force['autocast_dtype']}")

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from .bind import command as bind_command
 from .config import REFERENCE_GLOBAL_BATCH, Config
 from .errors import ConfigError
+from .gpu_plan import CUDA_ENV, cuda_env, gpu_problem, gpu_ranks
 from .plan_types import LaunchPlan, RankExpect, RankPlan, WorkerRequest, cpulist
 from .quality import split_batch
 from .topology import Core, Topology
@@ -25,7 +26,8 @@ JEMALLOC_CONF = ("oversize_threshold:1,background_thread:true,metadata_thp:auto,
 # Variables the plan owns: inherited values would silently change what a trial measures.
 OWNED_ENV = ("LD_PRELOAD", "MALLOC_CONF", "OMP_NUM_THREADS", "KMP_AFFINITY", "KMP_BLOCKTIME",
              "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-             "CCL_WORKER_COUNT", "CCL_WORKER_AFFINITY", "CCL_ATL_TRANSPORT", "GOMP_CPU_AFFINITY")
+             "CCL_WORKER_COUNT", "CCL_WORKER_AFFINITY", "CCL_ATL_TRANSPORT", "GOMP_CPU_AFFINITY",
+             *CUDA_ENV)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,14 +54,16 @@ def infeasible_reason(config: Config, topology: Topology) -> str | None:
         return "binding numactl: numactl is missing or blocked here"
     if config.binding.startswith("taskset") and not caps.taskset:
         return "binding taskset: taskset is missing or not usable here"
-    if config.precision == "fp16" and not topology.isa.fp16:
-        return "precision fp16: this CPU has no native fp16 (avx512_fp16/amx_fp16)"
+    why = precision_problem(config.precision, config.device, topology)
+    if why:
+        return why
     if config.ipex == "on" and not caps.ipex_version:
         return f"ipex on: {caps.ipex_problem or 'intel-extension-for-pytorch is not installed'}"
     if config.compile and not caps.cxx_compiler:
         return "compile: torch.compile needs a C++ compiler and none was found"
-    if config.backend == "nccl" and config.nproc > len(topology.gpus):
-        return f"nproc={config.nproc} but only {len(topology.gpus)} GPU(s) for nccl"
+    why = gpu_problem(config, topology)
+    if why or config.device == "cuda":
+        return why
     try:
         _placements(config, topology)
         # the global batch is the invariant: ranks that cannot share it equally cannot run it
@@ -69,16 +73,29 @@ def infeasible_reason(config: Config, topology: Topology) -> str | None:
     return None
 
 
+def precision_problem(precision: str, device: str, topology: Topology) -> str | None:
+    """The one rule for precisions. CUDA GPUs do bf16 and fp16 math natively (fp16 since Pascal,
+    bf16 autocast falls back to fp32 math on pre-Ampere parts but still runs). On a CPU, bf16
+    autocast runs everywhere (emulated where the ISA lacks it, slower but correct), while fp16 is
+    offered only with native fp16 instructions: emulated fp16 is far slower than fp32 and its
+    GradScaler on CPU adds cost for nothing."""
+    if precision == "fp16" and device == "cpu" and not topology.isa.fp16:
+        return "precision fp16: this CPU has no native fp16 (avx512_fp16/amx_fp16)"
+    return None
+
+
 def canonical(config: Config, topology: Topology) -> Config:
     """The same launch written one way, so that two spellings are never run twice: a
     nproc_per_node that spreads ranks as the default would, and automatic threads that the plan
     resolves to a number anyway (bound or multi-rank), are written as the plan will run them."""
     try:
-        placed = _placements(config, topology)
+        placed = _rank_placements(config, topology)
     except ConfigError:
         return config
     out = config
-    if out.nproc_per_node is not None:
+    if config.device == "cuda" and config.numa_binding == "none" and config.binding != "none":
+        out = out.with_(binding="none")   # the tool has no CPU set to apply
+    if out.nproc_per_node is not None and config.device == "cpu":
         spread = out.with_(nproc_per_node=None)
         try:
             if [p.node for p in _placements(spread, topology)] == [p.node for p in placed]:
@@ -89,6 +106,18 @@ def canonical(config: Config, topology: Topology) -> Config:
     if out.threads is None and len(threads) == 1 and None not in threads:
         out = out.with_(threads=threads.pop())
     return out
+
+
+def _rank_placements(config: Config, topology: Topology) -> list[Placement]:
+    """GPU ranks sit near their GPU (gpu_plan.py); CPU ranks spread over NUMA nodes."""
+    if config.device != "cuda":
+        return _placements(config, topology)
+    try:
+        ranks = gpu_ranks(config, topology)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    return [Placement(node=r.node, cores=r.cores, cpus=r.cpus or (), threads=r.threads)
+            for r in ranks]
 
 
 def _placements(config: Config, topology: Topology) -> list[Placement]:
@@ -168,21 +197,25 @@ def build_plan(config: Config, topology: Topology, *, workload: str = "cnn",
     reason = infeasible_reason(config, topology)
     if reason:
         raise ConfigError(reason)
-    placements = _placements(config, topology)
+    placements = _rank_placements(config, topology)
     caps = topology.capabilities
     env_delta = env_for(config, topology)
-    membind_ok = config.binding.startswith("numactl") and caps.numactl_membind
+    gpu = config.device == "cuda"
+    membind_ok = config.binding.startswith("numactl") and caps.numactl_membind and not gpu
+    # GPU ranks are bound only when a numa_binding mode chose their CPUs
+    bound = config.binding != "none" and (not gpu or config.numa_binding != "none")
     expects, ranks = [], []
     request_path = os.path.join(workdir, "request.json")
     for rank, pl in enumerate(placements):
-        bound = config.binding != "none"
         # The process may run on its compute cores plus the oneCCL worker's core; OpenMP is
         # kept off the latter by GOMP_CPU_AFFINITY (see ccl_env).
         cpus = tuple(sorted(pl.cpus + ((pl.ccl_cpu,) if pl.ccl_cpu is not None else ())))
         mem_node = pl.node if membind_ok and pl.node is not None else None
         expects.append(RankExpect(cpus=cpus if bound else None, threads=pl.threads,
                                   allocator=config.allocator, omp_runtime=config.omp_runtime,
-                                  precision=config.precision, mem_node=mem_node))
+                                  precision=config.precision, mem_node=mem_node,
+                                  device=f"cuda:{rank}" if gpu else "cpu",
+                                  backend=config.backend))
         env = {**{k: v for k, v in base_env.items() if k not in OWNED_ENV}, **env_delta}
         if pl.threads is not None:
             env["OMP_NUM_THREADS"] = str(pl.threads)
@@ -193,7 +226,7 @@ def build_plan(config: Config, topology: Topology, *, workload: str = "cnn",
                    AUTOTUNE_REPORT=os.path.join(workdir, f"rank{rank}.report.json"))
         if config.backend == "ccl":
             env.update(ccl_env(pl))
-        argv = (*binding_prefix(config.binding, cpus, mem_node),
+        argv = (*binding_prefix(config.binding if bound else "none", cpus, mem_node),
                 *(program or (python, "-m", "autotune.worker", "--request", request_path)))
         ranks.append(RankPlan(rank=rank, argv=argv, env=env, cpus=cpus if bound else None,
                               mem_node=mem_node, log_path=os.path.join(workdir, f"rank{rank}.log"),
@@ -227,6 +260,8 @@ def env_for(config: Config, topology: Topology) -> dict[str, str]:
         env["KMP_BLOCKTIME"] = str(config.kmp_blocktime)
     if preload:
         env["LD_PRELOAD"] = ":".join(preload)
+    if config.device == "cuda":
+        env.update(cuda_env(config, topology))
     return env
 
 

@@ -30,6 +30,8 @@ class RankExpect:
     omp_runtime: str | None           # "libgomp" | "libiomp5"; None: not checked
     precision: str                    # autocast dtype in force: fp32 (none) / bf16 / fp16
     mem_node: int | None = None       # memory bound to this NUMA node (numactl --membind)
+    device: str | None = None         # "cpu" or "cuda:N" (N = LOCAL_RANK); None: not checked
+    backend: str | None = None        # process-group backend in force; None: not checked
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -60,6 +60,8 @@ def math_class(config: Config, *, batchnorm: bool,
     parts += [f"{k}={v}" for k, v in (("compile", config.compile), ("ipex", config.ipex),
                                       ("channels_last", config.channels_last))
               if v != getattr(Config(), k)]
+    if config.data_pipeline:   # augmented batches (crop/flip): other data, other quality
+        parts.append("data_pipeline=augmented")
     if batchnorm:   # statistics over each forward pass's batch, per rank (DDP's default)
         parts.append(f"bn_batch={config.micro_batch}")
     return ",".join(parts)

@@ -68,11 +68,12 @@ class Recommendation:
     candidates: tuple[Verified, ...] = ()
     note: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    default_wins: bool = False         # no candidate beat the default launch (CPU or GPU default)
 
     def headline(self) -> str:
         if not self.verified:
             return f"unverified speedup {self.speedup:.2f}x over the default launch ({self.note})"
-        if self.config == Config():
+        if self.default_wins or self.config == Config():
             return (f"no verified speedup: the default launch is the best configuration found "
                     f"({self.note})" if self.note else "no verified speedup over the default launch")
         return f"verified speedup {self.speedup:.2f}x over the default launch (±{self.spread:.2f})"
@@ -173,7 +174,8 @@ def _choose(verified: list[Verified], default: Record, rounds: int,
         return Recommendation(config=default.config, speedup=1.0, spread=0.0, rounds=rounds,
                               verified=True, accuracy=default.accuracy,
                               default_accuracy=default.accuracy, default_throughput=d_med,
-                              throughput=d_med, candidates=tuple(verified), note=note)
+                              throughput=d_med, candidates=tuple(verified), note=note,
+                              default_wins=True)
     win = holding[0]
     vs_run_cpu = None
     if run_cpu is not None and run_cpu is not win and len(run_cpu.throughputs) == len(win.throughputs) \

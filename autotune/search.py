@@ -86,10 +86,27 @@ def make_sampler(seed: int = 0) -> optuna.samplers.BaseSampler:
                                           n_startup_trials=6, constant_liar=False)
 
 
+def default_launch(space, topology: Topology) -> Config:
+    """What a user runs without tuning. On CPUs: one process, torch's threads, fp32. For a GPU
+    space: `torchrun --nproc-per-node=<GPUs>` with NCCL and no binding; torchrun sets
+    OMP_NUM_THREADS=1 when it starts several processes, so that is the default's threads."""
+    fixed = getattr(space, "fixed", {}) or {}
+    if fixed.get("device") != "cuda":
+        return Config()
+    gpus = max(1, len(topology.gpus))
+    backend = "nccl" if "nccl" in topology.capabilities.backends else "gloo"
+    return Config(device="cuda", nproc=gpus, backend=backend, threads=1 if gpus > 1 else None)
+
+
 def reference_configs(topology: Topology, base: Config) -> list[tuple[str, Config]]:
-    """The default launch, and the launcher heuristic of torch.backends.xeon.run_cpu: one process
-    per NUMA node on its physical cores, bound, with the best allocator and OpenMP found."""
+    """The default launch, and the launcher heuristic: on CPUs torch.backends.xeon.run_cpu's
+    (one process per NUMA node on its physical cores, bound, with the best allocator and OpenMP
+    found), on GPUs torchrun's `--numa-binding=node` (each rank on every logical CPU of its GPU's
+    NUMA node, through numactl)."""
     caps = topology.capabilities
+    if base.device == "cuda":
+        return [(DEFAULT_ROLE, base),
+                (RUN_CPU_ROLE, base.with_(numa_binding="node", binding="numactl_smt"))]
     nodes = max(1, len(topology.compute_nodes()))
     alloc = next((a for a in ("tcmalloc", "jemalloc") if caps.allocators.get(a)), "default")
     binding = "numactl" if caps.numactl else "taskset" if caps.taskset else "none"
@@ -103,7 +120,8 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
                clock: Clock, options: SearchOptions,
                on_event: Callable[..., None] = lambda kind, **info: None) -> SearchResult:
     distributions = {k: CategoricalDistribution(list(v)) for k, v in space.knobs.items()}
-    book = QualityBook(study, evaluate, batchnorm=options.batchnorm,
+    base = default_launch(space, topology)
+    book = QualityBook(study, evaluate, batchnorm=options.batchnorm, base=base,
                        tolerance_pp=options.max_accuracy_drop, seeds=options.quality_seeds)
 
     def key(config: Config) -> str:  # two spellings of one launch are one configuration
@@ -113,7 +131,6 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
     # that stands for the config (candidates would otherwise be reported as role "repeat").
     known = {key(r.config): r for r in records(study) if r.role != "repeat"}
     measured = 0
-    base = Config()  # the default launch: 1 process, torch's threads, default allocator, fp32
     durations: list[float] = []
 
     def reserve() -> float:

@@ -20,6 +20,8 @@ from ._space_file import (DEFAULT_CONSTRAINTS, TOPOLOGY_INTS, Item, KnobSpec, Ru
                           check_value, load_space, parse_space)
 from .config import ALLOCATORS, BACKENDS, BINDINGS, Config
 from .errors import ConfigError, SpaceError
+from .gpu_plan import gpu_node
+from .plan import precision_problem
 from .topology import Topology
 
 __all__ = ["DEFAULT_CONSTRAINTS", "ResolvedSpace", "SpaceSpec", "default_space_path", "find_space",
@@ -107,9 +109,9 @@ def topology_names(topology: Topology) -> dict[str, Any]:
         "found_allocators": ("default",) + tuple(a for a in ALLOCATORS[1:] if caps.allocators.get(a)),
         "found_backends": tuple(b for b in BACKENDS if b in caps.backends),
         "found_omp_runtimes": omp,
-        # GPUs do bf16/fp16 math whatever the host CPU's ISA says
-        "supported_precisions": ("fp32",) + (("bf16",) if topology.isa.bf16 or gpus else ())
-        + (("fp16",) if topology.isa.fp16 or gpus else ()),
+        # what this CPU computes natively; a GPU space lists its precisions itself
+        "supported_precisions": ("fp32",) + (("bf16",) if topology.isa.bf16 else ())
+        + (("fp16",) if topology.isa.fp16 else ()),
         "found_bindings": tuple(b for b in BINDINGS if bindings[b]),
         # the probe sets ipex_version only when IPEX imports and was built for this torch
         "found_ipex": ("off",) + (("on",) if caps.ipex_version else ()),
@@ -136,6 +138,14 @@ def _unavailable(knob: str, value: Any, topology: Topology, names: Mapping[str, 
         return "no SMT siblings among the usable CPUs"
     if knob == "ipex" and value == "on" and not caps.ipex_version:
         return caps.ipex_problem or "IPEX not importable (pip install intel-extension-for-pytorch)"
+    if knob == "device" and value == "cuda" and not (topology.gpus and caps.cuda):
+        return ("no NVIDIA GPU found (nvidia-smi)" if not topology.gpus
+                else "this torch cannot use CUDA (a CPU-only build, or no driver)")
+    if knob == "numa_binding" and value == "core-complex" and not topology.l3_domains:
+        return "the probe found no L3 cache groups (cpu*/cache/index3/shared_cpu_list)"
+    if knob == "numa_binding" and value != "none" and \
+            any(gpu_node(g, topology) is None for g in topology.gpus):
+        return "nvidia-smi gives no NUMA node for some GPU, so no CPUs are known to be near it"
     if knob == "compile" and value and not topology.gpus and not caps.cxx_compiler:
         return "torch.compile on CPU needs a C++ compiler (apt-get install g++)"
     return None
@@ -145,6 +155,8 @@ def resolve(spec: SpaceSpec, topology: Topology) -> ResolvedSpace:
     names = topology_names(topology)
     notes: list[str] = []
     knobs: dict[str, tuple[Any, ...]] = {}
+    devices = (set(_expand("device", spec.knobs["device"].choices, names))
+               if "device" in spec.knobs else {spec.fixed.get("device", "cpu")})
     for knob, ks in spec.knobs.items():
         excluded = set(_expand(knob, ks.exclude, names))
         kept: list[Any] = []
@@ -155,12 +167,17 @@ def resolve(spec: SpaceSpec, topology: Topology) -> ResolvedSpace:
                 continue
             seen.append(value)
             why = _unavailable(knob, value, topology, names)
+            if knob == "precision" and not why:
+                # the planner's rule, so the space never offers what a trial would rule out
+                problems = [precision_problem(value, d, topology) for d in sorted(devices)]
+                why = problems[0] if all(problems) else None
             if why:
                 dropped.append(f"{knob}={_fmt(value)} dropped: {why}")
                 continue
-            if knob == "precision" and value not in names["supported_precisions"]:
-                notes.append(f"precision={value} kept: this CPU has no native {value} math, so it is "
-                             f"emulated and usually slower than fp32")
+            if knob == "precision" and value not in names["supported_precisions"] \
+                    and "cpu" in devices:
+                notes.append(f"precision={value} kept: this CPU has no native {value} math, so CPU "
+                             f"trials emulate it, usually slower than fp32")
             kept.append(value)
         notes.extend(dropped)
         if not kept:
@@ -219,7 +236,8 @@ def spaces_dir() -> Path:
 
 
 def default_space_path(topology: Topology) -> Path:
-    return spaces_dir() / ("gpu.yaml" if topology.gpus else "cpu.yaml")
+    gpu = topology.gpus and topology.capabilities.cuda  # GPUs that this torch can train on
+    return spaces_dir() / ("gpu.yaml" if gpu else "cpu.yaml")
 
 
 def find_space(name: str | Path) -> Path:

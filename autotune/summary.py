@@ -98,7 +98,8 @@ class Report:
             out.append("")
             out.append(rec.get("headline") or "recommendation stored")
             if rec.get("vs_run_cpu"):
-                out.append(f"  {rec['vs_run_cpu']:.2f}x over torch's run_cpu heuristic")
+                out.append(f"  {rec['vs_run_cpu']:.2f}x over torch's launcher heuristic "
+                           "(run_cpu; torchrun --numa-binding=node on GPUs)")
             changes = _changes(rec.get("config", {}))
             out.append(f"  config: {_knobs(changes)}")
         else:

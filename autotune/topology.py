@@ -100,6 +100,7 @@ class Capabilities:
     taskset: bool = False
     cxx_compiler: str | None = None
     torchvision: bool = False
+    cuda: bool = False                   # torch can use the GPUs found (a CUDA build, a driver)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -143,6 +144,8 @@ class Topology:
     isa: Isa = field(default_factory=Isa)
     gpus: tuple[Gpu, ...] = ()
     gpu_links: tuple[tuple[str, ...], ...] = ()   # nvidia-smi topo -m matrix: "X", "NV12", "PIX", ...
+    # CPUs sharing one L3 cache (a "core complex" on AMD), sorted; () when sysfs has no L3 info
+    l3_domains: tuple[tuple[int, ...], ...] = ()
     capabilities: Capabilities = field(default_factory=Capabilities)
     warnings: tuple[str, ...] = ()
 
@@ -213,6 +216,7 @@ class Topology:
                       "numa_node": g.numa_node, "cpu_affinity": list(g.cpu_affinity)}
                      for g in self.gpus],
             "gpu_links": [list(r) for r in self.gpu_links],
+            "l3_domains": [list(d) for d in self.l3_domains],
             "allocators": dict(caps.allocators),
             "omp_runtimes": dict(caps.omp_runtimes),
             "backends": list(caps.backends),
@@ -224,6 +228,7 @@ class Topology:
             "taskset": caps.taskset,
             "cxx_compiler": caps.cxx_compiler,
             "torchvision": caps.torchvision,
+            "cuda": caps.cuda,
             "warnings": list(self.warnings),
         }
 
@@ -245,7 +250,8 @@ class Topology:
             ipex_version=ipex.get("version"), ipex_problem=ipex.get("problem"),
             ccl_problem=d.get("ccl_problem"), numactl=d.get("numactl", False),
             numactl_membind=d.get("numactl_membind", False), taskset=d.get("taskset", False),
-            cxx_compiler=d.get("cxx_compiler"), torchvision=d.get("torchvision", False))
+            cxx_compiler=d.get("cxx_compiler"), torchvision=d.get("torchvision", False),
+            cuda=d.get("cuda", False))
         isa = d.get("isa", {})
         return cls(
             sockets=d["sockets"],
@@ -263,4 +269,5 @@ class Topology:
                            cpu_affinity=tuple(g.get("cpu_affinity", ())))
                       for g in d.get("gpus", [])),
             gpu_links=tuple(tuple(r) for r in d.get("gpu_links", [])),
+            l3_domains=tuple(tuple(c) for c in d.get("l3_domains", [])),
             capabilities=caps, warnings=tuple(d.get("warnings", ())))

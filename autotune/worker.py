@@ -27,17 +27,17 @@ from typing import Any  # noqa: E402
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
-from . import gradnoise, inforce  # noqa: E402
+from . import device as _device  # noqa: E402
+from . import gradnoise, inforce, pipeline  # noqa: E402
 from .config import REFERENCE_GLOBAL_BATCH  # noqa: E402
 from .quality import lr_at, lr_scale, split_batch  # noqa: E402
 from ._dist import backend_problem, gather_problems  # noqa: E402
 from .plan_types import (EXIT_BACKEND_UNAVAILABLE, EXIT_BAD_CONFIG,  # noqa: E402
                          EXIT_WORKLOAD_ERROR, RankExpect, WorkerRequest)
 from .results import BAD_CONFIG, CRASH, OK, OOM, UNAVAILABLE, WORKLOAD_ERROR  # noqa: E402
-from .workloads import EVAL_SEED, get_workload, held_out_counts, rank_slice  # noqa: E402
+from .workloads import EVAL_SEED, get_workload, held_out_counts  # noqa: E402
 
 SCHEMA_VERSION = 1
-_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 class _Stop(Exception):
@@ -106,26 +106,24 @@ def _init_group(backend: str, rank: int, world_size: int) -> None:
                     f"backend {backend}: {type(exc).__name__}: {exc}") from exc
 
 
-def _autocast_factory(precision: str):
-    dtype = _DTYPES.get(precision)
-    if dtype is None:
-        return contextlib.nullcontext
-    return lambda: torch.autocast("cpu", dtype=dtype)
-
-
 def run(req: WorkerRequest, rank: int, world_size: int, res: dict[str, Any]) -> None:
     cfg = req.config
     expect = req.ranks[rank]
     threads = cfg.get("threads")
     if threads:
         torch.set_num_threads(int(threads))
-    _say(rank, f"init {cfg.get('backend', 'gloo')} group, world size {world_size}")
+    try:  # the GPU is made current before the group: NCCL binds to the current device
+        setup = _device.decide_here(cfg, int(os.environ.get("LOCAL_RANK", rank)))
+        _device.activate(setup)
+    except _device.DeviceProblem as exc:
+        raise _Stop(EXIT_BACKEND_UNAVAILABLE, UNAVAILABLE, str(exc)) from exc
+    _say(rank, f"init {cfg.get('backend', 'gloo')} group, world size {world_size}, {setup.name}")
     _init_group(cfg.get("backend", "gloo"), rank, world_size)
 
-    precision = cfg.get("precision", "fp32")
-    amp = _autocast_factory(precision)
+    amp = _device.autocast(setup)
     with amp():  # the very context the training step enters
-        res["in_force"] = inforce.collect(inforce.current_autocast())
+        res["in_force"] = inforce.collect(inforce.current_autocast(setup.type))
+    res["in_force"].update(_device.in_force(setup), backend=dist.get_backend())
     reason = gather_problems(inforce.differences(expect, res["in_force"]), world_size)
     if reason:
         res["bad_config"] = reason
@@ -146,11 +144,11 @@ def run(req: WorkerRequest, rank: int, world_size: int, res: dict[str, Any]) -> 
     if problem:
         raise _Stop(EXIT_WORKLOAD_ERROR, WORKLOAD_ERROR, f"workload {req.workload!r}: {problem}")
     assert spec is not None and model is not None
-    train(req, spec, model, rank, world_size, res, amp)
+    train(req, spec, model, rank, world_size, res, amp, setup)
 
 
 def train(req: WorkerRequest, spec, model: torch.nn.Module, rank: int, world_size: int,
-          res: dict[str, Any], amp) -> None:
+          res: dict[str, Any], amp, setup: _device.DeviceSetup) -> None:
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     cfg = req.config
@@ -159,6 +157,8 @@ def train(req: WorkerRequest, spec, model: torch.nn.Module, rank: int, world_siz
     share = micro * accum
     channels_last = bool(cfg.get("channels_last")) and spec.input_is_image
     res["channels_last_applied"] = channels_last
+    model = model.to(setup.name)
+    comm = _device.collective_device(setup, cfg.get("backend", "gloo"))
     if channels_last:
         model = model.to(memory_format=torch.channels_last)
     scale = lr_scale(cfg.get("lr_rule", "linear"), global_batch, req.reference_batch)
@@ -179,28 +179,31 @@ def train(req: WorkerRequest, spec, model: torch.nn.Module, rank: int, world_siz
         res["ipex_applied"] = True
         if isinstance(res.get("in_force"), dict):
             res["in_force"]["ipex"] = str(getattr(ipex, "__version__", "unknown"))
-    ddp = DDP(model)
+    ddp = DDP(model, **_device.ddp_kwargs(setup))
     step_model = torch.compile(ddp) if cfg.get("compile") else ddp
     res["compiled"] = bool(cfg.get("compile"))
     # fp16 gradients underflow without loss scaling; bf16 has fp32's range and needs none.
-    scaler = torch.amp.GradScaler("cpu", enabled=cfg.get("precision") == "fp16")
+    scaler = _device.grad_scaler(setup)
     quality = req.mode == "accuracy"
     total_steps = max(1, math.ceil(req.accuracy_samples / global_batch)) if quality else 0
     # Quality runs follow a schedule (Goyal et al.'s warm-up where the rate was scaled up, then
     # cosine decay to zero): at a constant rate the last iterate oscillates, and its held-out
     # accuracy varied by 12 points between neighbouring checkpoints of one run here.
     warmup = math.ceil(0.1 * total_steps) if scale > 1 else 0
+    # Global step `index` covers samples [index*G, (index+1)*G) however it is split, so a DDP
+    # configuration trains on exactly the samples of the default launch's step.
+    next_batch = pipeline.batch_source(spec, cfg, rank=rank, batch_size=share,
+                                       world_size=world_size, seed=req.seed)
 
     def prepare(x: torch.Tensor) -> torch.Tensor:
+        x = _device.to_device(setup, x)
         if channels_last and x.dim() == 4:
             return x.contiguous(memory_format=torch.channels_last)
         return x
 
     def rank_batches(index: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        # Global step `index` covers samples [index*G, (index+1)*G) however it is split, so a
-        # DDP configuration trains on exactly the samples of the default launch's step.
-        first, _ = rank_slice(index, rank, share, world_size)
-        return [spec.make_batch(first + m * micro, micro, req.seed) for m in range(accum)]
+        x, y = next_batch(index)   # this rank's share of the step, in micro-batches
+        return [(x, y)] if accum == 1 else list(zip(x.split(micro), y.split(micro)))
 
     def step(index: int) -> torch.Tensor:
         if quality:
@@ -215,11 +218,12 @@ def train(req: WorkerRequest, spec, model: torch.nn.Module, rank: int, world_siz
             sync = contextlib.nullcontext() if m == accum - 1 else ddp.no_sync()
             with sync:
                 with amp():
-                    loss = spec.loss_fn(step_model(prepare(x)), y) / accum
+                    loss = spec.loss_fn(step_model(prepare(x)), _device.to_device(setup, y)) / accum
                 scaler.scale(loss).backward()
             total = loss.detach() if total is None else total + loss.detach()
         scaler.step(opt)
         scaler.update()
+        _device.synchronize(setup)
         return total
 
     def first_step(index: int) -> torch.Tensor:
@@ -229,7 +233,7 @@ def train(req: WorkerRequest, spec, model: torch.nn.Module, rank: int, world_siz
         except MemoryError:
             raise
         except Exception as exc:  # noqa: BLE001
-            if "can't allocate memory" in str(exc) or cfg.get("compile"):
+            if _device.is_oom(exc) or cfg.get("compile"):
                 raise  # out of memory or a compiler failure: not the workload's fault
             traceback.print_exc()
             raise _Stop(EXIT_WORKLOAD_ERROR, WORKLOAD_ERROR,
@@ -246,7 +250,7 @@ def train(req: WorkerRequest, spec, model: torch.nn.Module, rank: int, world_siz
             first_step(index) if index == 0 else step(index)
             res["warmup_times"].append(time.perf_counter() - t)
             index += 1
-        n_steps = _agree_steps(req, res["warmup_times"])
+        n_steps = _agree_steps(req, res["warmup_times"], comm)
         # Steps keep speeding up for a while after warmup (allocator and oneDNN caches), so the
         # estimate runs short; rank 0 re-decides after each chunk of about a tenth of the window.
         chunk = max(1, n_steps // 10)
@@ -272,7 +276,7 @@ def train(req: WorkerRequest, spec, model: torch.nn.Module, rank: int, world_siz
             if index in checkpoints:   # the learning curve, for time-to-accuracy
                 # a quarter of the held-out set along the way, all of it at the end
                 last = index == total_steps
-                q = _evaluate(spec, ddp.module, rank, world_size, prepare, amp,
+                q = _evaluate(spec, ddp.module, rank, world_size, prepare, amp, comm,
                               limit=None if last else max(1, spec.eval_samples // 4))
                 res["curve"].append([index * global_batch, q])
         if quality:
@@ -280,7 +284,7 @@ def train(req: WorkerRequest, spec, model: torch.nn.Module, rank: int, world_siz
         elapsed = time.perf_counter() - t0
         done = n_steps >= req.max_steps or (elapsed >= req.target_seconds
                                             and n_steps >= req.min_steps)
-        flag = torch.tensor([1 if done else 0], dtype=torch.int64)
+        flag = torch.tensor([1 if done else 0], dtype=torch.int64, device=comm)
         dist.broadcast(flag, src=0)   # all ranks must run the same number of DDP steps
         done = bool(flag.item())
         chunk = min(chunk, req.max_steps - n_steps) or 1
@@ -295,19 +299,21 @@ def train(req: WorkerRequest, spec, model: torch.nn.Module, rank: int, world_siz
     _say(rank, f"window {window:.3f}s, {samples / window:.1f} samples/s, loss {res['final_loss']}")
     if quality:
         res["accuracy"] = res["curve"][-1][1] if res["curve"] else \
-            _evaluate(spec, ddp.module, rank, world_size, prepare, amp)
-        probes = [_joined(rank_batches(index + k), prepare) for k in range(req.gns_probes)]
-        res["gns"] = gradnoise.probe(ddp.module, probes, spec.loss_fn, amp, world_size) \
-            if req.gns_probes else None
+            _evaluate(spec, ddp.module, rank, world_size, prepare, amp, comm)
+        probes = [_joined(rank_batches(index + k), prepare, setup)
+                  for k in range(req.gns_probes)]
+        res["gns"] = gradnoise.probe(ddp.module, probes, spec.loss_fn, amp, world_size,
+                                     device=comm) if req.gns_probes else None
         _say(rank, f"held-out {spec.metric}: {res['accuracy']:.4f}; curve {res['curve']}")
     res["status"] = OK
 
 
-def _joined(batches, prepare):
-    return prepare(torch.cat([x for x, _ in batches])), torch.cat([y for _, y in batches])
+def _joined(batches, prepare, setup):
+    return (prepare(torch.cat([x for x, _ in batches])),
+            _device.to_device(setup, torch.cat([y for _, y in batches])))
 
 
-def _agree_steps(req: WorkerRequest, warmup: list[float]) -> int:
+def _agree_steps(req: WorkerRequest, warmup: list[float], comm: torch.device) -> int:
     """Rank 0 sizes the timed window from warmup speed; one broadcast so every rank agrees."""
     n = req.min_steps
     if warmup:
@@ -316,15 +322,15 @@ def _agree_steps(req: WorkerRequest, warmup: list[float]) -> int:
         # the fastest one is the best predictor of a timed step.
         per_step = min(warmup[1:] or warmup)
         n = math.ceil(req.target_seconds / max(per_step, 1e-6))
-    t = torch.tensor([min(max(n, req.min_steps), req.max_steps)], dtype=torch.int64)
+    t = torch.tensor([min(max(n, req.min_steps), req.max_steps)], dtype=torch.int64, device=comm)
     dist.broadcast(t, src=0)
     return int(t.item())
 
 
 def _evaluate(spec, model: torch.nn.Module, rank: int, world_size: int, prepare, amp,
-              limit: int | None = None) -> float:
+              comm: torch.device, limit: int | None = None) -> float:
     if spec.eval_fn is not None:
-        t = torch.tensor([float(spec.eval_fn(model)), 1.0], dtype=torch.float64)
+        t = torch.tensor([float(spec.eval_fn(model)), 1.0], dtype=torch.float64, device=comm)
     else:
         def context():
             stack = contextlib.ExitStack()
@@ -335,7 +341,7 @@ def _evaluate(spec, model: torch.nn.Module, rank: int, world_size: int, prepare,
         # comparison between configurations is not diluted by the sampling of the test set.
         correct, total = held_out_counts(spec, model, EVAL_SEED, rank, world_size,
                                          prepare=prepare, context=context, limit=limit)
-        t = torch.tensor([float(correct), float(total)], dtype=torch.float64)
+        t = torch.tensor([float(correct), float(total)], dtype=torch.float64, device=comm)
     dist.all_reduce(t)
     return float(t[0] / t[1]) if t[1] else float("nan")
 
@@ -395,7 +401,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"[autotune worker rank {rank}] {stop.status}: {stop.reason}", file=sys.stderr,
               flush=True)
     except BaseException as exc:  # noqa: BLE001 - any failure is still a written result
-        oom = isinstance(exc, MemoryError) or "can't allocate memory" in str(exc)
+        oom = _device.is_oom(exc)
         res.update(status=OOM if oom else CRASH, reason=f"{type(exc).__name__}: {exc}",
                    error=traceback.format_exc())
         traceback.print_exc()

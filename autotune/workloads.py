@@ -364,7 +364,7 @@ def held_out_counts(spec: WorkloadSpec, model: nn.Module, seed: int, rank: int, 
         x, y = spec.make_batch(HELD_OUT_START + start, count, seed)
         with context():
             out = model(prepare(x))
-        correct += int((out.argmax(dim=1) == y).sum())
+        correct += int((out.argmax(dim=1).cpu() == y).sum())  # out may live on a GPU
         total += count
     model.train(was_training)
     return correct, total

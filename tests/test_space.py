@@ -55,7 +55,7 @@ EPYC = machine(sockets=1, cores_per_node=16, nodes=4, smt=2, memory_only_nodes=1
                backends=("gloo",), taskset=True, ccl_problem="oneccl_bindings_for_pytorch not installed")
 # 8 x H100 on 2 sockets of 24 cores.
 DGX = machine(sockets=2, cores_per_node=24, nodes=2, smt=2, gpus=8, flags=("avx512f",),
-              backends=("gloo", "nccl"), numactl=True, taskset=True)
+              backends=("gloo", "nccl"), numactl=True, taskset=True, cuda=True)
 
 
 def write(tmp_path: Path, text: str, name: str = "x.yaml") -> Path:
@@ -89,7 +89,8 @@ def test_topology_names_on_each_machine():
     assert names["epyc"]["cores_per_node"] == 16
     assert names["epyc"]["found_bindings"] == ("none", "taskset", "taskset_smt")
     assert names["dgx"]["gpus"] == 8
-    assert names["dgx"]["supported_precisions"] == ("fp32", "bf16", "fp16")  # GPUs, not the CPU ISA
+    # the CPU's own precisions: gpu.yaml lists the GPU's, and the planner rule decides per device
+    assert names["dgx"]["supported_precisions"] == ("fp32",)
 
 
 def test_cores_per_node_is_the_smallest_usable_node_and_quota_caps_it():
@@ -148,19 +149,30 @@ def test_cpu_yaml_on_gpu_box_excludes_nccl():
     assert space.knobs["backend"] == ("gloo",)
     assert space.knobs["nproc_per_node"] == tuple(range(1, 25))
     assert space.knobs["threads"] == (1, 2, 3, 4, 6, 8, 12, 16, 24, 48)
-    assert space.size() == 24 * 10 * 5 * 1 * 1 * 3 * 3 * 1
+    assert space.knobs["precision"] == ("fp32",)  # this CPU has no native bf16/fp16
+    assert space.size() == 24 * 10 * 5 * 1 * 1 * 1 * 3 * 1
 
 
 def test_gpu_yaml_on_gpu_box_exact_choices():
     space = resolve(load_space(GPU_YAML), DGX)
     assert space.knobs == {
-        "nproc": (1, 2, 4, 8), "threads": (1, 2, 4), "binding": ("none", "numactl"),
+        "nproc": (1, 2, 4, 8), "threads": (1, 2, 4), "numa_binding": ("none", "node", "socket",
+                                                                      "exclusive"),
+        "binding": ("none", "taskset", "taskset_smt", "numactl", "numactl_smt"),
         "backend": ("nccl", "gloo"), "precision": ("fp32", "bf16", "fp16"),
-        "global_batch": (32, 64, 128), "channels_last": (False, True)}
-    assert space.fixed == {"allocator": "default", "omp_runtime": "libgomp", "compile": False}
-    assert space.size() == 864
+        "global_batch": (32, 64, 128), "channels_last": (False, True),
+        "dataloader_workers": (0, 2, 4), "pin_memory": (False, True)}
+    # no L3 groups in this hand-made topology: core-complex is dropped, saying why
+    assert any(n.startswith("numa_binding=core-complex dropped") for n in space.notes)
+    assert space.fixed == {"device": "cuda", "allocator": "default", "omp_runtime": "libgomp",
+                           "compile": False}
+    assert space.size() == 4 * 3 * 4 * 5 * 2 * 3 * 3 * 2 * 3 * 2
     assert space.to_config({"nproc": 8, "threads": 4}).nproc_per_node is None
     assert space.violations({"nproc": 8, "threads": 4}) == []
+    assert space.violations({"nproc": 8, "threads": 4, "dataloader_workers": 4}) == \
+        ["(threads + dataloader_workers) * nproc <= usable_cores"]
+    assert space.violations({"numa_binding": "node", "binding": "none"}) == \
+        ["numa_binding == 'none' or binding != 'none'"]
 
 
 @pytest.mark.parametrize("topology", [LAPTOP, XEON, EPYC], ids=["laptop", "xeon", "epyc"])
@@ -234,12 +246,17 @@ knobs:
     )
 
 
-def test_smt_bindings_dropped_without_siblings_and_emulated_precision_noted():
+def test_smt_bindings_dropped_without_siblings_and_precisions_by_the_planner_rule():
     space = space_of("knobs:\n  binding: [taskset, taskset_smt]\n  precision: [fp32, fp16]\n"
                      "  compile: [false, true]\n", LAPTOP)
-    assert space.knobs == {"binding": ("taskset",), "precision": ("fp32", "fp16"), "compile": (False, True)}
+    assert space.knobs == {"binding": ("taskset",), "precision": ("fp32",), "compile": (False, True)}
     assert "binding=taskset_smt dropped: no SMT siblings among the usable CPUs" in space.notes
-    assert any(n.startswith("precision=fp16 kept: this CPU has no native fp16") for n in space.notes)
+    # the planner rules fp16 out on a CPU without native fp16, so the space never offers it
+    assert ("precision=fp16 dropped: precision fp16: this CPU has no native fp16 "
+            "(avx512_fp16/amx_fp16)") in space.notes
+    emulated = space_of("knobs:\n  precision: [fp32, bf16]\n", EPYC)
+    assert emulated.knobs["precision"] == ("fp32", "bf16")
+    assert any(n.startswith("precision=bf16 kept: this CPU has no native bf16") for n in emulated.notes)
     no_cxx = space_of("knobs:\n  compile: [false, true]\n", EPYC)
     assert no_cxx.knobs["compile"] == (False,)
     assert no_cxx.notes == ("compile=true dropped: torch.compile on CPU needs a C++ compiler (apt-get install g++)",)

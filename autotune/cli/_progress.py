@@ -106,7 +106,8 @@ class Progress:
             return
         print(rec.headline(), file=out)
         if rec.vs_run_cpu:
-            print(f"  {rec.vs_run_cpu:.2f}x over torch's run_cpu launcher heuristic", file=out)
+            print(f"  {rec.vs_run_cpu:.2f}x over torch's launcher heuristic "
+                  "(run_cpu; torchrun --numa-binding=node on GPUs)", file=out)
         if rec.extra.get("quality"):
             print(f"  {rec.extra['quality']}", file=out)
         elif rec.accuracy is not None and rec.default_accuracy is not None:

@@ -74,9 +74,14 @@ def render(t: Topology, *, source: str | None = None) -> str:
         out.append("  distance " + "".join(f"{i:>5}" for i in ids))
         for i, row in zip(ids, t.distances):
             out.append(f"  {i:>8} " + "".join(f"{d:>5}" for d in row))
+    if t.l3_domains:
+        sizes = sorted({len(d) for d in t.l3_domains})
+        out.append(f"l3 groups    {len(t.l3_domains)} (CPUs sharing an L3: "
+                   f"{'/'.join(map(str, sizes))})")
     if t.gpus:
         kind = "NVLink between all pairs" if all_nvlink(t.gpu_links) else "PCIe/mixed links"
-        out.append(f"gpus         {len(t.gpus)} ({kind})")
+        cuda = "" if caps.cuda else "; this torch cannot use CUDA: no GPU trials"
+        out.append(f"gpus         {len(t.gpus)} ({kind}{cuda})")
         for g in t.gpus:
             aff = format_cpulist(g.cpu_affinity) if g.cpu_affinity else "?"
             out.append(f"  gpu{g.index:<3} {g.name}, {g.memory_bytes / GIB:.0f} GiB, numa node "

@@ -3,13 +3,16 @@
 Knobs (--set KNOB=VALUE, repeatable): nproc, nproc_per_node, threads, binding
 (none|taskset|taskset_smt|numactl|numactl_smt), backend (gloo|ccl|nccl|mpi),
 allocator (default|jemalloc|tcmalloc), omp_runtime (libgomp|libiomp5), kmp_affinity,
-kmp_blocktime, batch_size (per rank), precision (fp32|bf16|fp16), channels_last, compile, ipex.
+kmp_blocktime, batch_size (per rank), precision (fp32|bf16|fp16), channels_last, compile, ipex,
+device (cpu|cuda), numa_binding (none|node|socket|exclusive|core-complex; GPU ranks),
+dataloader_workers, pin_memory.
 Unset knobs keep the default launch: 1 process, torch's threads, default allocator, fp32.
 
 examples:
   autotune run --set nproc=2 --set threads=1 --dry-run
   autotune run --set allocator=tcmalloc --set precision=bf16 --json
   autotune run --sysfs-root captured/ --set nproc=4 --set binding=numactl --dry-run
+  autotune run --set device=cuda --set nproc=8 --set numa_binding=node --set binding=numactl_smt
   autotune run --set nproc=2 --metric 'img/s: ([0-9.]+)' -- python train.py --bs {batch_size}
 """
 from __future__ import annotations

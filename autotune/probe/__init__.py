@@ -78,7 +78,8 @@ def topology_from_files(raw: _collect.RawMachine) -> Topology:
                         f"plans use at most {max(1, int(quota))} cores")
     return Topology(sockets=sockets, logical_cpus=online, cores=cores, numa_nodes=nodes,
                     distances=distances, usable_cpus=usable, cpu_quota=quota, isa=isa, gpus=gpus,
-                    gpu_links=links, capabilities=Capabilities(),
+                    gpu_links=links, l3_domains=_parse.parse_l3(files, online, root=root),
+                    capabilities=Capabilities(),
                     warnings=tuple(warnings))
 
 

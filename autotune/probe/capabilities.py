@@ -113,6 +113,9 @@ def build_capabilities(raw: dict[str, Any], *, num_gpus: int = 0
             backends.append("nccl")
     elif torch_info:
         warnings.append("torch was built without torch.distributed: no backend is usable")
+    if num_gpus and torch_info and not torch_info.get("cuda"):
+        warnings.append(f"{num_gpus} GPU(s) found but this torch cannot use CUDA (a CPU-only "
+                        f"build?): GPU trials are not offered")
 
     ccl_problem = None
     ccl_import = results.get("import:oneccl_bindings_for_pytorch")
@@ -162,7 +165,8 @@ def build_capabilities(raw: dict[str, Any], *, num_gpus: int = 0
                         torch_version=torch_version, ipex_version=ipex_version,
                         ipex_problem=ipex_problem, ccl_problem=ccl_problem, numactl=numactl,
                         numactl_membind=numactl and membind, taskset=taskset, cxx_compiler=cxx,
-                        torchvision=torchvision)
+                        torchvision=torchvision,
+                        cuda=bool(num_gpus and torch_info.get("cuda")))
     return caps, tuple(warnings)
 
 

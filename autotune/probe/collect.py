@@ -46,6 +46,9 @@ SYSFS_GLOBS = (
     "devices/system/cpu/cpu[0-9]*/topology/thread_siblings_list",
     "devices/system/cpu/cpu[0-9]*/topology/core_cpus_list",
     "devices/system/cpu/cpu[0-9]*/topology/physical_package_id",
+    # index3 is the L3 on x86: the CPUs sharing it form a core complex (numa_binding=core-complex)
+    "devices/system/cpu/cpu[0-9]*/cache/index3/shared_cpu_list",
+    "devices/system/cpu/cpu[0-9]*/cache/index3/level",
     "devices/system/node/online",
     "devices/system/node/node[0-9]*/cpulist",
     "devices/system/node/node[0-9]*/meminfo",

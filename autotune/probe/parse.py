@@ -244,3 +244,26 @@ def parse_usable(files: Mapping[str, str], online: tuple[int, ...], *, root: str
     if not usable:
         raise ProbeError(f"{root}/affinity: {text.strip()!r} holds no online CPU")
     return usable
+
+
+def parse_l3(files: Mapping[str, str], online: tuple[int, ...], *, root: str
+             ) -> tuple[tuple[int, ...], ...]:
+    """Groups of online CPUs sharing an L3 cache (cpuN/cache/index3/shared_cpu_list), sorted.
+
+    () when no CPU has the file (VMs, some ARM kernels, older captures): core-complex binding is
+    then not offered rather than guessed. An index3 whose level file says other than 3 is not an
+    L3 and is ignored.
+    """
+    online_set = set(online)
+    domains: set[tuple[int, ...]] = set()
+    for cpu in online:
+        base = f"{CPU_DIR}/cpu{cpu}/cache/index3"
+        if f"{base}/shared_cpu_list" not in files:
+            continue
+        level = files.get(f"{base}/level")
+        if level is not None and parse_int(level, where=f"{root}/{base}/level") != 3:
+            continue
+        shared = parse_cpulist(files[f"{base}/shared_cpu_list"],
+                               where=f"{root}/{base}/shared_cpu_list")
+        domains.add(tuple(c for c in shared if c in online_set) or (cpu,))
+    return tuple(sorted(domains))
