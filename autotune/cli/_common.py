@@ -43,6 +43,7 @@ def add_workload_args(p: argparse.ArgumentParser, *, seconds_default: float | No
                    help="with `-- CMD` (your own script): a pattern over rank 0's output whose "
                         "(group) is the throughput, e.g. 'img/s: ([0-9.]+)'; the median of the "
                         "matches counts. Not needed when the script calls autotune.report()")
+    p.set_defaults(script=None)   # filled by main() from everything after `--`
 
 
 def check_workload_args(args: argparse.Namespace) -> str:

@@ -1,0 +1,109 @@
+"""Run your training command with this machine's tuned configuration: ranks, core binding,
+environment, allocator and OpenMP runtime exactly as `autotune export` writes them. The
+configuration is the study's verified recommendation, or a manifest written by
+`autotune export --format json` (carry it to identical machines).
+
+Each rank's output is shown prefixed with its rank and kept in --log-dir. Ctrl-C and other signals
+go to every rank; when one rank fails the others are stopped; the exit code is the worst rank's.
+A recommendation measured on other hardware or another torch, a study without a verified
+recommendation, or a manifest from another machine is refused (exit 2); --force overrides.
+
+examples:
+  autotune launch -- python train.py --epochs 10
+  autotune launch --dry-run -- python train.py        what would run, per rank
+  autotune launch --config launch.json -- python train.py --batch-size {batch_size}
+  autotune launch --nproc-per-node 4 -- python train.py        override the tuned rank count
+  autotune launch --nnodes 2 --node-rank 0 --master-addr host0 -- python train.py   (each host)
+  autotune launch                                      the command the search tuned, as exported
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from ..errors import ConfigError
+from ..launch import (Nodes, default_log_dir, describe, from_manifest, from_study, override,
+                      plan_launch, program_for, refusals)
+from ._common import add_study_args, int_at_least, load_topology, open_study_from_args
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_study_args(p)
+    p.add_argument("--config", metavar="FILE",
+                   help="a manifest from `autotune export --format json` instead of a study")
+    p.add_argument("--force", action="store_true",
+                   help="launch even when the configuration was measured on other hardware, "
+                        "with another torch, or never verified")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print each rank's environment and command; run nothing")
+    p.add_argument("--log-dir", metavar="DIR",
+                   help="folder for rank{N}.log (default: RESULTS/launch/<time>-<pid>)")
+    p.add_argument("--nproc-per-node", type=int_at_least(1), metavar="N",
+                   help="ranks on this host, overriding the recommendation (as torchrun's)")
+    p.add_argument("--nnodes", type=int_at_least(1), default=1, metavar="N",
+                   help="hosts in the job; run the same launch on each (as torchrun's)")
+    p.add_argument("--node-rank", type=int_at_least(0), default=0, metavar="R",
+                   help="this host's index, 0..nnodes-1 (default: 0)")
+    p.add_argument("--master-addr", metavar="HOST",
+                   help="host of node rank 0 (needed with --nnodes > 1)")
+    p.add_argument("--master-port", type=int_at_least(1), metavar="PORT",
+                   help="rendezvous port (default: 29500 across hosts, a free one otherwise)")
+    p.set_defaults(script=None)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..runner import free_port, launch_exit_code, run_attached
+    from ..script import check_command
+    if args.config and args.storage:
+        raise ConfigError("give either --config FILE or --storage URL, not both")
+    if args.script is not None:
+        check_command(args.script, None)
+    nodes = None
+    if args.nnodes > 1 or args.node_rank:
+        if not args.master_addr:
+            raise ConfigError(f"--nnodes {args.nnodes}: give --master-addr, the host of node "
+                              "rank 0")
+        nodes = Nodes(nnodes=args.nnodes, node_rank=args.node_rank, master_addr=args.master_addr,
+                      master_port=args.master_port or 29500)
+    tuned = from_manifest(args.config) if args.config else from_study(open_study_from_args(args)[0])
+    topology = load_topology(None)
+    problems = refusals(tuned, topology, topology.capabilities.torch_version)
+    if problems and not args.force:
+        raise ConfigError("; ".join(problems) + "; --force launches it anyway")
+    for why in problems:
+        _say(f"warning: {why} (--force)")
+    config, notes = override(tuned.config, topology, nproc_per_node=args.nproc_per_node)
+    program, more = program_for(tuned, args.script, config)
+    base_env = dict(os.environ)
+    log_dir = os.path.abspath(args.log_dir) if args.log_dir else default_log_dir(args.results)
+    port = nodes.master_port if nodes else (args.master_port or free_port())
+    plan = plan_launch(config, topology, program, log_dir=log_dir, base_env=base_env, port=port,
+                       nodes=nodes)
+    for note in notes + more:
+        _say(f"note: {note}")
+    if nodes:
+        first = nodes.node_rank * len(plan.ranks)
+        _say(f"note: --nnodes {nodes.nnodes}: this host is node {nodes.node_rank} (ranks "
+             f"{first}-{first + len(plan.ranks) - 1} of {nodes.nnodes * len(plan.ranks)}), "
+             f"rendezvous {nodes.master_addr}:{nodes.master_port}")
+    _say(f"launching {len(plan.ranks)} rank(s) with {_changed(config) or 'the default launch'} "
+         f"from {tuned.source}" + (f" ({tuned.headline})" if tuned.headline else ""))
+    if args.dry_run:
+        print(describe(plan, base_env))
+        return 0
+    result = run_attached(plan, echo=sys.stdout)
+    code = launch_exit_code(result)
+    codes = ", ".join(f"rank {r}: {c}" for r, c in enumerate(result.exit_codes))
+    _say(f"{'done' if code == 0 else 'failed'} in {result.wall_seconds:.1f}s ({codes}); "
+         f"logs in {log_dir}")
+    return code
+
+
+def _changed(config) -> str:
+    from ..config import Config
+    return " ".join(f"{k}={v}" for k, v in config.to_dict().items() if v != getattr(Config(), k))
+
+
+def _say(text: str) -> None:
+    print(f"autotune: {text}", file=sys.stderr, flush=True)
