@@ -167,6 +167,7 @@ def live_evaluator(topology: Topology, settings: TrialSettings, *,
             attrs.update(step_median_s=m.step_stats.median, step_iqr_s=m.step_stats.iqr,
                          throughput_iqr=m.throughput_iqr, startup_s=m.startup_seconds,
                          timed_share=m.timed_share, timed_steps=m.timed_steps,
+                         cpu_share=m.cpu_share,
                          peak_rss_mb=[round(b / 2**20) if b else None for b in m.peak_rss_bytes])
             if mode == "throughput":
                 speed[config.key()] = m.throughput
