@@ -150,10 +150,10 @@ def program_for(tuned: Tuned, command: tuple[str, ...] | None,
     if not command:
         raise ConfigError("nothing after `--`: give the training command, e.g. -- python train.py")
     used = placeholders(command)
-    lost = [f"{k}={getattr(config, k)}" for k in IN_PROCESS_KNOBS
+    lost = [k for k in IN_PROCESS_KNOBS
             if k not in used and getattr(config, k) != getattr(Config(), k)]
-    notes = [f"{', '.join(lost)} act(s) inside the training process: pass them to your script "
-             "with placeholders, e.g. --batch-size {batch_size}"] if lost else []
+    notes = [f"{k}={getattr(config, k)} was tuned but acts inside the training process; the "
+             f"command has no {{{k}}} to pass it to your script" for k in lost]
     return fill(command, config), notes
 
 
