@@ -196,3 +196,17 @@ def default_log_dir(results: str) -> str:
     import time
     stamp = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
     return os.path.abspath(os.path.join(results, "launch", stamp))
+
+
+def in_force_lines(expected: tuple, observations: list) -> list[str]:
+    """Each rank as seen from outside (observe.RankObservation), next to what was planned."""
+    from .plan_types import cpulist
+    lines = []
+    for o in observations:
+        exp = expected[o.rank] if o.rank < len(expected) else None
+        planned = f" (planned {exp.threads})" if exp is not None and exp.threads else ""
+        cpus = cpulist(o.affinity) if o.affinity else "?"
+        lines.append(f"rank {o.rank}: {o.busy_threads} busy thread(s){planned}, cpus {cpus}, "
+                     f"allocator {o.allocator}, OpenMP {o.omp_runtime}, "
+                     f"memory policy {o.mempolicy or 'unreadable'}")
+    return lines

@@ -348,10 +348,12 @@ class Attached:
 
 
 def run_attached(plan: LaunchPlan, *, echo: TextIO | None = None,
-                 on_start: Callable[[list[int]], None] | None = None) -> Attached:
+                 on_start: Callable[[list[int]], None] | None = None,
+                 on_poll: Callable[[], None] | None = None) -> Attached:
     """Run `plan` in the foreground with no time limit (a launch, not a trial): output teed to
     the rank logs and `echo` with a rank prefix, signals forwarded, and when one rank fails the
-    others are stopped (they would wait in a collective forever). Call from the main thread."""
+    others are stopped (they would wait in a collective forever). `on_poll` runs every poll while
+    ranks run (the launch's in-force check). Call from the main thread."""
     from ._tee import Tee, prefix
     for rp in plan.ranks:
         Path(rp.log_path).parent.mkdir(parents=True, exist_ok=True)
@@ -388,6 +390,8 @@ def run_attached(plan: LaunchPlan, *, echo: TextIO | None = None,
             if len(stops) > 1 or (stop_at is not None and time.monotonic() > stop_at):
                 trial.teardown(0.5 if len(stops) > 1 else plan.grace_s)
                 break
+            if on_poll is not None:
+                on_poll()
             time.sleep(POLL_S)
     finally:
         with _signals_held():

@@ -13,7 +13,6 @@ import textwrap
 import time
 from pathlib import Path
 
-import optuna
 import psutil
 import pytest
 
@@ -23,6 +22,7 @@ from autotune.config import Config
 from autotune.export import launch_command
 from autotune.launch import (Nodes, Tuned, from_manifest, override, plan_launch, program_for,
                              refusals)
+from autotune.plan_types import cpulist
 from autotune.probe import probe
 from autotune.recommend import Recommendation
 from autotune.runner import Attached, launch_exit_code
@@ -66,7 +66,13 @@ def _other_machine_storage(tmp_path: Path, config: Config) -> str:
     topo = dataclasses.replace(topo, capabilities=dataclasses.replace(
         topo.capabilities, numactl=True, numactl_membind=True, taskset=True,
         allocators={"tcmalloc": "/opt/lib/libtcmalloc.so.4"}))
-    url = f"sqlite:///{tmp_path}/other.db"
+    return _verified_storage(tmp_path, config, topo)
+
+
+def _verified_storage(tmp_path: Path, config: Config, topo=None) -> str:
+    """A study whose verified recommendation is `config` (this machine's unless `topo`)."""
+    topo = topo or live_topology()
+    url = f"sqlite:///{tmp_path}/{topo.fingerprint()}.db"
     study = open_study(open_storage(url), study_name("cnn", topo))
     describe_study(study, topology=topo, workload="cnn", space={}, settings={})
     save_recommendation(study, Recommendation(config=config, speedup=1.3, spread=0.02, rounds=3,
@@ -195,18 +201,49 @@ def test_local_manifest_dry_run_with_torchrun_flags(db, tmp_path, capsys):
 # ---------------------------------------------------------------- real launches
 
 @pytest.mark.slow
-def test_launch_runs_a_plain_ddp_script_with_the_tuned_configuration(db, tmp_path, capsys):
+def test_launch_runs_a_plain_ddp_script_with_the_tuned_configuration(tmp_path, capsys):
+    """The must-show: a plain DDP script, two bound ranks with tcmalloc, and the configuration
+    seen acting from outside the processes (observe.py, as for script-mode trials)."""
+    topo = live_topology()
+    if not topo.capabilities.taskset or not topo.capabilities.allocators.get("tcmalloc"):
+        pytest.skip("needs taskset and tcmalloc (setup.sh installs them)")
+    tuned = Config(nproc=2, threads=1, binding="taskset", allocator="tcmalloc")
     logs = tmp_path / "logs"
-    rc, out, err = launch(capsys, "--results", str(db.parent), "--log-dir", str(logs), "--",
-                          sys.executable, PLAIN_DDP, "--steps", "10", "--report-every", "5")
+    rc, out, err = launch(capsys, "--storage", _verified_storage(tmp_path, tuned), "--log-dir",
+                          str(logs), "--check-seconds", "4", "--", sys.executable, PLAIN_DDP,
+                          "--steps", "400", "--report-every", "100")
     assert rc == 0, err
-    study = optuna.load_study(study_name=None, storage=f"sqlite:///{db}")
-    rec = Config.from_dict(study.user_attrs["recommendation"]["config"])
-    assert f"launching {rec.nproc} rank(s)" in err
-    assert "[rank0]: step 10 throughput:" in out            # rank-prefixed on the terminal
-    assert "step 10 throughput:" in (logs / "rank0.log").read_text()   # and kept in the log
-    assert sorted(p.name for p in logs.glob("rank*.log")) == [f"rank{r}.log"
-                                                              for r in range(rec.nproc)]
+    assert "launching 2 rank(s) with nproc=2 threads=1 binding=taskset allocator=tcmalloc" in err
+    assert "[rank0]: step 400 throughput:" in out            # rank-prefixed on the terminal
+    assert "step 400 throughput:" in (logs / "rank0.log").read_text()   # and kept in the log
+    assert sorted(p.name for p in logs.glob("rank*.log")) == ["rank0.log", "rank1.log"]
+    assert "in force, seen from outside the ranks: every planned knob acted" in err, err
+    plan = plan_launch(tuned, topo, ("x",), log_dir=str(tmp_path), base_env={}, port=1)
+    for rank in plan.ranks:
+        cpus = cpulist(rank.cpus)
+        assert f"rank {rank.rank}: 1 busy thread(s) (planned 1), cpus {cpus}, allocator " \
+               "tcmalloc, OpenMP libgomp" in err
+
+
+@pytest.mark.slow
+def test_a_script_that_undoes_the_configuration_is_named(tmp_path, capsys):
+    topo = live_topology()
+    if not topo.capabilities.taskset or len(topo.usable_cpus) < 2:
+        pytest.skip("needs taskset and 2 CPUs")
+    job = _script(tmp_path, """
+        import os, time
+        os.sched_setaffinity(0, os.sched_getaffinity(0) | {%s})   # the script rebinds itself
+        end = time.time() + 10
+        while time.time() < end:
+            sum(range(10000))
+    """ % ", ".join(map(str, topo.usable_cpus)))
+    tuned = Config(threads=1, binding="taskset")
+    planned = plan_launch(tuned, topo, ("x",), log_dir=str(tmp_path), base_env={}, port=1)
+    rc, out, err = launch(capsys, "--storage", _verified_storage(tmp_path, tuned), "--log-dir",
+                          str(tmp_path / "logs"), "--check-seconds", "2", "--", sys.executable, job)
+    assert rc == 0, err
+    assert f"warning: cpus {cpulist(planned.ranks[0].cpus)} planned; rank 0 ran on cpus" in err
+    assert "1 planned knob(s) did not act" in err
 
 
 def _script(tmp_path: Path, body: str) -> str:

@@ -21,10 +21,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 
 from ..errors import ConfigError
-from ..launch import (Nodes, default_log_dir, describe, from_manifest, from_study, override,
-                      plan_launch, program_for, refusals)
+from ..launch import (Nodes, default_log_dir, describe, from_manifest, from_study,
+                      in_force_lines, override, plan_launch, program_for, refusals)
 from ._common import add_study_args, int_at_least, load_topology, open_study_from_args
 
 
@@ -49,6 +50,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="host of node rank 0 (needed with --nnodes > 1)")
     p.add_argument("--master-port", type=int_at_least(1), metavar="PORT",
                    help="rendezvous port (default: 29500 across hosts, a free one otherwise)")
+    p.add_argument("--check-seconds", type=float, default=15.0, metavar="S",
+                   help="watch the ranks compute for this long, then say from outside whether each planned "
+                        "knob acted (threads, binding, allocator, OpenMP, memory policy); "
+                        "0: do not check (default: 15)")
     p.set_defaults(script=None)
 
 
@@ -92,12 +97,61 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         print(describe(plan, base_env))
         return 0
-    result = run_attached(plan, echo=sys.stdout)
+    check = _InForce(plan, args.check_seconds)
+    try:
+        result = run_attached(plan, echo=sys.stdout, on_start=check.start, on_poll=check.poll)
+    finally:
+        check.report()   # a run shorter than --check-seconds: what was seen before it ended
     code = launch_exit_code(result)
     codes = ", ".join(f"rank {r}: {c}" for r, c in enumerate(result.exit_codes))
     _say(f"{'done' if code == 0 else 'failed'} in {result.wall_seconds:.1f}s ({codes}); "
          f"logs in {log_dir}")
     return code
+
+
+_INTERVAL_S = 0.5   # one /proc walk per rank per interval, taken from the training's cores
+
+
+class _InForce:
+    """The configuration checked from outside the ranks, as script-mode trials are checked
+    (observe.py): the user's script may set its own threads, affinity or LD_PRELOAD."""
+
+    def __init__(self, plan, seconds: float) -> None:
+        self.plan, self.seconds = plan, seconds
+        self.sampler = None
+        self.peeked = 0.0
+
+    def start(self, pids: list[int]) -> None:
+        if self.seconds > 0:
+            from ..observe import Sampler
+            self.sampler = Sampler(pids, interval_s=_INTERVAL_S).start()
+
+    def poll(self) -> None:
+        # Counted in windows where every rank computed: start-up (imports, rendezvous) would
+        # otherwise use up the watch before the thread pools exist.
+        if self.sampler is None or time.monotonic() - self.peeked < 1.0:
+            return
+        self.peeked = time.monotonic()
+        computed = min(o.num_windows for o in self.sampler.observations()) * _INTERVAL_S
+        if computed >= self.seconds:
+            self.report()
+
+    def report(self) -> None:
+        if self.sampler is None:
+            return
+        from ..observe import unacted_knobs
+        observations, self.sampler = self.sampler.stop(), None
+        if not any(o.num_windows for o in observations):
+            _say("in force: not checked (no rank computed while watched)")
+            return
+        problems = unacted_knobs(self.plan.request.ranks, observations)
+        for problem in problems:
+            _say(f"warning: {problem}")
+        _say("in force, seen from outside the ranks: " + (
+            f"{len(problems)} planned knob(s) did not act" if problems else
+            "every planned knob acted"))
+        for line in in_force_lines(self.plan.request.ranks, observations):
+            _say(f"  {line}")
 
 
 def _changed(config) -> str:
