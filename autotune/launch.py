@@ -39,6 +39,7 @@ class Tuned:
     verified: bool                    # a recommendation that survived interleaved verification
     headline: str = ""
     program: tuple[str, ...] = ()     # what the export would run when no command is given
+    workload: str | None = None       # the study's built-in or module:function workload
 
     def __post_init__(self) -> None:
         if not self.source:
@@ -75,7 +76,7 @@ def from_study(study: Any) -> Tuned:
     config = Config.from_dict(rec["config"], where="stored recommendation")
     template = attrs.get("script_command")
     return Tuned(config=config, source=f"study {study.study_name}",
-                 fingerprint=attrs.get("fingerprint"),
+                 fingerprint=attrs.get("fingerprint"), workload=attrs.get("workload"),
                  torch_version=(attrs.get("library_versions") or {}).get("torch"),
                  verified=bool(rec.get("verified")), headline=rec.get("headline") or "",
                  program=fill(tuple(template), config) if template else ())
@@ -144,9 +145,12 @@ def program_for(tuned: Tuned, command: tuple[str, ...] | None,
     """The command each rank runs, {knob} placeholders filled as the export fills them, and
     warnings about tuned in-process knobs the command cannot receive."""
     if command is None:
-        if not tuned.program:
-            raise ConfigError(f"{tuned.source} holds no training command: give yours after `--`")
-        return tuned.program, []
+        if tuned.program:
+            return tuned.program, []
+        if tuned.workload:   # the built-in trainer on the study's workload, as export prints it
+            from .export import training_command
+            return training_command(tuned.workload, config), []
+        raise ConfigError(f"{tuned.source} holds no training command: give yours after `--`")
     if not command:
         raise ConfigError("nothing after `--`: give the training command, e.g. -- python train.py")
     used = placeholders(command)
@@ -196,6 +200,16 @@ def default_log_dir(results: str) -> str:
     import time
     stamp = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
     return os.path.abspath(os.path.join(results, "launch", stamp))
+
+
+def exit_code(codes: tuple[int | None, ...], stopped_by_us: tuple[int, ...] = ()) -> int:
+    """The worst rank's exit code, shell-style (a signal N is 128+N). Ranks the runner stopped
+    because another had failed do not count: the one that failed first is the reason."""
+    failed = [(r, c if c is not None else 1) for r, c in enumerate(codes) if c != 0]
+    if not failed:
+        return 0
+    own = [c for r, c in failed if r not in stopped_by_us] or [c for _, c in failed]
+    return max(128 - c if c < 0 else c for c in own)
 
 
 def in_force_lines(expected: tuple, observations: list) -> list[str]:

@@ -404,12 +404,3 @@ def run_attached(plan: LaunchPlan, *, echo: TextIO | None = None,
     return Attached(exit_codes=tuple(trial.codes), stopped_by_us=tuple(sorted(trial.signalled)),
                     received=tuple(received), wall_seconds=time.monotonic() - start)
 
-
-def launch_exit_code(result: Attached) -> int:
-    """The worst rank's exit code, shell-style (a signal N is 128+N). Ranks the runner stopped
-    because another had failed do not count: the one that failed first is the reason."""
-    failed = [(r, c if c is not None else 1) for r, c in enumerate(result.exit_codes) if c != 0]
-    if not failed:
-        return 0
-    own = [c for r, c in failed if r not in result.stopped_by_us] or [c for _, c in failed]
-    return max(128 - c if c < 0 else c for c in own)

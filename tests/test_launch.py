@@ -20,12 +20,11 @@ from autotune.cli import main
 from autotune.cli._common import save_recommendation
 from autotune.config import Config
 from autotune.export import launch_command
-from autotune.launch import (Nodes, Tuned, from_manifest, override, plan_launch, program_for,
-                             refusals)
+from autotune.launch import (Nodes, Tuned, exit_code, from_manifest, override, plan_launch,
+                             program_for, refusals)
 from autotune.plan_types import cpulist
 from autotune.probe import probe
 from autotune.recommend import Recommendation
-from autotune.runner import Attached, launch_exit_code
 from autotune._tee import prefix
 from autotune.study import describe_study, open_storage, open_study, study_name
 from results_study import live_topology, make_study, study_copy
@@ -145,14 +144,18 @@ def test_placeholders_are_filled_and_missing_ones_are_named():
     assert notes and "precision=bf16" in notes[0] and "batch_size" not in notes[0]
     with pytest.raises(Exception, match="holds no training command"):
         program_for(tuned, None, config)
+    builtin, _ = program_for(dataclasses.replace(tuned, workload="mlp"), None, config)
+    assert builtin[1:5] == ("-m", "autotune.worker", "--workload", "mlp")
+    assert "--set=precision=bf16" in builtin
 
 
 def test_exit_code_is_the_worst_rank_that_failed_by_itself():
-    assert launch_exit_code(Attached(exit_codes=(0, 0))) == 0
-    assert launch_exit_code(Attached(exit_codes=(0, 3, 1))) == 3
+    assert exit_code((0, 0)) == 0
+    assert exit_code((0, 3, 1)) == 3
     # rank 1 failed with 3; the runner then stopped rank 0 with SIGTERM: 3 is the reason
-    assert launch_exit_code(Attached(exit_codes=(-15, 3), stopped_by_us=(0,))) == 3
-    assert launch_exit_code(Attached(exit_codes=(-2, -2))) == 130      # Ctrl-C
+    assert exit_code((-15, 3), stopped_by_us=(0,)) == 3
+    assert exit_code((-2, -2)) == 130                                  # Ctrl-C
+    assert exit_code((0, None)) == 1                                   # never reaped
     assert prefix(3, 12) == "[rank3]:  " and prefix(11, 12) == "[rank11]: "
 
 
@@ -296,3 +299,40 @@ def test_ctrl_c_stops_every_rank_and_their_children(tmp_path):
     assert proc.returncode == 130, err
     for pid in ranks + children:
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+@pytest.mark.slow
+def test_two_launches_form_one_job_across_nodes(tmp_path):
+    """--nnodes 2 on each of two 'hosts' (here both this machine): one job of 2 x 2 ranks."""
+    db = study_copy(tmp_path / "r")
+    job = _script(tmp_path, """
+        import os, torch, torch.distributed as dist
+        dist.init_process_group("gloo")
+        t = torch.tensor([float(dist.get_rank())])
+        dist.all_reduce(t)
+        print("world", dist.get_world_size(), "rank", dist.get_rank(), "sum", int(t.item()),
+              flush=True)
+        dist.destroy_process_group()
+    """)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests")])}
+    port = str(_free_port())
+    procs = [subprocess.Popen([sys.executable, "-m", "autotune", "launch", "--storage",
+                               f"sqlite:///{db}", "--nproc-per-node", "2", "--nnodes", "2",
+                               "--node-rank", str(node), "--master-addr", "127.0.0.1",
+                               "--master-port", port, "--check-seconds", "0", "--log-dir",
+                               str(tmp_path / f"node{node}"), "--", sys.executable, job],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+             for node in (0, 1)]
+    outs = [p.communicate(timeout=240) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    for node, (out, err) in enumerate(outs):
+        assert f"this host is node {node} (ranks {2 * node}-{2 * node + 1} of 4)" in err
+        for local in (0, 1):
+            assert f"[rank{local}]: world 4 rank {2 * node + local} sum 6" in out
+
+
+def _free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -58,7 +58,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..runner import free_port, launch_exit_code, run_attached
+    from ..launch import exit_code
+    from ..runner import free_port, run_attached
     from ..script import check_command
     if args.config and args.storage:
         raise ConfigError("give either --config FILE or --storage URL, not both")
@@ -102,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
         result = run_attached(plan, echo=sys.stdout, on_start=check.start, on_poll=check.poll)
     finally:
         check.report()   # a run shorter than --check-seconds: what was seen before it ended
-    code = launch_exit_code(result)
+    code = exit_code(result.exit_codes, result.stopped_by_us)
     codes = ", ".join(f"rank {r}: {c}" for r, c in enumerate(result.exit_codes))
     _say(f"{'done' if code == 0 else 'failed'} in {result.wall_seconds:.1f}s ({codes}); "
          f"logs in {log_dir}")
