@@ -188,6 +188,26 @@ def test_study_from_other_hardware_and_unverified_studies_are_refused(tmp_path, 
     _one_line_refusal(rc, out, err, "--config")
 
 
+@pytest.mark.parametrize("argv, expect", [
+    (["--nnodes", "2"], "--nnodes 2: give --master-addr"),
+    (["--nnodes", "2", "--node-rank", "2", "--master-addr", "h"], "--node-rank 2: must be 0..1"),
+    (["--config", "{tmp}/nope.json"], "--config {tmp}/nope.json: cannot read it"),
+    (["--config", "{tmp}/other.json"], "not a launch manifest"),
+    (["--config", "{tmp}/other.json", "--storage", "sqlite:///x.db"], "not both"),
+    (["--", "no-such-program-xyz"], "command 'no-such-program-xyz' not found"),
+    (["--nproc-per-node", "64"], "--nproc-per-node 64: "),
+])
+def test_bad_launch_input_is_one_line_and_runs_nothing(db, tmp_path, capsys, argv, expect):
+    (tmp_path / "other.json").write_text('{"format": "something else"}')
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    if "--" not in argv:
+        argv += ["--", sys.executable, PLAIN_DDP]
+    rc, out, err = launch(capsys, "--results", str(db.parent), "--log-dir",
+                          str(tmp_path / "logs"), *argv)
+    _one_line_refusal(rc, out, err, expect.replace("{tmp}", str(tmp_path)))
+    assert not (tmp_path / "logs").exists()
+
+
 def test_local_manifest_dry_run_with_torchrun_flags(db, tmp_path, capsys):
     path = _manifest(capsys, tmp_path, ["--results", str(db.parent)])
     assert from_manifest(str(path)).verified
