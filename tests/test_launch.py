@@ -196,6 +196,7 @@ def test_study_from_other_hardware_and_unverified_studies_are_refused(tmp_path, 
     (["--config", "{tmp}/other.json", "--storage", "sqlite:///x.db"], "not both"),
     (["--", "no-such-program-xyz"], "command 'no-such-program-xyz' not found"),
     (["--nproc-per-node", "64"], "--nproc-per-node 64: "),
+    (["--check-seconds", "-1"], "--check-seconds -1: must be 0"),
 ])
 def test_bad_launch_input_is_one_line_and_runs_nothing(db, tmp_path, capsys, argv, expect):
     (tmp_path / "other.json").write_text('{"format": "something else"}')

@@ -61,6 +61,8 @@ def run(args: argparse.Namespace) -> int:
     from ..launch import exit_code
     from ..runner import free_port, run_attached
     from ..script import check_command
+    if args.check_seconds < 0:
+        raise ConfigError(f"--check-seconds {args.check_seconds:g}: must be 0 (no check) or more")
     if args.config and args.storage:
         raise ConfigError("give either --config FILE or --storage URL, not both")
     if args.script is not None:
