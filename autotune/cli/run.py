@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from ..config import parse_sets
 from ..errors import ConfigError
-from ..trial import TrialSettings, plan_trial, run_trial
+from ..trial import TrialSettings, observed_attrs, plan_trial, run_trial
 from ..script import SOURCES
 from ._common import (add_workload_args, check_workload_args, describe_measurement, load_topology,
                       positive_float, settings_from_args, ACCURACY_HELP)
@@ -59,6 +60,14 @@ def run(args: argparse.Namespace) -> int:
         else:
             print(plan.describe())
         return 0
+    if settings.command:
+        from ..script_scan import scan_command
+        warning = scan_command(settings.command).warning()
+        if warning:
+            print(warning, file=sys.stderr)
+        if settings.self_launching:
+            print("note: the script starts its own workers: autotune launches it once",
+                  file=sys.stderr)
     out = run_trial(config, topology, settings)
     script = settings.command is not None   # a script reports its accuracy with its speed, if at all
     acc = (run_trial(config, topology, settings, mode="accuracy")
@@ -77,6 +86,7 @@ def _as_json(out, acc) -> dict:
             "wall_seconds": out.run.wall_seconds,
             "measurement": m.to_dict() if m else None, "metric_source": out.metric_source,
             "metric_shown": out.metric_shown, "unacted": [u.message for u in out.unacted],
+            "observed": observed_attrs(out.observations, out.unacted)["observed"],
             "accuracy": acc.measurement.accuracy if acc and acc.ok else
             (m.accuracy if m and out.metric_source != "worker" else None)}
 
