@@ -109,7 +109,12 @@ def scan_text(text: str, path: str) -> ScriptScan:
             continue
         for m in _ENV_SET.finditer(line):
             var = m.group("a") or m.group("b") or m.group("c")
-            if var in _ENV_VARS:
+            if var == "LD_PRELOAD":   # read only when a process starts: its children's
+                found.append(Finding(path=path, line=n, knob="allocator", what="sets LD_PRELOAD",
+                                     fix="it acts only in processes the script starts; remove it "
+                                         "so autotune's allocator and OpenMP runtime act there",
+                                     overrides=False))
+            elif var in _ENV_VARS:
                 knob = _ENV_VARS[var]
                 found.append(Finding(path=path, line=n, knob=knob, what=f"sets {var}",
                                      fix=f"remove it (or use os.environ.setdefault) so autotune's "

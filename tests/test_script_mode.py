@@ -65,11 +65,11 @@ parser.add_argument("--local_rank", type=int, default=0)
 '''
     scan = scan_text(text, "train.py")
     got = [(f.where, f.knob, f.overrides) for f in scan.findings]
-    assert got == [("train.py:4", "threads", False), ("train.py:5", "allocator", True),
+    assert got == [("train.py:4", "threads", False), ("train.py:5", "allocator", False),
                    ("train.py:6", "kmp_blocktime", True), ("train.py:7", "threads", True),
                    ("train.py:8", "binding", True)]
     assert scan.local_rank_arg == "--local_rank"
-    assert scan.overridden == ("allocator", "kmp_blocktime", "threads", "binding")
+    assert scan.overridden == ("kmp_blocktime", "threads", "binding")
 
 
 def test_scan_detects_scripts_that_start_their_own_workers():
@@ -260,3 +260,14 @@ def test_bad_script_options_are_one_line_exit_2(capsys, tmp_path):
         err = capsys.readouterr().err
         assert rc == 2 and err.startswith("autotune: error: ") and needle in err, err
     assert not (tmp_path / "autotune.db").exists()
+
+
+def test_export_takes_overrides_from_the_trials_and_from_certain_lines_of_the_script():
+    from autotune.cli.export import script_launch
+    scan = scan_text('import os\nos.environ["OMP_NUM_THREADS"] = "8"\nos.environ["LD_PRELOAD"] = "x"\n'
+                     'parser.add_argument("--local-rank", type=int)\n', "train.py")
+    got = script_launch({"script_scan": scan.to_json(),
+                         OVERRIDES_ATTR: {"binding": "cpus 0 planned; rank 0 ran on cpus 0-1"}})
+    assert got == {"script": True, "local_rank_arg": "--local-rank",
+                   "overridden": {"threads": "train.py:2 sets OMP_NUM_THREADS",
+                                  "binding": "cpus 0 planned; rank 0 ran on cpus 0-1"}}

@@ -74,8 +74,12 @@ def script_launch(attrs: dict) -> dict:
     were, and without the knobs the script overrides (seen from outside or in its text)."""
     from ..search import OVERRIDES_ATTR
     scan = attrs.get("script_scan") or {}
+    # A line that sets the knob for certain (an assignment before torch loads, a call) means the
+    # exported value would not act either, even when no trial happened to show a difference.
+    written = {f["knob"]: f"{f['where']} {f['what']}" for f in scan.get("findings", ())
+               if f.get("overrides")}
     return {"script": True, "local_rank_arg": scan.get("local_rank_arg"),
-            "overridden": dict(attrs.get(OVERRIDES_ATTR) or {})}
+            "overridden": {**written, **(attrs.get(OVERRIDES_ATTR) or {})}}
 
 
 def _recommended(study) -> tuple[Config, dict]:
