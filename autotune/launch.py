@@ -162,10 +162,13 @@ def program_for(tuned: Tuned, command: tuple[str, ...] | None,
 
 
 def plan_launch(config: Config, topology: Topology, program: tuple[str, ...], *, log_dir: str,
-                base_env: dict[str, str], port: int, nodes: Nodes | None = None) -> LaunchPlan:
-    """The trials' own plan with the user's command as every rank's program."""
+                base_env: dict[str, str], port: int, nodes: Nodes | None = None,
+                local_rank_arg: str | None = None) -> LaunchPlan:
+    """The trials' own plan with the user's command as every rank's program (torchrun's
+    environment, and `local_rank_arg` for scripts that take --local-rank, as in script mode)."""
     plan = build_plan(config, topology, workload="launch", workdir=log_dir, master_port=port,
-                      base_env=base_env, program=program, script=True, trial_id="launch")
+                      base_env=base_env, program=program, script=True, trial_id="autotune",
+                      local_rank_arg=local_rank_arg)
     ranks = tuple(replace(r, env={k: v for k, v in r.env.items() if k not in _BOOKKEEPING})
                   for r in plan.ranks)
     plan = replace(plan, ranks=ranks)
@@ -175,9 +178,12 @@ def plan_launch(config: Config, topology: Topology, program: tuple[str, ...], *,
 def for_nodes(plan: LaunchPlan, nodes: Nodes) -> LaunchPlan:
     """This host's ranks renumbered into a job of nodes.nnodes identical hosts."""
     local = len(plan.ranks)
+    world = str(nodes.nnodes * local)
     ranks = tuple(replace(r, env={**r.env, "RANK": str(nodes.node_rank * local + r.rank),
-                                  "WORLD_SIZE": str(nodes.nnodes * local),
+                                  "ROLE_RANK": str(nodes.node_rank * local + r.rank),
+                                  "WORLD_SIZE": world, "ROLE_WORLD_SIZE": world,
                                   "GROUP_RANK": str(nodes.node_rank),
+                                  "GROUP_WORLD_SIZE": str(nodes.nnodes),
                                   "MASTER_ADDR": nodes.master_addr,
                                   "MASTER_PORT": str(nodes.master_port)})
                   for r in plan.ranks)

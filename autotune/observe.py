@@ -261,7 +261,9 @@ class Sampler:
             with contextlib.suppress(psutil.Error, OSError):
                 st.affinity[proc.pid] = tuple(sorted(proc.cpu_affinity()))
             st.libraries.update(mapped_libraries(read_proc(f"/proc/{proc.pid}/maps")))
-            st.policy[proc.pid] = parse_mem_policy(read_proc(f"/proc/{proc.pid}/numa_maps"))
+            policy = parse_mem_policy(read_proc(f"/proc/{proc.pid}/numa_maps"))
+            if policy is not None:   # an exiting process reads as empty: keep what was seen
+                st.policy[proc.pid] = policy
         if current:
             st.num_processes = max(st.num_processes, len(current))
         if st.last and current:

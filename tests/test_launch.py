@@ -85,7 +85,7 @@ def test_ranks_get_exactly_the_exported_environment_and_binding(tmp_path):
     topo = live_topology()
     config = Config(nproc=2, threads=1, binding="taskset", allocator="tcmalloc")
     program = (sys.executable, PLAIN_DDP, "--steps", "5")
-    exported = launch_command(config, topo, program=program)
+    exported = launch_command(config, topo, program=program, script=True)
     base = {"PATH": "/usr/bin", "HOME": "/root", "LD_PRELOAD": "/stale.so", "OMP_NUM_THREADS": "9"}
     plan = plan_launch(config, topo, program, log_dir=str(tmp_path), base_env=base, port=29555)
     for rank, (env, argv) in zip(plan.ranks, exported.ranks):
@@ -357,3 +357,18 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def test_a_script_is_read_as_script_mode_reads_it(db, tmp_path, capsys):
+    """--local-rank passed to scripts that take it, and lines that defeat a tuned knob named."""
+    job = _script(tmp_path, """
+        import argparse, torch
+        p = argparse.ArgumentParser()
+        p.add_argument("--local-rank", type=int, default=0)
+        torch.set_num_threads(4)
+    """)
+    rc, out, err = launch(capsys, "--results", str(db.parent), "--dry-run", "--",
+                          sys.executable, job)
+    assert rc == 0, err
+    assert f"{job} --local-rank=0" in out and f"{job} --local-rank=1" in out
+    assert f"note: {job}:5 " in err and "threads=1 will not act" in err

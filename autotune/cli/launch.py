@@ -86,8 +86,11 @@ def run(args: argparse.Namespace) -> int:
     base_env = dict(os.environ)
     log_dir = os.path.abspath(args.log_dir) if args.log_dir else default_log_dir(args.results)
     port = nodes.master_port if nodes else (args.master_port or free_port())
+    scan = _scan(args.script, tuned)
     plan = plan_launch(config, topology, program, log_dir=log_dir, base_env=base_env, port=port,
-                       nodes=nodes)
+                       nodes=nodes, local_rank_arg=scan.local_rank_arg)
+    more += [f"{f.where} {f.what}: {f.knob}={getattr(config, f.knob, '?')} will not act ({f.fix})"
+             for f in scan.findings if f.overrides]
     for note in notes + more:
         _say(f"note: {note}")
     if nodes:
@@ -113,6 +116,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 _INTERVAL_S = 0.5   # one /proc walk per rank per interval, taken from the training's cores
+
+
+def _scan(command, tuned):
+    """What the script's own text overrides, and whether it takes --local-rank, as the search's
+    script mode reads it (script_scan.py)."""
+    from ..script_scan import ScriptScan, scan_command
+    command = command if command is not None else tuned.program
+    return scan_command(tuple(command)) if command else ScriptScan(path=None)
 
 
 class _InForce:
