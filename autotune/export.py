@@ -21,6 +21,14 @@ FORMATS = ("shell", "torchrun", "json")
 # Per-trial bookkeeping a user's launch does not need.
 _TRIAL_ONLY = ("AUTOTUNE_RESULT", "AUTOTUNE_TRIAL_ID", "AUTOTUNE_REPORT")
 _PER_RANK = ("RANK", "LOCAL_RANK")
+# What torchrun sets itself (the torchrun format leaves these to it).
+_TORCHRUN_SETS = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+                  "ROLE_RANK", "ROLE_NAME", "GROUP_WORLD_SIZE", "ROLE_WORLD_SIZE",
+                  "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS")
+# A knob a user's script overrides is not claimed: its variables are left out and the knob is
+# shown at its default (the script's own setting is what runs, as in every trial).
+_OVERRIDE_ENV = {"threads": ("OMP_NUM_THREADS",), "kmp_affinity": ("KMP_AFFINITY",),
+                 "kmp_blocktime": ("KMP_BLOCKTIME",)}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -32,6 +40,8 @@ class LaunchCommand:
     cpus: tuple[tuple[int, ...] | None, ...]
     mem_nodes: tuple[int | None, ...]
     manifest: dict[str, Any] = field(default_factory=dict)
+    overridden: dict[str, str] = field(default_factory=dict)   # knob -> why it is not claimed
+    local_rank_arg: str | None = None
 
 
 def training_command(workload: str, config: Config, *, python: str = sys.executable,
@@ -52,18 +62,31 @@ def training_command(workload: str, config: Config, *, python: str = sys.executa
 
 def launch_command(config: Config, topology: Topology, *, workload: str = "cnn",
                    program: tuple[str, ...] | None = None, python: str = sys.executable,
-                   port: int = 29500, manifest: dict[str, Any] | None = None) -> LaunchCommand:
+                   port: int = 29500, manifest: dict[str, Any] | None = None,
+                   script: bool = False, local_rank_arg: str | None = None,
+                   overridden: dict[str, str] | None = None) -> LaunchCommand:
+    """`script`: a user's command, launched as the trials launched it (torchrun's environment,
+    `local_rank_arg`); `overridden`: knobs the script sets itself, which are not claimed."""
+    overridden = {k: v for k, v in (overridden or {}).items() if k in Config().to_dict()}
+    reset = {k: getattr(Config(), k) for k in overridden}
+    if "nproc" in reset:   # a script that starts its own workers is launched once
+        reset["nproc_per_node"] = None
+    config = config.with_(**reset)
     program = program or training_command(workload, config, python=python)
     plan = build_plan(config, topology, workload=workload, workdir=".", master_port=port,
-                      base_env={}, program=program, python=python)
-    envs = [{k: v for k, v in r.env.items() if k not in _TRIAL_ONLY} for r in plan.ranks]
+                      base_env={}, program=program, python=python, script=script,
+                      local_rank_arg=local_rank_arg, trial_id="autotune")
+    dropped = {v for k in overridden for v in _OVERRIDE_ENV.get(k, ())}
+    envs = [{k: v for k, v in r.env.items() if k not in _TRIAL_ONLY and k not in dropped}
+            for r in plan.ranks]
     common = {k: v for k, v in envs[0].items() if k not in _PER_RANK
               and all(e.get(k) == v for e in envs)}
     ranks = tuple(({k: v for k, v in e.items() if k not in common}, r.argv)
                   for e, r in zip(envs, plan.ranks))
     return LaunchCommand(config=config, env=common, ranks=ranks, program=tuple(program),
                          cpus=tuple(r.cpus for r in plan.ranks),
-                         mem_nodes=tuple(r.mem_node for r in plan.ranks), manifest=manifest or {})
+                         mem_nodes=tuple(r.mem_node for r in plan.ranks), manifest=manifest or {},
+                         overridden=overridden, local_rank_arg=local_rank_arg)
 
 
 def render(cmd: LaunchCommand, fmt: str) -> str:
@@ -94,6 +117,8 @@ def _header(cmd: LaunchCommand) -> list[str]:
     if m.get("fingerprint"):
         lines.append(f"# measured on {m.get('machine', '?')} (topology {m['fingerprint']}), "
                      f"torch {m.get('library_versions', {}).get('torch', '?')}")
+    for knob, why in cmd.overridden.items():
+        lines.append(f"# {knob}: not set here, the script sets its own ({why})")
     return lines
 
 
@@ -108,8 +133,7 @@ def _shell(cmd: LaunchCommand) -> str:
 
 
 def _torchrun(cmd: LaunchCommand) -> str:
-    env = {k: v for k, v in cmd.env.items()
-           if k not in ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "LOCAL_WORLD_SIZE")}
+    env = {k: v for k, v in cmd.env.items() if k not in _TORCHRUN_SETS}
     n = len(cmd.ranks)
     launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
                 f"--nproc-per-node={n}"]
@@ -127,7 +151,9 @@ def _torchrun(cmd: LaunchCommand) -> str:
         tail = ["--no-python", *shim, "--", *cmd.program]
     else:
         tail = ["--no-python", *cmd.program]
-    return "\n".join(_header(cmd) + [f"{_env_prefix(env)}{_q(launcher + tail)}"])
+    notes = [f"# the script reads {cmd.local_rank_arg}: torchrun passes LOCAL_RANK only; use "
+             "the shell form, or read os.environ['LOCAL_RANK']"] if cmd.local_rank_arg else []
+    return "\n".join(_header(cmd) + notes + [f"{_env_prefix(env)}{_q(launcher + tail)}"])
 
 
 def torchrun_numa_binding(config: Config) -> bool:
@@ -143,4 +169,5 @@ def _json(cmd: LaunchCommand) -> str:
                        "env": cmd.env, "program": list(cmd.program),
                        "ranks": [{"env": e, "argv": list(a)} for e, a in cmd.ranks],
                        "shell": _shell(cmd), "torchrun": _torchrun(cmd),
-                       "manifest": cmd.manifest}, indent=2)
+                       "overridden_by_script": cmd.overridden, "manifest": cmd.manifest},
+                      indent=2)

@@ -14,57 +14,13 @@ from typing import Any
 import torch
 
 from .plan_types import RankExpect
+from .procfs import memory_bound_to, parse_maps, parse_mem_policy, parse_mems_allowed, read_proc
+
+# The /proc parsers live in procfs.py (torch-free), shared with the outside-the-process checks.
+__all__ = ["autocast_name", "collect", "current_autocast", "differences", "memory_bound_to",
+           "parse_maps", "parse_mem_policy", "parse_mems_allowed"]
 
 _AUTOCAST_NAMES = {torch.bfloat16: "bf16", torch.float16: "fp16"}
-
-
-def parse_maps(text: str) -> tuple[str, str]:
-    """(allocator, omp_runtime) from /proc/self/maps text.
-
-    The torch wheel always maps its own libgomp; a preloaded libiomp5 wins symbol resolution, so
-    libiomp5 mapped at all means libiomp5 is the runtime in force.
-    """
-    libs = {line.split()[-1].rsplit("/", 1)[-1] for line in text.splitlines()
-            if len(line.split()) >= 6}
-    alloc = [a for a in ("jemalloc", "tcmalloc") if any(f"lib{a}" in lib for lib in libs)]
-    allocator = "+".join(alloc) if alloc else "default"
-    if any("libiomp5" in lib for lib in libs):
-        omp = "libiomp5"
-    elif any("libgomp" in lib for lib in libs):
-        omp = "libgomp"
-    else:
-        omp = "none"
-    return allocator, omp
-
-
-def parse_mems_allowed(status_text: str) -> str | None:
-    for line in status_text.splitlines():
-        if line.startswith("Mems_allowed_list:"):
-            return line.split(":", 1)[1].strip()
-    return None
-
-
-def parse_mem_policy(numa_maps_text: str) -> str | None:
-    """The task's NUMA memory policy ("default", "bind:1", ...) from /proc/self/numa_maps.
-
-    `numactl --membind` sets a memory *policy*; it leaves Mems_allowed_list (the cpuset) alone, so
-    only the policy shows whether memory binding took effect. numa_maps prints the task policy for
-    mappings without their own, the first line (the executable) among them.
-    """
-    first = numa_maps_text.split("\n", 1)[0].split()
-    if len(first) < 2:
-        return None
-    if len(first) > 2 and first[2].startswith("(many)"):   # "prefer (many):0-1"
-        return f"{first[1]} {first[2]}"
-    return first[1]
-
-
-def memory_bound_to(node: int, policy: str | None, mems_allowed: str | None) -> bool:
-    """Memory of this process can only come from `node`: a bind/prefer policy naming exactly it,
-    or, with the default policy, a cpuset that allows only it (containers; 1-node machines)."""
-    if policy and policy.split(":")[0].split("=")[0] in ("bind", "prefer", "prefer (many)"):
-        return policy.rsplit(":", 1)[-1] == str(node)
-    return mems_allowed == str(node)
 
 
 def autocast_name(enabled: bool, dtype: torch.dtype) -> str:
@@ -78,23 +34,15 @@ def current_autocast(device_type: str = "cpu") -> str:
                          torch.get_autocast_dtype(device_type))
 
 
-def _read(path: str) -> str:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read()
-    except OSError:
-        return ""
-
-
 def collect(autocast_dtype: str) -> dict[str, Any]:
-    allocator, omp = parse_maps(_read("/proc/self/maps"))
+    allocator, omp = parse_maps(read_proc("/proc/self/maps"))
     return {
         "affinity": sorted(os.sched_getaffinity(0)),
         "num_threads": torch.get_num_threads(),
         "allocator": allocator,
         "omp_runtime": omp,
-        "mems_allowed": parse_mems_allowed(_read("/proc/self/status")),
-        "mem_policy": parse_mem_policy(_read("/proc/self/numa_maps")),
+        "mems_allowed": parse_mems_allowed(read_proc("/proc/self/status")),
+        "mem_policy": parse_mem_policy(read_proc("/proc/self/numa_maps")),
         "autocast_dtype": autocast_dtype,
     }
 

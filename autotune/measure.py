@@ -168,6 +168,13 @@ class RatioStats:
     def n(self) -> int:
         return len(self.ratios)
 
+    @property
+    def inconclusive(self) -> bool:
+        """The spread crosses 1.0: the IQR holds ratios on both sides, so neither side was faster
+        in 3 of 4 rounds (verification's test for a candidate that holds up is q1 > 1). One
+        round has no spread at all and proves nothing either."""
+        return self.n < 2 or self.q1 <= 1.0 <= self.q3
+
     def describe(self, what: str = "speedup") -> str:
         return f"{what} {self.median:.2f}x (±{self.spread:.2f}, {self.n} rounds)"
 

@@ -27,6 +27,8 @@ JEMALLOC_CONF = ("oversize_threshold:1,background_thread:true,metadata_thp:auto,
 OWNED_ENV = ("LD_PRELOAD", "MALLOC_CONF", "OMP_NUM_THREADS", "KMP_AFFINITY", "KMP_BLOCKTIME",
              "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
              "CCL_WORKER_COUNT", "CCL_WORKER_AFFINITY", "CCL_ATL_TRANSPORT", "GOMP_CPU_AFFINITY",
+             "GROUP_RANK", "ROLE_RANK", "ROLE_NAME", "GROUP_WORLD_SIZE", "ROLE_WORLD_SIZE",
+             "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
              *CUDA_ENV)
 
 
@@ -188,12 +190,15 @@ def build_plan(config: Config, topology: Topology, *, workload: str = "cnn",
                accuracy_samples: int = 4096, python: str = sys.executable,
                trial_id: str = "trial", program: tuple[str, ...] | None = None,
                script: bool = False, seed: int = 0,
-               reference_batch: int = REFERENCE_GLOBAL_BATCH) -> LaunchPlan:
+               reference_batch: int = REFERENCE_GLOBAL_BATCH,
+               local_rank_arg: str | None = None) -> LaunchPlan:
     """The complete launch of one trial. Raises ConfigError when the config cannot work here.
 
     `program` replaces the timed worker (`python -m autotune.worker --request ...`) by another
     command, e.g. the training command an export hands to the user. `script`: that command is
-    the user's own script, which writes no worker result (the runner judges it by exit code)."""
+    the user's own script, which writes no worker result (the runner judges it by exit code); it
+    gets torchrun's whole environment, and `local_rank_arg` ("--local-rank") with each rank's
+    number for scripts written for torch.distributed.launch."""
     reason = infeasible_reason(config, topology)
     if reason:
         raise ConfigError(reason)
@@ -224,10 +229,14 @@ def build_plan(config: Config, topology: Topology, *, workload: str = "cnn",
                    MASTER_PORT=str(master_port), AUTOTUNE_TRIAL_ID=trial_id,
                    AUTOTUNE_RESULT=os.path.join(workdir, f"rank{rank}.json"),
                    AUTOTUNE_REPORT=os.path.join(workdir, f"rank{rank}.report.json"))
+        if script:
+            env.update(torchrun_env(rank, config.nproc, trial_id))
         if config.backend == "ccl":
             env.update(ccl_env(pl))
+        per_rank = (f"{local_rank_arg}={rank}",) if local_rank_arg and program else ()
         argv = (*binding_prefix(config.binding if bound else "none", cpus, mem_node),
-                *(program or (python, "-m", "autotune.worker", "--request", request_path)))
+                *(program or (python, "-m", "autotune.worker", "--request", request_path)),
+                *per_rank)
         ranks.append(RankPlan(rank=rank, argv=argv, env=env, cpus=cpus if bound else None,
                               mem_node=mem_node, log_path=os.path.join(workdir, f"rank{rank}.log"),
                               result_path=env["AUTOTUNE_RESULT"]))
@@ -263,6 +272,15 @@ def env_for(config: Config, topology: Topology) -> dict[str, str]:
     if config.device == "cuda":
         env.update(cuda_env(config, topology))
     return env
+
+
+def torchrun_env(rank: int, world_size: int, run_id: str) -> dict[str, str]:
+    """What torchrun adds besides RANK/WORLD_SIZE/MASTER_*, for scripts that read it (one node,
+    one role, no restarts)."""
+    return {"GROUP_RANK": "0", "ROLE_RANK": str(rank), "ROLE_NAME": "default",
+            "GROUP_WORLD_SIZE": "1", "ROLE_WORLD_SIZE": str(world_size),
+            "TORCHELASTIC_RUN_ID": run_id, "TORCHELASTIC_RESTART_COUNT": "0",
+            "TORCHELASTIC_MAX_RESTARTS": "0"}
 
 
 def binding_prefix(binding: str, cpus: tuple[int, ...], mem_node: int | None) -> tuple[str, ...]:

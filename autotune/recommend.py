@@ -13,7 +13,7 @@ from typing import Any, Callable
 from . import results as R
 from .config import Config
 from .measure import RatioStats, Stats, busy, ratio_stats
-from .search import DEFAULT_ROLE, RUN_CPU_ROLE, Evaluate
+from .search import DEFAULT_ROLE, RUN_CPU_ROLE, Evaluate, Evaluation
 from .study import Record
 
 # A candidate "holds up" when it beats the default launch by at least MIN_GAIN in the median
@@ -108,31 +108,47 @@ def pick_candidates(records: list[Record], n: int = 3) -> list[Record]:
     return picked
 
 
-def verify(candidates: list[Record], default: Record, evaluate: Evaluate, *,
-           rounds: int = 3, time_left: Callable[[], float] = lambda: float("inf"),
-           on_event: Callable[..., None] = lambda kind, **info: None,
-           accept: Callable[[Config], tuple[bool, str]] | None = None) -> Recommendation:
-    """`accept(config) -> (ok, text)` is asked, fastest first, of the candidates that hold up:
-    the seeded quality confirmation of one that changes the math (see confirm_quality)."""
-    """Interleaved rounds of default + candidates; stops early when another round won't fit."""
-    lineup = [default] + list(candidates)
-    results: dict[int, list[float | None]] = {i: [] for i in range(len(lineup))}
+def interleave(lineup: list[tuple[str, Config]], evaluate: Evaluate, *, rounds: int,
+               time_left: Callable[[], float] = lambda: float("inf"),
+               on_event: Callable[..., None] = lambda kind, **info: None) -> list[list[Evaluation]]:
+    """Rounds of every (role, config) in turn, the order reversed every other round (A B C,
+    C B A, ...: position effects cancel over pairs of rounds); stops early when another round
+    won't fit. Returns, per lineup entry, its evaluation in each completed round. Verification
+    and `autotune compare` both measure through this."""
+    results: list[list[Evaluation]] = [[] for _ in lineup]
     done, round_s = 0, 0.0
     for rnd in range(rounds):
         if done and time_left() < round_s * 1.1:
             break
         order = list(range(len(lineup)))
         if rnd % 2:
-            order.reverse()  # A B C D, D C B A: position effects cancel over pairs of rounds
+            order.reverse()
         spent = 0.0
         for i in order:
-            role, config = lineup[i].role, lineup[i].config
+            role, config = lineup[i]
             on_event("verify_start", config=config, role=role, round=rnd + 1, rounds=rounds)
             ev = evaluate(config, "throughput")
             spent += ev.seconds
-            results[i].append(ev.throughput if ev.outcome == R.OK else None)
+            results[i].append(ev)
         done += 1
         round_s = max(round_s, spent)
+    return results
+
+
+def verify(candidates: list[Record], default: Record, evaluate: Evaluate, *,
+           rounds: int = 3, time_left: Callable[[], float] = lambda: float("inf"),
+           on_event: Callable[..., None] = lambda kind, **info: None,
+           accept: Callable[[Config], tuple[bool, str]] | None = None) -> Recommendation:
+    """Interleaved rounds of default + candidates (D A B C, C B A D, ...). `accept(config) ->
+    (ok, text)` is asked, fastest first, of the candidates that hold up: the seeded quality
+    confirmation of one that changes the math (see confirm_quality)."""
+    lineup = [default] + list(candidates)
+    evals = interleave([(r.role, r.config) for r in lineup], evaluate, rounds=rounds,
+                       time_left=time_left, on_event=on_event)
+    results: dict[int, list[float | None]] = {
+        i: [ev.throughput if ev.outcome == R.OK else None for ev in evs]
+        for i, evs in enumerate(evals)}
+    done = len(evals[0])
     default_thr = results[0]
     verified = []
     for i, rec in enumerate(lineup[1:], start=1):

@@ -23,6 +23,8 @@ from .topology import Topology
 
 DEFAULT_ROLE = "reference:default"
 RUN_CPU_ROLE = "reference:run_cpu"
+# Study attribute: {knob: why} for the knobs a user's script overrides (script mode).
+OVERRIDES_ATTR = "script_overrides"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,6 +65,9 @@ class SearchOptions:
     # Script mode: accuracy is whatever the script reported with its speed (maybe nothing); it
     # constrains only when both the trial and the default launch reported one.
     reported_accuracy: bool = False
+    accuracy_required: bool = False      # script mode with --accuracy REGEX
+    # Script mode: knobs the static scan found overridden ({knob: file:line and why}).
+    overridden: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -119,10 +124,27 @@ def reference_configs(topology: Topology, base: Config) -> list[tuple[str, Confi
 def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Evaluate,
                clock: Clock, options: SearchOptions,
                on_event: Callable[..., None] = lambda kind, **info: None) -> SearchResult:
-    distributions = {k: CategoricalDistribution(list(v)) for k, v in space.knobs.items()}
     base = default_launch(space, topology)
     book = QualityBook(study, evaluate, batchnorm=options.batchnorm, base=base,
                        tolerance_pp=options.max_accuracy_drop, seeds=options.quality_seeds)
+    # Knobs a user's script overrides (seen from outside on a trial, or named by the static scan):
+    # held at the default from then on, on resume too, and remembered for the export.
+    overrides: dict[str, str] = dict(study.user_attrs.get(OVERRIDES_ATTR) or {})
+
+    def hold(found: dict[str, str]) -> None:
+        nonlocal space, distributions
+        from .script import freeze
+        new = {k: v for k, v in found.items() if k not in overrides}
+        if new:
+            overrides.update(new)
+            study.set_user_attr(OVERRIDES_ATTR, overrides)
+        space, held = freeze(space, list(found))
+        distributions = {k: CategoricalDistribution(list(v)) for k, v in space.knobs.items()}
+        for knob in held:
+            on_event("knob_held", knob=knob, why=overrides[knob])
+
+    distributions = {k: CategoricalDistribution(list(v)) for k, v in space.knobs.items()}
+    hold({**options.overridden, **overrides})
 
     def key(config: Config) -> str:  # two spellings of one launch are one configuration
         return canonical(config, topology).key()
@@ -165,7 +187,10 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
         if ev.outcome == R.OK and options.reported_accuracy:
             acc = ev.accuracy
             base_rec = known.get(key(base))
-            if role != DEFAULT_ROLE and acc is not None and base_rec and base_rec.accuracy is not None:
+            # With --accuracy the script promised a number: missing it fails the rule, as a
+            # built-in workload's missing accuracy does.
+            if role != DEFAULT_ROLE and (acc is not None or options.accuracy_required) \
+                    and base_rec and base_rec.accuracy is not None:
                 violation = _accuracy_violation(acc, base_rec.accuracy, options.max_accuracy_drop)
         elif ev.outcome == R.OK:
             acc, violation, qattrs = judge(config, ev.throughput or 0.0)
@@ -179,6 +204,8 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
                      attrs={**ev.attrs, **qattrs})
         known[key(config)] = rec
         on_event("trial_end", record=rec, seconds=ev.seconds)
+        if ev.attrs.get("overridden"):
+            hold(ev.attrs["overridden"])
         return rec
 
     def quality_cost(config: Config, throughput: float) -> float:

@@ -16,6 +16,7 @@ from . import results as R
 from .config import Config
 from .errors import ConfigError
 from .measure import Measurement, Stats, aggregate, quantile
+from .observe import RankObservation, Sampler, Unacted, compare
 from .plan import build_plan, infeasible_reason
 from .plan_types import LaunchPlan
 from .results import RunResult
@@ -45,6 +46,10 @@ class TrialSettings:
     # Script mode: the user's command with {knob} placeholders replaces the built-in worker.
     command: tuple[str, ...] | None = None
     metric: str | None = None             # regex over rank 0's output (script mode)
+    accuracy: str | None = None           # regex of the script's accuracy (script mode)
+    lower_is_better: bool = False         # the --metric number is a time or a loss
+    local_rank_arg: str | None = None     # the script takes --local-rank: each rank gets its own
+    self_launching: bool = False          # the script starts its own workers: launch it once
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,6 +59,11 @@ class TrialOutcome:
     run: RunResult
     measurement: Measurement | None  # None unless the run was ok
     metric_source: str = "worker"    # script mode: a key of script.SOURCES
+    metric_shown: str = ""           # script mode: the measured number in the script's own unit
+    # Script mode: each rank's processes as sampled from outside, and the planned knobs they
+    # did not show in force.
+    observations: tuple[RankObservation, ...] = ()
+    unacted: tuple[Unacted, ...] = ()
 
     @property
     def outcome(self) -> str:
@@ -78,13 +88,17 @@ def plan_trial(config: Config, topology: Topology, settings: TrialSettings, *,
                       base_env=dict(os.environ) if base_env is None else base_env,
                       timeout_s=settings.timeout_s, grace_s=settings.grace_s, mode=mode,
                       target_seconds=settings.target_seconds, warmup_steps=settings.warmup_steps,
-                      accuracy_samples=settings.accuracy_samples, trial_id=trial_id, seed=seed)
+                      accuracy_samples=settings.accuracy_samples, trial_id=trial_id, seed=seed,
+                      local_rank_arg=settings.local_rank_arg)
 
 
 def run_trial(config: Config, topology: Topology, settings: TrialSettings, *,
               mode: str = "throughput", trial_id: str | None = None, seed: int = 0) -> TrialOutcome:
     """Run one configuration. Never raises for a failing trial: the failure is the result."""
     reason = infeasible_reason(config, topology)
+    if not reason and settings.self_launching and config.nproc > 1:
+        reason = (f"nproc={config.nproc}: the script starts its own workers, so autotune launches "
+                  "it once (more copies would oversubscribe the cores)")
     if reason:
         return TrialOutcome(config=config, mode=mode, measurement=None,
                             run=RunResult(outcome=R.INFEASIBLE, reason=reason))
@@ -93,9 +107,17 @@ def run_trial(config: Config, topology: Topology, settings: TrialSettings, *,
     except ConfigError as exc:
         return TrialOutcome(config=config, mode=mode, measurement=None,
                             run=RunResult(outcome=R.INFEASIBLE, reason=str(exc)))
-    run = run_plan(plan)
-    if plan.script:
-        return _script_outcome(config, mode, plan, run, settings.metric)
+    if not plan.script:
+        run = run_plan(plan)
+    else:
+        samplers: list[Sampler] = []
+        try:
+            run = run_plan(plan, on_start=lambda pids: samplers.append(Sampler(pids).start()))
+        finally:
+            observed = tuple(samplers[0].stop()) if samplers else ()
+        out = _script_outcome(config, mode, plan, run, settings)
+        return replace(out, observations=observed,
+                       unacted=compare(plan.request.ranks, observed) if run.ok else ())
     measurement = None
     if run.ok:
         try:
@@ -109,7 +131,7 @@ def run_trial(config: Config, topology: Topology, settings: TrialSettings, *,
 
 
 def _script_outcome(config: Config, mode: str, plan: LaunchPlan, run: RunResult,
-                    metric: str | None) -> TrialOutcome:
+                    settings: TrialSettings) -> TrialOutcome:
     """Score a finished script run (see script.py for the order of preference)."""
     if not run.ok:
         return TrialOutcome(config=config, mode=mode, run=run, measurement=None)
@@ -125,7 +147,8 @@ def _script_outcome(config: Config, mode: str, plan: LaunchPlan, run: RunResult,
             f.seek(max(0, f.tell() - (4 << 20)))   # a chatty script: the last 4 MiB suffice
             log_text = f.read().decode("utf-8", errors="replace")
     sm = script_metric(report=report if isinstance(report, dict) else None, log_text=log_text,
-                       metric=metric, wall_seconds=run.wall_seconds)
+                       metric=settings.metric, wall_seconds=run.wall_seconds,
+                       accuracy=settings.accuracy, lower_is_better=settings.lower_is_better)
     if sm.value is None:
         failed = replace(run, outcome=R.WORKLOAD_ERROR, reason=sm.problem,
                          log_tail=f"--- rank 0 ({rank0.log_path}) ---\n{read_tail(rank0.log_path)}")
@@ -138,7 +161,8 @@ def _script_outcome(config: Config, mode: str, plan: LaunchPlan, run: RunResult,
                     startup_seconds=None, wall_seconds=run.wall_seconds, timed_share=None,
                     peak_rss_bytes=(), accuracy=sm.accuracy, final_loss=None,
                     world_size=config.nproc)
-    return TrialOutcome(config=config, mode=mode, run=run, measurement=m, metric_source=sm.source)
+    return TrialOutcome(config=config, mode=mode, run=run, measurement=m, metric_source=sm.source,
+                        metric_shown=sm.shown)
 
 
 def live_evaluator(topology: Topology, settings: TrialSettings, *,
@@ -174,11 +198,14 @@ def live_evaluator(topology: Topology, settings: TrialSettings, *,
         if settings.command:
             attrs["metric_source"] = out.metric_source
             attrs["metric_note"] = SOURCES.get(out.metric_source, "")
+            attrs["metric_shown"] = out.metric_shown
             script_accuracy[config.key()] = m.accuracy if m else None
+            attrs.update(observed_attrs(out.observations, out.unacted))
         if m is not None:
             attrs.update(step_median_s=m.step_stats.median, step_iqr_s=m.step_stats.iqr,
                          throughput_iqr=m.throughput_iqr, startup_s=m.startup_seconds,
                          timed_share=m.timed_share, timed_steps=m.timed_steps,
+                         cpu_share=m.cpu_share,
                          peak_rss_mb=[round(b / 2**20) if b else None for b in m.peak_rss_bytes])
             if mode == "throughput":
                 speed[config.key()] = m.throughput
@@ -195,3 +222,17 @@ def live_evaluator(topology: Topology, settings: TrialSettings, *,
                           accuracy=m.accuracy if m else None, seconds=run.wall_seconds,
                           attrs=attrs)
     return evaluate
+
+
+def observed_attrs(observations, unacted) -> dict[str, Any]:
+    """What a script trial's processes showed, as stored trial attributes: per rank, and the
+    knobs that did not act ({knob: the first message about it}) for the search and the export."""
+    from .plan_types import cpulist
+    overridden: dict[str, str] = {}
+    for u in unacted:
+        overridden.setdefault(u.knob, u.message)
+    return {"observed": [{"rank": o.rank, "busy_threads": o.busy_threads,
+                          "num_threads": o.num_threads, "affinity": cpulist(o.affinity),
+                          "libraries": list(o.libraries), "mempolicy": o.mempolicy,
+                          "processes": o.num_processes} for o in observations],
+            "unacted": [u.message for u in unacted], "overridden": overridden}

@@ -35,10 +35,14 @@ def test_split_keeps_the_global_batch_and_accumulates_below_the_share():
         Q.split_batch(32, 2, 12)
 
 
-def test_set_rejects_a_global_batch_the_ranks_cannot_split():
+def test_run_rejects_a_global_batch_the_ranks_cannot_split(tmp_path, capsys):
+    from autotune.cli import main
     assert parse_sets(["nproc=2", "global_batch=64"]).micro_batch == 32
-    with pytest.raises(ConfigError, match="cannot be split"):
-        parse_sets(["nproc=3"])                       # the default global batch 32 over 3
+    rc = main(["run", "--set", "nproc=2", "--set", "threads=1", "--set", "global_batch=33",
+               "--dry-run", "--results", str(tmp_path / "r")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "global_batch=33 cannot be split over nproc=2" in err[0]
+    assert not (tmp_path / "r").exists()
 
 
 def test_math_class_ignores_ranks_only_without_batchnorm():

@@ -15,6 +15,8 @@ COMMANDS = {
     "search": ("search", "search for the fastest launch configuration within a time budget"),
     "report": ("report", "summarise a study: top configs, Pareto front, knob importances"),
     "export": ("export", "print the tuned launch command"),
+    "launch": ("launch", "run your training command with the tuned configuration"),
+    "compare": ("compare", "interleaved A/B of two configurations on your workload"),
     "dashboard": ("dashboard", "open the study in optuna-dashboard"),
 }
 
@@ -24,6 +26,8 @@ typical session on a new machine:
   autotune run --set nproc=2 --dry-run    the launch plan for one configuration
   autotune search --budget 30m        tune; prints a verified speedup and the tuned command
   autotune export --format shell      the tuned command again, ready to paste
+  autotune launch -- python train.py  run your training with the tuned configuration
+  autotune compare --a allocator=tcmalloc --b allocator=default    check one change yourself
 run `autotune COMMAND --help` for the options of each command."""
 
 
@@ -69,9 +73,11 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "command", None):
         parser.print_help()
         return 2
-    if script is not None and not hasattr(args, "metric"):
-        parser.error(f"{args.command} takes no command after `--` (only search and run do)")
-    if hasattr(args, "metric"):
+    takes_command = hasattr(args, "script")  # set by the commands that run a user's command
+    if script is not None and not takes_command:
+        parser.error(f"{args.command} takes no command after `--` (search, run, launch and "
+                     "compare do)")
+    if takes_command:
         args.script = tuple(script) if script is not None else None
     try:
         return int(args._run(args) or 0)

@@ -43,6 +43,15 @@ def add_workload_args(p: argparse.ArgumentParser, *, seconds_default: float | No
                    help="with `-- CMD` (your own script): a pattern over rank 0's output whose "
                         "(group) is the throughput, e.g. 'img/s: ([0-9.]+)'; the median of the "
                         "matches counts. Not needed when the script calls autotune.report()")
+    p.add_argument("--lower-is-better", action="store_true",
+                   help="with --metric: the number is a time or a loss, e.g. --metric "
+                        "'Training time: ([0-9.]+)' --lower-is-better")
+    p.set_defaults(script=None)   # filled by main() from everything after `--`
+
+
+ACCURACY_HELP = ("with `-- CMD`: a pattern over rank 0's output whose (group) is the script's "
+                 "accuracy, e.g. 'test acc: ([0-9.]+)%%' (a trailing %% means percent; the last "
+                 "match counts)")
 
 
 def check_workload_args(args: argparse.Namespace) -> str:
@@ -58,8 +67,10 @@ def check_workload_args(args: argparse.Namespace) -> str:
     from ..script import check_command
     command = getattr(args, "script", None)
     if command is None:
-        if args.metric is not None:
-            raise WorkloadError("--metric reads a script's output: give the command after `--`")
+        for given, flag in ((args.metric, "--metric"), (accuracy_pattern(args), "--accuracy"),
+                            (args.lower_is_better, "--lower-is-better")):
+            if given:
+                raise WorkloadError(f"{flag} reads a script's output: give the command after `--`")
         from ..workloads import get_workload
         try:
             get_workload(args.workload)
@@ -71,17 +82,37 @@ def check_workload_args(args: argparse.Namespace) -> str:
         return args.workload
     if args.workload != "cnn":
         raise WorkloadError("give either --workload or a command after `--`, not both")
-    check_command(command, args.metric)
+    check_command(command, args.metric, accuracy_pattern(args), args.lower_is_better)
     named = next((os.path.basename(a) for a in command[1:] if a.endswith(".py")),
                  os.path.basename(command[0]))
     digest = hashlib.sha1(repr((command, args.metric, os.getcwd())).encode()).hexdigest()[:8]
+    if args.lower_is_better:   # another score for the same numbers: another study
+        digest = hashlib.sha1(f"{digest}:lower".encode()).hexdigest()[:8]
     return f"script-{named}-{digest}"
 
 
 def settings_from_args(args: argparse.Namespace, **overrides) -> TrialSettings:
-    return TrialSettings(workload=args.workload, target_seconds=args.seconds,
-                         results_dir=args.results, command=getattr(args, "script", None),
-                         metric=args.metric, **overrides)
+    return TrialSettings(**{**script_settings(args), "workload": args.workload,
+                            "target_seconds": args.seconds, "results_dir": args.results,
+                            **overrides})
+
+
+def accuracy_pattern(args: argparse.Namespace) -> str | None:
+    """--accuracy REGEX (`run --accuracy` alone asks the built-in workload for its accuracy)."""
+    value = getattr(args, "accuracy", None)
+    return value if isinstance(value, str) else None
+
+
+def script_settings(args: argparse.Namespace) -> dict:
+    """The TrialSettings fields script mode takes from the command line and the script's text."""
+    command = getattr(args, "script", None)
+    if not command:
+        return {"command": None}
+    from ..script_scan import scan_command
+    scan = scan_command(command)
+    return {"command": command, "metric": args.metric, "accuracy": accuracy_pattern(args),
+            "lower_is_better": args.lower_is_better, "local_rank_arg": scan.local_rank_arg,
+            "self_launching": scan.self_launching}
 
 
 def load_topology(sysfs_root: str | None) -> Topology:
@@ -125,12 +156,14 @@ def save_recommendation(study, rec, topology: Topology, workload: str,
                 "library_versions": library_versions(), "workload": workload,
                 "headline": rec.headline(), "speedup": rec.speedup, "spread": rec.spread,
                 "verified": rec.verified}
-    program = None
+    program, script = None, {}
     if command:
         from ..script import fill
+        from .export import script_launch
         program = fill(command, rec.config)
+        script = script_launch(study.user_attrs)
     command = render(launch_command(rec.config, topology, workload=workload, program=program,
-                                    manifest=manifest), "shell")
+                                    manifest=manifest, **script), "shell")
     study.set_user_attr("recommendation", {**rec.to_json(), "command": command})
     try:
         from ..dashboard import save_study_note

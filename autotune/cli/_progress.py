@@ -40,6 +40,10 @@ class Progress:
     def note(self, text: str) -> None:
         self._print(f"{self._clock()} {text}")
 
+    def warn(self, text: str) -> None:
+        """Printed even with --quiet (stderr): it changes what the results mean."""
+        print(f"{self._clock()} {text}", file=self.stream, flush=True)
+
     def start(self, *, name: str, storage: str, space, stale: int, topology) -> None:
         self._print(f"autotune search: study {name} in {storage}")
         nodes = len(topology.compute_nodes())
@@ -57,6 +61,8 @@ class Progress:
                         f"{short(info['config'])}")
         elif kind == "trial_end":
             self._trial_end(info["record"])
+        elif kind == "knob_held":
+            self._print(f"{self._clock()} not varying {info['knob']} any more: {info['why']}")
         elif kind == "verify_start":
             self._print(f"{self._clock()} verify round {info['round']}/{info['rounds']} "
                         f"({info['role']}): {short(info['config'])}")
@@ -85,18 +91,24 @@ class Progress:
                 acc += f" ± {rec.attrs['quality_sd']:.3f} ({rec.attrs['quality_n']} seeds)"
             elif rec.attrs.get("quality") == "pending":
                 acc = ", quality pending (measured if it leads)"
-            what = f"{rec.throughput:.1f} samples/s" + (f" ({ratio:.2f}x default)" if ratio else "") + acc
+            # A script's score is printed as the number it printed (a time, a loss, seconds per
+            # run), never as samples/s it did not measure.
+            shown = rec.attrs.get("metric_shown") or f"{rec.throughput:.1f} samples/s"
+            what = shown + (f" ({ratio:.2f}x default)" if ratio else "") + acc
             if busy(rec.attrs.get("cpu_share")):
                 what += f" [busy: cpu_share {rec.attrs['cpu_share']:.2f}, re-measured if a candidate]"
             if not rec.feasible:
                 what += (f" [quality rejected: {rec.attrs['quality_verdict']}]"
                          if rec.attrs.get("quality_verdict") else " [outside accuracy tolerance]")
+            for message in rec.attrs.get("unacted", ()):
+                what += f"\n{'':>13}    did not act: {message}"
         best = (f", best {self.best / self.default_thr:.2f}x"
                 if self.best and self.default_thr else "")
         self._print(f"{'':>13} -> {what} | {self.done} run, {self.failed} failed, "
                     f"{self.infeasible} ruled out{best}")
 
-    def finish(self, result, rec, command: str | None, elapsed: float) -> None:
+    def finish(self, result, rec, command: str | None, elapsed: float,
+               overridden: dict[str, str] | None = None) -> None:
         out = sys.stdout
         print(f"\nsearch stopped ({result.stop_reason}) after {format_seconds(elapsed)}: "
               f"{result.measured} trial(s) run this time, {len(result.records)} configurations "
@@ -117,7 +129,12 @@ class Progress:
             print(f"  noise floor: {rec.extra['noise_floor']}", file=out)
         if rec.note and rec.verified and rec.config != Config():
             print(f"  not recommended: {rec.note}", file=out)
-        print(f"recommended: {short(rec.config)}", file=out)
+        overridden = {k: v for k, v in (overridden or {}).items() if k in rec.config.to_dict()}
+        shown = rec.config.with_(**{k: getattr(Config(), k) for k in overridden
+                                    if k not in ("nproc", "nproc_per_node")})
+        print(f"recommended: {short(shown)}", file=out)
+        for knob, why in overridden.items():
+            print(f"  {knob}: not claimed, the script sets its own ({why})", file=out)
         if command:
             print("\ntuned launch command (also: autotune export --format shell|torchrun|json):",
                   file=out)

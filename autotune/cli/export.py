@@ -55,16 +55,32 @@ def run(args: argparse.Namespace) -> int:
         config, extra = _from_trial(study, args.trial)
     manifest.update(extra)
     template = attrs.get("script_command")
+    script = {}
     if template:  # script mode: the user's own invocation, with the tuned values filled in
         from ..script import fill
         program = fill(tuple(template), config)
+        script = script_launch(attrs)
     else:
         program = training_command(workload, config, seconds=args.seconds)
-    cmd = launch_command(config, topology, workload=workload, program=program, manifest=manifest)
+    cmd = launch_command(config, topology, workload=workload, program=program, manifest=manifest,
+                         **script)
     for note in notes:   # a command tuned elsewhere may bind CPUs or load libraries wrongly here
         print(f"autotune: warning: {note}", file=sys.stderr)
     print(render(cmd, args.format))
     return 0
+
+
+def script_launch(attrs: dict) -> dict:
+    """launch_command's script-mode arguments from a study's attributes: launched as its trials
+    were, and without the knobs the script overrides (seen from outside or in its text)."""
+    from ..search import OVERRIDES_ATTR
+    scan = attrs.get("script_scan") or {}
+    # A line that sets the knob for certain (an assignment before torch loads, a call) means the
+    # exported value would not act either, even when no trial happened to show a difference.
+    written = {f["knob"]: f"{f['where']} {f['what']}" for f in scan.get("findings", ())
+               if f.get("overrides")}
+    return {"script": True, "local_rank_arg": scan.get("local_rank_arg"),
+            "overridden": {**written, **(attrs.get(OVERRIDES_ATTR) or {})}}
 
 
 def _recommended(study) -> tuple[Config, dict]:

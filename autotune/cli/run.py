@@ -19,14 +19,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from ..config import parse_sets
 from ..errors import ConfigError
 from ..plan import infeasible_reason
-from ..trial import TrialSettings, plan_trial, run_trial
+from ..trial import TrialSettings, observed_attrs, plan_trial, run_trial
 from ..script import SOURCES
 from ._common import (add_workload_args, check_workload_args, describe_measurement, load_topology,
-                      positive_float, settings_from_args)
+                      positive_float, settings_from_args, ACCURACY_HELP)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -36,8 +37,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dry-run", action="store_true",
                    help="print the launch plan (commands, environment, CPU sets) and run nothing")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--accuracy", action="store_true",
-                   help="also measure held-out accuracy after a fixed number of samples")
+    p.add_argument("--accuracy", nargs="?", const=True, default=None, metavar="REGEX",
+                   help="built-in workload: also measure held-out accuracy after a fixed number "
+                        "of samples; " + ACCURACY_HELP)
     p.add_argument("--timeout", type=positive_float, default=180.0, metavar="SECONDS",
                    help="kill the trial after this long (default: 180)")
     p.add_argument("--sysfs-root", metavar="DIR",
@@ -68,10 +70,18 @@ def run(args: argparse.Namespace) -> int:
         else:
             print(plan.describe())
         return 0
+    if settings.command:
+        from ..script_scan import scan_command
+        warning = scan_command(settings.command).warning()
+        if warning:
+            print(warning, file=sys.stderr)
+        if settings.self_launching:
+            print("note: the script starts its own workers: autotune launches it once",
+                  file=sys.stderr)
     out = run_trial(config, topology, settings)
     script = settings.command is not None   # a script reports its accuracy with its speed, if at all
     acc = (run_trial(config, topology, settings, mode="accuracy")
-           if args.accuracy and out.ok and not script else None)
+           if args.accuracy is True and out.ok and not script else None)
     if args.json:
         print(json.dumps(_as_json(out, acc), default=str))
     else:
@@ -85,6 +95,8 @@ def _as_json(out, acc) -> dict:
             "log_tail": out.run.log_tail if not out.ok else "",
             "wall_seconds": out.run.wall_seconds,
             "measurement": m.to_dict() if m else None, "metric_source": out.metric_source,
+            "metric_shown": out.metric_shown, "unacted": [u.message for u in out.unacted],
+            "observed": observed_attrs(out.observations, out.unacted)["observed"],
             "accuracy": acc.measurement.accuracy if acc and acc.ok else
             (m.accuracy if m and out.metric_source != "worker" else None)}
 
@@ -99,7 +111,8 @@ def _as_text(out, acc) -> str:
             lines += ["log tail:", out.run.log_tail.rstrip()]
         return "\n".join(lines)
     if out.metric_source != "worker":
-        lines.append(f"throughput: {m.throughput:.4g} (from {SOURCES[out.metric_source]})")
+        lines.append(f"measured: {out.metric_shown} (from {SOURCES[out.metric_source]})")
+        lines += [f"did not act: {u.message}" for u in out.unacted]
         if m.accuracy is not None:
             lines.append(f"accuracy (reported): {m.accuracy:.4g}")
         lines.append(f"wall time: {out.run.wall_seconds:.1f}s")

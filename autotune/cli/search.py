@@ -13,6 +13,8 @@ examples:
   autotune search --budget 1h --storage postgresql://me@db/autotune --space my_space.yaml
   autotune search --budget 10m --workload mypkg.train:build       your model (see README)
   autotune search --budget 30m --metric 'img/s: ([0-9.]+)' -- python train.py --bs {batch_size}
+  autotune search --budget 10m --metric 'Training time: ([0-9.]+)' --lower-is-better \
+      --accuracy 'Test accuracy: ([0-9.]+)%' -- python train.py
 """
 from __future__ import annotations
 
@@ -41,8 +43,10 @@ from ..study import (default_storage, describe_study, fail_stale_running, open_s
 from ..trial import TrialSettings, live_evaluator
 from ..workloads import QUALITY_SAMPLES, quality_facts
 from ..script import placeholders, restrict_space
-from ._common import (add_storage_arg, add_workload_args, check_workload_args, load_topology,
-                      positive_float, save_recommendation)
+from ..script_scan import scan_command
+from ._common import (add_storage_arg, int_at_least, add_workload_args, check_workload_args, load_topology,
+                      positive_float, save_recommendation, script_settings, ACCURACY_HELP,
+                      accuracy_pattern)
 from ._progress import Progress
 
 
@@ -64,7 +68,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quality-samples", type=int, default=None, metavar="N",
                    help="training samples per quality run (default: 16384 for the built-in cnn, "
                         "chosen from measurements: see README, Quality evidence)")
+    p.add_argument("--accuracy", metavar="REGEX", help=ACCURACY_HELP + "; held to "
+                   "--max-accuracy-drop against the default launch")
     p.add_argument("--seed", type=int, default=0, help="sampler seed (default: 0)")
+    p.add_argument("--max-trials", type=int_at_least(1), metavar="N",
+                   help="stop the search after N measured trials (references included), "
+                        "then verify")
     p.add_argument("--verify-rounds", type=int, default=3, metavar="N",
                    help="interleaved verification rounds (default: 3)")
     p.add_argument("--trial-timeout", type=positive_float, metavar="S",
@@ -108,10 +117,12 @@ def run(args: argparse.Namespace) -> int:
     def elapsed() -> float:
         return time.monotonic() - started
 
-    settings = TrialSettings(workload=args.workload, target_seconds=args.seconds or bp.target_seconds,
-                             results_dir=args.results, command=args.script, metric=args.metric,
+    settings = TrialSettings(**script_settings(args), workload=args.workload,
+                             target_seconds=args.seconds or bp.target_seconds,
+                             results_dir=args.results,
                              timeout_s=args.trial_timeout or max(30.0, budget_s / 4),
                              accuracy_samples=args.quality_samples or quality_samples)
+    scan = scan_command(args.script) if args.script else None
     lock = None if args.allow_concurrent else MachineLock(topology.fingerprint()).acquire()
     try:
         with interrupt_on_sigterm():
@@ -134,7 +145,11 @@ def run(args: argparse.Namespace) -> int:
                 # export fills this template with the tuned values
                 study.set_user_attr("script_command", list(args.script))
                 study.set_user_attr("script_metric", args.metric)
-                _script_notes(progress, args, dropped)
+                study.set_user_attr("script_lower_is_better", args.lower_is_better)
+                study.set_user_attr("script_accuracy", accuracy_pattern(args))
+                study.set_user_attr("script_scan", scan.to_json())
+                study.set_user_attr("script_warning", scan.warning())
+                _script_notes(progress, args, dropped, scan)
             evaluate = live_evaluator(topology, settings,
                                       time_left=lambda: budget_s - elapsed() - 2.0,
                                       adapt_timeout=args.trial_timeout is None)
@@ -146,7 +161,10 @@ def run(args: argparse.Namespace) -> int:
             options = SearchOptions(budget_s=budget_s, verify_reserve_s=bp.verify_reserve_s,
                                     min_trial_s=bp.min_trial_s, verify_rounds=args.verify_rounds,
                                     max_accuracy_drop=args.max_accuracy_drop, seed=args.seed,
+                                    max_trials=args.max_trials,
                                     reported_accuracy=args.script is not None,
+                                    accuracy_required=accuracy_pattern(args) is not None,
+                                    overridden=held_from_scan(scan),
                                     batchnorm=batchnorm,
                                     quality_seeds=tuple(range(args.quality_seeds)),
                                     quality_samples=settings.accuracy_samples)
@@ -165,11 +183,14 @@ def run(args: argparse.Namespace) -> int:
     summary = {"study": name, "storage": redact(url), "stop_reason": result.stop_reason,
                "trials_run": result.measured, "elapsed_s": round(elapsed(), 1),
                "budget_s": budget_s, "recommendation": rec.to_json() if rec else None,
-               "command": command, "not_resumed": elsewhere}
+               "command": command, "not_resumed": elsewhere,
+               "overridden_by_script": dict(study.user_attrs.get("script_overrides") or {})}
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
-        progress.finish(result, rec, command, elapsed())
+        from ..search import OVERRIDES_ATTR
+        progress.finish(result, rec, command, elapsed(),
+                        overridden=study.user_attrs.get(OVERRIDES_ATTR) if args.script else None)
     return 0
 
 
@@ -184,15 +205,34 @@ def _not_resumed(progress, storage, here: Here, label: str, space_name: str) -> 
     return [{"study": other, "reason": reason} for other, reason in listed]
 
 
-def _script_notes(progress, args, dropped: list[str]) -> None:
+def held_from_scan(scan) -> dict[str, str]:
+    """Knobs the static scan alone decides: those no process shows from outside (KMP_* settings)
+    and the rank count of a script that starts its own workers."""
+    if scan is None:
+        return {}
+    return {f.knob: f"{f.where} {f.what}" for f in scan.findings
+            if f.overrides and f.knob in ("kmp_affinity", "kmp_blocktime", "nproc")}
+
+
+def _script_notes(progress, args, dropped: list[str], scan) -> None:
+    if scan is not None and scan.warning():
+        # One warning, before the first trial; stored so `report` and the dashboard show it.
+        progress.warn(scan.warning())
+    if scan is not None and scan.self_launching:
+        progress.note("the script starts its own workers: autotune launches it once (nproc=1) "
+                      "and tunes the environment, binding and libraries its workers inherit")
     if args.metric:
+        order = "lower is better: a time or a loss" if args.lower_is_better else "higher is better"
         progress.note(f"metric: autotune.report() if the script calls it, else the median of "
-                      f"--metric {args.metric!r} over rank 0's output")
+                      f"--metric {args.metric!r} over rank 0's output ({order})")
     else:
         progress.note("metric: autotune.report() if the script calls it; otherwise each trial is "
-                      "scored by work per second of wall time for the whole run, start-up "
-                      "included -- the WEAKEST measure (valid only for a fixed amount of work); "
-                      "pass --metric REGEX or call autotune.report() for a real throughput")
+                      "scored by its wall time for the whole run, start-up included, printed in "
+                      "seconds per run -- the WEAKEST measure (valid only for a fixed amount of "
+                      "work); pass --metric REGEX or call autotune.report() for a real throughput")
+    if accuracy_pattern(args):
+        progress.note(f"accuracy: the last match of --accuracy {accuracy_pattern(args)!r}, held to "
+                      f"--max-accuracy-drop {args.max_accuracy_drop} points")
     if dropped:
         progress.note(f"not tuned (the command has no placeholder for them): {', '.join(dropped)}")
 
