@@ -63,6 +63,10 @@ class Report:
     failures: tuple[Failure, ...]
     outside_tolerance: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+    # A script's score is not samples/s: 1/time with --lower-is-better, 1/wall time without a
+    # metric. The unit says so and `script_notes` say what the scores are and what it overrode.
+    unit: str = "samples/s"
+    script_notes: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {"study": self.study, "machine": self.machine, "fingerprint": self.fingerprint,
@@ -73,7 +77,8 @@ class Report:
                 "pareto": [r.to_json() for r in self.pareto],
                 "importances": self.importances, "importance_note": self.importance_note,
                 "failures": [{"outcome": f.outcome, "count": f.count, "example": f.example,
-                              "trial": f.trial} for f in self.failures]}
+                              "trial": f.trial} for f in self.failures],
+                "unit": self.unit, "script_notes": list(self.script_notes)}
 
     def text(self) -> str:
         total = sum(self.counts.values())
@@ -95,12 +100,13 @@ class Report:
         else:
             out += ["", "no recommendation stored (the search was interrupted, or has not "
                     "finished verifying)"]
-        refs = [f"{role.split(':')[1]} {_num(t)} samples/s" for role, t in self.references.items()]
+        refs = [f"{role.split(':')[1]} {_num(t)} {self.unit}" for role, t in self.references.items()]
         out.append("references: " + (", ".join(refs) if refs else "none measured"))
+        out += [f"  {note}" for note in self.script_notes]
         out += ["", f"top {len(self.top)} configurations (measured once each during the search):"]
-        out += _table(self.top) if self.top else ["  none completed"]
+        out += _table(self.top, self.unit) if self.top else ["  none completed"]
         out += ["", "throughput/accuracy Pareto front (feasible trials, none better in both):"]
-        out += _table(self.pareto) if self.pareto else ["  no feasible trial"]
+        out += _table(self.pareto, self.unit) if self.pareto else ["  no feasible trial"]
         out += ["", "which knobs mattered for throughput (PED-ANOVA over feasible search trials):"]
         if self.importances:
             width = max(len(k) for k in self.importances)
@@ -146,7 +152,24 @@ def build_report(study: optuna.Study, *, top: int = 10) -> Report:
                   pareto=tuple(pareto_front([r for r in rows if r.feasible])),
                   importances=importances, importance_note=note,
                   failures=tuple(failures(fresh, failed)),
-                  outside_tolerance=sum(1 for r in fresh if r.outcome == R.OK and not r.feasible))
+                  outside_tolerance=sum(1 for r in fresh if r.outcome == R.OK and not r.feasible),
+                  **_script_facts(attrs))
+
+
+def _script_facts(attrs: dict[str, Any]) -> dict[str, Any]:
+    """Unit and notes of a script study (nothing for a built-in workload)."""
+    if not attrs.get("script_command"):
+        return {}
+    metric = attrs.get("script_metric")
+    if metric and attrs.get("script_lower_is_better"):
+        what = f"score = 1 / the median of --metric {metric!r} (lower is better)"
+    elif metric:
+        what = f"score = the median of --metric {metric!r}"
+    else:
+        what = "score = 1 / wall seconds per run (or autotune.report()), start-up included"
+    notes = [what] + [f"not tuned, the script sets its own {k}: {why}"
+                      for k, why in (attrs.get("script_overrides") or {}).items()]
+    return {"unit": "score", "script_notes": tuple(notes)}
 
 
 def _rows(recs: list[Record], default_thr: float | None, attrs: dict[str, Any]) -> list[Row]:
@@ -257,8 +280,8 @@ def _clip(text: str, n: int = 160) -> str:
     return one if len(one) <= n else one[:n - 3] + "..."
 
 
-def _table(rows: tuple[Row, ...] | list[Row]) -> list[str]:
-    lines = [f"  {'trial':>5}  {'samples/s':>10}  {'x default':>9}  {'accuracy':>8}  "
+def _table(rows: tuple[Row, ...] | list[Row], unit: str = "samples/s") -> list[str]:
+    lines = [f"  {'trial':>5}  {unit:>10}  {'x default':>9}  {'accuracy':>8}  "
              f"{'tol':>3}  knobs that differ from the default launch"]
     for r in rows:
         x = "-" if r.x_default is None else f"{r.x_default:.2f}x"

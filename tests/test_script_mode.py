@@ -271,3 +271,21 @@ def test_export_takes_overrides_from_the_trials_and_from_certain_lines_of_the_sc
     assert got == {"script": True, "local_rank_arg": "--local-rank",
                    "overridden": {"threads": "train.py:2 sets OMP_NUM_THREADS",
                                   "binding": "cpus 0 planned; rank 0 ran on cpus 0-1"}}
+
+
+def test_report_of_a_script_study_says_what_its_score_is(tmp_path):
+    from autotune.summary import _script_facts, _table, build_report
+    facts = _script_facts({"script_command": ["python", "t.py"], "script_metric": "time: (\\d+)",
+                           "script_lower_is_better": True,
+                           "script_overrides": {"threads": "rank 0 ran 2 busy threads"}})
+    assert facts["unit"] == "score"
+    assert facts["script_notes"] == ("score = 1 / the median of --metric 'time: (\\\\d+)' "
+                                     "(lower is better)",
+                                     "not tuned, the script sets its own threads: rank 0 ran 2 "
+                                     "busy threads")
+    assert "1 / wall seconds" in _script_facts({"script_command": ["x"]})["script_notes"][0]
+    assert _script_facts({}) == {} and "score" in _table([], "score")[0]
+    study = open_study(open_storage(f"sqlite:///{tmp_path}/s.db"), "s", sampler=make_sampler(0))
+    study.set_user_attr("script_command", ["python", "t.py"])
+    report = build_report(study)
+    assert report.unit == "score" and "samples/s" not in report.text()
