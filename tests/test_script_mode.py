@@ -289,3 +289,11 @@ def test_report_of_a_script_study_says_what_its_score_is(tmp_path):
     study.set_user_attr("script_command", ["python", "t.py"])
     report = build_report(study)
     assert report.unit == "score" and "samples/s" not in report.text()
+
+
+def test_the_scan_alone_holds_only_what_no_process_shows_and_the_rank_count():
+    from autotune.cli.search import held_from_scan
+    assert held_from_scan(scan_command(("python", str(OWN_THREADS)))) == {
+        "kmp_affinity": f"{OWN_THREADS}:13 sets KMP_AFFINITY"}      # threads: seen per trial
+    assert set(held_from_scan(scan_command(("python", str(SPAWNS))))) == {"nproc"}
+    assert held_from_scan(None) == {}
