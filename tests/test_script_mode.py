@@ -297,3 +297,11 @@ def test_the_scan_alone_holds_only_what_no_process_shows_and_the_rank_count():
         "kmp_affinity": f"{OWN_THREADS}:13 sets KMP_AFFINITY"}      # threads: seen per trial
     assert set(held_from_scan(scan_command(("python", str(SPAWNS))))) == {"nproc"}
     assert held_from_scan(None) == {}
+
+
+def test_dashboard_note_of_a_script_study_shows_a_score_not_samples():
+    from autotune.dashboard import note_markdown
+    rec = {"throughput": 0.5, "default_throughput": 0.25, "config": {}}
+    assert "- score: 0.5 (default launch 0.25" in note_markdown("s", rec, None, "score")
+    assert "samples/s" not in note_markdown("s", rec, None, "score")
+    assert "- throughput: 0.5 samples/s" in note_markdown("s", rec, None)
