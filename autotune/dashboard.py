@@ -47,7 +47,7 @@ def note_markdown(study_name: str, rec: dict[str, Any], command: str | None,
                          f"(default launch {rec.get('default_throughput') or 0:.1f})")
         else:
             facts.append(f"- score: {rec['throughput']:.4g} (default launch "
-                         f"{rec.get('default_throughput') or 0:.4g}; what it is: `autotune report`)")
+                         f"{rec.get('default_throughput') or 0:.4g}; see `autotune report`)")
     if rec.get("vs_run_cpu"):
         facts.append(f"- {rec['vs_run_cpu']:.2f}x over torch's run_cpu heuristic")
     if rec.get("accuracy") is not None:
