@@ -33,15 +33,21 @@ def set_metric_names(study: optuna.Study) -> None:
         study.set_metric_names(METRIC_NAMES)
 
 
-def note_markdown(study_name: str, rec: dict[str, Any], command: str | None) -> str:
-    """The study's note: the headline, the configuration and the command to paste."""
+def note_markdown(study_name: str, rec: dict[str, Any], command: str | None,
+                  unit: str = "samples/s") -> str:
+    """The study's note: the headline, the configuration and the command to paste (`unit`:
+    "score" for a user's script, whose score may be 1/time and is never samples/s)."""
     base = Config().to_dict()
     config = rec.get("config") or {}
     lines = [f"# autotune: {study_name}", "", f"**{rec.get('headline', 'recommendation')}**", ""]
     facts = []
     if rec.get("throughput"):
-        facts.append(f"- throughput: {rec['throughput']:.1f} samples/s "
-                     f"(default launch {rec.get('default_throughput') or 0:.1f})")
+        if unit == "samples/s":
+            facts.append(f"- throughput: {rec['throughput']:.1f} samples/s "
+                         f"(default launch {rec.get('default_throughput') or 0:.1f})")
+        else:
+            facts.append(f"- score: {rec['throughput']:.4g} (default launch "
+                         f"{rec.get('default_throughput') or 0:.4g}; see `autotune report`)")
     if rec.get("vs_run_cpu"):
         facts.append(f"- {rec['vs_run_cpu']:.2f}x over torch's launcher heuristic "
                      "(run_cpu; torchrun --numa-binding=node on GPUs)")
@@ -70,7 +76,8 @@ def save_study_note(study: optuna.Study, rec: Any, command: str | None) -> None:
     from optuna_dashboard import save_note
     data = rec.to_json() if hasattr(rec, "to_json") else dict(rec)
     set_metric_names(study)
-    save_note(study, note_markdown(study.study_name, data, command))
+    unit = "score" if study.user_attrs.get("script_command") else "samples/s"
+    save_note(study, note_markdown(study.study_name, data, command, unit))
 
 
 def has_note(study: optuna.Study) -> bool:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import psutil
 
-from .plan_types import RankExpect, cpulist
+from .plan_types import LaunchPlan, RankExpect, cpulist
 from .procfs import (classify_libraries, mapped_libraries, memory_bound_to, parse_mem_policy,
                      read_proc)
 
@@ -121,14 +121,17 @@ def summarize(windows: Sequence[Window]) -> tuple[int, int, int]:
 
 # ---------------------------------------------------------------- pure: plan vs observation
 
-def compare(expected: Sequence[RankExpect],
+def compare(expected: "Sequence[RankExpect] | LaunchPlan",
             observations: Sequence[RankObservation]) -> tuple[Unacted, ...]:
-    """Every planned knob a rank's processes do not show in force, one entry per knob and rank.
+    """Every planned knob a rank's processes do not show in force, one entry per knob and rank
+    (`expected`: what each rank must see, or the LaunchPlan holding it).
 
     Only what can be seen from outside is judged: more busy threads than planned (fewer can just
     be a model too small to split), a different affinity, other libraries mapped, another memory
     policy where it was readable. Precision and in-process knobs are the script's business.
     """
+    if isinstance(expected, LaunchPlan):
+        expected = expected.request.ranks
     out: list[Unacted] = []
     for obs in observations:
         if obs.rank >= len(expected):
@@ -160,7 +163,7 @@ def compare(expected: Sequence[RankExpect],
     return tuple(out)
 
 
-def unacted_knobs(expected: Sequence[RankExpect],
+def unacted_knobs(expected: "Sequence[RankExpect] | LaunchPlan",
                   observations: Sequence[RankObservation]) -> list[str]:
     """The human-readable messages of `compare` (what a trial reports and stores)."""
     return [u.message for u in compare(expected, observations)]

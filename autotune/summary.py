@@ -72,6 +72,10 @@ class Report:
     failures: tuple[Failure, ...]
     outside_tolerance: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+    # A script's score is not samples/s: 1/time with --lower-is-better, 1/wall time without a
+    # metric. The unit says so and `script_notes` say what the scores are and what it overrode.
+    unit: str = "samples/s"
+    script_notes: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {"study": self.study, "machine": self.machine, "fingerprint": self.fingerprint,
@@ -82,7 +86,8 @@ class Report:
                 "pareto": [r.to_json() for r in self.pareto],
                 "importances": self.importances, "importance_note": self.importance_note,
                 "failures": [{"outcome": f.outcome, "count": f.count, "example": f.example,
-                              "trial": f.trial} for f in self.failures], **self.extra}
+                              "trial": f.trial} for f in self.failures],
+                "unit": self.unit, "script_notes": list(self.script_notes), **self.extra}
 
     def text(self) -> str:
         total = sum(self.counts.values())
@@ -105,10 +110,11 @@ class Report:
         else:
             out += ["", "no recommendation stored (the search was interrupted, or has not "
                     "finished verifying)"]
-        refs = [f"{role.split(':')[1]} {_num(t)} samples/s" for role, t in self.references.items()]
+        refs = [f"{role.split(':')[1]} {_num(t)} {self.unit}" for role, t in self.references.items()]
         out.append("references: " + (", ".join(refs) if refs else "none measured"))
+        out += [f"  {note}" for note in self.script_notes]
         out += ["", f"top {len(self.top)} configurations (measured once each during the search):"]
-        out += _table(self.top) if self.top else ["  none completed"]
+        out += _table(self.top, self.unit) if self.top else ["  none completed"]
         busy_rows = sum(r.busy for r in self.top)
         if busy_rows:
             out.append(f"  [busy]: {busy_rows} measured while the machine was busy (rank 0 got "
@@ -123,7 +129,7 @@ class Report:
                               QR.QualityFacts(**q["facts"]) if q["facts"] else None, q["knobs"])
                              for q in quality])
         out += ["", "throughput/accuracy Pareto front (feasible trials, none better in both):"]
-        out += _table(self.pareto) if self.pareto else ["  no feasible trial"]
+        out += _table(self.pareto, self.unit) if self.pareto else ["  no feasible trial"]
         out += ["", "which knobs mattered for throughput (PED-ANOVA over feasible search trials):"]
         if self.importances:
             width = max(len(k) for k in self.importances)
@@ -170,7 +176,8 @@ def build_report(study: optuna.Study, *, top: int = 10) -> Report:
                   importances=importances, importance_note=note,
                   failures=tuple(failures(fresh, failed)),
                   outside_tolerance=sum(1 for r in fresh if r.outcome == R.OK and not r.feasible),
-                  extra=_quality_extra(attrs, fresh, rows[:max(0, top)]))
+                  extra=_quality_extra(attrs, fresh, rows[:max(0, top)]),
+                  **_script_facts(attrs))
 
 
 def _quality_extra(attrs: dict[str, Any], recs: list[Record], rows: list[Row]) -> dict[str, Any]:
@@ -184,6 +191,22 @@ def _quality_extra(attrs: dict[str, Any], recs: list[Record], rows: list[Row]) -
         out.append({"trial": row.number, "throughput": row.throughput, "x_default": row.x_default,
                     "facts": f.to_json() if f else None, "knobs": _knobs(row.changes)})
     return {"quality": out, "noise_floor": QR.noise_floor_line(attrs)}
+
+
+def _script_facts(attrs: dict[str, Any]) -> dict[str, Any]:
+    """Unit and notes of a script study (nothing for a built-in workload)."""
+    if not attrs.get("script_command"):
+        return {}
+    metric = attrs.get("script_metric")
+    if metric and attrs.get("script_lower_is_better"):
+        what = f"score = 1 / the median of --metric {metric!r} (lower is better)"
+    elif metric:
+        what = f"score = the median of --metric {metric!r}"
+    else:
+        what = "score = 1 / wall seconds per run (or autotune.report()), start-up included"
+    notes = [what] + [f"not tuned, the script sets its own {k}: {why}"
+                      for k, why in (attrs.get("script_overrides") or {}).items()]
+    return {"unit": "score", "script_notes": tuple(notes)}
 
 
 def _rows(recs: list[Record], default_thr: float | None, attrs: dict[str, Any]) -> list[Row]:
@@ -299,8 +322,8 @@ def _clip(text: str, n: int = 160) -> str:
     return one if len(one) <= n else one[:n - 3] + "..."
 
 
-def _table(rows: tuple[Row, ...] | list[Row]) -> list[str]:
-    lines = [f"  {'trial':>5}  {'samples/s':>10}  {'x default':>9}  {'accuracy':>8}  "
+def _table(rows: tuple[Row, ...] | list[Row], unit: str = "samples/s") -> list[str]:
+    lines = [f"  {'trial':>5}  {unit:>10}  {'x default':>9}  {'accuracy':>8}  "
              f"{'tol':>3}  knobs that differ from the default launch"]
     for r in rows:
         x = "-" if r.x_default is None else f"{r.x_default:.2f}x"

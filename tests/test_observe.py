@@ -11,7 +11,7 @@ import pytest
 from autotune.observe import (RankObservation, Sampler, Unacted, Window, busy_count, compare,
                               observe, overridden_knobs, summarize, unacted_knobs)
 from autotune.procfs import classify_libraries, mapped_libraries
-from autotune.plan_types import RankExpect
+from autotune.plan_types import LaunchPlan, RankExpect, WorkerRequest
 
 SPINNER = str(Path(__file__).resolve().parent / "observed_spinner.py")
 MAPS = ("7f1 r-xp 0 08:01 1 /venv/lib/python3.11/site-packages/torch/lib/libgomp.so.1\n"
@@ -73,6 +73,9 @@ def test_compare_names_each_knob_that_did_not_act():
                                                 "the script sets its own CPU affinity"))
     assert overridden_knobs(found) == ("threads", "binding")
     assert unacted_knobs(exp, obs) == [u.message for u in found]
+    plan = LaunchPlan(ranks=(), request_path="r.json", timeout_s=1.0,
+                      request=WorkerRequest(workload="cnn", config={}, ranks=tuple(exp)))
+    assert compare(plan, obs) == found          # a LaunchPlan holds the same expectations
 
 
 def test_compare_libraries_and_memory_policy():

@@ -271,3 +271,37 @@ def test_export_takes_overrides_from_the_trials_and_from_certain_lines_of_the_sc
     assert got == {"script": True, "local_rank_arg": "--local-rank",
                    "overridden": {"threads": "train.py:2 sets OMP_NUM_THREADS",
                                   "binding": "cpus 0 planned; rank 0 ran on cpus 0-1"}}
+
+
+def test_report_of_a_script_study_says_what_its_score_is(tmp_path):
+    from autotune.summary import _script_facts, _table, build_report
+    facts = _script_facts({"script_command": ["python", "t.py"], "script_metric": "time: (\\d+)",
+                           "script_lower_is_better": True,
+                           "script_overrides": {"threads": "rank 0 ran 2 busy threads"}})
+    assert facts["unit"] == "score"
+    assert facts["script_notes"] == ("score = 1 / the median of --metric 'time: (\\\\d+)' "
+                                     "(lower is better)",
+                                     "not tuned, the script sets its own threads: rank 0 ran 2 "
+                                     "busy threads")
+    assert "1 / wall seconds" in _script_facts({"script_command": ["x"]})["script_notes"][0]
+    assert _script_facts({}) == {} and "score" in _table([], "score")[0]
+    study = open_study(open_storage(f"sqlite:///{tmp_path}/s.db"), "s", sampler=make_sampler(0))
+    study.set_user_attr("script_command", ["python", "t.py"])
+    report = build_report(study)
+    assert report.unit == "score" and "samples/s" not in report.text()
+
+
+def test_the_scan_alone_holds_only_what_no_process_shows_and_the_rank_count():
+    from autotune.cli.search import held_from_scan
+    assert held_from_scan(scan_command(("python", str(OWN_THREADS)))) == {
+        "kmp_affinity": f"{OWN_THREADS}:13 sets KMP_AFFINITY"}      # threads: seen per trial
+    assert set(held_from_scan(scan_command(("python", str(SPAWNS))))) == {"nproc"}
+    assert held_from_scan(None) == {}
+
+
+def test_dashboard_note_of_a_script_study_shows_a_score_not_samples():
+    from autotune.dashboard import note_markdown
+    rec = {"throughput": 0.5, "default_throughput": 0.25, "config": {}}
+    assert "- score: 0.5 (default launch 0.25" in note_markdown("s", rec, None, "score")
+    assert "samples/s" not in note_markdown("s", rec, None, "score")
+    assert "- throughput: 0.5 samples/s" in note_markdown("s", rec, None)

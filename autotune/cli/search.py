@@ -44,9 +44,9 @@ from ..trial import TrialSettings, live_evaluator
 from ..workloads import QUALITY_SAMPLES, quality_facts
 from ..script import placeholders, restrict_space
 from ..script_scan import scan_command
-from ._common import (add_storage_arg, int_at_least, add_workload_args, check_workload_args, load_topology,
-                      positive_float, save_recommendation, script_settings, ACCURACY_HELP,
-                      accuracy_pattern)
+from ._common import (ACCURACY_HELP, accuracy_pattern, add_storage_arg, add_workload_args,
+                      check_workload_args, int_at_least, load_topology, positive_float,
+                      save_recommendation, script_settings)
 from ._progress import Progress
 
 

@@ -20,7 +20,7 @@ import torch.distributed as dist  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
 
-FEATURES, CLASSES = 256, 10
+FEATURES, CLASSES = 256, 4
 
 
 def data(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
