@@ -17,6 +17,7 @@ from . import results as R
 from .config import Config
 from .errors import WorkloadError
 from .plan import canonical, infeasible_reason
+from .shared import ConfigClaims, StudyLock
 from .study import Record, claim_trial, record_trial, records
 from .topology import Topology
 
@@ -103,6 +104,10 @@ class _Accuracy:
         key = f"{config.global_batch_size}:{config.precision}"
         if key in self.cache:
             return self.cache[key], 0.0
+        stored = self.study.user_attrs  # another worker sharing the study may have measured it
+        if f"accuracy:{key}" in stored:
+            self.cache[key] = stored[f"accuracy:{key}"]
+            return self.cache[key], 0.0
         ev = self.evaluate(config, "accuracy")
         acc = ev.accuracy if ev.outcome == R.OK else None
         self.cache[key] = acc
@@ -112,12 +117,30 @@ class _Accuracy:
 
 def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Evaluate,
                clock: Clock, options: SearchOptions,
-               on_event: Callable[..., None] = lambda kind, **info: None) -> SearchResult:
+               on_event: Callable[..., None] = lambda kind, **info: None,
+               lock: StudyLock | None = None, deadline: float | None = None) -> SearchResult:
+    """With `lock` (a search shared with other workers on this study), each configuration is
+    claimed through the study before it runs, so no worker measures what another did or does."""
     distributions = {k: CategoricalDistribution(list(v)) for k, v in space.knobs.items()}
     accuracy = _Accuracy(study, evaluate)
 
     def key(config: Config) -> str:  # two spellings of one launch are one configuration
         return canonical(config, topology).key()
+
+    claims = ConfigClaims(study, lock, key, deadline=deadline) if lock is not None else None
+
+    def take(config: Config, trial) -> tuple[str, Record | None, optuna.Trial | None]:
+        """('mine', None, trial) to run it; ('done', record, None) when measured (by any
+        worker); ('busy', None, None) while another worker measures it."""
+        seen = known.get(key(config))
+        if seen is not None:
+            return "done", seen, None
+        if claims is None:
+            return "mine", None, trial() if callable(trial) else trial
+        state, rec, trial = claims.claim(config, trial)
+        if rec is not None and rec.role != "repeat":
+            known[key(rec.config)] = rec
+        return state, rec, trial
 
     # A "repeat" row only mirrors the measurement it reuses; on resume, the original is the one
     # that stands for the config (candidates would otherwise be reported as role "repeat").
@@ -180,8 +203,14 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
     refs: dict[str, Record | None] = {}
     for role, config in reference_configs(topology, base):
         rec = known.get(key(config))
+        state, trial = "done", None
         if rec is None and left() > 0:
-            rec = evaluate_and_record(config, role, trial=None)
+            # shared: a RUNNING trial carries the claim; alone: stored when done, as before
+            state, rec, trial = take(config, study.ask if claims else None)
+            if state == "busy":
+                on_event("note", text=f"{role}: another worker is measuring it")
+        if state == "mine":
+            rec = evaluate_and_record(config, role, trial=trial)
             if role == DEFAULT_ROLE and rec.outcome in (R.WORKLOAD_ERROR, R.CRASH):
                 # The same failure would repeat on every trial: stop now, show the cause.
                 lines = [ln.strip() for ln in rec.attrs.get("log_tail", "").splitlines()
@@ -206,7 +235,8 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
             stop_reason = "stagnated"
             break
         if repeats >= 3:  # the sampler keeps proposing measured configs: explore instead
-            fresh = _unseen(space, known, rng, key)
+            taken = {**known, **dict.fromkeys(claims.busy_keys())} if claims else known
+            fresh = _unseen(space, taken, rng, key)
             if fresh is None:
                 stop_reason = "exhausted"
                 break
@@ -215,7 +245,11 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
         trial = study.ask(distributions)
         claim_trial(trial)
         config = space.to_config(trial.params)
-        seen = known.get(key(config))
+        state, seen, _ = take(config, trial)
+        if state == "busy":
+            repeats += 1
+            claims.release(trial, "another worker is measuring this configuration")
+            continue
         if seen is not None:
             # Never run a configuration twice: tell the sampler what it already measured.
             repeats += 1

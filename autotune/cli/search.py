@@ -17,6 +17,7 @@ examples:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -27,10 +28,11 @@ from ..errors import AutotuneError
 from ..lock import MachineLock
 from ..recommend import Recommendation, pick_candidates, unverified, verify
 from ..runner import interrupt_on_sigterm, reap_orphans
-from ..search import SearchOptions, make_sampler, run_search
+from ..search import DEFAULT_ROLE, SearchOptions, make_sampler, run_search
+from ..shared import StudyLock, Workers
 from ..space import default_space_path, find_space, load_space, resolve
 from ..study import (default_storage, describe_study, fail_stale_running, open_storage,
-                     open_study, redact, study_name)
+                     open_study, records, redact, study_name)
 from ..trial import TrialSettings, live_evaluator
 from ..script import placeholders, restrict_space
 from ._common import (add_storage_arg, add_workload_args, check_workload_args, load_topology,
@@ -88,9 +90,19 @@ def run(args: argparse.Namespace) -> int:
                              results_dir=args.results, command=args.script, metric=args.metric,
                              timeout_s=args.trial_timeout or max(30.0, budget_s / 4))
     lock = None if args.allow_concurrent else MachineLock(topology.fingerprint()).acquire()
+    # Shared: other searches may use this study at once (a database server, or --allow-concurrent
+    # on a file); then configurations are claimed through the study and one worker verifies.
+    shared = args.allow_concurrent or not url.startswith(("sqlite:", "journal:"))
+    study_lock = workers = stored = None
     try:
         with interrupt_on_sigterm():
             study = open_study(storage, name, sampler=make_sampler(args.seed))
+            if shared:
+                study_lock = StudyLock(url, name)
+                workers = Workers(study, study_lock, budget_s=budget_s)
+                others = workers.join()
+                if others:  # the same seed would make every worker propose the same trials
+                    study = open_study(storage, name, sampler=make_sampler(args.seed + others))
             # A search killed with kill -9 leaves its ranks running and its trial RUNNING.
             reap_orphans(os.path.join(args.results, "trials"))
             stale = fail_stale_running(study)
@@ -100,6 +112,10 @@ def run(args: argparse.Namespace) -> int:
                                "max_accuracy_drop": args.max_accuracy_drop})
             progress.start(name=name, storage=redact(url), space=space, stale=stale,
                            topology=topology)
+            if workers is not None:
+                progress.note(f"shared search (worker {workers.id}, {others} other(s) searching): "
+                              "configurations are claimed through the study; the last worker to "
+                              "finish verifies for all")
             if args.script:
                 # export fills this template with the tuned values
                 study.set_user_attr("script_command", list(args.script))
@@ -118,22 +134,43 @@ def run(args: argparse.Namespace) -> int:
                                     max_accuracy_drop=args.max_accuracy_drop, seed=args.seed,
                                     reported_accuracy=args.script is not None)
             result = run_search(study, space=space, topology=topology, evaluate=evaluate,
-                                clock=_Clock(), options=options, on_event=progress.event)
-            rec = _recommend(result, evaluate, args, lambda: budget_s - elapsed() - 2.0, progress)
-            command = save_recommendation(study, rec, topology, label, command=args.script)
+                                clock=_Clock(), options=options, on_event=progress.event,
+                                lock=study_lock, deadline=workers and workers.deadline)
+            time_left = lambda: budget_s - elapsed() - 2.0  # noqa: E731
+            if workers is None:
+                rec = _recommend(result, evaluate, args, time_left, progress)
+                command = save_recommendation(study, rec, topology, label, command=args.script)
+            else:
+                rec, stored = _shared_recommend(workers, study, result, evaluate, args,
+                                                time_left, progress)
+                command = (save_recommendation(study, rec, topology, label, command=args.script)
+                           if stored is None else stored.get("command"))
+                if stored is None:
+                    workers.verified()
     except KeyboardInterrupt as exc:
         print(f"\nautotune: {str(exc) or 'interrupted'}; completed trials are kept in {redact(url)}. "
               "Run the same command to resume.", file=sys.stderr)
         return 130
     finally:
+        if workers is not None:
+            workers.verified("abandoned")  # no-op unless this worker was cut off verifying
+        if study_lock is not None:
+            study_lock.close()
         if lock is not None:
             lock.release()
     summary = {"study": name, "storage": redact(url), "stop_reason": result.stop_reason,
                "trials_run": result.measured, "elapsed_s": round(elapsed(), 1),
                "budget_s": budget_s, "recommendation": rec.to_json() if rec else None,
                "command": command}
+    if workers is not None:
+        summary["worker"] = workers.id
+        summary["verified_here"] = stored is None
+        if stored is not None:
+            summary["recommendation"] = {k: v for k, v in stored.items() if k != "command"} or None
     if args.json:
         print(json.dumps(summary, indent=2))
+    elif stored is not None:
+        progress.finish(result, None, None, elapsed(), stored=stored)
     else:
         progress.finish(result, rec, command, elapsed())
     return 0
@@ -150,6 +187,25 @@ def _script_notes(progress, args, dropped: list[str]) -> None:
                       "pass --metric REGEX or call autotune.report() for a real throughput")
     if dropped:
         progress.note(f"not tuned (the command has no placeholder for them): {', '.join(dropped)}")
+
+
+def _shared_recommend(workers: Workers, study, result, evaluate, args, time_left, progress):
+    """(recommendation, None) when this worker verified, over every worker's measurements;
+    (None, stored) when another worker verified for it, after waiting with progress."""
+    shown, last_note = "", 0.0
+    while True:
+        what, detail = workers.turn()
+        if what == "verify":
+            fresh = [r for r in records(study) if r.role != "repeat"]
+            default = next((r for r in fresh if r.role == DEFAULT_ROLE), result.default)
+            everyone = dataclasses.replace(result, records=fresh, default=default)
+            return _recommend(everyone, evaluate, args, time_left, progress), None
+        if what == "read":
+            return None, detail
+        if detail != shown or time.monotonic() - last_note > 30:
+            progress.note(f"waiting for the shared recommendation: {detail}")
+            shown, last_note = detail, time.monotonic()
+        time.sleep(2.0)
 
 
 def _recommend(result, evaluate, args, time_left, progress) -> Recommendation | None:

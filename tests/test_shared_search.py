@@ -1,0 +1,181 @@
+"""A search shared by several workers through one study on a real PostgreSQL server (issue 16):
+claims through the study (no configuration measured twice), one verifier, one recommendation.
+
+The server is Debian's `postgresql`, started for this module on a unix socket in a temporary
+folder (tests/pg_server.py). The claim tests use threads, each with its own storage and its own
+database connection, so the advisory lock is contended for real; the last test runs two real
+`autotune search` processes at once.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from autotune import results as R
+from autotune.config import Config
+from autotune.shared import VERIFIER_KEY, ConfigClaims, StudyLock, Workers
+from autotune.study import open_storage, open_study, record_trial
+from pg_server import postgres_server
+from search_harness import REPO, search_argv, search_env, survivors, write_space
+
+NAME = "autotune-shared-test"
+
+
+@pytest.fixture(scope="module")
+def pg_url():
+    with postgres_server() as url:
+        yield url
+
+
+@pytest.fixture
+def study_name(request):
+    return f"{NAME}-{request.node.name}"[:100]
+
+
+def worker(url: str, name: str):
+    """What one worker process holds: its own storage (connections), study and lock."""
+    study = open_study(open_storage(url), name)
+    return study, StudyLock(url, name)
+
+
+def test_a_claimed_configuration_is_busy_then_done_for_another_worker(pg_url, study_name):
+    (study_a, lock_a), (study_b, lock_b) = worker(pg_url, study_name), worker(pg_url, study_name)
+    assert lock_a.atomic and lock_b.atomic
+    a = ConfigClaims(study_a, lock_a, lambda c: c.key())
+    b = ConfigClaims(study_b, lock_b, lambda c: c.key())
+    config = Config(nproc=2, threads=1)
+    state, rec, trial = a.claim(config, study_a.ask)
+    assert (state, rec) == ("mine", None) and trial is not None
+    before = len(study_b.trials)
+    assert b.claim(config, study_b.ask) == ("busy", None, None)
+    assert len(study_b.trials) == before, "a busy claim must not leave a trial behind"
+    record_trial(study_a, config=config, outcome=R.OK, throughput=10.0, trial=trial)
+    state, rec, trial_b = b.claim(config, study_b.ask)
+    assert state == "done" and trial_b is None
+    assert rec.number == trial.number and rec.throughput == 10.0
+    assert b.claim(Config(nproc=1), study_b.ask)[0] == "mine"   # others are free
+    lock_a.close()
+    lock_b.close()
+
+
+def test_simultaneous_claims_give_each_configuration_to_exactly_one_worker(pg_url, study_name):
+    configs = [Config(nproc=n, threads=t) for n in (1, 2) for t in (1, 2, 3, 4, 5)]
+    workers = [worker(pg_url, study_name) for _ in range(3)]
+    gate = threading.Barrier(len(workers))
+    mine: list[list[str]] = [[] for _ in workers]
+    errors: list[BaseException] = []
+
+    def run(i: int) -> None:
+        study, lock = workers[i]
+        claims = ConfigClaims(study, lock, lambda c: c.key())
+        try:
+            for config in configs:
+                gate.wait(timeout=60)        # every worker asks for this config at once
+                state, _, trial = claims.claim(config, study.ask)
+                if state == "mine":
+                    mine[i].append(config.key())
+                    record_trial(study, config=config, outcome=R.OK, throughput=1.0, trial=trial)
+        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+            errors.append(exc)
+            gate.abort()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(workers))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    assert not errors, errors
+    claimed = [k for keys in mine for k in keys]
+    assert sorted(claimed) == sorted(c.key() for c in configs), "each config exactly once"
+    study = workers[0][0]
+    measured = [t.user_attrs["config_key"] for t in study.get_trials(states=(TrialState.COMPLETE,))]
+    assert sorted(measured) == sorted(claimed)
+    for _, lock in workers:
+        lock.close()
+
+
+def test_the_last_worker_to_finish_searching_verifies_and_the_others_read(pg_url, study_name):
+    (study_a, lock_a), (study_b, lock_b) = worker(pg_url, study_name), worker(pg_url, study_name)
+    a = Workers(study_a, lock_a, budget_s=600)
+    b = Workers(study_b, lock_b, budget_s=600)
+    assert a.join() == 0 and b.join() == 1
+    what, why = a.turn()                  # a done first: b is still searching
+    assert what == "wait" and "still searching" in why and b.id in why
+    assert b.turn() == ("verify", None)   # the last one verifies, for both
+    what, why = a.turn()
+    assert what == "wait" and f"worker {b.id} is verifying" in why
+    study_b.set_user_attr("recommendation", {"headline": "verified speedup 1.50x"})
+    b.verified()
+    assert a.turn() == ("read", {"headline": "verified speedup 1.50x"})
+    claim = study_a.user_attrs[VERIFIER_KEY]
+    assert claim["state"] == "done" and sorted(claim["covers"]) == sorted([a.id, b.id])
+    # A search run later on the same study (a resume) verifies on its own turn.
+    study_c, lock_c = worker(pg_url, study_name)
+    c = Workers(study_c, lock_c, budget_s=600)
+    c.join()
+    assert c.turn() == ("verify", None)
+    for lock in (lock_a, lock_b, lock_c):
+        lock.close()
+
+
+def test_a_verifier_cut_off_hands_verification_to_a_waiting_worker(pg_url, study_name):
+    (study_a, lock_a), (study_b, lock_b) = worker(pg_url, study_name), worker(pg_url, study_name)
+    a, b = Workers(study_a, lock_a, budget_s=600), Workers(study_b, lock_b, budget_s=600)
+    a.join()
+    b.join()
+    assert a.turn()[0] == "wait"
+    assert b.turn() == ("verify", None)
+    b.verified("abandoned")               # Ctrl-C during verification
+    assert a.turn() == ("verify", None)
+    lock_a.close()
+    lock_b.close()
+
+
+@pytest.mark.slow
+def test_two_searches_at_once_share_one_study_without_duplicates(pg_url, tmp_path):
+    # Two real `autotune search` processes started together on one PostgreSQL study (the same
+    # machine stands in for two: --allow-concurrent skips the per-machine lock). Their trials
+    # run at the same time, so timings mean nothing here; what is checked is the sharing.
+    space = write_space(tmp_path, [2, 3, 4, 5])
+    env = search_env(tmp_path)
+    procs = [subprocess.Popen(search_argv(tmp_path / f"w{i}", space, "--storage", pg_url,
+                                          "--allow-concurrent", "--json", budget="4m"),
+                              cwd=REPO, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for i in range(2)]
+    outs = []
+    try:
+        for p in procs:
+            out, err = p.communicate(timeout=420)
+            assert p.returncode == 0, err[-3000:]
+            outs.append((json.loads(out), err))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
+    summaries = [s for s, _ in outs]
+    assert [s["verified_here"] for s in summaries].count(True) == 1, "exactly one verifier"
+    name = summaries[0]["study"]
+    study = optuna.load_study(study_name=name, storage=open_storage(pg_url))
+    measured = [t for t in study.trials if t.state == TrialState.COMPLETE
+                and t.user_attrs.get("role") != "repeat"]
+    keys = [t.user_attrs["config_key"] for t in measured]
+    assert len(keys) == len(set(keys)), f"a configuration ran twice: {sorted(keys)}"
+    owners = {t.user_attrs["autotune:claim"]["owner"]["pid"] for t in measured
+              if "autotune:claim" in t.user_attrs}
+    assert owners == {p.pid for p in procs}, "both workers measured configurations"
+    assert sum(s["trials_run"] for s in summaries) == len(measured)
+    stored = study.user_attrs["recommendation"]
+    verifier = study.user_attrs[VERIFIER_KEY]
+    assert verifier["state"] == "done" and sorted(verifier["covers"]) == sorted(
+        s["worker"] for s in summaries)
+    for s in summaries:   # both print the one stored recommendation and its command
+        assert s["command"] == stored["command"]
+        assert s["recommendation"]["config"] == stored["config"]
+    assert not [t for t in study.trials if t.state == TrialState.RUNNING]
+    assert survivors(tmp_path) == []
