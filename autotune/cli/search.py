@@ -5,12 +5,16 @@ The search probes the machine, resolves the search space against it, measures tw
 timed DDP trials until the budget (less verification) is spent or the search stagnates. The best
 few are then re-run interleaved with the default launch, and only a configuration that stays
 faster is recommended. Everything is stored as it happens: Ctrl-C, or running the same command
-again, resumes without re-running what was measured.
+again, resumes without re-running what was measured. Several machines running the same command
+with one `--storage postgresql://...` share the study: each configuration runs on one of them,
+and the last to finish verifies and writes the recommendation for all.
 
 examples:
   autotune search --budget 30m
   autotune search --budget 10m --workload transformer --max-accuracy-drop 2
   autotune search --budget 1h --storage postgresql://me@db/autotune --space my_space.yaml
+      (the same command on several identical machines: one shared search; pip install
+      'autotune[postgres]' for the driver)
   autotune search --budget 10m --workload mypkg.train:build       your model (see README)
   autotune search --budget 30m --metric 'img/s: ([0-9.]+)' -- python train.py --bs {batch_size}
 """
@@ -116,6 +120,9 @@ def run(args: argparse.Namespace) -> int:
                 progress.note(f"shared search (worker {workers.id}, {others} other(s) searching): "
                               "configurations are claimed through the study; the last worker to "
                               "finish verifies for all")
+                if not study_lock.atomic:
+                    progress.note("this storage has no lock autotune can take (PostgreSQL and "
+                                  "file storages have): workers may both run a configuration")
             if args.script:
                 # export fills this template with the tuned values
                 study.set_user_attr("script_command", list(args.script))
