@@ -95,8 +95,8 @@ def reference_configs(topology: Topology, base: Config) -> list[tuple[str, Confi
 class _Accuracy:
     """Accuracy per distinct (global batch, precision): the other knobs do not change the math."""
 
-    def __init__(self, study: optuna.Study, evaluate: Evaluate):
-        self.study, self.evaluate = study, evaluate
+    def __init__(self, study: optuna.Study, evaluate: Evaluate, claims: ConfigClaims | None):
+        self.study, self.evaluate, self.claims = study, evaluate, claims
         self.cache: dict[str, float | None] = {
             k[len("accuracy:"):]: v for k, v in study.user_attrs.items() if k.startswith("accuracy:")}
 
@@ -104,10 +104,13 @@ class _Accuracy:
         key = f"{config.global_batch_size}:{config.precision}"
         if key in self.cache:
             return self.cache[key], 0.0
-        stored = self.study.user_attrs  # another worker sharing the study may have measured it
-        if f"accuracy:{key}" in stored:
-            self.cache[key] = stored[f"accuracy:{key}"]
-            return self.cache[key], 0.0
+        if self.claims is not None:  # shared: whichever worker claims it first measures it
+            acc, seconds = self.claims.accuracy(key, lambda: self._measure(config, key))
+            self.cache[key] = acc
+            return acc, seconds
+        return self._measure(config, key)
+
+    def _measure(self, config: Config, key: str) -> tuple[float | None, float]:
         ev = self.evaluate(config, "accuracy")
         acc = ev.accuracy if ev.outcome == R.OK else None
         self.cache[key] = acc
@@ -122,12 +125,12 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
     """With `lock` (a search shared with other workers on this study), each configuration is
     claimed through the study before it runs, so no worker measures what another did or does."""
     distributions = {k: CategoricalDistribution(list(v)) for k, v in space.knobs.items()}
-    accuracy = _Accuracy(study, evaluate)
 
     def key(config: Config) -> str:  # two spellings of one launch are one configuration
         return canonical(config, topology).key()
 
     claims = ConfigClaims(study, lock, key, deadline=deadline) if lock is not None else None
+    accuracy = _Accuracy(study, evaluate, claims)
 
     def take(config: Config, trial) -> tuple[str, Record | None, optuna.Trial | None]:
         """('mine', None, trial) to run it; ('done', record, None) when measured (by any

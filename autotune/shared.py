@@ -120,6 +120,26 @@ class ConfigClaims:
         trial.set_user_attr("reason", why)
         self.study.tell(trial, state=TrialState.PRUNED)
 
+    def accuracy(self, math_key: str, measure: Callable[[], tuple[float | None, float]]
+                 ) -> tuple[float | None, float]:
+        """The accuracy of one (global batch, precision), measured by one worker: stored ->
+        reused; being measured by another live worker -> wait for it; else claim and measure.
+        `measure` stores it as the study attr `accuracy:<math_key>`."""
+        stored, claim_attr = f"accuracy:{math_key}", f"autotune:accuracy-claim:{math_key}"
+        while True:
+            with self.lock.held():
+                attrs = self.study.user_attrs
+                if stored in attrs:
+                    return attrs[stored], 0.0
+                c = attrs.get(claim_attr)
+                if not (isinstance(c, dict) and c.get("token") != self.token and
+                        owner_alive(c.get("owner", {}), c.get("deadline"))):
+                    self.study.set_user_attr(claim_attr, {"token": self.token, "owner": self.owner,
+                                                          "deadline": self.deadline})
+                    break
+            time.sleep(1.0)  # another worker's accuracy run: about one trial
+        return measure()
+
     def busy_keys(self) -> set[str]:
         return {c["key"] for c in self._live_claims()}
 

@@ -99,6 +99,40 @@ def test_simultaneous_claims_give_each_configuration_to_exactly_one_worker(pg_ur
         lock.close()
 
 
+def test_an_accuracy_being_measured_by_one_worker_is_waited_for_not_measured_again(
+        pg_url, study_name):
+    (study_a, lock_a), (study_b, lock_b) = worker(pg_url, study_name), worker(pg_url, study_name)
+    a = ConfigClaims(study_a, lock_a, lambda c: c.key())
+    b = ConfigClaims(study_b, lock_b, lambda c: c.key())
+    started, release = threading.Event(), threading.Event()
+    got: dict[str, tuple] = {}
+    measured_by_b: list[str] = []
+
+    def measure_a():
+        started.set()
+        assert release.wait(timeout=120)
+        study_a.set_user_attr("accuracy:32:fp32", 0.8)
+        return 0.8, 5.0
+
+    def measure_b():
+        measured_by_b.append("b")
+        return 0.1, 5.0
+
+    ta = threading.Thread(target=lambda: got.update(a=a.accuracy("32:fp32", measure_a)))
+    ta.start()
+    assert started.wait(timeout=60)
+    tb = threading.Thread(target=lambda: got.update(b=b.accuracy("32:fp32", measure_b)))
+    tb.start()
+    tb.join(timeout=2.5)
+    assert tb.is_alive(), "b must wait while a measures"
+    release.set()
+    ta.join(timeout=60)
+    tb.join(timeout=60)
+    assert got == {"a": (0.8, 5.0), "b": (0.8, 0.0)} and not measured_by_b
+    lock_a.close()
+    lock_b.close()
+
+
 def test_the_last_worker_to_finish_searching_verifies_and_the_others_read(pg_url, study_name):
     (study_a, lock_a), (study_b, lock_b) = worker(pg_url, study_name), worker(pg_url, study_name)
     a = Workers(study_a, lock_a, budget_s=600)
