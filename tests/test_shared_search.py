@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import threading
+import time
 
 import optuna
 import pytest
@@ -18,10 +19,13 @@ from optuna.trial import TrialState
 
 from autotune import results as R
 from autotune.config import Config
+from autotune.plan import canonical
+from autotune.search import Evaluation, SearchOptions, make_sampler, run_search
 from autotune.shared import VERIFIER_KEY, ConfigClaims, StudyLock, Workers
 from autotune.study import open_storage, open_study, record_trial
 from pg_server import postgres_server
 from search_harness import REPO, search_argv, search_env, survivors, write_space
+from test_search import space, topo  # noqa: F401 - fixtures: a 2-core machine and its space
 
 NAME = "autotune-shared-test"
 
@@ -131,6 +135,60 @@ def test_an_accuracy_being_measured_by_one_worker_is_waited_for_not_measured_aga
     assert got == {"a": (0.8, 5.0), "b": (0.8, 0.0)} and not measured_by_b
     lock_a.close()
     lock_b.close()
+
+
+class SimWorker:
+    """One worker's evaluator and clock: a formula for throughput, 10 simulated seconds a trial,
+    and a short real sleep so that the two workers' trials overlap."""
+
+    def __init__(self):
+        self.t, self.calls = 0.0, []
+
+    def elapsed(self) -> float:
+        return self.t
+
+    def __call__(self, c: Config, mode: str) -> Evaluation:
+        self.calls.append((c, mode))
+        time.sleep(0.05)
+        self.t += 10
+        if mode == "accuracy":
+            return Evaluation(outcome=R.OK, accuracy=0.8, seconds=10)
+        return Evaluation(outcome=R.OK, throughput=100.0 + 7 * c.nproc + (c.threads or 0),
+                          seconds=10)
+
+
+def test_two_search_loops_on_one_study_never_measure_a_configuration_twice(
+        pg_url, study_name, topo, space):  # noqa: F811 - pytest fixtures
+    sims = [SimWorker(), SimWorker()]
+    errors: list[BaseException] = []
+
+    def run(sim: SimWorker, seed: int) -> None:
+        study = open_study(open_storage(pg_url), study_name, sampler=make_sampler(seed))
+        lock = StudyLock(pg_url, study_name)
+        try:
+            run_search(study, space=space, topology=topo, evaluate=sim, clock=sim,
+                       options=SearchOptions(budget_s=300, min_trial_s=10, patience=100),
+                       lock=lock)
+        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+            errors.append(exc)
+        finally:
+            lock.close()
+
+    threads = [threading.Thread(target=run, args=(sim, i)) for i, sim in enumerate(sims)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    assert not errors, errors
+    ran = [canonical(c, topo).key() for sim in sims for c, mode in sim.calls
+           if mode == "throughput"]
+    assert len(ran) == len(set(ran)), "a configuration ran twice across the two workers"
+    assert all(any(m == "throughput" for _, m in sim.calls) for sim in sims), "both worked"
+    maths = [c.math_key for sim in sims for c, mode in sim.calls if mode == "accuracy"]
+    assert len(maths) == len(set(maths)), "an accuracy was measured twice"
+    study = optuna.load_study(study_name=study_name, storage=open_storage(pg_url))
+    roles = [t.user_attrs.get("role") for t in study.trials if t.state == TrialState.COMPLETE]
+    assert roles.count("reference:default") == roles.count("reference:run_cpu") == 1
 
 
 def test_the_last_worker_to_finish_searching_verifies_and_the_others_read(pg_url, study_name):
