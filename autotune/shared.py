@@ -31,7 +31,8 @@ import optuna
 from optuna.trial import TrialState
 
 from .config import Config
-from .study import Record, this_process, owner_alive, record_of
+from .errors import StorageError
+from .study import Record, owner_alive, record_of, redact, this_process
 
 CLAIM_KEY = "autotune:claim"
 WORKER_PREFIX = "autotune:worker:"
@@ -52,8 +53,13 @@ class StudyLock:
         if url.split(":", 1)[0].split("+")[0] == "postgresql":
             import sqlalchemy
             from sqlalchemy.pool import NullPool
-            engine = sqlalchemy.create_engine(url, poolclass=NullPool)
-            self._conn = engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+            try:
+                engine = sqlalchemy.create_engine(url, poolclass=NullPool)
+                self._conn = engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+            except Exception as exc:  # driver errors: many types, one line for the user
+                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                raise StorageError(f"storage {redact(url)}: cannot connect for the study lock: "
+                                   f"{redact(first)}") from None
         elif path and path != ":memory:":
             self._fd = os.open(f"{path}.claims.lock", os.O_RDWR | os.O_CREAT, 0o644)
         else:
