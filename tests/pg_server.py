@@ -5,6 +5,9 @@ port to collide with another test run or a system server), stopped and removed a
 PostgreSQL refuses to run as root, so as root (CI) the cluster belongs to the `postgres` user
 the Debian package creates, and initdb/pg_ctl run as that user through runuser. setup.sh --test
 installs the package; without it (a developer machine) the tests skip, except under CI.
+
+To try a shared search by hand: `python tests/pg_server.py` starts one, prints its URL and keeps
+it until Ctrl-C (then stops and removes it).
 """
 from __future__ import annotations
 
@@ -66,3 +69,18 @@ def postgres_server() -> Iterator[str]:
                                             "immediate", "-w", "stop"]),
                            capture_output=True, timeout=120)
         shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    import signal
+    import sys
+    # Ctrl-C or SIGTERM end the wait and so run the clean-up (also when started in background,
+    # where a shell leaves SIGINT ignored).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    with postgres_server() as url:
+        print(f"PostgreSQL for autotune: --storage '{url}'  (Ctrl-C stops it)", flush=True)
+        try:
+            signal.pause()
+        except KeyboardInterrupt:
+            pass

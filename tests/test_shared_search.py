@@ -18,6 +18,7 @@ import pytest
 from optuna.trial import TrialState
 
 from autotune import results as R
+from autotune.cli import main
 from autotune.config import Config
 from autotune.plan import canonical
 from autotune.search import Evaluation, SearchOptions, make_sampler, run_search
@@ -229,7 +230,7 @@ def test_a_verifier_cut_off_hands_verification_to_a_waiting_worker(pg_url, study
 
 
 @pytest.mark.slow
-def test_two_searches_at_once_share_one_study_without_duplicates(pg_url, tmp_path):
+def test_two_searches_at_once_share_one_study_without_duplicates(pg_url, tmp_path, capsys):
     # Two real `autotune search` processes started together on one PostgreSQL study (the same
     # machine stands in for two: --allow-concurrent skips the per-machine lock). Their trials
     # run at the same time, so timings mean nothing here; what is checked is the sharing. The
@@ -275,3 +276,6 @@ def test_two_searches_at_once_share_one_study_without_duplicates(pg_url, tmp_pat
         assert s["recommendation"]["config"] == stored["config"]
     assert not [t for t in study.trials if t.state == TrialState.RUNNING]
     assert survivors(tmp_path) == []
+    for argv in (["report"], ["export", "--format", "shell"]):  # from any machine, on the server
+        assert main([*argv, "--storage", pg_url]) == 0
+        assert stored["headline"] in capsys.readouterr().out
