@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up autotune in ./.venv on a fresh Linux machine.
 #   ./setup.sh          runtime: torch 2.13.0 (CPU) first, then autotune and its dependencies
-#   ./setup.sh --test   also the test tools (pytest, hypothesis) and headless Chromium
+#   ./setup.sh --test   also the test tools (pytest, hypothesis), headless Chromium, and the
+#                       PostgreSQL server and driver the shared-search test starts and uses
 # torch is installed first, pinned, because an unpinned torch resolves to the newest CUDA build
 # (several GB); autotune's own requirement (torch>=2.8) is then already satisfied.
 set -euo pipefail
@@ -11,7 +12,7 @@ want_test=0
 [ "${1:-}" = "--test" ] && want_test=1
 
 debs="libjemalloc2 libgoogle-perftools4 numactl"
-[ $want_test = 1 ] && debs="$debs chromium"
+[ $want_test = 1 ] && debs="$debs chromium postgresql"
 missing=""
 for d in $debs; do dpkg -s "$d" >/dev/null 2>&1 || missing="$missing $d"; done
 if [ -n "$missing" ]; then
@@ -31,6 +32,6 @@ if ! .venv/bin/python -c "import torch" >/dev/null 2>&1; then
     .venv/bin/pip install -q torch==2.13.0
 fi
 extras=""
-[ $want_test = 1 ] && extras="[test]"
+[ $want_test = 1 ] && extras="[test,postgres]"
 .venv/bin/pip install -q -e ".$extras"
 echo "setup: ready ($(.venv/bin/python -c 'import torch; print("torch", torch.__version__)'))"

@@ -7,6 +7,7 @@ measured once: configurations that share the math share the quality.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -85,8 +86,11 @@ class QualityBook:
 
     def __init__(self, study: optuna.Study, evaluate: Callable[..., Any], *, batchnorm: bool,
                  tolerance_pp: float, seeds: tuple[int, ...] = DEFAULT_SEEDS,
-                 lower_is_better: bool = False, base: Config | None = None) -> None:
-        self.study, self.evaluate = study, evaluate
+                 lower_is_better: bool = False, base: Config | None = None,
+                 claims: Any = None) -> None:
+        """`claims` (shared.ConfigClaims): a search shared by several workers; each quality run
+        (math class, seed) is then claimed through the study and run by one worker only."""
+        self.study, self.evaluate, self.claims = study, evaluate, claims
         self.batchnorm, self.tolerance_pp, self.seeds = batchnorm, tolerance_pp, seeds
         self.lower_is_better = lower_is_better
         self.base = base or Config()
@@ -110,22 +114,45 @@ class QualityBook:
         """Run the class's missing seeds (storing each as it finishes: a crash keeps them).
         `samples` overrides the run length (the confirmation's longer runs use their own seeds)."""
         cls = self.class_of(config)
-        ev = self.classes.setdefault(cls, ClassEvidence(math_class=cls, config=config.to_dict()))
+        self.classes.setdefault(cls, ClassEvidence(math_class=cls, config=config.to_dict()))
         for seed in self.missing_seeds(config, seeds):
-            on_run(config=config, math_class=cls, seed=seed)
-            out = self.evaluate(config, "accuracy", seed=seed,
-                                **({"samples": samples} if samples else {}))
-            ok = out.outcome == R.OK and out.accuracy is not None
-            ev.runs[seed] = {"quality": out.accuracy if ok else None,
-                             "reason": None if ok else f"{out.outcome}: {out.reason}",
-                             "curve": out.attrs.get("curve"), "gns": out.attrs.get("gns"),
-                             "seconds": round(out.seconds, 2), "samples": samples}
-            self.study.set_user_attr(_PREFIX + cls, ev.to_json())
-            if not ok:
+            def run(seed: int = seed) -> tuple[float | None, float]:
+                on_run(config=config, math_class=cls, seed=seed)
+                out = self.evaluate(config, "accuracy", seed=seed,
+                                    **({"samples": samples} if samples else {}))
+                ok = out.outcome == R.OK and out.accuracy is not None
+                self._store(cls, config, seed, {
+                    "quality": out.accuracy if ok else None,
+                    "reason": None if ok else f"{out.outcome}: {out.reason}",
+                    "curve": out.attrs.get("curve"), "gns": out.attrs.get("gns"),
+                    "seconds": round(out.seconds, 2), "samples": samples})
+                return (out.accuracy if ok else None), out.seconds
+            if self.claims is not None:   # another worker's run of it is waited for, not repeated
+                self.claims.accuracy(f"{cls}@seed{seed}", run)
+                self.classes.update(stored_classes(self.study.user_attrs))
+            else:
+                run()
+            if self.classes[cls].failed:
                 break   # the class cannot be judged; the rest of its seeds would fail the same way
+        ev = self.classes[cls]
         if cls == self.class_of(self.base):
             self._store_noise_floor(ev)
         return ev
+
+    def _store(self, cls: str, config: Config, seed: int, run: dict[str, Any]) -> None:
+        """One run into the class's stored evidence (re-read first when shared: other workers
+        add seeds to the same attribute)."""
+        held = self.claims.lock.held() if self.claims is not None else contextlib.nullcontext()
+        with held:
+            if self.claims is not None:
+                self.classes.update(stored_classes(self.study.user_attrs))
+            ev = self.classes.setdefault(cls, ClassEvidence(math_class=cls,
+                                                            config=config.to_dict()))
+            ev.runs[seed] = run
+            self.study.set_user_attr(_PREFIX + cls, ev.to_json())
+            # the shared claim's "stored" marker (shared.ConfigClaims.accuracy reads it)
+            if self.claims is not None:
+                self.study.set_user_attr(f"accuracy:{cls}@seed{seed}", run["quality"])
 
     def _store_noise_floor(self, ev: ClassEvidence) -> None:
         s = ev.sample(self.seeds)

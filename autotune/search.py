@@ -18,6 +18,7 @@ from .config import Config
 from .errors import WorkloadError
 from .evidence import QualityBook
 from .plan import canonical, infeasible_reason
+from .shared import ConfigClaims, StudyLock
 from .study import Record, claim_trial, record_trial, records
 from .topology import Topology
 
@@ -123,10 +124,11 @@ def reference_configs(topology: Topology, base: Config) -> list[tuple[str, Confi
 
 def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Evaluate,
                clock: Clock, options: SearchOptions,
-               on_event: Callable[..., None] = lambda kind, **info: None) -> SearchResult:
+               on_event: Callable[..., None] = lambda kind, **info: None,
+               lock: StudyLock | None = None, deadline: float | None = None) -> SearchResult:
+    """With `lock` (a search shared with other workers on this study), each configuration is
+    claimed through the study before it runs, so no worker measures what another did or does."""
     base = default_launch(space, topology)
-    book = QualityBook(study, evaluate, batchnorm=options.batchnorm, base=base,
-                       tolerance_pp=options.max_accuracy_drop, seeds=options.quality_seeds)
     # Knobs a user's script overrides (seen from outside on a trial, or named by the static scan):
     # held at the default from then on, on resume too, and remembered for the export.
     overrides: dict[str, str] = dict(study.user_attrs.get(OVERRIDES_ATTR) or {})
@@ -148,6 +150,24 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
 
     def key(config: Config) -> str:  # two spellings of one launch are one configuration
         return canonical(config, topology).key()
+
+    claims = ConfigClaims(study, lock, key, deadline=deadline) if lock is not None else None
+    # shared: each (math class, seed) is claimed, so workers never run the same quality run
+    book = QualityBook(study, evaluate, batchnorm=options.batchnorm, base=base, claims=claims,
+                       tolerance_pp=options.max_accuracy_drop, seeds=options.quality_seeds)
+
+    def take(config: Config, trial) -> tuple[str, Record | None, optuna.Trial | None]:
+        """('mine', None, trial) to run it; ('done', record, None) when measured (by any
+        worker); ('busy', None, None) while another worker measures it."""
+        seen = known.get(key(config))
+        if seen is not None:
+            return "done", seen, None
+        if claims is None:
+            return "mine", None, trial() if callable(trial) else trial
+        state, rec, trial = claims.claim(config, trial)
+        if rec is not None and rec.role != "repeat":
+            known[key(rec.config)] = rec
+        return state, rec, trial
 
     # A "repeat" row only mirrors the measurement it reuses; on resume, the original is the one
     # that stands for the config (candidates would otherwise be reported as role "repeat").
@@ -245,8 +265,14 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
     refs: dict[str, Record | None] = {}
     for role, config in reference_configs(topology, base):
         rec = known.get(key(config))
+        state, trial = "done", None
         if rec is None and left() > 0:
-            rec = evaluate_and_record(config, role, trial=None)
+            # shared: a RUNNING trial carries the claim; alone: stored when done, as before
+            state, rec, trial = take(config, study.ask if claims else None)
+            if state == "busy":
+                on_event("note", text=f"{role}: another worker is measuring it")
+        if state == "mine":
+            rec = evaluate_and_record(config, role, trial=trial)
             if role == DEFAULT_ROLE and rec.outcome in (R.WORKLOAD_ERROR, R.CRASH):
                 # The same failure would repeat on every trial: stop now, show the cause.
                 lines = [ln.strip() for ln in rec.attrs.get("log_tail", "").splitlines()
@@ -271,7 +297,8 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
             stop_reason = "stagnated"
             break
         if repeats >= 3:  # the sampler keeps proposing measured configs: explore instead
-            fresh = _unseen(space, known, rng, key)
+            taken = {**known, **dict.fromkeys(claims.busy_keys())} if claims else known
+            fresh = _unseen(space, taken, rng, key)
             if fresh is None:
                 stop_reason = "exhausted"
                 break
@@ -280,7 +307,11 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
         trial = study.ask(distributions)
         claim_trial(trial)
         config = space.to_config(trial.params)
-        seen = known.get(key(config))
+        state, seen, _ = take(config, trial)
+        if state == "busy":
+            repeats += 1
+            claims.release(trial, "another worker is measuring this configuration")
+            continue
         if seen is not None:
             # Never run a configuration twice: tell the sampler what it already measured.
             repeats += 1

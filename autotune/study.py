@@ -10,6 +10,7 @@ import math
 import os
 import platform
 import re
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,10 +80,14 @@ def open_storage(url: str, *, create_under: str | None = None) -> optuna.storage
         if url.endswith(".log") and url.startswith("journal:///"):
             from optuna.storages.journal import JournalFileBackend, JournalStorage
             return JournalStorage(JournalFileBackend(url[len("journal:///"):]))
-        storage = optuna.storages.RDBStorage(url, engine_kwargs=_engine_kwargs(url))
+        storage = _rdb_storage(url)
         if url.startswith("sqlite") and ":memory:" not in url:
             _tune_sqlite(storage)
         return storage
+    except ImportError:
+        hint = " (pip install 'autotune[postgres]')" if url.startswith("postgresql") else ""
+        raise StorageError(f"storage {redact(url)}: no database driver for this URL{hint}") \
+            from None
     except Exception as exc:  # SQLAlchemy/driver errors: many types, one message for the user
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise StorageError(f"storage {redact(url)}: {redact(first)}") from None
@@ -102,6 +107,22 @@ def _make_folder(url: str, folder: str, create_under: str | None) -> None:
         os.makedirs(folder, exist_ok=True)
     except OSError as exc:
         raise StorageError(f"storage {redact(url)}: cannot create {folder}: {exc.strerror}") from None
+
+
+def _rdb_storage(url: str) -> optuna.storages.RDBStorage:
+    """Workers of a shared search that start together on a fresh database all create Optuna's
+    tables; on PostgreSQL the losers fail on the catalog's unique index (or find the table
+    created meanwhile), and then the tables exist: one more try succeeds."""
+    import sqlalchemy.exc
+    attempt = 0
+    while True:
+        try:
+            return optuna.storages.RDBStorage(url, engine_kwargs=_engine_kwargs(url))
+        except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.ProgrammingError):
+            attempt += 1
+            if attempt == 3 or url.startswith("sqlite"):
+                raise
+            time.sleep(0.5 * attempt)
 
 
 def _tune_sqlite(storage: optuna.storages.RDBStorage) -> None:
@@ -255,9 +276,10 @@ _OWNER_KEY = "autotune:owner"
 # A trial is claimed right after ask(); one younger than this without an owner may be another
 # search's, caught between the two writes.
 _UNCLAIMED_GRACE_S = 60.0
+_REMOTE_GRACE_S = 120.0
 
 
-def _this_process() -> dict[str, Any]:
+def this_process() -> dict[str, Any]:
     import socket
 
     import psutil
@@ -268,20 +290,29 @@ def _this_process() -> dict[str, Any]:
 def claim_trial(trial: optuna.Trial) -> None:
     """Mark a RUNNING trial as this process's, so a search started beside it (--allow-concurrent,
     same storage) can tell it from one a killed search left behind."""
-    trial.storage.set_trial_system_attr(trial._trial_id, _OWNER_KEY, _this_process())
+    trial.storage.set_trial_system_attr(trial._trial_id, _OWNER_KEY, this_process())
 
 
-def _owner_alive(t: FrozenTrial, here: dict[str, Any]) -> bool:
+def _owner_alive(t: FrozenTrial) -> bool:
     import datetime
-
-    import psutil
     owner = t.system_attrs.get(_OWNER_KEY)
     if not isinstance(owner, dict):
         start = t.datetime_start
         age = (datetime.datetime.now() - start).total_seconds() if start else float("inf")
         return age < _UNCLAIMED_GRACE_S
-    if owner.get("host") != here["host"]:
-        return True     # another machine's search: nothing here can tell it is dead
+    return owner_alive(owner)
+
+
+def owner_alive(owner: dict[str, Any], deadline: float | None = None) -> bool:
+    """Whether the process `owner` (from this_process) still runs: checked on this host; on
+    another host nothing here can tell, so it is presumed alive until `deadline` (epoch seconds,
+    the end of its budget) plus a grace for its last trial's kill and writes, or for ever."""
+    import socket
+    import time
+
+    import psutil
+    if owner.get("host") != socket.gethostname():
+        return deadline is None or time.time() < deadline + _REMOTE_GRACE_S
     try:
         proc = psutil.Process(int(owner["pid"]))
         # the same pid with another start time is an unrelated process that reused it
@@ -297,9 +328,8 @@ def fail_stale_running(study: optuna.Study) -> int:
     started with --allow-concurrent) is left alone: failing it would crash that search when it
     records the result."""
     n = 0
-    here = _this_process()
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        if _owner_alive(t, here):
+        if _owner_alive(t):
             continue
         storage = study._storage
         storage.set_trial_user_attr(t._trial_id, "outcome", R.INTERRUPTED)

@@ -63,6 +63,8 @@ class Progress:
             self._trial_end(info["record"])
         elif kind == "knob_held":
             self._print(f"{self._clock()} not varying {info['knob']} any more: {info['why']}")
+        elif kind == "note":
+            self.note(info["text"])
         elif kind == "verify_start":
             self._print(f"{self._clock()} verify round {info['round']}/{info['rounds']} "
                         f"({info['role']}): {short(info['config'])}")
@@ -108,11 +110,19 @@ class Progress:
                     f"{self.infeasible} ruled out{best}")
 
     def finish(self, result, rec, command: str | None, elapsed: float,
-               overridden: dict[str, str] | None = None) -> None:
+               overridden: dict[str, str] | None = None, stored: dict | None = None) -> None:
         out = sys.stdout
         print(f"\nsearch stopped ({result.stop_reason}) after {format_seconds(elapsed)}: "
               f"{result.measured} trial(s) run this time, {len(result.records)} configurations "
               "in the study", file=out)
+        if stored is not None:  # a shared search whose recommendation another worker wrote
+            if not stored:
+                print("no recommendation (see the verifying worker's messages)", file=out)
+                return
+            print(f"{stored['headline']} (verified by another worker of this study)", file=out)
+            print(f"recommended: {short(Config.from_dict(stored['config']))}", file=out)
+            _print_command(stored.get("command"), out)
+            return
         if rec is None:
             print("no recommendation (see messages above)", file=out)
             return
@@ -135,7 +145,11 @@ class Progress:
         print(f"recommended: {short(shown)}", file=out)
         for knob, why in overridden.items():
             print(f"  {knob}: not claimed, the script sets its own ({why})", file=out)
-        if command:
-            print("\ntuned launch command (also: autotune export --format shell|torchrun|json):",
-                  file=out)
-            print(command, file=out)
+        _print_command(command, out)
+
+
+def _print_command(command: str | None, out: TextIO) -> None:
+    if command:
+        print("\ntuned launch command (also: autotune export --format shell|torchrun|json):",
+              file=out)
+        print(command, file=out)

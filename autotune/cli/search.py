@@ -5,12 +5,16 @@ The search probes the machine, resolves the search space against it, measures tw
 timed DDP trials until the budget (less verification) is spent or the search stagnates. The best
 few are then re-run interleaved with the default launch, and only a configuration that stays
 faster is recommended. Everything is stored as it happens: Ctrl-C, or running the same command
-again, resumes without re-running what was measured.
+again, resumes without re-running what was measured. Several machines running the same command
+with one `--storage postgresql://...` share the study: each configuration runs on one of them,
+and the last to finish verifies and writes the recommendation for all.
 
 examples:
   autotune search --budget 30m
   autotune search --budget 10m --workload transformer --max-accuracy-drop 2
   autotune search --budget 1h --storage postgresql://me@db/autotune --space my_space.yaml
+      (the same command on several identical machines: one shared search; pip install
+      'autotune[postgres]' for the driver)
   autotune search --budget 10m --workload mypkg.train:build       your model (see README)
   autotune search --budget 30m --metric 'img/s: ([0-9.]+)' -- python train.py --bs {batch_size}
   autotune search --budget 10m --metric 'Training time: ([0-9.]+)' --lower-is-better \
@@ -19,27 +23,30 @@ examples:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
 import sys
 import time
-from dataclasses import replace
+
 
 from ..budget import parse_budget, plan_budget
 from ..config import Config
+from ..evidence import stored_classes
 from ..errors import AutotuneError
 from ..lock import MachineLock
 from ..measure import BUSY_CPU_SHARE
 from ..recommend import (Recommendation, confirm_quality, pick_candidates, trusted_alone,
                          unverified, verify)
 from ..runner import interrupt_on_sigterm, reap_orphans
-from ..search import SearchOptions, make_sampler, run_search
+from ..search import DEFAULT_ROLE, SearchOptions, make_sampler, run_search
+from ..shared import StudyLock, Workers
 from ..space import default_space_path, find_space, load_space, resolve
 from ..probe import torch_build
 from ..provenance import Here, check_resumable, not_used
 from ..study import (default_storage, describe_study, fail_stale_running, open_storage,
-                     open_study, redact, study_name)
+                     open_study, records, redact, study_name)
 from ..trial import TrialSettings, live_evaluator
 from ..workloads import QUALITY_SAMPLES, quality_facts
 from ..script import placeholders, restrict_space
@@ -124,10 +131,20 @@ def run(args: argparse.Namespace) -> int:
                              accuracy_samples=args.quality_samples or quality_samples)
     scan = scan_command(args.script) if args.script else None
     lock = None if args.allow_concurrent else MachineLock(topology.fingerprint()).acquire()
+    # Shared: other searches may use this study at once (a database server, or --allow-concurrent
+    # on a file); then configurations are claimed through the study and one worker verifies.
+    shared = args.allow_concurrent or not url.startswith(("sqlite:", "journal:"))
+    study_lock = workers = stored = None
     try:
         with interrupt_on_sigterm():
             study = open_study(storage, name, sampler=make_sampler(args.seed))
             check_resumable(study, here)
+            if shared:
+                study_lock = StudyLock(url, name)
+                workers = Workers(study, study_lock, budget_s=budget_s)
+                others = workers.join()
+                if others:  # the same seed would make every worker propose the same trials
+                    study = open_study(storage, name, sampler=make_sampler(args.seed + others))
             # A search killed with kill -9 leaves its ranks running and its trial RUNNING.
             reap_orphans(os.path.join(args.results, "trials"))
             stale = fail_stale_running(study)
@@ -141,6 +158,13 @@ def run(args: argparse.Namespace) -> int:
             progress.start(name=name, storage=redact(url), space=space, stale=stale,
                            topology=topology)
             elsewhere = _not_resumed(progress, storage, here, label, space.name)
+            if workers is not None:
+                progress.note(f"shared search (worker {workers.id}, {others} other(s) searching): "
+                              "configurations are claimed through the study; the last worker to "
+                              "finish verifies for all")
+                if not study_lock.atomic:
+                    progress.note("this storage has no lock autotune can take (PostgreSQL and "
+                                  "file storages have): workers may both run a configuration")
             if args.script:
                 # export fills this template with the tuned values
                 study.set_user_attr("script_command", list(args.script))
@@ -169,15 +193,29 @@ def run(args: argparse.Namespace) -> int:
                                     quality_seeds=tuple(range(args.quality_seeds)),
                                     quality_samples=settings.accuracy_samples)
             result = run_search(study, space=space, topology=topology, evaluate=evaluate,
-                                clock=_Clock(), options=options, on_event=progress.event)
-            rec = _recommend(result, evaluate, args, lambda: budget_s - elapsed() - 2.0, progress,
-                             settings.accuracy_samples)
-            command = save_recommendation(study, rec, topology, label, command=args.script)
+                                clock=_Clock(), options=options, on_event=progress.event,
+                                lock=study_lock, deadline=workers and workers.deadline)
+            time_left = lambda: budget_s - elapsed() - 2.0  # noqa: E731
+            if workers is None:
+                rec = _recommend(result, evaluate, args, time_left, progress,
+                                 settings.accuracy_samples)
+                command = save_recommendation(study, rec, topology, label, command=args.script)
+            else:
+                rec, stored = _shared_recommend(workers, study, result, evaluate, args,
+                                                time_left, progress, settings.accuracy_samples)
+                command = (save_recommendation(study, rec, topology, label, command=args.script)
+                           if stored is None else stored.get("command"))
+                if stored is None:
+                    workers.verified()
     except KeyboardInterrupt as exc:
         print(f"\nautotune: {str(exc) or 'interrupted'}; completed trials are kept in {redact(url)}. "
               "Run the same command to resume.", file=sys.stderr)
         return 130
     finally:
+        if workers is not None:
+            workers.verified("abandoned")  # no-op unless this worker was cut off verifying
+        if study_lock is not None:
+            study_lock.close()
         if lock is not None:
             lock.release()
     summary = {"study": name, "storage": redact(url), "stop_reason": result.stop_reason,
@@ -185,8 +223,15 @@ def run(args: argparse.Namespace) -> int:
                "budget_s": budget_s, "recommendation": rec.to_json() if rec else None,
                "command": command, "not_resumed": elsewhere,
                "overridden_by_script": dict(study.user_attrs.get("script_overrides") or {})}
+    if workers is not None:
+        summary["worker"] = workers.id
+        summary["verified_here"] = stored is None
+        if stored is not None:
+            summary["recommendation"] = {k: v for k, v in stored.items() if k != "command"} or None
     if args.json:
         print(json.dumps(summary, indent=2))
+    elif stored is not None:
+        progress.finish(result, None, None, elapsed(), stored=stored)
     else:
         from ..search import OVERRIDES_ATTR
         progress.finish(result, rec, command, elapsed(),
@@ -237,6 +282,38 @@ def _script_notes(progress, args, dropped: list[str], scan) -> None:
         progress.note(f"not tuned (the command has no placeholder for them): {', '.join(dropped)}")
 
 
+def _shared_recommend(workers: Workers, study, result, evaluate, args, time_left, progress,
+                      quality_samples: int):
+    """(recommendation, None) when this worker verified, over every worker's measurements;
+    (None, stored) when another worker verified for it, after waiting with progress."""
+    shown, last_note = "", 0.0
+    while True:
+        what, detail = workers.turn()
+        if what == "verify":
+            fresh = [_judged(r, result.book, args) for r in records(study) if r.role != "repeat"]
+            default = next((r for r in fresh if r.role == DEFAULT_ROLE), result.default)
+            everyone = dataclasses.replace(result, records=fresh, default=default)
+            return _recommend(everyone, evaluate, args, time_left, progress,
+                              quality_samples), None
+        if what == "read":
+            return None, detail
+        if detail != shown or time.monotonic() - last_note > 30:
+            progress.note(f"waiting for the shared recommendation: {detail}")
+            shown, last_note = detail, time.monotonic()
+        time.sleep(2.0)
+
+
+def _judged(r, book, args):
+    """A stored trial with its quality judged on all the evidence now in the study (another
+    worker may have measured its class since it was recorded)."""
+    if book is None or args.script or r.outcome != "ok":
+        return r
+    book.classes.update(stored_classes(book.study.user_attrs))
+    verdict = book.verdict(r.config)
+    return dataclasses.replace(r, feasible=r.feasible and verdict is not None
+                               and not verdict.reject)
+
+
 def _recommend(result, evaluate, args, time_left, progress,
                quality_samples: int) -> Recommendation | None:
     default = result.default
@@ -267,7 +344,7 @@ def _recommend(result, evaluate, args, time_left, progress,
                  on_event=progress.event, accept=accept)
     if book is not None and book.default_sample() is not None:
         d = book.default_sample()
-        rec = replace(rec, extra={**rec.extra, "noise_floor":
+        rec = dataclasses.replace(rec, extra={**rec.extra, "noise_floor":
                                   f"default launch quality {d.describe()} over {d.n} seeds"})
     return rec
 
