@@ -244,9 +244,10 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
         contender = throughput >= 0.97 * leader()
         if book.missing_seeds(config) and (is_base or contender) \
                 and quality_cost(config, throughput) <= max(0.0, left()):
-            if not is_base and book.missing_seeds(base):
+            if book.missing_seeds(base):   # the noise floor is the default launch's own
                 book.measure(base, on_run=lambda **i: on_event("quality_start", **i))
-            book.measure(config, on_run=lambda **i: on_event("quality_start", **i))
+            if not is_base:
+                book.measure(config, on_run=lambda **i: on_event("quality_start", **i))
         return quality_of(config)
 
     def quality_of(config: Config) -> tuple[float | None, float, dict[str, Any]]:
