@@ -115,7 +115,12 @@ def test_nothing_autotune_started_survives_the_search(search):
 
 
 def test_print_the_fault_table(search):
-    """The table for tests/FAULTS.md (run with -s): outcome, wall time, teardown, survivors."""
+    """The table for tests/FAULTS.md (run with -s): outcome, wall time, teardown, survivors.
+    Every fault has its row, with the outcome FAULTS expects, and no survivor."""
+    assert set(search["trials"]) >= set(FAULTS), sorted(set(FAULTS) - set(search["trials"]))
+    assert not search["survivors"], search["survivors"]
+    for key, (behaviour, outcome, *_rest) in FAULTS.items():
+        assert search["trials"][key].user_attrs["outcome"] == outcome, behaviour
     fired = [e for e in search["log"] if e["fault"] != "start"]
     print("\n| fault (rank 1) | outcome | reason | trial wall s | teardown s | survivors |")
     for key, (behaviour, *_rest) in sorted(FAULTS.items()):
