@@ -38,9 +38,13 @@ class Config:
     channels_last: bool = False
     compile: bool = False
     ipex: str = "off"
+    nnodes: int = 1                     # hosts the nproc ranks are spread over (with --hosts)
 
     def __post_init__(self) -> None:
         _positive("nproc", self.nproc)
+        _positive("nnodes", self.nnodes)
+        if self.nproc % self.nnodes:
+            raise ConfigError(f"nproc={self.nproc} is not a multiple of nnodes={self.nnodes}")
         if self.nproc_per_node is not None:
             _positive("nproc_per_node", self.nproc_per_node)
             if self.nproc_per_node > self.nproc:
@@ -77,8 +81,10 @@ class Config:
         return asdict(self)
 
     def key(self) -> str:
-        """Canonical identity of the configuration (used to never run it twice)."""
-        return ",".join(f"{k}={v}" for k, v in sorted(self.to_dict().items()))
+        """Canonical identity of the configuration (used to never run it twice). nnodes=1 is left
+        out so that studies stored before multi-host trials existed keep their identities."""
+        return ",".join(f"{k}={v}" for k, v in sorted(self.to_dict().items())
+                        if not (k == "nnodes" and v == 1))
 
     def with_(self, **changes: Any) -> "Config":
         return replace(self, **changes)
@@ -95,7 +101,7 @@ class Config:
 
 
 KNOBS: tuple[str, ...] = tuple(f.name for f in fields(Config))
-_INT_KNOBS = {"nproc", "nproc_per_node", "threads", "batch_size", "kmp_blocktime"}
+_INT_KNOBS = {"nproc", "nproc_per_node", "threads", "batch_size", "kmp_blocktime", "nnodes"}
 _BOOL_KNOBS = {"channels_last", "compile"}
 _OPTIONAL_KNOBS = {"nproc_per_node", "threads"}  # accept "auto"/"default"/None
 

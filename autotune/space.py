@@ -57,7 +57,8 @@ class ResolvedSpace:
         merged = {**self.fixed, **params}
         # nproc_per_node counts ranks per NUMA node, so the world size follows from the machine.
         if "nproc" not in merged and merged.get("nproc_per_node") is not None:
-            merged["nproc"] = merged["nproc_per_node"] * self.topology_names["numa_nodes"]
+            merged["nproc"] = (merged["nproc_per_node"] * self.topology_names["numa_nodes"]
+                               * int(merged.get("nnodes", 1)))
         return Config.from_dict(merged, where=f"{self.source}: params")
 
     def violations(self, params: Mapping[str, Any]) -> list[str]:

@@ -24,6 +24,7 @@ from .script import SOURCES, fill, script_metric
 from .topology import Topology
 
 if TYPE_CHECKING:
+    from .multinode import Cluster
     from .search import Evaluate
 
 
@@ -41,6 +42,7 @@ class TrialSettings:
     # Script mode: the user's command with {knob} placeholders replaces the built-in worker.
     command: tuple[str, ...] | None = None
     metric: str | None = None             # regex over rank 0's output (script mode)
+    cluster: "Cluster | None" = None      # the hosts a trial spans (None: this machine only)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,6 +68,18 @@ def plan_trial(config: Config, topology: Topology, settings: TrialSettings, *,
     trial_id = trial_id or f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
     workdir = os.path.abspath(os.path.join(settings.results_dir, "trials", trial_id))
     program = fill(settings.command, config) if settings.command else None
+    if settings.cluster is not None:
+        from .multinode import build_cluster_plan
+        from .remote import free_port_on
+        return build_cluster_plan(
+            config, settings.cluster, workdir=workdir, trial_id=trial_id, program=program,
+            script=program is not None,
+            master_port=port if port is not None else free_port_on(settings.cluster),
+            base_env=dict(os.environ) if base_env is None else base_env,
+            timeout_s=settings.timeout_s, grace_s=settings.grace_s, workload=settings.workload,
+            workload_args=settings.workload_args, mode=mode,
+            target_seconds=settings.target_seconds, warmup_steps=settings.warmup_steps,
+            accuracy_samples=settings.accuracy_samples)
     return build_plan(config, topology, workload=settings.workload, program=program,
                       script=program is not None,
                       workload_args=settings.workload_args, workdir=workdir,
@@ -76,10 +90,20 @@ def plan_trial(config: Config, topology: Topology, settings: TrialSettings, *,
                       accuracy_samples=settings.accuracy_samples, trial_id=trial_id)
 
 
+def trial_infeasible(config: Config, topology: Topology, settings: TrialSettings) -> str | None:
+    """Why this configuration cannot run where the settings say trials run (None: it can)."""
+    if settings.cluster is not None:
+        from .multinode import infeasible_reason as on_cluster
+        return on_cluster(config, settings.cluster)
+    if config.nnodes > 1:
+        return f"nnodes={config.nnodes} needs --hosts (or a hostfile or SLURM allocation)"
+    return infeasible_reason(config, topology)
+
+
 def run_trial(config: Config, topology: Topology, settings: TrialSettings, *,
               mode: str = "throughput", trial_id: str | None = None) -> TrialOutcome:
     """Run one configuration. Never raises for a failing trial: the failure is the result."""
-    reason = infeasible_reason(config, topology)
+    reason = trial_infeasible(config, topology, settings)
     if reason:
         return TrialOutcome(config=config, mode=mode, measurement=None,
                             run=RunResult(outcome=R.INFEASIBLE, reason=reason))
@@ -88,7 +112,11 @@ def run_trial(config: Config, topology: Topology, settings: TrialSettings, *,
     except ConfigError as exc:
         return TrialOutcome(config=config, mode=mode, measurement=None,
                             run=RunResult(outcome=R.INFEASIBLE, reason=str(exc)))
-    run = run_plan(plan)
+    if plan.launchers:
+        from .remote import run_cluster_plan
+        run = run_cluster_plan(plan)
+    else:
+        run = run_plan(plan)
     if plan.script:
         return _script_outcome(config, mode, plan, run, settings.metric)
     measurement = None
