@@ -24,7 +24,7 @@ TOPOLOGY_LISTS = {"found_allocators": "allocator", "found_backends": "backend",
                   "found_bindings": "binding", "found_ipex": "ipex"}
 # Used when a file has no `constraints:` key; `constraints: []` means none at all.
 DEFAULT_CONSTRAINTS = ("threads * nproc <= usable_cores",)
-_INT_KNOBS = ("nproc", "nproc_per_node", "threads", "batch_size", "kmp_blocktime")
+_INT_KNOBS = ("nproc", "nproc_per_node", "threads", "batch_size", "kmp_blocktime", "nnodes")
 _BOOL_KNOBS = ("channels_last", "compile")
 _TOP_KEYS = ("name", "description", "knobs", "fixed", "constraints")
 _KNOB_KEYS = ("choices", "exclude")

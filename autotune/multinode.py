@@ -89,8 +89,10 @@ def infeasible_reason(config: Config, cluster: Cluster) -> str | None:
 def build_cluster_plan(config: Config, cluster: Cluster, *, workdir: str, master_port: int,
                        base_env: dict[str, str], trial_id: str, timeout_s: float = 120.0,
                        grace_s: float = 5.0, program: tuple[str, ...] | None = None,
-                       script: bool = False, **worker: object) -> LaunchPlan:
-    """The launch of one trial over the first `config.nnodes` hosts. Raises ConfigError."""
+                       script: bool = False, export: bool = False,
+                       **worker: object) -> LaunchPlan:
+    """The launch of one trial over the first `config.nnodes` hosts. Raises ConfigError.
+    `export`: the command a user runs (no trial marker, logs or result files)."""
     if (why := infeasible_reason(config, cluster)) is not None:
         raise ConfigError(why)
     nn, per_host = config.nnodes, config.nproc // config.nnodes
@@ -104,17 +106,20 @@ def build_cluster_plan(config: Config, cluster: Cluster, *, workdir: str, master
                                 base_env={}, program=program, script=script, python=python,
                                 trial_id=trial_id, timeout_s=timeout_s, grace_s=grace_s, **worker))
     ranks_env = [r.env for hp in hosts for r in hp.ranks]
-    ranks_env = [{k: v for k, v in e.items() if k not in _LAUNCHER_OWNED} for e in ranks_env]
+    owned = _LAUNCHER_OWNED + (("AUTOTUNE_TRIAL_ID",) if export else ())
+    ranks_env = [{k: v for k, v in e.items() if k not in owned} for e in ranks_env]
     common = {k: v for k, v in ranks_env[0].items() if all(e.get(k) == v for e in ranks_env)}
     common.update({k: base_env[k] for k in _FORWARD if k in base_env})
     common.update(collective_env(cluster.iface))
     common.update(MASTER_ADDR=cluster.addresses[0], MASTER_PORT=str(master_port),
-                  **{MARKER: trial_id})
+                  **({} if export else {MARKER: trial_id}))
     per_rank = sorted({k for e in ranks_env for k, v in e.items() if common.get(k) != v})
     flat = [r for hp in hosts for r in hp.ranks]
-    shim = [python, "-m", "autotune.bind", "--rank-log", os.path.join(workdir, "rank{rank}.log"),
-            "--env", "AUTOTUNE_RESULT=" + os.path.join(workdir, "rank{rank}.json"),
-            "--env", "AUTOTUNE_REPORT=" + os.path.join(workdir, "rank{rank}.report.json")]
+    shim = [python, "-m", "autotune.bind"]
+    if not export:
+        shim += ["--rank-log", os.path.join(workdir, "rank{rank}.log"),
+                 "--env", "AUTOTUNE_RESULT=" + os.path.join(workdir, "rank{rank}.json"),
+                 "--env", "AUTOTUNE_REPORT=" + os.path.join(workdir, "rank{rank}.report.json")]
     shim += [a for k in per_rank for a in ("--env", f"{k}=" + ";".join(e.get(k, "")
                                                                       for e in ranks_env))]
     if config.binding != "none":
@@ -123,7 +128,7 @@ def build_cluster_plan(config: Config, cluster: Cluster, *, workdir: str, master
         if any(r.mem_node is not None for r in flat):
             shim.append("--membind=" + ";".join(str(r.mem_node) for r in flat))
     launchers = _launchers(config, cluster, shim, list(program), common, master_port, trial_id,
-                           workdir)
+                           workdir, export)
     ranks = tuple(RankPlan(rank=i, argv=tuple(shim + ["--", *program]), env={**common, **e},
                            cpus=r.cpus, mem_node=r.mem_node,
                            log_path=os.path.join(workdir, f"rank{i}.log"),
@@ -143,7 +148,7 @@ def build_cluster_plan(config: Config, cluster: Cluster, *, workdir: str, master
 
 
 def _launchers(config: Config, cluster: Cluster, shim: list[str], program: list[str],
-               env: dict[str, str], port: int, trial_id: str, workdir: str):
+               env: dict[str, str], port: int, trial_id: str, workdir: str, export: bool):
     nn, per_host = config.nnodes, config.nproc // config.nnodes
     hosts = cluster.hosts[:nn]
     assign = [f"{k}={v}" for k, v in sorted(env.items())]
@@ -175,7 +180,24 @@ def _launchers(config: Config, cluster: Cluster, shim: list[str], program: list[
         return (("mpirun", tuple(argv), os.path.join(workdir, "launcher-mpirun.log")),)
     argv = ["srun", f"--nodes={nn}", f"--ntasks={config.nproc}",
             f"--ntasks-per-node={per_host}", "--distribution=block", "--cpu-bind=none",
-            "--kill-on-bad-exit=1", f"--nodelist={','.join(h.name for h in hosts)}",
+            "--kill-on-bad-exit=1",
+            *([] if export else [f"--nodelist={','.join(h.name for h in hosts)}"]),
             # env, not --export: srun splits --export on commas, which MALLOC_CONF contains.
             "env", *assign, *shim, "--", *program]
     return (("srun", tuple(argv), os.path.join(workdir, "launcher-srun.log")),)
+
+
+def cluster_to_json(cluster: Cluster) -> dict:
+    """Stored with a study, so `autotune export` can rebuild commands for these hosts."""
+    return {"hosts": [{"name": h.name, "slots": h.slots} for h in cluster.hosts],
+            "addresses": list(cluster.addresses), "launcher": cluster.launcher,
+            "iface": cluster.iface, "subnet": cluster.subnet, "ssh_config": cluster.ssh_config,
+            "python": cluster.python, "cwd": cluster.cwd,
+            "topologies": [t.to_json() for t in cluster.topologies]}
+
+
+def cluster_from_json(d: dict) -> Cluster:
+    return Cluster(hosts=tuple(Host(name=h["name"], slots=h.get("slots")) for h in d["hosts"]),
+                   addresses=tuple(d["addresses"]), launcher=d["launcher"], iface=d.get("iface"),
+                   subnet=d.get("subnet"), ssh_config=d.get("ssh_config"), python=d["python"],
+                   cwd=d["cwd"], topologies=tuple(Topology.from_json(t) for t in d["topologies"]))

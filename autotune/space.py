@@ -47,6 +47,14 @@ class ResolvedSpace:
     def size(self) -> int:
         return math.prod(len(v) for v in self.knobs.values())
 
+    def across(self, num_hosts: int) -> "ResolvedSpace":
+        """The space with `nnodes` (1..num_hosts) as its first knob: spanning hosts is tried."""
+        if num_hosts < 2 or "nnodes" in self.knobs:
+            return self
+        from dataclasses import replace
+        return replace(self, knobs={"nnodes": tuple(range(1, num_hosts + 1)), **self.knobs},
+                       notes=self.notes + (f"nnodes: 1..{num_hosts} hosts",))
+
     def grid(self) -> Iterator[dict[str, Any]]:
         """Every combination; the first knob varies slowest, the last fastest."""
         names = tuple(self.knobs)
@@ -68,6 +76,8 @@ class ResolvedSpace:
         except ConfigError as exc:
             return [str(exc)]
         env = {**self.topology_names, **cfg.to_dict(), "global_batch_size": cfg.global_batch_size}
+        # The machine names (usable_cores, ...) describe one host, so rules count its ranks.
+        env["nproc"] = cfg.nproc // cfg.nnodes
         broken = []
         for rule in self.rules:
             if any(env[n] is None for n in rule.names):

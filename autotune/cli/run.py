@@ -11,6 +11,8 @@ examples:
   autotune run --set allocator=tcmalloc --set precision=bf16 --json
   autotune run --sysfs-root captured/ --set nproc=4 --set binding=numactl --dry-run
   autotune run --set nproc=2 --metric 'img/s: ([0-9.]+)' -- python train.py --bs {batch_size}
+  autotune run --hosts node1:1,node2:1 --set nnodes=2 --set nproc=2    across two machines (ssh)
+  autotune run --hostfile hosts.txt --launcher mpirun --set nnodes=2 --set nproc=4 --dry-run
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from ..config import parse_sets
 from ..errors import ConfigError
 from ..trial import TrialSettings, plan_trial, run_trial
 from ..script import SOURCES
+from ._hosts import add_host_args, cluster_from_args
 from ._common import (add_workload_args, check_workload_args, describe_measurement, load_topology,
                       positive_float, settings_from_args)
 
@@ -39,6 +42,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sysfs-root", metavar="DIR",
                    help="plan against a captured machine (from `autotune probe --capture`); "
                         "only with --dry-run")
+    add_host_args(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -46,8 +50,12 @@ def run(args: argparse.Namespace) -> int:
     if args.sysfs_root and not args.dry_run:
         raise ConfigError("--sysfs-root plans against another machine; add --dry-run")
     check_workload_args(args)
-    topology = load_topology(args.sysfs_root)
-    settings: TrialSettings = settings_from_args(args, timeout_s=args.timeout)
+    cluster = cluster_from_args(args)
+    if cluster is not None and args.sysfs_root:
+        raise ConfigError("--sysfs-root plans one captured machine; not with --hosts")
+    # Across hosts, plans are built from the hosts' own probes (the first one's for the checks).
+    topology = cluster.topologies[0] if cluster else load_topology(args.sysfs_root)
+    settings: TrialSettings = settings_from_args(args, timeout_s=args.timeout, cluster=cluster)
     if args.dry_run:
         plan = plan_trial(config, topology, settings, trial_id="dry-run", port=29500)
         if args.json:

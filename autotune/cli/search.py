@@ -13,6 +13,8 @@ examples:
   autotune search --budget 1h --storage postgresql://me@db/autotune --space my_space.yaml
   autotune search --budget 10m --workload mypkg.train:build       your model (see README)
   autotune search --budget 30m --metric 'img/s: ([0-9.]+)' -- python train.py --bs {batch_size}
+  autotune search --budget 1h --hosts node1:8,node2:8                  across machines (ssh)
+  autotune search --budget 1h --hostfile hosts.txt --launcher mpirun   the same under Open MPI
 """
 from __future__ import annotations
 
@@ -35,6 +37,7 @@ from ..trial import TrialSettings, live_evaluator
 from ..script import placeholders, restrict_space
 from ._common import (add_storage_arg, add_workload_args, check_workload_args, load_topology,
                       positive_float, save_recommendation)
+from ._hosts import add_host_args, cluster_from_args
 from ._progress import Progress
 
 
@@ -56,6 +59,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="kill a trial after this long (default: 4x the first trial, at least 30s)")
     p.add_argument("--allow-concurrent", action="store_true",
                    help="run even if another search holds this machine (timings will suffer)")
+    add_host_args(p)
     out = p.add_mutually_exclusive_group()
     out.add_argument("--quiet", action="store_true", help="print only the final summary")
     out.add_argument("--json", action="store_true", help="print one JSON object at the end")
@@ -69,16 +73,23 @@ def run(args: argparse.Namespace) -> int:
         raise AutotuneError(f"--max-accuracy-drop {args.max_accuracy_drop}: must be >= 0")
     if args.verify_rounds < 1:
         raise AutotuneError(f"--verify-rounds {args.verify_rounds}: must be at least 1")
-    topology = load_topology(None)
+    label = check_workload_args(args)
+    cluster = cluster_from_args(args)
+    # Across hosts every host has the same shape (probe_cluster refuses others): the first
+    # host's probe stands for all in the space, the study name and the export.
+    topology = cluster.topologies[0] if cluster else load_topology(None)
     space_path = find_space(args.space) if args.space else default_space_path(topology)
     space = resolve(load_space(space_path), topology)
-    label = check_workload_args(args)
+    if cluster is not None:
+        space = space.across(len(cluster.hosts))
     dropped: list[str] = []
     if args.script:
         space, dropped = restrict_space(space, placeholders(args.script))
     url = args.storage or default_storage(args.results)
     storage = open_storage(url)
-    name = study_name(label, topology, space.name)
+    # A study across hosts is another study than one on the first host alone.
+    name = study_name(label if cluster is None else f"{label}-{len(cluster.hosts)}hosts",
+                      topology, space.name)
     progress = Progress(budget_s=budget_s, quiet=args.quiet or args.json, started=started)
 
     def elapsed() -> float:
@@ -86,7 +97,8 @@ def run(args: argparse.Namespace) -> int:
 
     settings = TrialSettings(workload=args.workload, target_seconds=args.seconds or bp.target_seconds,
                              results_dir=args.results, command=args.script, metric=args.metric,
-                             timeout_s=args.trial_timeout or max(30.0, budget_s / 4))
+                             timeout_s=args.trial_timeout or max(30.0, budget_s / 4),
+                             cluster=cluster)
     lock = None if args.allow_concurrent else MachineLock(topology.fingerprint()).acquire()
     try:
         with interrupt_on_sigterm():
@@ -98,6 +110,9 @@ def run(args: argparse.Namespace) -> int:
                            space=space.to_json(), settings={
                                "target_seconds": settings.target_seconds,
                                "max_accuracy_drop": args.max_accuracy_drop})
+            if cluster is not None:
+                from ..multinode import cluster_to_json
+                study.set_user_attr("cluster", cluster_to_json(cluster))
             progress.start(name=name, storage=redact(url), space=space, stale=stale,
                            topology=topology)
             if args.script:
@@ -120,7 +135,8 @@ def run(args: argparse.Namespace) -> int:
             result = run_search(study, space=space, topology=topology, evaluate=evaluate,
                                 clock=_Clock(), options=options, on_event=progress.event)
             rec = _recommend(result, evaluate, args, lambda: budget_s - elapsed() - 2.0, progress)
-            command = save_recommendation(study, rec, topology, label, command=args.script)
+            command = save_recommendation(study, rec, topology, label, command=args.script,
+                                          cluster=cluster)
     except KeyboardInterrupt as exc:
         print(f"\nautotune: {str(exc) or 'interrupted'}; completed trials are kept in {redact(url)}. "
               "Run the same command to resume.", file=sys.stderr)
