@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import shlex
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from .config import Config
 from .errors import ConfigError
@@ -27,7 +27,7 @@ from .topology import Topology
 
 MARKER = "AUTOTUNE_TRIAL_MARKER"
 # What a rank inherits from the launcher; everything else the plan sets itself.
-_FORWARD = ("PATH", "PYTHONPATH", "VIRTUAL_ENV", "HOME", "LANG")
+FORWARD = ("PATH", "PYTHONPATH", "VIRTUAL_ENV", "HOME", "LANG")
 _LAUNCHER_OWNED = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "AUTOTUNE_RESULT",
                    "MASTER_ADDR", "MASTER_PORT",
                    "AUTOTUNE_REPORT")
@@ -45,6 +45,15 @@ class Cluster:
     ssh_config: str | None = None        # ssh -F FILE (and mpirun's ssh)
     python: str = "python3"
     cwd: str = "."
+    env: dict[str, str] = field(default_factory=dict)   # forwarded to every remote command
+
+    def remote(self, host: str, *cmd: str) -> tuple[str, ...]:
+        """argv running a short command on `host` the way the ranks get there (env and cwd)."""
+        assign = [f"{k}={v}" for k, v in sorted(self.env.items())]
+        if self.launcher == "srun":
+            return ("srun", "--nodes=1", "--ntasks=1", "--overlap", f"--nodelist={host}",
+                    f"--chdir={self.cwd}", "env", *assign, *cmd)
+        return self.ssh(host, "env", *assign, *cmd, cwd=self.cwd)
 
     def __post_init__(self) -> None:
         if self.launcher not in LAUNCHERS:
@@ -109,7 +118,7 @@ def build_cluster_plan(config: Config, cluster: Cluster, *, workdir: str, master
     owned = _LAUNCHER_OWNED + (("AUTOTUNE_TRIAL_ID",) if export else ())
     ranks_env = [{k: v for k, v in e.items() if k not in owned} for e in ranks_env]
     common = {k: v for k, v in ranks_env[0].items() if all(e.get(k) == v for e in ranks_env)}
-    common.update({k: base_env[k] for k in _FORWARD if k in base_env})
+    common.update({k: base_env[k] for k in FORWARD if k in base_env})
     common.update(collective_env(cluster.iface))
     common.update(MASTER_ADDR=cluster.addresses[0], MASTER_PORT=str(master_port),
                   **({} if export else {MARKER: trial_id}))
@@ -142,8 +151,8 @@ def build_cluster_plan(config: Config, cluster: Cluster, *, workdir: str, master
                       workdir=workdir, env_delta={**hosts[0].env_delta,
                                                   **collective_env(cluster.iface)},
                       script=script, launchers=launchers,
-                      host_kill=tuple(cluster.ssh(h.name, python, "-m", "autotune.remote", "kill",
-                                                  trial_id) for h in cluster.hosts[:nn]),
+                      host_kill=tuple(cluster.remote(h.name, python, "-m", "autotune.remote",
+                                                     "kill", trial_id) for h in cluster.hosts[:nn]),
                       master_addr=cluster.addresses[0])
 
 
@@ -192,7 +201,7 @@ def cluster_to_json(cluster: Cluster) -> dict:
     return {"hosts": [{"name": h.name, "slots": h.slots} for h in cluster.hosts],
             "addresses": list(cluster.addresses), "launcher": cluster.launcher,
             "iface": cluster.iface, "subnet": cluster.subnet, "ssh_config": cluster.ssh_config,
-            "python": cluster.python, "cwd": cluster.cwd,
+            "python": cluster.python, "cwd": cluster.cwd, "env": dict(cluster.env),
             "topologies": [t.to_json() for t in cluster.topologies]}
 
 
@@ -200,4 +209,4 @@ def cluster_from_json(d: dict) -> Cluster:
     return Cluster(hosts=tuple(Host(name=h["name"], slots=h.get("slots")) for h in d["hosts"]),
                    addresses=tuple(d["addresses"]), launcher=d["launcher"], iface=d.get("iface"),
                    subnet=d.get("subnet"), ssh_config=d.get("ssh_config"), python=d["python"],
-                   cwd=d["cwd"], topologies=tuple(Topology.from_json(t) for t in d["topologies"]))
+                   cwd=d["cwd"], env=dict(d.get("env", {})), topologies=tuple(Topology.from_json(t) for t in d["topologies"]))

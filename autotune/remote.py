@@ -21,7 +21,7 @@ import psutil
 
 from .errors import AutotuneError
 from .hosts import Host, differences, interface_of, network_of, ssh_hostname
-from .multinode import MARKER, Cluster
+from .multinode import FORWARD, MARKER, Cluster
 from .plan_types import LaunchPlan
 from .results import CRASH, RunResult
 from .runner import EXIT_LINGER_S, POLL_S, _result_of, classify, read_tail, root_cause
@@ -49,16 +49,9 @@ def _launcher_missing(launcher: str) -> None:
             raise HostError("ssh not found on PATH (apt-get install openssh-client)")
 
 
-def remote_argv(cluster: Cluster, host: str, *cmd: str) -> tuple[str, ...]:
-    """Run a short command on one host through the same way the trial's ranks get there."""
-    if cluster.launcher == "srun":
-        return ("srun", "--nodes=1", "--ntasks=1", f"--nodelist={host}", *cmd)
-    return cluster.ssh(host, *cmd, cwd=cluster.cwd)
-
-
 def run_on(cluster: Cluster, host: str, *cmd: str, timeout: float = 60.0) -> str:
     """stdout of `cmd` on `host`; a HostError with the one-line reason otherwise."""
-    argv = remote_argv(cluster, host, *cmd)
+    argv = cluster.remote(host, *cmd)
     try:
         p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
                            stdin=subprocess.DEVNULL)
@@ -97,9 +90,10 @@ def probe_cluster(hosts: tuple[Host, ...], *, launcher: str = "ssh", ssh_config:
     from .topology import Topology
     _launcher_missing(launcher)
     cwd = cwd or os.getcwd()
+    env = {k: os.environ[k] for k in FORWARD if k in os.environ}
     pending = Cluster(hosts=hosts, addresses=("0.0.0.0",) * len(hosts),
                       topologies=(None,) * len(hosts), launcher=launcher,  # type: ignore[arg-type]
-                      ssh_config=ssh_config, python=python, cwd=cwd)
+                      ssh_config=ssh_config, python=python, cwd=cwd, env=env)
     addresses = tuple(address_of(pending, h.name) for h in hosts)
     probes = {}
     for h in hosts:
@@ -122,7 +116,8 @@ def probe_cluster(hosts: tuple[Host, ...], *, launcher: str = "ssh", ssh_config:
                             "name the one for collectives with --iface")
     return Cluster(hosts=hosts, addresses=addresses, subnet=subnet,
                    topologies=tuple(Topology.from_json(probes[h.name]) for h in hosts),
-                   launcher=launcher, iface=iface, ssh_config=ssh_config, python=python, cwd=cwd)
+                   launcher=launcher, iface=iface, ssh_config=ssh_config, python=python, cwd=cwd,
+                   env=env)
 
 
 def free_port_on(cluster: Cluster, wanted: int | None = None) -> int:
@@ -168,6 +163,8 @@ def run_cluster_plan(plan: LaunchPlan) -> RunResult:
                     break
             time.sleep(POLL_S * 4)
     finally:
+        # Launchers still running now are stopped by us: their ranks' deaths are not a cause.
+        stopped = {i for i, p in enumerate(procs) if p.poll() is None}
         old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
         try:
             _teardown(plan, procs)
@@ -175,15 +172,18 @@ def run_cluster_plan(plan: LaunchPlan) -> RunResult:
             signal.pthread_sigmask(signal.SIG_SETMASK, old)
     codes = [p.returncode for p in procs]
     per_host = len(plan.ranks) // max(1, len(procs))
-    rank_codes = [codes[min(r // per_host, len(codes) - 1)] for r in range(len(plan.ranks))]
+    host_of = [min(r // per_host, len(codes) - 1) for r in range(len(plan.ranks))]
+    rank_codes = [codes[h] for h in host_of]
+    signalled = {r for r, h in enumerate(host_of) if h in stopped}
     results = [_result_of(plan, r, rank_codes[r]) for r in range(len(plan.ranks))]
     rank_codes = [0 if isinstance(res, dict) and c is not None else c
                   for c, res in zip(rank_codes, results)]
     tails = [read_tail(rp.log_path) for rp in plan.ranks]
-    outcome, reason = classify(rank_codes, results, tails, timed_out, timeout_s=plan.timeout_s)
+    outcome, reason = classify(rank_codes, results, tails, timed_out, timeout_s=plan.timeout_s,
+                               signalled=signalled)
     log_tail = ""
     if outcome != "ok":
-        root = root_cause(rank_codes, results, tails)
+        root = root_cause(rank_codes, results, tails, signalled=signalled)
         shown = [root] if root is not None else range(min(4, len(plan.ranks)))
         log_tail = "\n".join(f"--- rank {r} ({plan.ranks[r].log_path}) ---\n{tails[r]}"
                              for r in shown)

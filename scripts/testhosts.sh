@@ -33,7 +33,10 @@ down() {
         for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$pid" 2>/dev/null || true; done
         ip netns del "$ns"
     done
-    ip link show "$BR" >/dev/null 2>&1 && ip link del "$BR"
+    for link in $(ip -o link show | awk -F': ' '{print $2}' | cut -d@ -f1 | grep '^atv[0-9]*$' || true); do
+        ip link del "$link" 2>/dev/null || true
+    done
+    if ip link show "$BR" >/dev/null 2>&1; then ip link del "$BR"; fi
     rm -rf "$DIR"
     echo "testhosts: down"
 }
