@@ -60,7 +60,7 @@ def leftovers(wait_s: float = 10.0) -> dict[str, list[str]]:
 
 
 def run_json(capsys, *argv: str) -> tuple[int, dict]:
-    rc = main(["run", *argv, "--json"])
+    rc = main(["run", "--json", *argv])
     out = [x for x in capsys.readouterr().out.splitlines() if x.startswith("{")]
     return rc, json.loads(out[-1])
 
