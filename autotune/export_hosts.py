@@ -24,8 +24,10 @@ def local_cluster(topology: Topology, python: str) -> Cluster:
 
 
 def _argv(config: Config, cluster: Cluster, launcher: str, program: tuple[str, ...]):
+    # ssh and Open MPI's daemons start with a bare environment: PATH/PYTHONPATH as the trials
+    # had them (Cluster.env) go into the command, or another autotune may be imported there.
     plan = build_cluster_plan(config, replace(cluster, launcher=launcher), workdir=".",
-                              master_port=PORT, base_env={}, trial_id="autotune",
+                              master_port=PORT, base_env=dict(cluster.env), trial_id="autotune",
                               program=program, export=True)
     return plan.launchers
 
@@ -46,7 +48,9 @@ def torchrun_hosts(config: Config, cluster: Cluster, program: tuple[str, ...]) -
     body = [f"  {_q(argv)} &" for _host, argv, _log in launchers]
     return "\n".join([f"# {len(launchers)} host(s), c10d rendezvous at "
                       f"{cluster.addresses[0]}:{PORT}; each line starts one host's torchrun",
-                      "(", "  trap 'kill 0' INT TERM", *body, "  wait", ")"])
+                      "(", "  trap 'kill 0' INT TERM", *body,
+                      # the exit status of every host's torchrun, not `wait`'s 0
+                      '  rc=0; for p in $(jobs -p); do wait "$p" || rc=$?; done; exit $rc', ")"])
 
 
 def sbatch(config: Config, cluster: Cluster, program: tuple[str, ...]) -> str:

@@ -46,6 +46,7 @@ class Cluster:
     python: str = "python3"
     cwd: str = "."
     env: dict[str, str] = field(default_factory=dict)   # forwarded to every remote command
+    master_port: int | None = None       # the rendezvous port (None: one free on the first host)
 
     def remote(self, host: str, *cmd: str) -> tuple[str, ...]:
         """argv running a short command on `host` the way the ranks get there (env and cwd)."""

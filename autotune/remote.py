@@ -85,7 +85,8 @@ def address_of(cluster: Cluster, host: str) -> str:
 
 def probe_cluster(hosts: tuple[Host, ...], *, launcher: str = "ssh", ssh_config: str | None = None,
                   iface: str | None = None, python: str = sys.executable,
-                  cwd: str | None = None, say=lambda _line: None) -> Cluster:
+                  cwd: str | None = None, master_port: int | None = None,
+                  say=lambda _line: None) -> Cluster:
     """Probe every host through the launcher; refuse hosts that differ (with the differences)."""
     from .topology import Topology
     _launcher_missing(launcher)
@@ -117,12 +118,13 @@ def probe_cluster(hosts: tuple[Host, ...], *, launcher: str = "ssh", ssh_config:
     return Cluster(hosts=hosts, addresses=addresses, subnet=subnet,
                    topologies=tuple(Topology.from_json(probes[h.name]) for h in hosts),
                    launcher=launcher, iface=iface, ssh_config=ssh_config, python=python, cwd=cwd,
-                   env=env)
+                   env=env, master_port=master_port)
 
 
-def free_port_on(cluster: Cluster, wanted: int | None = None) -> int:
-    """A port free on the first host (where the rendezvous listens); `wanted` must be free."""
-    host = cluster.hosts[0].name
+def free_port_on(cluster: Cluster) -> int:
+    """A port free on the first host (where the rendezvous listens); the one the user named
+    (--master-port) must be free there."""
+    host, wanted = cluster.hosts[0].name, cluster.master_port
     cmd = (cluster.python, "-m", "autotune.remote", "port", *([str(wanted)] if wanted else []))
     try:
         return int(run_on(cluster, host, *cmd).strip())

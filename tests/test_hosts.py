@@ -99,7 +99,8 @@ def test_slurm_allocation_with_tasks_per_node():
 
 
 def _args(**kw):
-    base = dict(hosts=None, hostfile=None, launcher=None, ssh_config=None, iface=None)
+    base = dict(hosts=None, hostfile=None, launcher=None, ssh_config=None, iface=None,
+                master_port=None)
     return argparse.Namespace(**{**base, **kw})
 
 
@@ -253,3 +254,15 @@ def test_single_host_torchrun_export_keeps_per_rank_ccl_env():
     assert "--env=CCL_WORKER_AFFINITY=" + ";".join(affinity) in shlex.split(text.splitlines()[-1])
     mpirun = render(cmd, "mpirun")        # a single machine exports to mpirun too
     assert "-np 2" in mpirun and "CCL_WORKER_AFFINITY=" + ";".join(affinity) in mpirun
+
+
+@pytest.mark.parametrize("launcher, tool", [("mpirun", "openmpi-bin"), ("srun", "slurm-client"),
+                                            ("ssh", "openssh-client")])
+def test_missing_launcher_is_one_line(launcher, tool, tmp_path, monkeypatch, capsys):
+    from autotune.cli import main
+    monkeypatch.setenv("PATH", str(tmp_path))          # nothing on PATH
+    rc = main(["run", "--hosts", "a,b", "--launcher", launcher, "--set", "nnodes=2",
+               "--set", "nproc=2", "--results", str(tmp_path)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and f"apt-get install {tool}" in err[0]
+    assert not (tmp_path / "trials").exists()

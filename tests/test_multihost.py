@@ -115,6 +115,24 @@ def test_unreachable_host_and_refused_ssh_are_one_line_errors(hosts, tmp_path, c
         assert rc == 2 and needle in err[-1] and err[-1].startswith("autotune: error:"), err
 
 
+def test_rendezvous_port_in_use_on_the_first_host_is_one_line(hosts, tmp_path, capsys):
+    port = 29777
+    holder = subprocess.Popen(["ssh", "-F", hosts, "th1", "--", "timeout", "40", "python3", "-c",
+                               f"import socket,time; s=socket.socket(); s.bind(('',{port})); "
+                               "s.listen(); print('bound', flush=True); time.sleep(60)"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "bound"
+        rc = main(["run", "--hosts", "th1,th2", "--ssh-config", hosts, "--master-port", str(port),
+                   "--set", "nnodes=2", "--set", "nproc=2", "--results", str(tmp_path)])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert rc == 2 and err[-1] == (f"autotune: error: port {port} is in use on th1; "
+                                       "pick another --master-port"), err
+    finally:
+        holder.kill()
+        holder.wait()
+
+
 SPACE = """name: tiny-hosts
 knobs:
   binding:
@@ -134,7 +152,9 @@ def test_search_across_two_hosts_recommends_and_its_exports_run(hosts, tmp_path,
     rc = main(["search", "--hosts", "th1:1,th2:1", "--ssh-config", hosts, "--space", str(space),
                "--budget", "6m", "--seconds", "2", "--verify-rounds", "1", "--json",
                "--results", str(tmp_path / "res")])
-    summary = json.loads(capsys.readouterr().out)
+    captured = capsys.readouterr()
+    assert rc == 0 and captured.out, captured.err[-3000:]
+    summary = json.loads(captured.out)
     assert rc == 0 and summary["recommendation"] is not None, summary
     assert "verified" in summary["recommendation"]
     assert leftovers() == {ns: [] for ns in NAMESPACES}

@@ -20,6 +20,8 @@ def add_host_args(p: argparse.ArgumentParser) -> None:
                         "rendezvous), mpirun (Open MPI) or srun (inside a SLURM allocation); "
                         "default: srun in a SLURM allocation, ssh otherwise")
     g.add_argument("--ssh-config", metavar="FILE", help="ssh -F FILE for every ssh (and mpirun's)")
+    g.add_argument("--master-port", type=int, metavar="PORT",
+                   help="rendezvous port on the first host (default: one free there per trial)")
     g.add_argument("--iface", metavar="NAME",
                    help="network interface for the collectives (GLOO_SOCKET_IFNAME, "
                         "NCCL_SOCKET_IFNAME, ...); default: the one holding the first host's "
@@ -46,10 +48,13 @@ def hosts_from_args(args: argparse.Namespace,
         found = slurm_hosts(env)
         # A one-node allocation is this machine: the single-host path, unchanged.
         if not found or len(found) < 2:
-            if launcher or args.ssh_config or args.iface:
-                raise ConfigError("--launcher/--ssh-config/--iface need --hosts or --hostfile")
+            if launcher or args.ssh_config or args.iface or args.master_port:
+                raise ConfigError("--launcher/--ssh-config/--iface/--master-port need --hosts "
+                                  "or --hostfile")
             return None
         hosts, launcher = found, launcher or "srun"
+    if args.master_port is not None and not 0 < args.master_port < 65536:
+        raise ConfigError(f"--master-port {args.master_port}: must be 1-65535")
     if args.ssh_config and not os.path.isfile(args.ssh_config):
         raise ConfigError(f"--ssh-config {args.ssh_config}: no such file")
     return hosts, launcher or "ssh"
@@ -63,4 +68,4 @@ def cluster_from_args(args: argparse.Namespace):
     from ..remote import probe_cluster
     hosts, launcher = asked
     return probe_cluster(hosts, launcher=launcher, ssh_config=args.ssh_config, iface=args.iface,
-                         say=lambda line: print(f"autotune: {line}", file=sys.stderr))
+                         master_port=args.master_port, say=lambda line: print(f"autotune: {line}", file=sys.stderr))
