@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -117,10 +118,10 @@ def test_unreachable_host_and_refused_ssh_are_one_line_errors(hosts, tmp_path, c
 
 def test_rendezvous_port_in_use_on_the_first_host_is_one_line(hosts, tmp_path, capsys):
     port = 29777
+    code = (f"import socket,time; s=socket.socket(); s.bind(('',{port})); s.listen(); "
+            "print('bound', flush=True); time.sleep(60)")
     holder = subprocess.Popen(["ssh", "-F", hosts, "th1", "--", "timeout", "40", "python3", "-c",
-                               f"import socket,time; s=socket.socket(); s.bind(('',{port})); "
-                               "s.listen(); print('bound', flush=True); time.sleep(60)"],
-                              stdout=subprocess.PIPE, text=True)
+                               shlex.quote(code)], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "bound"
         rc = main(["run", "--hosts", "th1,th2", "--ssh-config", hosts, "--master-port", str(port),
