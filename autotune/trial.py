@@ -97,6 +97,9 @@ def trial_infeasible(config: Config, topology: Topology, settings: TrialSettings
         return on_cluster(config, settings.cluster)
     if config.nnodes > 1:
         return f"nnodes={config.nnodes} needs --hosts (or a hostfile or SLURM allocation)"
+    if config.backend == "mpi":   # ranks started one by one are each an MPI world of one
+        return ("backend mpi: the ranks must be started by mpirun (--launcher mpirun with "
+                "--hosts; --hosts localhost for this machine)")
     return infeasible_reason(config, topology)
 
 

@@ -266,3 +266,13 @@ def test_missing_launcher_is_one_line(launcher, tool, tmp_path, monkeypatch, cap
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and f"apt-get install {tool}" in err[0]
     assert not (tmp_path / "trials").exists()
+
+
+def test_mpi_backend_only_under_mpirun():
+    from autotune.trial import TrialSettings, trial_infeasible
+    topo = dataclasses.replace(machine(), capabilities=dataclasses.replace(
+        CAPS, backends=("gloo", "mpi")))
+    assert "started by mpirun" in trial_infeasible(Config(backend="mpi"), topo, TrialSettings())
+    c = dataclasses.replace(cluster("mpirun"), topologies=(topo, topo))
+    assert trial_infeasible(Config(nproc=2, nnodes=2, backend="mpi"), topo,
+                            TrialSettings(cluster=c)) is None
