@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Set up autotune in ./.venv on a fresh Linux machine.
 #   ./setup.sh          runtime: torch 2.13.0 (CPU) first, then autotune and its dependencies
-#   ./setup.sh --test   also the test tools (pytest, hypothesis), headless Chromium, and the
-#                       PostgreSQL server and driver the shared-search test starts and uses
+#   ./setup.sh --test   also the test tools (pytest, hypothesis), headless Chromium, the
+#                       PostgreSQL server and driver the shared-search test starts and uses, and
+#                       sshd, Open MPI and SLURM for the multi-host tests
 # torch is installed first, pinned, because an unpinned torch resolves to the newest CUDA build
 # (several GB); autotune's own requirement (torch>=2.8) is then already satisfied.
 set -euo pipefail
@@ -12,7 +13,10 @@ want_test=0
 [ "${1:-}" = "--test" ] && want_test=1
 
 debs="libjemalloc2 libgoogle-perftools4 numactl"
-[ $want_test = 1 ] && debs="$debs chromium postgresql"
+# chromium: the dashboard test; postgresql: the shared-search test; openssh-server, openmpi-bin,
+# iproute2: the multi-host tests over namespace hosts (scripts/testhosts.sh); slurm-wlm, munge:
+# srun and the sbatch export.
+[ $want_test = 1 ] && debs="$debs chromium postgresql openssh-server openmpi-bin iproute2 slurm-wlm munge"
 missing=""
 for d in $debs; do dpkg -s "$d" >/dev/null 2>&1 || missing="$missing $d"; done
 if [ -n "$missing" ]; then

@@ -25,7 +25,7 @@ TOPOLOGY_LISTS = {"found_allocators": "allocator", "found_backends": "backend",
 # Used when a file has no `constraints:` key; `constraints: []` means none at all.
 DEFAULT_CONSTRAINTS = ("threads * nproc <= usable_cores",)
 _INT_KNOBS = ("nproc", "nproc_per_node", "threads", "batch_size", "global_batch", "kmp_blocktime",
-              "dataloader_workers")
+              "dataloader_workers", "nnodes")
 _BOOL_KNOBS = ("channels_last", "compile", "pin_memory")
 _TOP_KEYS = ("name", "description", "knobs", "fixed", "constraints")
 _KNOB_KEYS = ("choices", "exclude")

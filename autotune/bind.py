@@ -1,15 +1,31 @@
-"""`python -m autotune.bind --tool numactl --cpus '0-3;4-7' [--membind '0;1'] -- CMD ...`
+"""`python -m autotune.bind [--tool numactl --cpus '0-3;4-7'] [--env K=a;b] [--rank-log F] -- CMD ...`
 
-torchrun starts every rank with the same command and cannot bind ranks to different cores. This
-shim runs under torchrun (`--no-python`), picks this rank's CPU set by LOCAL_RANK and replaces
-itself (exec) with numactl/taskset running CMD, so the exported torchrun command binds like the
-measured trial did.
+A launcher (torchrun, mpirun, srun) starts every rank with the same command and cannot give ranks
+different cores or environments. This shim runs as that command: it finds which planned rank it
+is, picks that rank's CPU set, memory node and per-rank variables, and replaces itself (exec)
+with numactl/taskset running CMD, so launched ranks bind like the measured trial did.
+
+Which planned rank: `--node-rank N` (torchrun across hosts, whose rendezvous may number ranks
+otherwise) gives N * LOCAL_WORLD_SIZE + LOCAL_RANK; under mpirun or srun the global rank they
+assign (ranks are mapped by node, in host order); under plain torchrun LOCAL_RANK. Per-rank lists
+(`;`-separated) are indexed by that number. The rank variables torchrun sets (RANK, LOCAL_RANK,
+WORLD_SIZE, LOCAL_WORLD_SIZE) are filled in from mpirun's or srun's own, so one worker serves all
+launchers. `{rank}` in an --env value or --rank-log is replaced by the planned rank.
 """
 from __future__ import annotations
 
 import argparse
 import os
 import sys
+from collections.abc import Mapping
+
+# (rank, world size, local rank, local world size) as each launcher names them.
+_LAUNCHER_VARS = (
+    ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+     "OMPI_COMM_WORLD_LOCAL_SIZE"),
+    ("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"),       # MPICH / Intel MPI
+    ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"),
+)
 
 
 def command(tool: str, cpus: str, membind: str | None, argv: list[str]) -> list[str]:
@@ -18,25 +34,73 @@ def command(tool: str, cpus: str, membind: str | None, argv: list[str]) -> list[
     return ["numactl", f"--physcpubind={cpus}", *([f"--membind={membind}"] if membind else []), *argv]
 
 
+def rank_env(env: Mapping[str, str]) -> dict[str, str]:
+    """RANK/WORLD_SIZE/LOCAL_RANK/LOCAL_WORLD_SIZE from whichever launcher started us."""
+    if "RANK" in env and "LOCAL_RANK" in env:
+        return {}
+    for names in _LAUNCHER_VARS:
+        if names[0] in env:
+            values = [env.get(n) for n in names]
+            return {k: v for k, v in zip(("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"),
+                                         values) if v is not None}
+    return {}
+
+
+def plan_index(env: Mapping[str, str], node_rank: int | None) -> int:
+    local = int(env.get("LOCAL_RANK", "0"))
+    if node_rank is not None:
+        return node_rank * int(env.get("LOCAL_WORLD_SIZE", "1")) + local
+    if any(names[0] in env for names in _LAUNCHER_VARS):
+        return int(env.get("RANK", "0"))
+    return local
+
+
+def pick(values: str, index: int, what: str) -> str:
+    """`a;b;c` -> the index-th; a value without `;` is the same for every rank."""
+    parts = values.split(";")
+    if len(parts) == 1:
+        return parts[0]
+    if index >= len(parts):
+        raise SystemExit(f"autotune.bind: planned rank {index} but only {len(parts)} {what} given")
+    return parts[index]
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m autotune.bind", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--tool", choices=("numactl", "taskset"), default="numactl")
-    p.add_argument("--cpus", required=True, help="one CPU list per local rank, separated by ';'")
-    p.add_argument("--membind", help="one NUMA node per local rank, separated by ';'")
+    p.add_argument("--cpus", help="one CPU list per rank, separated by ';' (none: not bound)")
+    p.add_argument("--membind", help="one NUMA node per rank, separated by ';'")
+    p.add_argument("--env", action="append", default=[], metavar="KEY=VALUES",
+                   help="a variable for the rank: one value per rank separated by ';', or one for all")
+    p.add_argument("--node-rank", type=int, help="this host's place in the host list (torchrun)")
+    p.add_argument("--rank-log", help="send the rank's stdout and stderr to this file ({rank} allowed)")
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- then the command to run")
     args = p.parse_args(argv)
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     if not cmd:
         p.error("no command given after --")
-    rank = int(os.environ.get("LOCAL_RANK", "0"))
-    cpus = args.cpus.split(";")
-    nodes = args.membind.split(";") if args.membind else None
-    if rank >= len(cpus) or (nodes and rank >= len(nodes)):
-        p.error(f"LOCAL_RANK={rank} but only {len(cpus)} CPU list(s) given")
-    full = command(args.tool, cpus[rank], nodes[rank] if nodes else None, cmd)
+    env = dict(os.environ)
+    env.update(rank_env(env))
+    index = plan_index(env, args.node_rank)
+    env["AUTOTUNE_PLAN_INDEX"] = str(index)
+    for item in args.env:
+        key, sep, values = item.partition("=")
+        if not sep:
+            p.error(f"--env {item!r}: expected KEY=VALUE")
+        env[key] = pick(values, index, f"values of {key}").replace("{rank}", str(index))
+    full = cmd
+    if args.cpus:
+        nodes = pick(args.membind, index, "NUMA nodes") if args.membind else None
+        full = command(args.tool, pick(args.cpus, index, "CPU lists"), nodes, cmd)
+    if args.rank_log:
+        fd = os.open(args.rank_log.replace("{rank}", str(index)),
+                     os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.close(fd)
     sys.stdout.flush()
-    os.execvp(full[0], full)
+    os.execvpe(full[0], full, env)
     return 127  # pragma: no cover - exec does not return
 
 

@@ -53,9 +53,13 @@ class Config:
     numa_binding: str = "none"          # GPU ranks: CPUs near the rank's GPU (binding = the tool)
     dataloader_workers: int = 0         # DataLoader worker processes per rank (0: in the rank)
     pin_memory: bool = False            # page-locked host batches (faster host-to-GPU copies)
+    nnodes: int = 1                     # hosts the nproc ranks are spread over (with --hosts)
 
     def __post_init__(self) -> None:
         _positive("nproc", self.nproc)
+        _positive("nnodes", self.nnodes)
+        if self.nproc % self.nnodes:
+            raise ConfigError(f"nproc={self.nproc} is not a multiple of nnodes={self.nnodes}")
         if self.nproc_per_node is not None:
             _positive("nproc_per_node", self.nproc_per_node)
             if self.nproc_per_node > self.nproc:
@@ -144,7 +148,7 @@ def _defaults() -> dict[str, Any]:
 
 
 _INT_KNOBS = {"nproc", "nproc_per_node", "threads", "batch_size", "global_batch", "kmp_blocktime",
-              "dataloader_workers"}
+              "dataloader_workers", "nnodes"}
 _BOOL_KNOBS = {"channels_last", "compile", "pin_memory"}
 _OPTIONAL_KNOBS = {"nproc_per_node", "threads", "batch_size"}  # accept "auto"/"default"/None
 

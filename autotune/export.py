@@ -17,7 +17,7 @@ from .plan import build_plan
 from .plan_types import cpulist
 from .topology import Topology
 
-FORMATS = ("shell", "torchrun", "json")
+FORMATS = ("shell", "torchrun", "mpirun", "slurm", "json")
 # Per-trial bookkeeping a user's launch does not need.
 _TRIAL_ONLY = ("AUTOTUNE_RESULT", "AUTOTUNE_TRIAL_ID", "AUTOTUNE_REPORT")
 _PER_RANK = ("RANK", "LOCAL_RANK")
@@ -42,6 +42,8 @@ class LaunchCommand:
     manifest: dict[str, Any] = field(default_factory=dict)
     overridden: dict[str, str] = field(default_factory=dict)   # knob -> why it is not claimed
     local_rank_arg: str | None = None
+    topology: Topology | None = None             # for the launcher formats (mpirun, slurm)
+    cluster: Any = None                          # multinode.Cluster: the hosts it spans
 
 
 def training_command(workload: str, config: Config, *, python: str = sys.executable,
@@ -64,15 +66,22 @@ def launch_command(config: Config, topology: Topology, *, workload: str = "cnn",
                    program: tuple[str, ...] | None = None, python: str = sys.executable,
                    port: int = 29500, manifest: dict[str, Any] | None = None,
                    script: bool = False, local_rank_arg: str | None = None,
-                   overridden: dict[str, str] | None = None) -> LaunchCommand:
+                   overridden: dict[str, str] | None = None, cluster: Any = None) -> LaunchCommand:
     """`script`: a user's command, launched as the trials launched it (torchrun's environment,
-    `local_rank_arg`); `overridden`: knobs the script sets itself, which are not claimed."""
+    `local_rank_arg`); `overridden`: knobs the script sets itself, which are not claimed;
+    `cluster`: the hosts a multi-node configuration spans (the launcher formats)."""
     overridden = {k: v for k, v in (overridden or {}).items() if k in Config().to_dict()}
     reset = {k: getattr(Config(), k) for k in overridden}
     if "nproc" in reset:   # a script that starts its own workers is launched once
         reset["nproc_per_node"] = None
     config = config.with_(**reset)
     program = program or training_command(workload, config, python=python)
+    if config.nnodes > 1 or cluster is not None:   # across hosts: the launcher formats (_across)
+        if cluster is None:
+            raise ConfigError(f"nnodes={config.nnodes}: the study has no hosts stored to export for")
+        return LaunchCommand(config=config, env={}, ranks=(), program=tuple(program), cpus=(),
+                             mem_nodes=(), manifest=manifest or {}, topology=topology,
+                             cluster=cluster)
     plan = build_plan(config, topology, workload=workload, workdir=".", master_port=port,
                       base_env={}, program=program, python=python, script=script,
                       local_rank_arg=local_rank_arg, trial_id="autotune")
@@ -86,13 +95,32 @@ def launch_command(config: Config, topology: Topology, *, workload: str = "cnn",
     return LaunchCommand(config=config, env=common, ranks=ranks, program=tuple(program),
                          cpus=tuple(r.cpus for r in plan.ranks),
                          mem_nodes=tuple(r.mem_node for r in plan.ranks), manifest=manifest or {},
-                         overridden=overridden, local_rank_arg=local_rank_arg)
+                         overridden=overridden, local_rank_arg=local_rank_arg,
+                         topology=topology, cluster=cluster)
 
 
 def render(cmd: LaunchCommand, fmt: str) -> str:
     if fmt not in FORMATS:
         raise ConfigError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
+    if cmd.cluster is not None or fmt in ("mpirun", "slurm"):
+        text = _across(cmd, fmt)
+        if text.startswith("#!"):   # an sbatch script: its shebang stays the first line
+            first, _, rest = text.partition("\n")
+            return "\n".join([first, *_header(cmd), rest])
+        return "\n".join(_header(cmd) + [text])
     return {"shell": _shell, "torchrun": _torchrun, "json": _json}[fmt](cmd)
+
+
+def _across(cmd: LaunchCommand, fmt: str) -> str:
+    from . import export_hosts as H
+    cluster = cmd.cluster or H.local_cluster(cmd.topology, cmd.program[0])
+    if fmt == "shell":   # the launcher the trials ran with
+        fmt = {"ssh": "torchrun", "srun": "slurm"}.get(cluster.launcher, cluster.launcher)
+    if fmt == "json":
+        raise ConfigError("--format json exports one machine; across hosts use torchrun, "
+                          "mpirun or slurm")
+    make = {"torchrun": H.torchrun_hosts, "mpirun": H.mpirun, "slurm": H.sbatch}[fmt]
+    return make(cmd.config, cluster, cmd.program)
 
 
 def _q(args) -> str:
@@ -138,16 +166,20 @@ def _torchrun(cmd: LaunchCommand) -> str:
     launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
                 f"--nproc-per-node={n}"]
     bound = [c for c in cmd.cpus if c is not None]
+    # Variables that differ between ranks (oneCCL's worker core, per-rank OpenMP cores): torchrun
+    # gives every rank the same environment, so the shim sets them per LOCAL_RANK.
+    per_rank = sorted({k for e, _argv in cmd.ranks for k in e if k not in _PER_RANK})
+    shim = [cmd.program[0], "-m", "autotune.bind"]
+    shim += [f"--env={k}=" + ";".join(e.get(k, "") for e, _a in cmd.ranks) for k in per_rank]
     if torchrun_numa_binding(cmd.config):
         # torchrun computes the same CPU sets from the live /sys (torch/numa/binding.py)
         launcher.append(f"--numa-binding={cmd.config.numa_binding}")
-        tail = ["--no-python", *cmd.program]
     elif bound:
         tool = cmd.config.binding.split("_")[0]
-        shim = [cmd.program[0], "-m", "autotune.bind", f"--tool={tool}",
-                "--cpus=" + ";".join(cpulist(c) for c in bound)]
+        shim += [f"--tool={tool}", "--cpus=" + ";".join(cpulist(c) for c in bound)]
         if any(m is not None for m in cmd.mem_nodes):
             shim.append("--membind=" + ";".join(str(m) for m in cmd.mem_nodes))
+    if len(shim) > 3:
         tail = ["--no-python", *shim, "--", *cmd.program]
     else:
         tail = ["--no-python", *cmd.program]

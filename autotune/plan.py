@@ -43,7 +43,11 @@ class Placement:
 
 
 def infeasible_reason(config: Config, topology: Topology) -> str | None:
-    """Why this configuration cannot work on this machine, or None. Checked before any launch."""
+    """Why this configuration cannot work on this machine, or None. Checked before any launch.
+    Across hosts (nnodes > 1) each host runs its share of the ranks, and hosts have the same shape
+    (hosts.differences refuses others), so one host's share is what is checked."""
+    if config.nnodes > 1:
+        config = config.with_(nproc=config.nproc // config.nnodes, nnodes=1)
     caps = topology.capabilities
     if config.backend not in caps.backends:
         why = f" ({caps.ccl_problem})" if config.backend == "ccl" and caps.ccl_problem else ""
@@ -199,6 +203,9 @@ def build_plan(config: Config, topology: Topology, *, workload: str = "cnn",
     the user's own script, which writes no worker result (the runner judges it by exit code); it
     gets torchrun's whole environment, and `local_rank_arg` ("--local-rank") with each rank's
     number for scripts written for torch.distributed.launch."""
+    if config.nnodes > 1:
+        raise ConfigError(f"nnodes={config.nnodes} needs --hosts (or a hostfile or SLURM "
+                          "allocation)")
     reason = infeasible_reason(config, topology)
     if reason:
         raise ConfigError(reason)

@@ -85,11 +85,19 @@ class LaunchPlan:
     workdir: str = ""
     env_delta: dict[str, str] = field(default_factory=dict)  # what the plan adds to the base env
     script: bool = False                # ranks run the user's script: exit 0 is success, no result
+    # Across hosts (multinode.py): the ranks are started by these launcher processes, run here as
+    # (host, argv, log path), and `host_kill` ends what is left of the trial on each host.
+    launchers: tuple[tuple[str, tuple[str, ...], str], ...] = ()
+    host_kill: tuple[tuple[str, ...], ...] = ()
+    master_addr: str = "127.0.0.1"
 
     def describe(self) -> str:
         """Human-readable plan for --dry-run."""
         lines = [f"launch plan: {len(self.ranks)} rank(s), timeout {self.timeout_s:.0f}s, "
-                 f"rendezvous 127.0.0.1:{self.master_port}"]
+                 f"rendezvous {self.master_addr}:{self.master_port}"]
+        for host, argv, log in self.launchers:
+            lines.append(f"launcher on {host} (log {log}):")
+            lines.append("  " + " ".join(argv))
         if self.env_delta:
             lines.append("environment:")
             lines.extend(f"  {k}={v}" for k, v in sorted(self.env_delta.items()))

@@ -49,6 +49,14 @@ class ResolvedSpace:
     def size(self) -> int:
         return math.prod(len(v) for v in self.knobs.values())
 
+    def across(self, num_hosts: int) -> "ResolvedSpace":
+        """The space with `nnodes` (1..num_hosts) as its first knob: spanning hosts is tried."""
+        if num_hosts < 2 or "nnodes" in self.knobs:
+            return self
+        from dataclasses import replace
+        return replace(self, knobs={"nnodes": tuple(range(1, num_hosts + 1)), **self.knobs},
+                       notes=self.notes + (f"nnodes: 1..{num_hosts} hosts",))
+
     def grid(self) -> Iterator[dict[str, Any]]:
         """Every combination; the first knob varies slowest, the last fastest."""
         names = tuple(self.knobs)
@@ -59,7 +67,8 @@ class ResolvedSpace:
         merged = {**self.fixed, **params}
         # nproc_per_node counts ranks per NUMA node, so the world size follows from the machine.
         if "nproc" not in merged and merged.get("nproc_per_node") is not None:
-            merged["nproc"] = merged["nproc_per_node"] * self.topology_names["numa_nodes"]
+            merged["nproc"] = (merged["nproc_per_node"] * self.topology_names["numa_nodes"]
+                               * int(merged.get("nnodes", 1)))
         return Config.from_dict(merged, where=f"{self.source}: params")
 
     def violations(self, params: Mapping[str, Any]) -> list[str]:
@@ -69,6 +78,8 @@ class ResolvedSpace:
         except ConfigError as exc:
             return [str(exc)]
         env = {**self.topology_names, **cfg.to_dict(), "global_batch_size": cfg.global_batch_size}
+        # The machine names (usable_cores, ...) describe one host, so rules count its ranks.
+        env["nproc"] = cfg.nproc // cfg.nnodes
         broken = []
         for rule in self.rules:
             if any(env[n] is None for n in rule.names):

@@ -26,6 +26,7 @@ from .topology import Topology
 from .workloads import QUALITY_SAMPLES
 
 if TYPE_CHECKING:
+    from .multinode import Cluster
     from .search import Evaluate
 
 
@@ -50,6 +51,7 @@ class TrialSettings:
     lower_is_better: bool = False         # the --metric number is a time or a loss
     local_rank_arg: str | None = None     # the script takes --local-rank: each rank gets its own
     self_launching: bool = False          # the script starts its own workers: launch it once
+    cluster: "Cluster | None" = None      # the hosts a trial spans (None: this machine only)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,6 +83,18 @@ def plan_trial(config: Config, topology: Topology, settings: TrialSettings, *,
     trial_id = trial_id or f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
     workdir = os.path.abspath(os.path.join(settings.results_dir, "trials", trial_id))
     program = fill(settings.command, config) if settings.command else None
+    if settings.cluster is not None:
+        from .multinode import build_cluster_plan
+        from .remote import free_port_on
+        return build_cluster_plan(
+            config, settings.cluster, workdir=workdir, trial_id=trial_id, program=program,
+            script=program is not None,
+            master_port=port if port is not None else free_port_on(settings.cluster),
+            base_env=dict(os.environ) if base_env is None else base_env,
+            timeout_s=settings.timeout_s, grace_s=settings.grace_s, workload=settings.workload,
+            workload_args=settings.workload_args, mode=mode,
+            target_seconds=settings.target_seconds, warmup_steps=settings.warmup_steps,
+            accuracy_samples=settings.accuracy_samples, seed=seed)
     return build_plan(config, topology, workload=settings.workload, program=program,
                       script=program is not None,
                       workload_args=settings.workload_args, workdir=workdir,
@@ -92,10 +106,23 @@ def plan_trial(config: Config, topology: Topology, settings: TrialSettings, *,
                       local_rank_arg=settings.local_rank_arg)
 
 
+def trial_infeasible(config: Config, topology: Topology, settings: TrialSettings) -> str | None:
+    """Why this configuration cannot run where the settings say trials run (None: it can)."""
+    if settings.cluster is not None:
+        from .multinode import infeasible_reason as on_cluster
+        return on_cluster(config, settings.cluster)
+    if config.nnodes > 1:
+        return f"nnodes={config.nnodes} needs --hosts (or a hostfile or SLURM allocation)"
+    if config.backend == "mpi":   # ranks started one by one are each an MPI world of one
+        return ("backend mpi: the ranks must be started by mpirun (--launcher mpirun with "
+                "--hosts; --hosts localhost for this machine)")
+    return infeasible_reason(config, topology)
+
+
 def run_trial(config: Config, topology: Topology, settings: TrialSettings, *,
               mode: str = "throughput", trial_id: str | None = None, seed: int = 0) -> TrialOutcome:
     """Run one configuration. Never raises for a failing trial: the failure is the result."""
-    reason = infeasible_reason(config, topology)
+    reason = trial_infeasible(config, topology, settings)
     if not reason and settings.self_launching and config.nproc > 1:
         reason = (f"nproc={config.nproc}: the script starts its own workers, so autotune launches "
                   "it once (more copies would oversubscribe the cores)")
@@ -107,7 +134,12 @@ def run_trial(config: Config, topology: Topology, settings: TrialSettings, *,
     except ConfigError as exc:
         return TrialOutcome(config=config, mode=mode, measurement=None,
                             run=RunResult(outcome=R.INFEASIBLE, reason=str(exc)))
-    if not plan.script:
+    if plan.launchers:   # across hosts: the launchers start the ranks there
+        from .remote import run_cluster_plan
+        run = run_cluster_plan(plan)
+        if plan.script:
+            return _script_outcome(config, mode, plan, run, settings)
+    elif not plan.script:
         run = run_plan(plan)
     else:
         samplers: list[Sampler] = []

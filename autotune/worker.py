@@ -108,7 +108,9 @@ def _init_group(backend: str, rank: int, world_size: int) -> None:
 
 def run(req: WorkerRequest, rank: int, world_size: int, res: dict[str, Any]) -> None:
     cfg = req.config
-    expect = req.ranks[rank]
+    # Across hosts the launcher's rendezvous may number ranks in another order than the plan;
+    # the rank shim (autotune.bind) then says which planned rank this process is.
+    expect = req.ranks[int(os.environ.get("AUTOTUNE_PLAN_INDEX", rank))]
     threads = cfg.get("threads")
     if threads:
         torch.set_num_threads(int(threads))

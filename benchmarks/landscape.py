@@ -41,6 +41,27 @@ def math_key(config: Config) -> str:
     return f"{config.global_batch_size}:{config.precision}"
 
 
+def _from_per_rank_batches(data: dict[str, Any]) -> dict[str, Any]:
+    """Landscapes recorded before the global batch became the invariant name a per-rank
+    batch_size (global = batch_size x nproc): rewrite them in today's knobs. Their space's
+    batch_size [32, 64] becomes global_batch [32, 64, 128]; the combinations that were never
+    recorded (2 ranks at 32, 1 rank at 128) replay as not recorded."""
+    space = data.get("space") or {}
+    if "batch_size" not in (space.get("knobs") or {}):
+        return data
+    rows = {}
+    for row in (data.get("rows") or {}).values():
+        cfg = dict(row["config"])
+        cfg["global_batch"] = int(cfg.pop("batch_size") or 32) * int(cfg.get("nproc", 1))
+        cfg["batch_size"] = None
+        row = {**row, "config": cfg}
+        rows[Config.from_dict(cfg).key()] = row
+    knobs = dict(space["knobs"])
+    batches = sorted({b * n for b in knobs.pop("batch_size") for n in (1, 2)})
+    knobs["global_batch"] = batches
+    return {**data, "rows": rows, "space": {**space, "knobs": knobs}}
+
+
 @dataclasses.dataclass
 class Landscape:
     """The recorded table, with what a replay needs: the machine, the space, the rows."""
@@ -49,7 +70,7 @@ class Landscape:
     @classmethod
     def load(cls, path: str | Path) -> "Landscape":
         with open(path, encoding="utf-8") as f:
-            return cls(json.load(f))
+            return cls(_from_per_rank_batches(json.load(f)))
 
     def save(self, path: str | Path) -> None:
         """Atomic: a recording killed mid-write keeps the previous table intact."""
@@ -116,8 +137,9 @@ class Landscape:
         """An `Evaluate` answering from the table; each answer advances `clock` by what the real
         trial cost. A configuration not recorded (partial landscape) answers `unavailable` at no
         cost, so a replay of an incomplete table still runs (and says how much is missing)."""
-        def evaluate(config: Config, mode: str) -> Evaluation:
-            if mode == "accuracy":
+        def evaluate(config: Config, mode: str, *, seed: int = 0,
+                     samples: int | None = None) -> Evaluation:
+            if mode == "accuracy":   # one recorded accuracy per math: every seed gives it
                 a = self.accuracy.get(math_key(config)) or {"outcome": R.UNAVAILABLE}
                 clock.t += float(a.get("seconds") or 0.0)
                 return Evaluation(outcome=a["outcome"], accuracy=a.get("accuracy"),

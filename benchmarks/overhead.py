@@ -65,10 +65,10 @@ def own_overhead(land: Landscape, trials: int, workdir: Path) -> dict[str, Any]:
     table = land.evaluator(clock)
     spent = {"eval": 0.0, "calls": 0}
 
-    def evaluate(config: Config, mode: str):
+    def evaluate(config: Config, mode: str, **kw):
         t0 = time.perf_counter()
         try:
-            return table(config, mode)
+            return table(config, mode, **kw)
         finally:
             spent["eval"] += time.perf_counter() - t0
             spent["calls"] += 1

@@ -73,8 +73,9 @@ def test_models_are_deterministic_per_seed(name):
     assert spec.input_is_image == (name == "cnn")
 
 
-@pytest.mark.parametrize("name,steps", [("cnn", 250), ("transformer", 150), ("mlp", 150)])
-def test_builtins_are_learnable(name, steps, one_thread):
+@pytest.mark.parametrize("name,steps,floor", [("cnn", 250, 0.25), ("transformer", 150, 0.35),
+                                              ("mlp", 150, 0.35)])
+def test_builtins_are_learnable(name, steps, floor, one_thread):
     spec = get_workload(name, SMALL[name])
     model = spec.build_model(0)
     opt = torch.optim.SGD(model.parameters(), lr=spec.lr, momentum=0.9)
@@ -88,7 +89,9 @@ def test_builtins_are_learnable(name, steps, one_thread):
     correct, total = held_out_counts(eval_spec, model, 0, 0, 1)
     assert total == 512
     acc = correct / total
-    assert acc > 0.35, f"{name}: held-out accuracy {acc:.3f}, chance is 0.10"
+    # the cnn is the harder, CIFAR-like task (translated patterns, several per class): it learns
+    # more slowly, by design, so that its quality does not saturate within a search
+    assert acc > floor, f"{name}: held-out accuracy {acc:.3f}, chance is 0.10"
 
 
 def test_held_out_counts_shard_over_ranks():

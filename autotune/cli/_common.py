@@ -146,7 +146,7 @@ def add_storage_arg(p: argparse.ArgumentParser) -> None:
 
 
 def save_recommendation(study, rec, topology: Topology, workload: str,
-                        command: tuple[str, ...] | None = None) -> str | None:
+                        command: tuple[str, ...] | None = None, cluster=None) -> str | None:
     """Store the recommendation and its launch command on the study (and as a dashboard note)."""
     if rec is None:
         return None
@@ -162,8 +162,10 @@ def save_recommendation(study, rec, topology: Topology, workload: str,
         from .export import script_launch
         program = fill(command, rec.config)
         script = script_launch(study.user_attrs)
+    python = cluster.python if cluster is not None else None
     command = render(launch_command(rec.config, topology, workload=workload, program=program,
-                                    manifest=manifest, **script), "shell")
+                                    manifest=manifest, cluster=cluster, **script,
+                                    **({"python": python} if python else {})), "shell")
     study.set_user_attr("recommendation", {**rec.to_json(), "command": command})
     try:
         from ..dashboard import save_study_note

@@ -8,6 +8,8 @@ examples:
   autotune export                          the verified recommendation, as a shell command
   autotune export --format torchrun        the same through torch.distributed.run
   autotune export --format json > launch.json
+  autotune export --format mpirun          one Open MPI line: -H hosts, -x env, per-rank binding
+  autotune export --format slurm > job.sh  an sbatch script (srun); sbatch job.sh
   autotune export --trial 12               the configuration trial 12 measured
 """
 from __future__ import annotations
@@ -25,8 +27,10 @@ from ._common import add_study_args, int_at_least, open_study_from_args, positiv
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", choices=FORMATS, default="shell",
-                   help="shell (env + binding per rank), torchrun, or json with the manifest "
-                        "(default: shell)")
+                   help="shell (env + binding per rank), torchrun (--nnodes/--rdzv-endpoint "
+                        "per host across hosts), mpirun (one line, -x env, per-rank binding), "
+                        "slurm (an sbatch script using srun), or json with the manifest "
+                        "(default: shell; across hosts: the launcher the search used)")
     add_study_args(p)
     p.add_argument("--trial", type=int_at_least(0, "a trial number"), metavar="N",
                    help="export the configuration of trial N instead of the recommendation")
@@ -62,10 +66,19 @@ def run(args: argparse.Namespace) -> int:
         script = script_launch(attrs)
     else:
         program = training_command(workload, config, seconds=args.seconds)
+    cluster = None
+    if attrs.get("cluster"):   # a study across hosts: the commands start every host
+        from ..multinode import cluster_from_json
+        try:
+            cluster = cluster_from_json(attrs["cluster"])
+        except (KeyError, TypeError, ValueError, AutotuneError) as exc:
+            raise StorageError(f"study {study.study_name!r}: stored hosts are unreadable "
+                               f"({type(exc).__name__}: {exc})") from None
     cmd = launch_command(config, topology, workload=workload, program=program, manifest=manifest,
-                         **script)
-    for note in notes:   # a command tuned elsewhere may bind CPUs or load libraries wrongly here
-        print(f"autotune: warning: {note}", file=sys.stderr)
+                         cluster=cluster, **script)
+    if cluster is None:   # across hosts the command runs there, not here
+        for note in notes:   # a command tuned elsewhere may bind CPUs or load libraries wrongly
+            print(f"autotune: warning: {note}", file=sys.stderr)
     print(render(cmd, args.format))
     return 0
 

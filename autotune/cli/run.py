@@ -14,6 +14,8 @@ examples:
   autotune run --sysfs-root captured/ --set nproc=4 --set binding=numactl --dry-run
   autotune run --set device=cuda --set nproc=8 --set numa_binding=node --set binding=numactl_smt
   autotune run --set nproc=2 --metric 'img/s: ([0-9.]+)' -- python train.py --bs {batch_size}
+  autotune run --hosts node1:1,node2:1 --set nnodes=2 --set nproc=2    across two machines (ssh)
+  autotune run --hostfile hosts.txt --launcher mpirun --set nnodes=2 --set nproc=4 --dry-run
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from ..errors import ConfigError
 from ..plan import infeasible_reason
 from ..trial import TrialSettings, observed_attrs, plan_trial, run_trial
 from ..script import SOURCES
+from ._hosts import add_host_args, cluster_from_args
 from ._common import (add_workload_args, check_workload_args, describe_measurement, load_topology,
                       positive_float, settings_from_args, ACCURACY_HELP)
 
@@ -45,6 +48,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sysfs-root", metavar="DIR",
                    help="plan against a captured machine (from `autotune probe --capture`); "
                         "only with --dry-run")
+    add_host_args(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -52,14 +56,19 @@ def run(args: argparse.Namespace) -> int:
     if args.sysfs_root and not args.dry_run:
         raise ConfigError("--sysfs-root plans against another machine; add --dry-run")
     check_workload_args(args)
-    topology = load_topology(args.sysfs_root)
+    cluster = cluster_from_args(args)
+    if cluster is not None and args.sysfs_root:
+        raise ConfigError("--sysfs-root plans one captured machine; not with --hosts")
+    # Across hosts, plans are built from the hosts' own probes (the first one's for the checks).
+    topology = cluster.topologies[0] if cluster else load_topology(args.sysfs_root)
     # What was typed cannot launch here (4096 ranks on 2 cores, a backend torch lacks): an error
     # in the command, not a trial outcome. A search records the same reasons as results instead.
     reason = infeasible_reason(config, topology)
     if reason:
-        where = f"the machine in {args.sysfs_root}" if args.sysfs_root else "this machine"
+        where = f"the machine in {args.sysfs_root}" if args.sysfs_root else \
+            "these hosts" if cluster else "this machine"
         raise ConfigError(f"--set: {reason} (on {where})")
-    settings: TrialSettings = settings_from_args(args, timeout_s=args.timeout)
+    settings: TrialSettings = settings_from_args(args, timeout_s=args.timeout, cluster=cluster)
     if args.dry_run:
         plan = plan_trial(config, topology, settings, trial_id="dry-run", port=29500)
         if args.json:

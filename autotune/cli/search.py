@@ -19,6 +19,8 @@ examples:
   autotune search --budget 30m --metric 'img/s: ([0-9.]+)' -- python train.py --bs {batch_size}
   autotune search --budget 10m --metric 'Training time: ([0-9.]+)' --lower-is-better \
       --accuracy 'Test accuracy: ([0-9.]+)%' -- python train.py
+  autotune search --budget 1h --hosts node1:8,node2:8                  across machines (ssh)
+  autotune search --budget 1h --hostfile hosts.txt --launcher mpirun   the same under Open MPI
 """
 from __future__ import annotations
 
@@ -54,6 +56,7 @@ from ..script_scan import scan_command
 from ._common import (ACCURACY_HELP, accuracy_pattern, add_storage_arg, add_workload_args,
                       check_workload_args, int_at_least, load_topology, positive_float,
                       save_recommendation, script_settings)
+from ._hosts import add_host_args, cluster_from_args
 from ._progress import Progress
 
 
@@ -87,6 +90,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="kill a trial after this long (default: 4x the first trial, at least 30s)")
     p.add_argument("--allow-concurrent", action="store_true",
                    help="run even if another search holds this machine (timings will suffer)")
+    add_host_args(p)
     out = p.add_mutually_exclusive_group()
     out.add_argument("--quiet", action="store_true", help="print only the final summary")
     out.add_argument("--json", action="store_true", help="print one JSON object at the end")
@@ -106,19 +110,26 @@ def run(args: argparse.Namespace) -> int:
         raise AutotuneError(f"--quality-samples {args.quality_samples}: must be positive")
     if args.verify_rounds < 1:
         raise AutotuneError(f"--verify-rounds {args.verify_rounds}: must be at least 1")
-    topology = load_topology(None)
+    label = check_workload_args(args)
+    cluster = cluster_from_args(args)
+    # Across hosts every host has the same shape (probe_cluster refuses others): the first
+    # host's probe stands for all in the space, the study name and the export.
+    topology = cluster.topologies[0] if cluster else load_topology(None)
     space_path = find_space(args.space) if args.space else default_space_path(topology)
     space = resolve(load_space(space_path), topology)
-    label = check_workload_args(args)
     batchnorm, quality_samples = (True, QUALITY_SAMPLES) if args.script else \
         quality_facts(args.workload)
+    if cluster is not None:
+        space = space.across(len(cluster.hosts))
     dropped: list[str] = []
     if args.script:
         space, dropped = restrict_space(space, placeholders(args.script))
     url = args.storage or default_storage(args.results)
     storage = open_storage(url, create_under=args.results)
     here = Here(topology=topology, torch=torch_build())
-    name = study_name(label, topology, space.name, torch=here.torch)
+    # A study across hosts is another study than one on the first host alone.
+    name = study_name(label if cluster is None else f"{label}-{len(cluster.hosts)}hosts",
+                      topology, space.name, torch=here.torch)
     progress = Progress(budget_s=budget_s, quiet=args.quiet or args.json, started=started)
 
     def elapsed() -> float:
@@ -128,7 +139,8 @@ def run(args: argparse.Namespace) -> int:
                              target_seconds=args.seconds or bp.target_seconds,
                              results_dir=args.results,
                              timeout_s=args.trial_timeout or max(30.0, budget_s / 4),
-                             accuracy_samples=args.quality_samples or quality_samples)
+                             accuracy_samples=args.quality_samples or quality_samples,
+                             cluster=cluster)
     scan = scan_command(args.script) if args.script else None
     lock = None if args.allow_concurrent else MachineLock(topology.fingerprint()).acquire()
     # Shared: other searches may use this study at once (a database server, or --allow-concurrent
@@ -155,6 +167,9 @@ def run(args: argparse.Namespace) -> int:
                                "quality_samples": settings.accuracy_samples,
                                "quality_seeds": args.quality_seeds, "batchnorm": batchnorm,
                                "reference_batch": Config().global_batch}, torch=here.torch)
+            if cluster is not None:
+                from ..multinode import cluster_to_json
+                study.set_user_attr("cluster", cluster_to_json(cluster))
             progress.start(name=name, storage=redact(url), space=space, stale=stale,
                            topology=topology)
             elsewhere = _not_resumed(progress, storage, here, label, space.name)
@@ -199,11 +214,13 @@ def run(args: argparse.Namespace) -> int:
             if workers is None:
                 rec = _recommend(result, evaluate, args, time_left, progress,
                                  settings.accuracy_samples)
-                command = save_recommendation(study, rec, topology, label, command=args.script)
+                command = save_recommendation(study, rec, topology, label, command=args.script,
+                                              cluster=cluster)
             else:
                 rec, stored = _shared_recommend(workers, study, result, evaluate, args,
                                                 time_left, progress, settings.accuracy_samples)
-                command = (save_recommendation(study, rec, topology, label, command=args.script)
+                command = (save_recommendation(study, rec, topology, label, command=args.script,
+                                               cluster=cluster)
                            if stored is None else stored.get("command"))
                 if stored is None:
                     workers.verified()
