@@ -32,8 +32,10 @@ class ClassEvidence:
     runs: dict[int, dict[str, Any]] = field(default_factory=dict)   # seed -> run
 
     def sample(self, seeds: tuple[int, ...] | None = None) -> Q.Sample | None:
+        """The seeds' qualities (all runs of the search's own length when `seeds` is None: the
+        confirmation's longer runs are compared only among themselves)."""
         vals = [r["quality"] for s, r in sorted(self.runs.items())
-                if r.get("quality") is not None and (seeds is None or s in seeds)]
+                if r.get("quality") is not None and _chosen(s, r, seeds)]
         return Q.Sample(tuple(vals)) if vals else None
 
     @property
@@ -44,7 +46,7 @@ class ClassEvidence:
     def curves(self, seeds: tuple[int, ...] | None = None) -> list[list[tuple[int, float]]]:
         return [[(int(n), float(q)) for n, q in r.get("curve") or ()]
                 for s, r in sorted(self.runs.items())
-                if r.get("curve") and (seeds is None or s in seeds)]
+                if r.get("curve") and _chosen(s, r, seeds)]
 
     def noise_scale(self) -> Q.NoiseScale | None:
         probes = [r["gns"] for r in self.runs.values() if r.get("gns")]
@@ -69,6 +71,10 @@ class ClassEvidence:
         d = json.loads(text)
         return cls(math_class=d["math_class"], config=d["config"],
                    runs={int(k): v for k, v in d["runs"].items()})
+
+
+def _chosen(seed: int, run: dict[str, Any], seeds: tuple[int, ...] | None) -> bool:
+    return (not run.get("samples")) if seeds is None else seed in seeds
 
 
 def stored_classes(study_attrs: dict[str, Any]) -> dict[str, ClassEvidence]:

@@ -16,7 +16,7 @@ from optuna.distributions import CategoricalDistribution
 from . import results as R
 from .config import Config
 from .errors import WorkloadError
-from .evidence import QualityBook
+from .evidence import CONFIRM_SEEDS, QualityBook
 from .plan import canonical, infeasible_reason
 from .shared import ConfigClaims, StudyLock
 from .study import Record, claim_trial, record_trial, records
@@ -176,12 +176,23 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
     durations: list[float] = []
 
     def reserve() -> float:
-        """Verification needs rounds x configs trials of the length seen so far."""
+        """Verification needs rounds x configs trials of the length seen so far; a leader that
+        changes the math also needs its seeded confirmation (recommend.confirm_quality)."""
         if not durations:
             return options.verify_reserve_s
         typical = sorted(durations)[len(durations) // 2]
         need = options.verify_configs * options.verify_rounds * typical
-        return max(options.verify_reserve_s, min(0.4 * options.budget_s, need))
+        verify = max(options.verify_reserve_s, min(0.4 * options.budget_s, need))
+        return verify + min(0.25 * options.budget_s, confirmation_cost())
+
+    def confirmation_cost() -> float:
+        lead = max((r for r in known.values() if r.feasible and r.throughput
+                    and r.attrs.get("quality") == "accepted"),
+                   key=lambda r: r.throughput, default=None)
+        if lead is None or book.class_of(lead.config) == book.class_of(base):
+            return 0.0
+        per_run = (book.run_seconds(base) or 0.0) + (book.run_seconds(lead.config) or 0.0)
+        return per_run * len(CONFIRM_SEEDS)
 
     def left() -> float:
         return options.budget_s - clock.elapsed() - reserve()

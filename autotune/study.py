@@ -175,7 +175,8 @@ def find_study(storage: optuna.storages.BaseStorage, name: str | None, *,
     ours = [s for s in summaries if s.study_name.startswith("autotune-")]
     if not ours:
         raise StorageError("no autotune study in this storage; run `autotune search` first")
-    ours.sort(key=lambda s: s.datetime_start or 0)
+    # a study with no trial yet has no start time: it sorts first
+    ours.sort(key=lambda s: (s.datetime_start is not None, s.datetime_start or 0))
     mine = [s for s in ours if here is not None and why_not_here(s.user_attrs or {}, here) is None]
     return (mine or ours)[-1].study_name
 

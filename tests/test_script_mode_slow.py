@@ -47,7 +47,8 @@ def test_script_that_sets_its_own_threads_is_tuned_with_its_time_and_accuracy(tm
                "--max-trials", "5", "--verify-rounds", "1", "--allow-concurrent",
                "--metric", r"Training time: ([0-9.]+)", "--lower-is-better",
                "--accuracy", r"Test accuracy: ([0-9.]+)", "--max-accuracy-drop", "100",
-               "--", sys.executable, OWN_THREADS, "--steps", "4", "--hidden", "128"])
+               # enough work per step that the script's 8-thread pool shows busy in the samples
+               "--", sys.executable, OWN_THREADS, "--steps", "30", "--hidden", "512"])
     out, err = capsys.readouterr()
     assert rc == 0, err
     storage = f"sqlite:///{tmp_path}/autotune.db"

@@ -181,8 +181,9 @@ def test_plain_script_is_tuned_through_its_output_and_export_reproduces_it(tmp_p
     rc, text, err, _ = cli(tmp_path, "export", "--results", str(tmp_path / "results"))
     assert rc == 0, err
     cfg = rec["config"]
-    # {batch_size} is each rank's share of the global batch (2 ranks)
-    assert f"{PLAIN} --batch-size {cfg['global_batch'] // 2} --steps 20 --hidden 128" in text
+    # {batch_size} is each rank's share of the global batch
+    share = Config.from_dict(cfg).micro_batch
+    assert f"{PLAIN} --batch-size {share} --steps 20 --hidden 128" in text
     assert "AUTOTUNE_REPORT" not in text and "AUTOTUNE_RESULT" not in text
     # the pasted command is a real run of the user's script with the tuned values
     done = subprocess.run(["bash", "-c", text.replace("MASTER_PORT=29500", "MASTER_PORT=0")
