@@ -91,16 +91,39 @@ class Params:
         return dict(self.allocator).get(name, 1.0)
 
 
-def _numa_ratio(topology: Topology, nodes_used: set, unbound: bool) -> float:
-    """Average memory-access latency relative to local (SLIT distance / 10, ACPI 6.x 5.2.17):
-    an unbound rank's pages and threads wander over all compute nodes (first touch)."""
+@dataclass(frozen=True)
+class _Facts:
+    physical: int
+    logical: int
+    nodes: int
+    ratio_local: dict        # node -> mean latency ratio of a rank bound there (1.0)
+    ratio_unbound: float     # pages and threads wandering over every compute node
+
+
+_FACTS: dict[int, tuple[Topology, _Facts]] = {}
+
+
+def _facts(topology: Topology) -> _Facts:
+    """What the model reads from a Topology, computed once per machine (usable_cores() walks
+    every CPU and is called on each configuration otherwise)."""
+    hit = _FACTS.get(id(topology))
+    if hit and hit[0] is topology:
+        return hit[1]
+    cores = topology.usable_cores()
+    compute = [n.id for n in topology.compute_nodes()]
+    f = _Facts(physical=len(cores), logical=sum(len(c.cpus) for c in cores),
+               nodes=max(1, len(compute)), ratio_local={n: 1.0 for n in compute},
+               ratio_unbound=_numa_ratio(topology, compute))
+    _FACTS[id(topology)] = (topology, f)
+    return f
+
+
+def _numa_ratio(topology: Topology, spread: list) -> float:
+    """Average memory-access latency relative to local (SLIT distance / 10, ACPI 6.x 5.2.17)
+    when threads and first-touched pages spread evenly over `spread` nodes."""
     ids = [n.id for n in topology.numa_nodes]
     dist = topology.distances
-    compute = [n.id for n in topology.compute_nodes()]
-    if not dist or len(compute) < 2:
-        return 1.0
-    spread = compute if unbound else sorted(nodes_used)
-    if len(spread) < 2:
+    if not dist or len(spread) < 2:
         return 1.0
     tot = [dist[ids.index(a)][ids.index(b)] / 10.0 for a in spread for b in spread]
     return sum(tot) / len(tot)
@@ -118,7 +141,7 @@ def _layout(config: Config, topology: Topology) -> tuple[tuple[int, int, int, An
         return _LAYOUTS[key]
     out = []
     for p in _placements(config, topology):
-        threads = p.threads or len(topology.usable_cores())  # torch default: physical cores
+        threads = p.threads or _facts(topology).physical  # torch default: physical cores
         out.append((threads, len(p.cores), len(p.cpus), p.node))
     _LAYOUTS[key] = tuple(out)
     return _LAYOUTS[key]
@@ -149,8 +172,8 @@ def step_seconds(config: Config, topology: Topology, hw: Hardware, params: Param
     unbound = config.binding == "none"
     smt = config.binding.endswith("_smt")
     total_threads = sum(t for t, *_ in layout)
-    physical = len(topology.usable_cores())
-    logical = sum(len(c.cpus) for c in topology.usable_cores())
+    facts = _facts(topology)
+    physical, logical, nodes = facts.physical, facts.logical, facts.nodes
     eff = params.alloc(config.allocator)
     if config.omp_runtime == "libiomp5":
         eff *= params.intel_omp_gain if isa.vendor == "intel" else params.libiomp5
@@ -159,7 +182,6 @@ def step_seconds(config: Config, topology: Topology, hw: Hardware, params: Param
     ranks_on = {}
     for _, _, _, node in layout:
         ranks_on[node] = ranks_on.get(node, 0) + 1
-    nodes = max(1, len(topology.compute_nodes()))
     worst = 0.0
     for threads, cores, cpus, node in layout:
         if hw.vcpus_share_cores:  # the VM: 2 vCPUs = 1 core's siblings, shared machine-wide
@@ -177,7 +199,8 @@ def step_seconds(config: Config, topology: Topology, hw: Hardware, params: Param
         # More runnable threads than CPUs: OpenMP barriers wait for descheduled threads.
         avail = logical if unbound else (cpus if smt else cores)
         oversub = max(1.0, (total_threads if unbound else threads) / max(avail, 1))
-        ratio = _numa_ratio(topology, {node}, unbound)
+        # A bound rank lives on one node (the planner never splits a rank across nodes).
+        ratio = facts.ratio_unbound if unbound else 1.0
         compute = config.batch_size * work * amdahl(n_eff, params.serial) * oversub
         compute *= 1 + params.memory_stall * (ratio - 1)
         compute /= eff
