@@ -32,10 +32,10 @@ RECORDED = Path(__file__).resolve().parent / "data" / "landscape-d0a564b09095.js
 
 
 def simulate(name: str, seeds: int, budget_s: float = 1800.0, max_drop: float = 1.0,
-             params: Params = Params(), say=print) -> dict[str, Any]:
+             params: Params = Params(), space: str = "cpu", say=print) -> dict[str, Any]:
     topology, hw = machines()[name]
     t0 = time.perf_counter()
-    land = model_landscape(name, topology, hw, params)
+    land = model_landscape(name, topology, hw, params, space_name=space)
     oracle, where = land.oracle(max_drop)
     best_any, best_cfg = extended_optimum(topology, hw, params, land, max_drop)
     say(f"{name}: space {land.data['space']['size']} configs, oracle {oracle:.0f}/s "
@@ -45,7 +45,7 @@ def simulate(name: str, seeds: int, budget_s: float = 1800.0, max_drop: float = 
     stops = [r["at_default_stop"] for r in out["runs"]["autotune"]]
     a95, r95, g95 = (s[k]["trials_95"]["median"] for k in ("autotune", "random", "grid"))
     row = {
-        "machine": name, "hardware": hw.name, "cpu": topology.isa.model_name,
+        "machine": name, "space": land.data["space"]["source"], "hardware": hw.name, "cpu": topology.isa.model_name,
         "space_size": land.data["space"]["size"], "launchable": out["launchable"],
         "oracle": oracle, "oracle_config": where["config"] if where else None,
         "optimum_any_layout": best_any,
@@ -105,6 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--machines", nargs="+", choices=sorted(machines()), help="default: all")
     p.add_argument("--seeds", type=int, default=20)
     p.add_argument("--budget", type=float, default=1800.0, help="search budget, seconds (1800)")
+    p.add_argument("--space", default="cpu",
+                   help="space file or built-in name (default cpu; variant: "
+                        "benchmarks/spaces/cpu-layouts.yaml)")
     p.add_argument("--calibrate", action="store_true",
                    help="only the model's fit on the recorded landscape and the published shapes")
     p.add_argument("--refit", action="store_true", help="with --calibrate: fit again (~1 minute)")
@@ -119,12 +122,12 @@ def main(argv: list[str] | None = None) -> int:
     out_path = Path(args.out)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     for name in names:
-        res = simulate(name, args.seeds, args.budget)
+        res = simulate(name, args.seeds, args.budget, space=args.space)
         rows.append(res["row"])
         results[name] = res
         print(markdown([res["row"]], args.seeds).splitlines()[-3], flush=True)
         # written after every machine: an interrupted run keeps what it finished
-        summary = {"seeds": args.seeds, "budget_s": args.budget, "rows": rows,
+        summary = {"seeds": args.seeds, "budget_s": args.budget, "space": args.space, "rows": rows,
                    "calibration": calibration_report(),
                    "replays": {n: {k: v for k, v in r["replay"].items() if k != "runs"}
                                for n, r in results.items()}}
