@@ -78,7 +78,9 @@ class Config:
 
     def key(self) -> str:
         """Canonical identity of the configuration (used to never run it twice)."""
-        return ",".join(f"{k}={v}" for k, v in sorted(self.to_dict().items()))
+        # Every knob is a scalar: reading the fields skips asdict's deep copy, which dominated
+        # replays of large spaces (benchmarks/search_at_scale.py); the text is the same.
+        return ",".join(f"{k}={getattr(self, k)}" for k in sorted(f.name for f in fields(self)))
 
     def with_(self, **changes: Any) -> "Config":
         return replace(self, **changes)
