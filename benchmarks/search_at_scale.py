@@ -111,8 +111,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--calibrate", action="store_true",
                    help="only the model's fit on the recorded landscape and the published shapes")
     p.add_argument("--refit", action="store_true", help="with --calibrate: fit again (~1 minute)")
+    p.add_argument("--merge", nargs="+", metavar="FILE",
+                   help="combine the rows of earlier --out files (one machine each, run side by "
+                        "side) into --out and print the table; runs nothing")
     p.add_argument("--out", default=str(RESULTS / "search_at_scale.json"))
     args = p.parse_args(argv)
+    if args.merge:
+        parts = [json.loads(Path(f).read_text()) for f in args.merge]
+        merged = {"seeds": min(x["seeds"] for x in parts), "budget_s": parts[0]["budget_s"],
+                  "space": parts[0].get("space"), "rows": [r for x in parts for r in x["rows"]],
+                  "calibration": parts[0]["calibration"],
+                  "replays": {k: v for x in parts for k, v in x["replays"].items()}}
+        Path(args.out).write_text(json.dumps(merged, indent=1))
+        print(markdown(merged["rows"], merged["seeds"]))
+        print(f"wrote {args.out}")
+        return 0
     if args.calibrate:
         rep = calibration_report(refit=args.refit)
         print(json.dumps({k: rep[k] for k in ("recorded_on", "fit", "published_shapes")}, indent=1))
