@@ -116,9 +116,11 @@ class Config:
         Stored studies and recorded landscapes are looked up by this text, so a knob added later
         appears in it only when set away from its default: old keys keep meaning the same launch.
         """
+        # Every knob is a scalar: reading the fields skips asdict's deep copy, which dominated
+        # replays of large spaces (benchmarks/search_at_scale.py).
         base = _defaults()
-        return ",".join(f"{k}={v}" for k, v in sorted(self.to_dict().items())
-                        if k in _KEY_V1 or v != base[k])
+        return ",".join(f"{k}={getattr(self, k)}" for k in sorted(base)
+                        if k in _KEY_V1 or getattr(self, k) != base[k])
 
     def with_(self, **changes: Any) -> "Config":
         return replace(self, **changes)

@@ -59,6 +59,10 @@ class SearchOptions:
     quality_seeds: tuple[int, ...] = (0, 1, 2)
     quality_samples: int = 16384     # of one quality run (its cost, for the budget)
     patience: int = 30               # measured trials without a 1% gain before stopping
+    # ... but not before this share of the budget is spent: on large machines (thousands of
+    # configurations, benchmarks/search_at_scale.py) 30 flat trials came after ~9 of 30 minutes
+    # with the best find still ~7% below the optimum, which the remaining budget would have found.
+    stagnation_after: float = 0.5
     verify_configs: int = 4          # default launch + candidates re-run in each verify round
     verify_rounds: int = 3
     seed: int = 0
@@ -305,7 +309,8 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
         if options.max_trials is not None and measured >= options.max_trials:
             stop_reason = "max_trials"
             break
-        if since_gain >= options.patience:
+        if since_gain >= options.patience and \
+                clock.elapsed() >= options.stagnation_after * options.budget_s:
             stop_reason = "stagnated"
             break
         if repeats >= 3:  # the sampler keeps proposing measured configs: explore instead

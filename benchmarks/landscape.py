@@ -94,7 +94,8 @@ class Landscape:
     def space(self) -> ResolvedSpace:
         """The resolved space as recorded (its choices), with the constraint rules of its file."""
         s = self.data["space"]
-        spec = load_space(find_space(s["name"]))
+        # a space file outside search_spaces/ (a variant) is found by its path
+        spec = load_space(find_space(s["source"] if Path(s["source"]).is_file() else s["name"]))
         return ResolvedSpace(name=s["name"], source=s["source"],
                              knobs={k: tuple(v) for k, v in s["knobs"].items()},
                              fixed=dict(s["fixed"]), constraints=tuple(s["constraints"]),

@@ -1,0 +1,154 @@
+"""Will a 30-minute search find the optimum on a 2-socket, 112-core server? By simulation.
+
+    python3 -m benchmarks.search_at_scale --seeds 20                  # every simulated machine
+    python3 -m benchmarks.search_at_scale --machines gnr-snc3 --seeds 3
+    python3 -m benchmarks.search_at_scale --calibrate                 # the model's fit and checks
+
+Each simulated machine (benchmarks/model_machines.py) is a probe Topology; the real space code
+resolves search_spaces/cpu.yaml on it, the landscape model (benchmarks/landscape_model.py) answers
+every configuration of that space, and benchmarks/search_efficiency.py replays the REAL search
+loop on it (run_search, make_sampler, ruled_out, the budget plan, the stopping rules, trial
+seconds from the model) against random and grid search (HyperTune's order), over N seeds. No
+trial is run: a whole machine takes seconds to minutes of CPU, and its figures are the model's,
+not measurements.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from .landscape import Landscape
+from .landscape_model import Params
+from .model_machines import (calibrate, extended_optimum, fit_report, machines, model_landscape,
+                             published_shapes)
+from .search_efficiency import RESULTS, _finite, compare
+
+RECORDED = Path(__file__).resolve().parent / "data" / "landscape-d0a564b09095.json"
+
+
+def simulate(name: str, seeds: int, budget_s: float = 1800.0, max_drop: float = 1.0,
+             params: Params = Params(), space: str = "cpu", say=print) -> dict[str, Any]:
+    topology, hw = machines()[name]
+    t0 = time.perf_counter()
+    land = model_landscape(name, topology, hw, params, space_name=space)
+    oracle, where = land.oracle(max_drop)
+    best_any, best_cfg = extended_optimum(topology, hw, params, land, max_drop)
+    say(f"{name}: space {land.data['space']['size']} configs, oracle {oracle:.0f}/s "
+        f"(any layout: {best_any:.0f}/s), built in {time.perf_counter() - t0:.0f}s; searching...")
+    out = compare(land, seeds=seeds, max_drop=max_drop, budget_s=budget_s)
+    s = out["summary"]
+    stops = [r["at_default_stop"] for r in out["runs"]["autotune"]]
+    a95, r95, g95 = (s[k]["trials_95"]["median"] for k in ("autotune", "random", "grid"))
+    row = {
+        "machine": name, "space": land.data["space"]["source"], "hardware": hw.name, "cpu": topology.isa.model_name,
+        "space_size": land.data["space"]["size"], "launchable": out["launchable"],
+        "oracle": oracle, "oracle_config": where["config"] if where else None,
+        "optimum_any_layout": best_any,
+        "optimum_any_layout_config": best_cfg.to_dict() if best_cfg else None,
+        "oracle_in_space": oracle >= 0.995 * best_any,
+        "oracle_share_of_optimum": oracle / best_any if best_any else 0.0,
+        "trials_95": {"autotune": a95, "random": r95, "grid": g95},
+        "trials_99": {k: s[k]["trials_99"]["median"] for k in ("autotune", "random", "grid")},
+        "seconds_95": {k: s[k]["seconds_95"]["median"] for k in ("autotune", "random", "grid")},
+        "seconds_99": {k: s[k]["seconds_99"]["median"] for k in ("autotune", "random", "grid")},
+        "success_30min": sum(a["best_fraction"] >= 0.95 for a in stops) / len(stops),
+        "at_30min_stop": s["autotune"]["at_default_stop"],
+        "targets": {"quarter_of_grid": a95 <= g95 / 4, "half_of_random": a95 <= r95 / 2},
+        "seconds": round(time.perf_counter() - t0, 1),
+    }
+    return {"row": row, "replay": out}
+
+
+def _fmt(v: float) -> str:
+    return "never" if v is None or v == float("inf") else f"{v:g}"
+
+
+def markdown(rows: list[dict[str, Any]], seeds: int) -> str:
+    head = ("| machine | space (launchable) | oracle in space? | trials to 95%: autotune / random"
+            " / grid | trials to 99%: autotune | sim. min to 95% (autotune) | 30-min success | "
+            "targets (1/4 grid, 1/2 random) |\n|---|---|---|---|---|---|---|---|")
+    lines = [head]
+    for r in rows:
+        t = r["trials_95"]
+        inside = "yes" if r["oracle_in_space"] else f"no ({r['oracle_share_of_optimum']:.0%})"
+        sec = r["seconds_95"]["autotune"]
+        lines.append(
+            f"| {r['machine']} | {r['space_size']} ({r['launchable']}) | {inside} | "
+            f"{_fmt(t['autotune'])} / {_fmt(t['random'])} / {_fmt(t['grid'])} | "
+            f"{_fmt(r['trials_99']['autotune'])} | "
+            f"{'never' if sec in (None, float('inf')) else f'{sec / 60:.1f}'} | "
+            f"{r['success_30min']:.0%} | "
+            f"{'met' if r['targets']['quarter_of_grid'] else 'MISSED'}, "
+            f"{'met' if r['targets']['half_of_random'] else 'MISSED'} |")
+    lines.append(f"\n(medians over {seeds} seeds; grid order is deterministic)")
+    return "\n".join(lines)
+
+
+def calibration_report(params: Params = Params(), refit: bool = False) -> dict[str, Any]:
+    land = Landscape.load(RECORDED)
+    fitted = calibrate(land, params) if refit else params
+    shapes = {"cnn_78k_params": published_shapes(fitted),
+              "resnet18_11.7M_params": published_shapes(
+                  dataclasses.replace(fitted, grad_bytes=11.7e6 * 4))}
+    return {"recorded_on": "2-vCPU cloud VM, AMD EPYC family 25 (the landscape file's machine)",
+            "fit": fit_report(land, fitted), "params": fitted.__dict__, "published_shapes": shapes}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python3 -m benchmarks.search_at_scale", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--machines", nargs="+", choices=sorted(machines()), help="default: all")
+    p.add_argument("--seeds", type=int, default=20)
+    p.add_argument("--budget", type=float, default=1800.0, help="search budget, seconds (1800)")
+    p.add_argument("--space", default="cpu",
+                   help="space file or built-in name (default cpu; variant: "
+                        "benchmarks/spaces/cpu-layouts.yaml)")
+    p.add_argument("--calibrate", action="store_true",
+                   help="only the model's fit on the recorded landscape and the published shapes")
+    p.add_argument("--refit", action="store_true", help="with --calibrate: fit again (~1 minute)")
+    p.add_argument("--merge", nargs="+", metavar="FILE",
+                   help="combine the rows of earlier --out files (one machine each, run side by "
+                        "side) into --out and print the table; runs nothing")
+    p.add_argument("--out", default=str(RESULTS / "search_at_scale.json"))
+    args = p.parse_args(argv)
+    if args.merge:
+        parts = [json.loads(Path(f).read_text()) for f in args.merge]
+        merged = {"seeds": min(x["seeds"] for x in parts), "budget_s": parts[0]["budget_s"],
+                  "space": parts[0].get("space"), "rows": [r for x in parts for r in x["rows"]],
+                  "calibration": parts[0]["calibration"],
+                  "replays": {k: v for x in parts for k, v in x["replays"].items()}}
+        Path(args.out).write_text(json.dumps(merged, indent=1))
+        print(markdown(merged["rows"], merged["seeds"]))
+        print(f"wrote {args.out}")
+        return 0
+    if args.calibrate:
+        rep = calibration_report(refit=args.refit)
+        print(json.dumps({k: rep[k] for k in ("recorded_on", "fit", "published_shapes")}, indent=1))
+        return 0
+    names = args.machines or list(machines())
+    results, rows = {}, []
+    out_path = Path(args.out)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        res = simulate(name, args.seeds, args.budget, space=args.space)
+        rows.append(res["row"])
+        results[name] = res
+        print(markdown([res["row"]], args.seeds).splitlines()[-3], flush=True)
+        # written after every machine: an interrupted run keeps what it finished
+        summary = {"seeds": args.seeds, "budget_s": args.budget, "space": args.space, "rows": rows,
+                   "calibration": calibration_report(),
+                   "replays": {n: {k: v for k, v in r["replay"].items() if k != "runs"}
+                               for n, r in results.items()}}
+        out_path.write_text(json.dumps(_finite(summary), indent=1, default=str))
+    print(markdown(rows, args.seeds))
+    print(f"wrote {out_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
