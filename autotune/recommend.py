@@ -101,7 +101,15 @@ def pick_candidates(records: list[Record], n: int = 3) -> list[Record]:
         if r.config.key() not in seen:
             seen.add(r.config.key())
             top.append(r)
-    picked = top[:n]
+    # The fastest of each math class first: a class that fails its seeded confirmation takes
+    # all its configurations with it, and the next class must then still be in the lineup.
+    firsts, classes = [], set()
+    for r in top:
+        cls = r.attrs.get("math_class")
+        if cls is not None and cls not in classes:
+            classes.add(cls)
+            firsts.append(r)
+    picked = (firsts + [r for r in top if r not in firsts])[:n]
     run_cpu = next((r for r in top if r.role == RUN_CPU_ROLE), None)
     if run_cpu is not None and run_cpu not in picked:
         picked = picked[:max(1, n - 1)] + [run_cpu]

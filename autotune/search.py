@@ -187,7 +187,8 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
         typical = sorted(durations)[len(durations) // 2]
         need = options.verify_configs * options.verify_rounds * typical
         verify = max(options.verify_reserve_s, min(0.4 * options.budget_s, need))
-        return verify + min(0.25 * options.budget_s, confirmation_cost())
+        # room for two: a class that fails its confirmation hands over to the next class
+        return verify + min(0.25 * options.budget_s, 2 * confirmation_cost())
 
     def confirmation_cost() -> float:
         lead = max((r for r in known.values() if r.feasible and r.throughput

@@ -27,8 +27,6 @@ knobs:
     choices: [1, 2]
   nproc:
     choices: [1, 2]
-fixed:
-  batch_size: 32
 constraints:
   - threads * nproc <= usable_cores
 """
@@ -47,8 +45,9 @@ def test_script_that_sets_its_own_threads_is_tuned_with_its_time_and_accuracy(tm
                "--max-trials", "5", "--verify-rounds", "1", "--allow-concurrent",
                "--metric", r"Training time: ([0-9.]+)", "--lower-is-better",
                "--accuracy", r"Test accuracy: ([0-9.]+)", "--max-accuracy-drop", "100",
-               # enough work per step that the script's 8-thread pool shows busy in the samples
-               "--", sys.executable, OWN_THREADS, "--steps", "30", "--hidden", "512"])
+               # a few seconds of training, so that the script's own thread pool is sampled busy
+               # in several windows (30 steps were over in a fraction of one on a quiet machine)
+               "--", sys.executable, OWN_THREADS, "--steps", "1500", "--hidden", "512"])
     out, err = capsys.readouterr()
     assert rc == 0, err
     storage = f"sqlite:///{tmp_path}/autotune.db"

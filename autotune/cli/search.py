@@ -354,9 +354,14 @@ def _recommend(result, evaluate, args, time_left, progress,
     accept = None
     if book is not None:
         # Keep time for the seeded confirmation of a winner that changes the math.
+        answers: dict[str, tuple[bool, str]] = {}   # one confirmation per math class
+
         def accept(config):
-            return confirm_quality(book, config, time_left=time_left, samples=quality_samples,
-                                   on_event=progress.event)
+            cls = book.class_of(config)
+            if cls not in answers:
+                answers[cls] = confirm_quality(book, config, time_left=time_left,
+                                               samples=quality_samples, on_event=progress.event)
+            return answers[cls]
     rec = verify(candidates, default, evaluate, rounds=args.verify_rounds, time_left=time_left,
                  on_event=progress.event, accept=accept)
     if book is not None and book.default_sample() is not None:
