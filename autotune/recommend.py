@@ -244,8 +244,15 @@ def confirm_quality(book, config: Config, *, time_left: Callable[[], float],
     if book.class_of(config) == book.class_of(book.base):
         return True, (f"same math as the default launch (quality {d_now.describe()}, "
                       f"{d_now.n} seeds)" if d_now else "same math as the default launch")
-    per_run = (book.run_seconds(book.base) or 0.0) + (book.run_seconds(config) or 0.0)
-    length = 2 if 2 * per_run * len(CONFIRM_SEEDS) <= time_left() else 1
+    base_ev = book.evidence(book.base)
+    done = [r.get("samples") for k, r in (base_ev.runs.items() if base_ev else ())
+            if k in CONFIRM_SEEDS and r.get("samples")]
+    if done:   # the default's confirmation runs exist (an earlier class): same length, theirs
+        length = max(1, int(done[0]) // samples)
+        per_run = book.run_seconds(config) or 0.0
+    else:
+        per_run = (book.run_seconds(book.base) or 0.0) + (book.run_seconds(config) or 0.0)
+        length = 2 if 2 * per_run * len(CONFIRM_SEEDS) <= time_left() else 1
     if length * per_run * len(CONFIRM_SEEDS) > time_left():
         return False, (f"{describe_changes(config)} not confirmed: the seeded confirmation needs "
                        f"about {per_run * len(CONFIRM_SEEDS):.0f}s, more than the budget left")
