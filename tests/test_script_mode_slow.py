@@ -47,7 +47,7 @@ def test_script_that_sets_its_own_threads_is_tuned_with_its_time_and_accuracy(tm
                "--accuracy", r"Test accuracy: ([0-9.]+)", "--max-accuracy-drop", "100",
                # a few seconds of training, so that the script's own thread pool is sampled busy
                # in several windows (30 steps were over in a fraction of one on a quiet machine)
-               "--", sys.executable, OWN_THREADS, "--steps", "1500", "--hidden", "512"])
+               "--", sys.executable, OWN_THREADS, "--steps", "300", "--hidden", "512"])
     out, err = capsys.readouterr()
     assert rc == 0, err
     storage = f"sqlite:///{tmp_path}/autotune.db"
