@@ -75,7 +75,7 @@ def test_ipex_on_and_off_are_real_trials_and_in_force_says_which(tmp_path):
 def test_resnet50_from_torchvision_trains_with_ipex(tmp_path):
     # 224x224 synthetic images; batch 2 keeps one short trial within a minute on 2 cores
     out, rank0 = _trial(tmp_path, "--workload", "resnet50", "--set", "ipex=on",
-                        "--set", "batch_size=2", "--set", "threads=1", "--seconds", "1")
+                        "--set", "global_batch=2", "--set", "threads=1", "--seconds", "1")
     assert rank0["workload"] == "resnet50" and rank0["ipex_applied"] is True
     assert out["measurement"]["samples"] >= 2
 
