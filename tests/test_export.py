@@ -209,8 +209,12 @@ def test_running_the_exported_command_reproduces_the_configuration(tmp_path, cap
         assert in_force["num_threads"] == 1 and in_force["allocator"] == alloc
 
 
-_PROBE = ("import json, os, torch; from autotune import inforce; "
-          "json.dump(inforce.collect('fp32'), open('rank%s.json' % os.environ['RANK'], 'w'))")
+# A stand-in trainer: joins the process group as a training script would (the backend in force is
+# part of the plan), then reports what it has in force.
+_PROBE = ("import json, os, torch, torch.distributed as dist; from autotune import inforce; "
+          "dist.init_process_group('gloo'); seen = inforce.collect('fp32'); "
+          "seen['backend'] = dist.get_backend(); dist.barrier(); dist.destroy_process_group(); "
+          "json.dump(seen, open('rank%s.json' % os.environ['RANK'], 'w'))")
 
 
 @pytest.mark.slow
