@@ -49,9 +49,12 @@ def search_env(tmp: Path, faults: dict[int, dict[int, str]] | None = None) -> di
 
 
 def search_argv(tmp: Path, space: Path, *extra: str, budget: str = "4m") -> list[str]:
+    """Quality runs kept short (2 seeds of 2048 samples): these tests are about faults and
+    interruptions, and the quality machinery has its own tests."""
     return [sys.executable, "-m", "autotune", "search", "--workload", "fault_workload:build",
             "--space", str(space), "--budget", budget, "--seconds", "1", "--trial-timeout", "12",
-            "--verify-rounds", "1", "--results", str(tmp / "results"), *extra]
+            "--verify-rounds", "1", "--quality-samples", "2048", "--quality-seeds", "2",
+            "--results", str(tmp / "results"), *extra]
 
 
 def start_search(tmp: Path, space: Path, faults=None, *extra: str, **kw) -> subprocess.Popen:

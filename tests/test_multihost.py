@@ -152,6 +152,7 @@ def test_search_across_two_hosts_recommends_and_its_exports_run(hosts, tmp_path,
     space.write_text(SPACE)
     rc = main(["search", "--hosts", "th1:1,th2:1", "--ssh-config", hosts, "--space", str(space),
                "--budget", "6m", "--seconds", "2", "--verify-rounds", "1", "--json",
+               "--quality-samples", "2048", "--quality-seeds", "2",
                "--results", str(tmp_path / "res")])
     captured = capsys.readouterr()
     assert rc == 0 and captured.out, captured.err[-3000:]
