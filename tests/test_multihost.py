@@ -134,10 +134,11 @@ def test_rendezvous_port_in_use_on_the_first_host_is_one_line(hosts, tmp_path, c
         holder.wait()
 
 
+# One binding: the search's only choice is then nnodes (1 or 2 hosts), which it adds itself.
 SPACE = """name: tiny-hosts
 knobs:
   binding:
-    choices: [none, taskset]
+    choices: [taskset]
 fixed:
   threads: 1
   nproc_per_node: 1
@@ -151,8 +152,8 @@ def test_search_across_two_hosts_recommends_and_its_exports_run(hosts, tmp_path,
     space = tmp_path / "space.yaml"
     space.write_text(SPACE)
     rc = main(["search", "--hosts", "th1:1,th2:1", "--ssh-config", hosts, "--space", str(space),
-               "--budget", "6m", "--seconds", "2", "--verify-rounds", "1", "--json",
-               "--quality-samples", "2048", "--quality-seeds", "2",
+               "--budget", "6m", "--seconds", "1", "--verify-rounds", "1", "--json",
+               "--workload", "mlp", "--quality-samples", "2048", "--quality-seeds", "2",
                "--results", str(tmp_path / "res")])
     captured = capsys.readouterr()
     assert rc == 0 and captured.out, captured.err[-3000:]
@@ -167,7 +168,7 @@ def test_search_across_two_hosts_recommends_and_its_exports_run(hosts, tmp_path,
                 and t.user_attrs.get("outcome") == "ok"]
     assert spanning, "no trial spanned both hosts"
     for fmt, trial in (("torchrun", None), ("mpirun", spanning[0]), ("torchrun", spanning[0])):
-        argv = ["export", "--results", str(tmp_path / "res"), "--format", fmt, "--seconds", "2"]
+        argv = ["export", "--results", str(tmp_path / "res"), "--format", fmt, "--seconds", "1"]
         assert main(argv + (["--trial", str(trial)] if trial is not None else [])) == 0
         text = capsys.readouterr().out
         run = subprocess.run(["bash", "-c", text], capture_output=True, text=True, timeout=240)
