@@ -189,7 +189,7 @@ def _trial_row(config: Config, role: str, params, out) -> dict[str, Any]:
 
 def record(*, out: str | None = None, seconds: float = 5.0, limit: int | None = None,
            space_name: str = "cpu", workload: str = "cnn", order_seed: int = 0,
-           say=print) -> Path:
+           quality_samples: int | None = None, say=print) -> Path:
     from autotune.probe import probe
     from autotune.study import library_versions
     from autotune.trial import TrialSettings, run_trial
@@ -207,7 +207,8 @@ def record(*, out: str | None = None, seconds: float = 5.0, limit: int | None = 
                           "target_seconds": seconds, "started_at": time.time(),
                           "rows": {}, "accuracy": {}})
     settings = TrialSettings(workload=workload, target_seconds=seconds, timeout_s=120.0,
-                             results_dir=str(ROOT / "autotune-results" / "landscape"))
+                             results_dir=str(ROOT / "autotune-results" / "landscape"),
+                             **({"accuracy_samples": quality_samples} if quality_samples else {}))
     todo: list[tuple[str, Config, dict[str, Any] | None]] = [
         (role, c, None) for role, c in reference_configs(topology, Config())]
     grid = [("grid", space.to_config(p), p) for p in space.grid()]
@@ -373,6 +374,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", help="landscape file (default benchmarks/data/landscape-<fp>.json)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workload", default="cnn")
+    p.add_argument("--quality-samples", type=int,
+                   help="training samples of each accuracy run (default: the search's)")
     args = p.parse_args(argv)
     if args.synthetic:
         if not args.out:
@@ -380,7 +383,8 @@ def main(argv: list[str] | None = None) -> int:
         synthetic(args.synthetic, args.seed, args.seconds).save(args.out)
         print(f"wrote {args.out}")
         return 0
-    record(out=args.out, seconds=args.seconds, limit=args.limit, workload=args.workload)
+    record(out=args.out, seconds=args.seconds, limit=args.limit, workload=args.workload,
+           quality_samples=args.quality_samples)
     return 0
 
 

@@ -47,7 +47,8 @@ def test_a_partial_landscape_replays_with_its_gaps_reported():
 @pytest.mark.slow
 def test_record_two_real_trials_and_resume(tmp_path):
     path = tmp_path / "land.json"
-    args = ["--record", "--seconds", "1", "--limit", "1", "--out", str(path)]
+    args = ["--record", "--seconds", "1", "--limit", "1", "--quality-samples", "1024",
+            "--out", str(path)]
     assert landscape.main(args) == 0
     first = json.loads(path.read_text())
     launched = [r for r in first["rows"].values() if r["outcome"] != "infeasible"]
