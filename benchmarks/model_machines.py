@@ -105,9 +105,11 @@ def model_landscape(name: str, topology: Topology, hw: Hardware, params: Params 
         key = c.key()
         if key in land.rows:
             continue
-        # Only these knobs decide feasibility here (every library is found, and the space's one
-        # rule reads threads and nproc): asking the real ruled_out once per layout is enough.
-        lay = (c.nproc, c.nproc_per_node, c.threads, c.binding, c.backend, c.precision, c.ipex)
+        # Only these knobs decide feasibility here (every library is found, the space's one rule
+        # reads threads and nproc, and the global batch must split over the ranks): asking the
+        # real ruled_out once per layout is enough.
+        lay = (c.nproc, c.nproc_per_node, c.threads, c.binding, c.backend, c.precision, c.ipex,
+               c.global_batch)
         if lay not in verdicts:
             verdicts[lay] = bool(ruled_out(c, space, topology))
         if verdicts[lay]:
