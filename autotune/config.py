@@ -22,7 +22,7 @@ NUMA_BINDINGS = ("none", "node", "socket", "exclusive", "core-complex")
 
 LR_RULES = ("linear", "sqrt", "none")
 # The global batch of the default launch. Learning rates of workloads are tuned for it, and the
-# lr_rule scales them for another global batch (see quality.py).
+# lr_rule scales them for another global batch (see measure/quality.py).
 REFERENCE_GLOBAL_BATCH = 32
 
 
@@ -103,7 +103,7 @@ class Config:
 
     @property
     def data_pipeline(self) -> bool:
-        """Batches come through the DataLoader pipeline (autotune/pipeline.py), whose crop/flip
+        """Batches come through the DataLoader pipeline (autotune/worker/data.py), whose crop/flip
         augmentation makes them different data from the in-process batches."""
         return self.device == "cuda" or self.dataloader_workers > 0 or self.pin_memory
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import argparse
 
-from ..topology import Topology
-from ..trial import TrialSettings
+from ..probe.topology import Topology
+from ..run.trial import TrialSettings
 
 
 def positive_float(text: str) -> float:
@@ -64,14 +64,14 @@ def check_workload_args(args: argparse.Namespace) -> str:
     import os
 
     from ..errors import WorkloadError
-    from ..script import check_command
+    from ..measure.script import check_command
     command = getattr(args, "script", None)
     if command is None:
         for given, flag in ((args.metric, "--metric"), (accuracy_pattern(args), "--accuracy"),
                             (args.lower_is_better, "--lower-is-better")):
             if given:
                 raise WorkloadError(f"{flag} reads a script's output: give the command after `--`")
-        from ..workloads import get_workload
+        from ..worker.workloads import get_workload
         try:
             get_workload(args.workload)
         except WorkloadError:
@@ -108,7 +108,7 @@ def script_settings(args: argparse.Namespace) -> dict:
     command = getattr(args, "script", None)
     if not command:
         return {"command": None}
-    from ..script_scan import scan_command
+    from ..measure.script_scan import scan_command
     scan = scan_command(command)
     return {"command": command, "metric": args.metric, "accuracy": accuracy_pattern(args),
             "lower_is_better": args.lower_is_better, "local_rank_arg": scan.local_rank_arg,
@@ -133,7 +133,7 @@ def describe_measurement(m) -> str:
     if rss:
         lines.append(f"peak RSS: {rss}")
     if m.cpu_share is not None:
-        from ..measure import busy
+        from ..measure.stats import busy
         lines.append(f"cpu share: {m.cpu_share:.2f} of rank 0's threads' CPU time over the window"
                      + (" [busy: the machine was busy; measure again]" if busy(m.cpu_share) else ""))
     return "\n".join(lines)
@@ -150,15 +150,15 @@ def save_recommendation(study, rec, topology: Topology, workload: str,
     """Store the recommendation and its launch command on the study (and as a dashboard note)."""
     if rec is None:
         return None
-    from ..export import launch_command, render
-    from ..study import library_versions
+    from ..export.command import launch_command, render
+    from ..study.storage import library_versions
     manifest = {"fingerprint": topology.fingerprint(), "machine": topology.isa.describe(),
                 "library_versions": library_versions(), "workload": workload,
                 "headline": rec.headline(), "speedup": rec.speedup, "spread": rec.spread,
                 "verified": rec.verified}
     program, script = None, {}
     if command:
-        from ..script import fill
+        from ..measure.script import fill
         from .export import script_launch
         program = fill(command, rec.config)
         script = script_launch(study.user_attrs)
@@ -187,7 +187,7 @@ def open_study_from_args(args: argparse.Namespace):
     import os
 
     from ..errors import StorageError
-    from ..study import default_storage, find_study, open_storage, redact
+    from ..study.storage import default_storage, find_study, open_storage, open_study, redact
     url = args.storage or default_storage(getattr(args, "results", "autotune-results"))
     for scheme in ("sqlite:///", "journal:///"):
         path = url[len(scheme):] if url.startswith(scheme) else None
@@ -206,7 +206,7 @@ def open_study_from_args(args: argparse.Namespace):
     try:
         name = find_study(storage, getattr(args, "study", None), here=here)
         import optuna
-        study = optuna.load_study(study_name=name, storage=storage)
+        study = open_study(storage, name, create=False)
         summaries = optuna.get_all_study_summaries(storage, include_best_trial=False)
     except StorageError:
         raise
@@ -221,7 +221,7 @@ def _here():
     readable; it just cannot be compared)."""
     from ..errors import AutotuneError
     from ..probe import probe, torch_build
-    from ..provenance import Here
+    from ..study.provenance import Here
     try:
         return Here(topology=probe(collect_capabilities=False), torch=torch_build())
     except AutotuneError:
@@ -230,7 +230,7 @@ def _here():
 
 def provenance_notes(study, summaries, here) -> list[str]:
     """Lines saying whether `study` is this machine's, and which other studies are not."""
-    from ..provenance import not_used, why_not_here
+    from ..study.provenance import not_used, why_not_here
     if here is None:
         return ["cannot probe this machine: the study's machine is not compared with it"]
     notes = []

@@ -33,26 +33,29 @@ import sys
 import time
 
 
-from ..budget import parse_budget, plan_budget
+from ..search.budget import parse_budget, plan_budget
 from ..config import Config
-from ..evidence import stored_classes
+from ..study.evidence import stored_classes
 from ..errors import AutotuneError
-from ..lock import MachineLock
-from ..measure import BUSY_CPU_SHARE
-from ..recommend import (Recommendation, confirm_quality, pick_candidates, trusted_alone,
+from ..search.lock import MachineLock
+from ..measure.stats import BUSY_CPU_SHARE
+from ..recommend.verify import (Recommendation, confirm_quality, pick_candidates, trusted_alone,
                          unverified, verify)
-from ..runner import interrupt_on_sigterm, reap_orphans
-from ..search import DEFAULT_ROLE, SearchOptions, make_sampler, run_search
-from ..shared import StudyLock, Workers
-from ..space import default_space_path, find_space, load_space, resolve
+from ..run.runner import interrupt_on_sigterm, reap_orphans
+from ..search.loop import run_search
+from ..search.options import SearchOptions
+from ..search.references import make_sampler
+from ..study.records import DEFAULT_ROLE, REPEAT_ROLE
+from ..search.shared import StudyLock, Workers
+from ..space.resolve import default_space_path, find_space, load_space, resolve
 from ..probe import torch_build
-from ..provenance import Here, check_resumable, not_used
-from ..study import (default_storage, describe_study, fail_stale_running, open_storage,
-                     open_study, records, redact, study_name)
-from ..trial import TrialSettings, live_evaluator
-from ..workloads import QUALITY_SAMPLES, quality_facts
-from ..script import placeholders, restrict_space
-from ..script_scan import scan_command
+from ..study.provenance import Here, check_resumable, not_used
+from ..study.storage import (default_storage, describe_study, fail_stale_running, open_storage, open_study, redact, study_name)
+from ..study.records import records
+from ..run.trial import TrialSettings, live_evaluator
+from ..worker.workloads import QUALITY_SAMPLES, quality_facts
+from ..measure.script import placeholders, restrict_space
+from ..measure.script_scan import scan_command
 from ._common import (ACCURACY_HELP, accuracy_pattern, add_storage_arg, add_workload_args,
                       check_workload_args, int_at_least, load_topology, positive_float,
                       save_recommendation, script_settings)
@@ -168,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
                                "quality_seeds": args.quality_seeds, "batchnorm": batchnorm,
                                "reference_batch": Config().global_batch}, torch=here.torch)
             if cluster is not None:
-                from ..multinode import cluster_to_json
+                from ..plan.cluster import cluster_to_json
                 study.set_user_attr("cluster", cluster_to_json(cluster))
             progress.start(name=name, storage=redact(url), space=space, stale=stale,
                            topology=topology)
@@ -250,7 +253,7 @@ def run(args: argparse.Namespace) -> int:
     elif stored is not None:
         progress.finish(result, None, None, elapsed(), stored=stored)
     else:
-        from ..search import OVERRIDES_ATTR
+        from ..search.loop import OVERRIDES_ATTR
         progress.finish(result, rec, command, elapsed(),
                         overridden=study.user_attrs.get(OVERRIDES_ATTR) if args.script else None)
     return 0
@@ -307,7 +310,7 @@ def _shared_recommend(workers: Workers, study, result, evaluate, args, time_left
     while True:
         what, detail = workers.turn()
         if what == "verify":
-            fresh = [_judged(r, result.book, args) for r in records(study) if r.role != "repeat"]
+            fresh = [_judged(r, result.book, args) for r in records(study) if r.role != REPEAT_ROLE]
             default = next((r for r in fresh if r.role == DEFAULT_ROLE), result.default)
             everyone = dataclasses.replace(result, records=fresh, default=default)
             return _recommend(everyone, evaluate, args, time_left, progress,

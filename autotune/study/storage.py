@@ -1,0 +1,286 @@
+"""The study's storage: open/resume it, describe the study, own and recover its running trials.
+
+This package is the only code that writes to Optuna storage (records.py writes the trials). The
+study carries the machine it ran on, so a study can be read (and its command exported) a year
+later on another machine. Only Optuna's public API is used: the storage a study was opened with
+is kept here (`storage_of`), since a Study does not expose it.
+"""
+from __future__ import annotations
+
+import os
+import platform
+import re
+import time
+import weakref
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from .. import __version__
+from ..run import outcome as R
+from ..errors import StorageError
+from .provenance import Here, why_not_here
+from ..probe.topology import SCHEMA_VERSION, Topology, TorchBuild
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+DEFAULT_RESULTS = "autotune-results"
+
+
+def default_storage(results_dir: str = DEFAULT_RESULTS) -> str:
+    return f"sqlite:///{os.path.join(results_dir, 'autotune.db')}"
+
+
+def redact(url: str) -> str:
+    """Storage URL fit to print: the password (if any) replaced by ***. The password ends at the
+    *last* '@' before the host, so one containing '@' is hidden whole; the user name may be empty
+    (`sqlite+pysqlcipher://:passphrase@/file.db`), and libpq also takes `?password=...`."""
+    url = re.sub(r"(://[^:/@]*:)[^/]*@", r"\1***@", url)
+    return re.sub(r"([?&](?:password|passwd|pwd|passphrase)=)[^&]*", r"\1***", url, flags=re.I)
+
+
+def study_name(workload: str, topology: Topology, space_name: str = "cpu",
+               torch: TorchBuild | None = None) -> str:
+    """Identifies workload, space, hardware and torch build: the same command on the same setup
+    resumes the same study; other hardware or another torch starts its own. `torch` defaults to
+    the one this process (and so every trial) runs."""
+    if torch is None:
+        from ..probe import torch_build
+        torch = torch_build()
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", workload)
+    return f"autotune-{safe}-{space_name}-{topology.fingerprint()}-{torch.tag()}"
+
+
+def open_storage(url: str, *, create_under: str | None = None) -> optuna.storages.BaseStorage:
+    """Open an Optuna storage, with errors a user can act on. A missing folder for an SQLite or
+    journal file is created only inside `create_under` (the search's --results): a typo in
+    --storage must not leave folders elsewhere on the machine (as root, anywhere)."""
+    file_path = next((url[len(s):] for s in ("sqlite:///", "journal:///") if url.startswith(s)), "")
+    if file_path and file_path != ":memory:":
+        _make_folder(url, os.path.dirname(os.path.abspath(file_path)), create_under)
+    if url.startswith("sqlite:///"):
+        path = url[len("sqlite:///"):]
+        if path and path != ":memory:":
+            if os.path.exists(path):
+                with open(path, "rb") as fh:
+                    head = fh.read(16)
+                if head and not head.startswith(b"SQLite format 3"):
+                    raise StorageError(f"storage {redact(url)}: {path} is not an SQLite database")
+    elif "://" not in url:
+        raise StorageError(f"storage {url!r}: not a URL; use e.g. sqlite:///results/autotune.db "
+                           "or postgresql://user@host/db")
+    try:
+        if url.endswith(".log") and url.startswith("journal:///"):
+            from optuna.storages.journal import JournalFileBackend, JournalStorage
+            return JournalStorage(JournalFileBackend(url[len("journal:///"):]))
+        storage = _rdb_storage(url)
+        if url.startswith("sqlite") and ":memory:" not in url:
+            _tune_sqlite(storage)
+        return storage
+    except ImportError:
+        hint = " (pip install 'autotune[postgres]')" if url.startswith("postgresql") else ""
+        raise StorageError(f"storage {redact(url)}: no database driver for this URL{hint}") \
+            from None
+    except Exception as exc:  # SQLAlchemy/driver errors: many types, one message for the user
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise StorageError(f"storage {redact(url)}: {redact(first)}") from None
+
+
+def _make_folder(url: str, folder: str, create_under: str | None) -> None:
+    if os.path.isdir(folder):
+        return
+    root = os.path.realpath(create_under) if create_under else None
+    inside = root is not None and os.path.commonpath([root, os.path.realpath(folder)]) == root
+    if not inside:
+        where = f"; autotune creates folders only under --results ({create_under})" \
+            if create_under else ""
+        raise StorageError(f"storage {redact(url)}: folder {folder} does not exist{where}; "
+                           "create it first or choose another path")
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as exc:
+        raise StorageError(f"storage {redact(url)}: cannot create {folder}: {exc.strerror}") from None
+
+
+def _rdb_storage(url: str) -> optuna.storages.RDBStorage:
+    """Workers of a shared search that start together on a fresh database all create Optuna's
+    tables; on PostgreSQL the losers fail on the catalog's unique index (or find the table
+    created meanwhile), and then the tables exist: one more try succeeds."""
+    import sqlalchemy.exc
+    attempt = 0
+    while True:
+        try:
+            return optuna.storages.RDBStorage(url, engine_kwargs=_engine_kwargs(url))
+        except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.ProgrammingError):
+            attempt += 1
+            if attempt == 3 or url.startswith("sqlite"):
+                raise
+            time.sleep(0.5 * attempt)
+
+
+def _tune_sqlite(storage: optuna.storages.RDBStorage) -> None:
+    """WAL with synchronous=NORMAL: a commit no longer waits for an fsync (Optuna commits every
+    attribute separately, and fsyncs were most of a search's own overhead), yet a killed
+    process loses nothing it committed; only a power cut can drop the last transactions."""
+    from sqlalchemy import event
+
+    def pragmas(dbapi_conn, _record) -> None:
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.close()
+    event.listen(storage.engine, "connect", pragmas)
+    storage.engine.dispose()  # connections opened during set-up predate the listener
+
+
+def _engine_kwargs(url: str) -> dict[str, Any]:
+    # Two searches sharing one SQLite file wait for each other's writes instead of failing.
+    return {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {}
+
+
+def library_versions() -> dict[str, str]:
+    import torch
+    return {"autotune": __version__, "torch": torch.__version__, "optuna": optuna.__version__,
+            "python": platform.python_version()}
+
+
+def open_study(storage: optuna.storages.BaseStorage, name: str, *, sampler=None,
+               create: bool = True) -> optuna.Study:
+    if not create:
+        try:
+            study = optuna.load_study(study_name=name, storage=storage, sampler=sampler)
+        except KeyError:
+            raise StorageError(f"no study named {name!r} in this storage") from None
+    else:
+        study = optuna.create_study(study_name=name, storage=storage, sampler=sampler,
+                                    directions=["maximize", "maximize"], load_if_exists=True)
+    _STORAGE_OF[study] = storage
+    return study
+
+
+# The storage each study was opened with (open_study): the public way to reach what a Study
+# keeps privately, for the few writes its API has no method for.
+_STORAGE_OF: "weakref.WeakKeyDictionary[optuna.Study, optuna.storages.BaseStorage]" = \
+    weakref.WeakKeyDictionary()
+
+
+def storage_of(study: optuna.Study) -> optuna.storages.BaseStorage:
+    try:
+        return _STORAGE_OF[study]
+    except KeyError:
+        raise StorageError(f"study {study.study_name!r} was not opened with open_study") from None
+
+
+def trial_id(study: optuna.Study, number: int) -> int:
+    """The storage's id of trial `number` of `study` (storage methods take ids, not numbers)."""
+    storage = storage_of(study)
+    return storage.get_trial_id_from_study_id_trial_number(
+        storage.get_study_id_from_name(study.study_name), number)
+
+
+def find_study(storage: optuna.storages.BaseStorage, name: str | None, *,
+               here: Here | None = None) -> str:
+    """The study to report on: `name` if given, else the most recent autotune study measured
+    here (this hardware, this torch), else the most recent one at all."""
+    summaries = optuna.get_all_study_summaries(storage, include_best_trial=False)
+    names = [s.study_name for s in summaries]
+    if name:
+        if name not in names:
+            raise StorageError(f"no study named {name!r}; studies here: {', '.join(names) or 'none'}")
+        return name
+    ours = [s for s in summaries if s.study_name.startswith("autotune-")]
+    if not ours:
+        raise StorageError("no autotune study in this storage; run `autotune search` first")
+    # a study with no trial yet has no start time: it sorts first
+    ours.sort(key=lambda s: (s.datetime_start is not None, s.datetime_start or 0))
+    mine = [s for s in ours if here is not None and why_not_here(s.user_attrs or {}, here) is None]
+    return (mine or ours)[-1].study_name
+
+
+def describe_study(study: optuna.Study, *, topology: Topology, workload: str,
+                   space: dict[str, Any], settings: dict[str, Any],
+                   torch: TorchBuild | None = None) -> None:
+    """Self-describing metadata, written once (the first run's machine is the study's machine)."""
+    attrs = study.user_attrs
+    if "topology" in attrs:
+        return
+    if torch is None:
+        from ..probe import torch_build
+        torch = torch_build()
+    for key, value in {"schema_version": SCHEMA_VERSION, "autotune_version": __version__,
+                       "topology": topology.to_json(),
+                       **Here(topology=topology, torch=torch).attrs(),
+                       "workload": workload, "space": space, "settings": settings,
+                       "library_versions": library_versions()}.items():
+        study.set_user_attr(key, value)
+    from ..dashboard import set_metric_names
+    set_metric_names(study)
+
+
+_OWNER_KEY = "autotune:owner"
+# A trial is claimed right after ask(); one younger than this without an owner may be another
+# search's, caught between the two writes.
+_UNCLAIMED_GRACE_S = 60.0
+_REMOTE_GRACE_S = 120.0
+
+
+def this_process() -> dict[str, Any]:
+    import socket
+
+    import psutil
+    return {"host": socket.gethostname(), "pid": os.getpid(),
+            "started": psutil.Process().create_time()}
+
+
+def claim_trial(study: optuna.Study, trial: optuna.Trial) -> None:
+    """Mark a RUNNING trial as this process's, so a search started beside it (--allow-concurrent,
+    same storage) can tell it from one a killed search left behind."""
+    storage_of(study).set_trial_system_attr(trial_id(study, trial.number), _OWNER_KEY,
+                                            this_process())
+
+
+def _owner_alive(t: FrozenTrial) -> bool:
+    import datetime
+    owner = t.system_attrs.get(_OWNER_KEY)
+    if not isinstance(owner, dict):
+        start = t.datetime_start
+        age = (datetime.datetime.now() - start).total_seconds() if start else float("inf")
+        return age < _UNCLAIMED_GRACE_S
+    return owner_alive(owner)
+
+
+def owner_alive(owner: dict[str, Any], deadline: float | None = None) -> bool:
+    """Whether the process `owner` (from this_process) still runs: checked on this host; on
+    another host nothing here can tell, so it is presumed alive until `deadline` (epoch seconds,
+    the end of its budget) plus a grace for its last trial's kill and writes, or for ever."""
+    import socket
+    import time
+
+    import psutil
+    if owner.get("host") != socket.gethostname():
+        return deadline is None or time.time() < deadline + _REMOTE_GRACE_S
+    try:
+        proc = psutil.Process(int(owner["pid"]))
+        # the same pid with another start time is an unrelated process that reused it
+        return abs(proc.create_time() - float(owner["started"])) < 1.0 and \
+            proc.status() != psutil.STATUS_ZOMBIE
+    except (psutil.Error, KeyError, TypeError, ValueError):
+        return False
+
+
+def fail_stale_running(study: optuna.Study) -> int:
+    """Trials left RUNNING by a search that was killed (kill -9, power loss) become FAIL with
+    reason 'interrupted'. A trial whose search is still alive (another search on this storage,
+    started with --allow-concurrent) is left alone: failing it would crash that search when it
+    records the result."""
+    n = 0
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        if _owner_alive(t):
+            continue
+        storage, tid = storage_of(study), trial_id(study, t.number)
+        storage.set_trial_user_attr(tid, "outcome", R.INTERRUPTED)
+        storage.set_trial_user_attr(tid, "reason", "the search was killed during this trial")
+        storage.set_trial_state_values(tid, TrialState.FAIL)
+        n += 1
+    return n
