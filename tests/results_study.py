@@ -14,7 +14,7 @@ from pathlib import Path
 import optuna
 
 from autotune.run import outcome as R
-from autotune.cli._common import save_recommendation
+from autotune.export.recommendation import save_recommendation
 from autotune.config import Config
 from autotune.probe import probe
 from autotune.recommend.verify import pick_candidates, verify

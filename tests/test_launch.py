@@ -18,7 +18,7 @@ import psutil
 import pytest
 
 from autotune.cli import main
-from autotune.cli._common import save_recommendation
+from autotune.export.recommendation import save_recommendation
 from autotune.config import Config
 from autotune.export.command import launch_command
 from autotune.export.launch import (Nodes, Tuned, exit_code, from_manifest, override, plan_launch,

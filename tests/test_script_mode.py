@@ -268,7 +268,7 @@ def test_bad_script_options_are_one_line_exit_2(capsys, tmp_path):
 
 
 def test_export_takes_overrides_from_the_trials_and_from_certain_lines_of_the_script():
-    from autotune.cli.export import script_launch
+    from autotune.export.recommendation import script_launch
     scan = scan_text('import os\nos.environ["OMP_NUM_THREADS"] = "8"\nos.environ["LD_PRELOAD"] = "x"\n'
                      'parser.add_argument("--local-rank", type=int)\n', "train.py")
     got = script_launch({"script_scan": scan.to_json(),
@@ -297,7 +297,7 @@ def test_report_of_a_script_study_says_what_its_score_is(tmp_path):
 
 
 def test_the_scan_alone_holds_only_what_no_process_shows_and_the_rank_count():
-    from autotune.cli.search import held_from_scan
+    from autotune.measure.script_scan import held_from_scan
     assert held_from_scan(scan_command(("python", str(OWN_THREADS)))) == {
         "kmp_affinity": f"{OWN_THREADS}:13 sets KMP_AFFINITY"}      # threads: seen per trial
     assert set(held_from_scan(scan_command(("python", str(SPAWNS))))) == {"nproc"}

@@ -80,6 +80,7 @@ def test_report_is_a_noop_outside_autotune_and_merges_inside(tmp_path, monkeypat
 
 # ---------------------------------------------------------------- autotune run -- CMD
 
+@pytest.mark.slow   # a real trial of a script
 def test_run_scores_a_script_by_its_report(tmp_path):
     script = tmp_path / "reporting.py"
     script.write_text("import os, autotune\n"
@@ -112,6 +113,7 @@ def test_script_not_found_stops_at_once(tmp_path):
     _fails_fast(rc, err, secs, "script not found: no/such/train.py", limit=20)
 
 
+@pytest.mark.slow   # a real trial of a script
 def test_script_raising_import_error_stops_on_the_first_trial(tmp_path):
     script = tmp_path / "broken.py"
     script.write_text("import json\nimport torchvision_but_misspelled\n")
@@ -120,6 +122,7 @@ def test_script_raising_import_error_stops_on_the_first_trial(tmp_path):
                 "No module named 'torchvision_but_misspelled'")
 
 
+@pytest.mark.slow   # a real trial of a script
 def test_metric_that_never_matches_stops_on_the_first_trial(tmp_path):
     rc, _, err, secs = search(tmp_path, "--metric", "img/s: ([0-9.]+)", "--",
                               sys.executable, PLAIN, "--steps", "10")

@@ -23,6 +23,7 @@ from ..study.records import DEFAULT_ROLE
 from ..errors import AutotuneError, StorageError
 from ..export.command import FORMATS, launch_command, render, training_command
 from ..probe.topology import Topology
+from ..export.recommendation import script_launch
 from ._common import add_study_args, int_at_least, open_study_from_args, positive_float
 
 
@@ -82,19 +83,6 @@ def run(args: argparse.Namespace) -> int:
             print(f"autotune: warning: {note}", file=sys.stderr)
     print(render(cmd, args.format))
     return 0
-
-
-def script_launch(attrs: dict) -> dict:
-    """launch_command's script-mode arguments from a study's attributes: launched as its trials
-    were, and without the knobs the script overrides (seen from outside or in its text)."""
-    from ..search.loop import OVERRIDES_ATTR
-    scan = attrs.get("script_scan") or {}
-    # A line that sets the knob for certain (an assignment before torch loads, a call) means the
-    # exported value would not act either, even when no trial happened to show a difference.
-    written = {f["knob"]: f"{f['where']} {f['what']}" for f in scan.get("findings", ())
-               if f.get("overrides")}
-    return {"script": True, "local_rank_arg": scan.get("local_rank_arg"),
-            "overridden": {**written, **(attrs.get(OVERRIDES_ATTR) or {})}}
 
 
 def _recommended(study) -> tuple[Config, dict]:

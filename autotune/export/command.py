@@ -11,7 +11,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import Config
+from ..config import TRAINER_FLAGS, Config
 from ..errors import ConfigError
 from ..plan.build import build_plan
 from ..probe.parse import format_cpulist
@@ -50,14 +50,11 @@ def training_command(workload: str, config: Config, *, python: str = sys.executa
                      seconds: float = 60.0) -> tuple[str, ...]:
     """The built-in trainer for a built-in or module:function workload, with the knobs that act
     inside the process (the rest act through the environment and binding)."""
-    inside = ("backend", "global_batch", "batch_size", "lr_rule", "precision", "channels_last",
-              "compile", "ipex", "allocator", "omp_runtime", "threads", "device",
-              "dataloader_workers", "pin_memory")
     # The libraries are always named: the rank then checks that the environment really
     # preloads them (or nothing, for the defaults).
     checked = ("allocator", "omp_runtime")
     sets = [f"--set={k}={v}" for k, v in config.to_dict().items()
-            if k in inside and v is not None and (k in checked or v != getattr(Config(), k))]
+            if k in TRAINER_FLAGS and v is not None and (k in checked or v != getattr(Config(), k))]
     return (python, "-m", "autotune.worker", "--workload", workload, *sets,
             "--seconds", f"{seconds:g}")
 

@@ -23,7 +23,8 @@ from ..errors import ConfigError, StorageError
 from ..plan.build import build_plan
 from ..plan.feasible import infeasible_reason
 from ..plan.launch_plan import LaunchPlan
-from ..measure.script import IN_PROCESS_KNOBS, fill, placeholders
+from ..measure.script import fill, placeholders
+from ..config import IN_PROCESS_KNOBS
 from ..probe.topology import Topology
 
 MANIFEST_FORMAT = "autotune-launch/1"   # written by export/command.py's json format

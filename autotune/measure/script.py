@@ -26,13 +26,9 @@ import string
 from dataclasses import dataclass, fields
 from typing import Any
 
-from ..config import Config
+from ..config import IN_PROCESS_KNOBS, Config
 from ..errors import WorkloadError
 
-# Knobs that act only inside the training process; a script that takes no placeholder for one
-# cannot be affected by it, so the search does not spend trials on it.
-IN_PROCESS_KNOBS = ("batch_size", "global_batch", "lr_rule", "precision", "channels_last",
-                    "compile", "ipex")
 # The global batch reaches a script through either placeholder: {batch_size} is filled with each
 # rank's share of it (global_batch / nproc), as the built-in worker splits it.
 _ACTS_THROUGH = {"global_batch": ("global_batch", "batch_size"), "lr_rule": ("lr_rule",)}

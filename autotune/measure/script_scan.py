@@ -152,3 +152,48 @@ def scan_command(command: tuple[str, ...]) -> ScriptScan:
         return ScriptScan(path=path)
     with open(path, encoding="utf-8", errors="replace") as f:
         return scan_text(f.read(), path)
+
+
+def script_settings(req) -> dict:
+    """The TrialSettings fields script mode takes from the request (a SearchRequest, or anything
+    with its script fields) and the script's text."""
+    if not req.script:
+        return {"command": None}
+    scan = scan_command(req.script)
+    return {"command": req.script, "metric": req.metric, "accuracy": req.accuracy,
+            "lower_is_better": req.lower_is_better, "local_rank_arg": scan.local_rank_arg,
+            "self_launching": scan.self_launching}
+
+
+def held_from_scan(scan) -> dict[str, str]:
+    """Knobs the static scan alone decides: those no process shows from outside (KMP_* settings)
+    and the rank count of a script that starts its own workers."""
+    if scan is None:
+        return {}
+    return {f.knob: f"{f.where} {f.what}" for f in scan.findings
+            if f.overrides and f.knob in ("kmp_affinity", "kmp_blocktime", "nproc")}
+
+
+def script_notes(progress, req, dropped: list[str], scan) -> None:
+    """What a script-mode search will measure, said once before the first trial (`req`: the
+    SearchRequest)."""
+    if scan is not None and scan.warning():
+        # One warning, before the first trial; stored so `report` and the dashboard show it.
+        progress.warn(scan.warning())
+    if scan is not None and scan.self_launching:
+        progress.note("the script starts its own workers: autotune launches it once (nproc=1) "
+                      "and tunes the environment, binding and libraries its workers inherit")
+    if req.metric:
+        order = "lower is better: a time or a loss" if req.lower_is_better else "higher is better"
+        progress.note(f"metric: autotune.report() if the script calls it, else the median of "
+                      f"--metric {req.metric!r} over rank 0's output ({order})")
+    else:
+        progress.note("metric: autotune.report() if the script calls it; otherwise each trial is "
+                      "scored by its wall time for the whole run, start-up included, printed in "
+                      "seconds per run -- the WEAKEST measure (valid only for a fixed amount of "
+                      "work); pass --metric REGEX or call autotune.report() for a real throughput")
+    if req.accuracy:
+        progress.note(f"accuracy: the last match of --accuracy {req.accuracy!r}, held to "
+                      f"--max-accuracy-drop {req.max_accuracy_drop} points")
+    if dropped:
+        progress.note(f"not tuned (the command has no placeholder for them): {', '.join(dropped)}")

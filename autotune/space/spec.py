@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from . import expr as _expr
-from ..config import KNOBS, Config, coerce
+from ..config import BOOL_KNOBS, INT_KNOBS, KNOBS, Config, coerce
 from ..errors import ConfigError, SpaceError
 
 TOPOLOGY_INTS = ("usable_cores", "cores_per_node", "numa_nodes", "logical_cpus", "smt", "gpus")
@@ -24,14 +24,11 @@ TOPOLOGY_LISTS = {"found_allocators": "allocator", "found_backends": "backend",
                   "found_bindings": "binding", "found_ipex": "ipex"}
 # Used when a file has no `constraints:` key; `constraints: []` means none at all.
 DEFAULT_CONSTRAINTS = ("threads * nproc <= usable_cores",)
-_INT_KNOBS = ("nproc", "nproc_per_node", "threads", "batch_size", "global_batch", "kmp_blocktime",
-              "dataloader_workers", "nnodes")
-_BOOL_KNOBS = ("channels_last", "compile", "pin_memory")
 _TOP_KEYS = ("name", "description", "knobs", "fixed", "constraints")
 _KNOB_KEYS = ("choices", "exclude")
 _VALUE_KINDS = {**{n: _expr.INT for n in TOPOLOGY_INTS}, **{n: _expr.STRS for n in TOPOLOGY_LISTS}}
 _RULE_KINDS = {**{n: _expr.INT for n in TOPOLOGY_INTS}, "global_batch_size": _expr.INT,
-               **{k: _expr.INT if k in _INT_KNOBS else _expr.BOOL if k in _BOOL_KNOBS else _expr.STR
+               **{k: _expr.INT if k in INT_KNOBS else _expr.BOOL if k in BOOL_KNOBS else _expr.STR
                   for k in KNOBS}}
 
 
@@ -186,9 +183,9 @@ def _item(knob: str, value: Any, where: str) -> Item:
         kind = _expr.check(node, _VALUE_KINDS, text=value.strip())
     except _expr.ExprError as exc:
         raise SpaceError(f"{where}: {exc}") from None
-    if knob in _INT_KNOBS and kind not in (_expr.INT, _expr.INTS):
+    if knob in INT_KNOBS and kind not in (_expr.INT, _expr.INTS):
         raise SpaceError(f"{where}: {value!r} gives {_expr.describe(kind)}, but {knob} takes integers")
-    if knob not in _INT_KNOBS and not (isinstance(node, ast.Name) and TOPOLOGY_LISTS.get(node.id) == knob):
+    if knob not in INT_KNOBS and not (isinstance(node, ast.Name) and TOPOLOGY_LISTS.get(node.id) == knob):
         lists = [n for n, k in TOPOLOGY_LISTS.items() if k == knob]
         raise SpaceError(f"{where}: {value!r} does not give {knob} values; use names"
                          + (f" or {lists[0]}" if lists else ""))
@@ -197,7 +194,7 @@ def _item(knob: str, value: Any, where: str) -> Item:
 
 def _is_expression(knob: str, text: str) -> bool:
     """`jemalloc` is a value, `found_allocators` and `divisors(4)` are expressions."""
-    if knob not in _INT_KNOBS and knob not in TOPOLOGY_LISTS.values():
+    if knob not in INT_KNOBS and knob not in TOPOLOGY_LISTS.values():
         return False  # bools, kmp_affinity ("granularity=fine,compact,1,0") are literal
     stripped = text.strip()
     if stripped.lstrip("-").isdigit() or stripped.lower() in ("auto", "default", "none"):
@@ -205,7 +202,7 @@ def _is_expression(knob: str, text: str) -> bool:
     try:
         node = ast.parse(stripped, mode="eval").body
     except SyntaxError:
-        return knob in _INT_KNOBS  # so the error says "not a valid expression"
+        return knob in INT_KNOBS  # so the error says "not a valid expression"
     if isinstance(node, ast.Name):
         return node.id in _VALUE_KINDS  # other bare words: literal, checked as a value
     return not isinstance(node, ast.Constant)

@@ -104,3 +104,11 @@ def not_used(summaries: list[Any], here: Here, *, workload: str | None = None,
         if reason:
             out.append((s.study_name, reason))
     return out
+
+
+def not_resumed(storage, here: Here, *, workload: str, space: str) -> list[tuple[str, str]]:
+    """(study, why) for the studies of this job in `storage` measured on other hardware or with
+    another torch: kept, never resumed, and named so nobody wonders where their trials went."""
+    import optuna
+    summaries = optuna.get_all_study_summaries(storage, include_best_trial=False)
+    return not_used(summaries, here, workload=workload, space=space)

@@ -61,12 +61,8 @@ def open_storage(url: str, *, create_under: str | None = None) -> optuna.storage
         _make_folder(url, os.path.dirname(os.path.abspath(file_path)), create_under)
     if url.startswith("sqlite:///"):
         path = url[len("sqlite:///"):]
-        if path and path != ":memory:":
-            if os.path.exists(path):
-                with open(path, "rb") as fh:
-                    head = fh.read(16)
-                if head and not head.startswith(b"SQLite format 3"):
-                    raise StorageError(f"storage {redact(url)}: {path} is not an SQLite database")
+        if path and path != ":memory:" and os.path.exists(path):
+            _check_sqlite(path, redact(url), studies=False)
     elif "://" not in url:
         raise StorageError(f"storage {url!r}: not a URL; use e.g. sqlite:///results/autotune.db "
                            "or postgresql://user@host/db")
@@ -155,28 +151,31 @@ def open_study(storage: optuna.storages.BaseStorage, name: str, *, sampler=None,
     else:
         study = optuna.create_study(study_name=name, storage=storage, sampler=sampler,
                                     directions=["maximize", "maximize"], load_if_exists=True)
-    _STORAGE_OF[study] = storage
+    _OPENED[study] = (storage, storage.get_study_id_from_name(name))
     return study
 
 
-# The storage each study was opened with (open_study): the public way to reach what a Study
-# keeps privately, for the few writes its API has no method for.
-_STORAGE_OF: "weakref.WeakKeyDictionary[optuna.Study, optuna.storages.BaseStorage]" = \
+# The storage each study was opened with (open_study), and the study's id in it: the public way
+# to reach what a Study keeps privately, for the few writes its API has no method for.
+_OPENED: "weakref.WeakKeyDictionary[optuna.Study, tuple[optuna.storages.BaseStorage, int]]" = \
     weakref.WeakKeyDictionary()
 
 
 def storage_of(study: optuna.Study) -> optuna.storages.BaseStorage:
-    try:
-        return _STORAGE_OF[study]
-    except KeyError:
-        raise StorageError(f"study {study.study_name!r} was not opened with open_study") from None
+    return _opened(study)[0]
 
 
 def trial_id(study: optuna.Study, number: int) -> int:
     """The storage's id of trial `number` of `study` (storage methods take ids, not numbers)."""
-    storage = storage_of(study)
-    return storage.get_trial_id_from_study_id_trial_number(
-        storage.get_study_id_from_name(study.study_name), number)
+    storage, study_id = _opened(study)
+    return storage.get_trial_id_from_study_id_trial_number(study_id, number)
+
+
+def _opened(study: optuna.Study) -> tuple[optuna.storages.BaseStorage, int]:
+    try:
+        return _OPENED[study]
+    except KeyError:
+        raise StorageError(f"study {study.study_name!r} was not opened with open_study") from None
 
 
 def find_study(storage: optuna.storages.BaseStorage, name: str | None, *,
@@ -284,3 +283,47 @@ def fail_stale_running(study: optuna.Study) -> int:
         storage.set_trial_state_values(tid, TrialState.FAIL)
         n += 1
     return n
+
+
+def require_existing(url: str) -> None:
+    """For the commands that read results (report, export, launch, dashboard): a storage file
+    that does not exist yet is an error, not something to create (Optuna would otherwise leave a
+    fresh empty database behind a typo), and an SQLite file must hold Optuna studies."""
+    for scheme in ("sqlite:///", "journal:///"):
+        path = url[len(scheme):] if url.startswith(scheme) else None
+        if path and path != ":memory:":
+            if not os.path.exists(path):
+                raise StorageError(f"storage {redact(url)}: {path} does not exist; run "
+                                   "`autotune search` first, or pass --results DIR / --storage URL")
+            if not os.path.isfile(path):
+                raise StorageError(f"storage {redact(url)}: {path} is not a file")
+            if os.path.getsize(path) == 0:
+                raise StorageError(f"storage {redact(url)}: {path} is empty: no study recorded")
+            if scheme == "sqlite:///":
+                _check_sqlite(path, redact(url), studies=True)
+
+
+def _check_sqlite(path: str, shown: str, *, studies: bool) -> None:
+    """The SQLite checks, before Optuna opens the file. Writers (studies=False) look at the header
+    only: any other file is refused, never overwritten. Readers (studies=True) open it read-only:
+    Optuna would add its tables to any SQLite database it is pointed at, and a damaged one fails
+    later with a driver traceback."""
+    if not studies:
+        with open(path, "rb") as fh:
+            head = fh.read(16)
+        if head and not head.startswith(b"SQLite format 3"):
+            raise StorageError(f"storage {shown}: {path} is not an SQLite database")
+        return
+    import sqlite3
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        finally:
+            con.close()
+    except sqlite3.Error as exc:
+        raise StorageError(f"storage {shown}: {path} is not a readable SQLite database ({exc})") \
+            from None
+    if "studies" not in tables:
+        raise StorageError(f"storage {shown}: {path} is an SQLite database without Optuna studies "
+                           "(not written by `autotune search`)")
