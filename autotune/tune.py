@@ -32,8 +32,8 @@ from .search.references import make_sampler
 from .search.shared import StudyLock, Workers
 from .space.resolve import default_space_path, find_space, load_space, resolve
 from .study.provenance import Here, check_resumable, not_resumed
-from .study.storage import (default_storage, describe_study, fail_stale_running, open_storage,
-                            open_study, redact, study_name)
+from .study.storage import (default_storage, describe_study, open_storage, open_study, redact, study_name)
+from .study.owners import fail_stale_running
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -192,8 +192,8 @@ def test_two_searches_on_one_storage_do_not_corrupt_it(tmp_path):
 def test_fail_stale_running_spares_live_searches_and_fails_dead_ones(tmp_path):
     import optuna
 
-    from autotune.study.storage import (claim_trial, fail_stale_running, open_storage, open_study,
-                                        storage_of, trial_id)
+    from autotune.study.storage import open_storage, open_study, storage_of, trial_id
+    from autotune.study.owners import claim_trial, fail_stale_running
     study = open_study(open_storage(f"sqlite:///{tmp_path / 'x.db'}"), "autotune-x")
     storage = storage_of(study)
     mine = study.ask()

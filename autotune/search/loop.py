@@ -22,7 +22,7 @@ from ..run.outcome import Evaluate, Evaluation
 from ..study.evidence import CONFIRM_SEEDS, QualityBook
 from ..study.records import (DEFAULT_ROLE, REPEAT_ROLE, RUN_CPU_ROLE, SEARCH_ROLE, Record,
                              record_trial, records)
-from ..study.storage import claim_trial
+from ..study.owners import claim_trial
 from .options import Clock, SearchOptions, SearchResult
 from .references import default_launch, reference_configs
 from .shared import ConfigClaims, StudyLock

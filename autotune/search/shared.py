@@ -32,7 +32,8 @@ from optuna.trial import TrialState
 
 from ..config import Config
 from ..errors import StorageError
-from ..study.storage import owner_alive, redact, this_process
+from ..study.storage import redact
+from ..study.owners import owner_alive, this_process
 from ..study.records import REPEAT_ROLE, Record, record_of
 
 CLAIM_KEY = "autotune:claim"

@@ -1,9 +1,10 @@
-"""The study's storage: open/resume it, describe the study, own and recover its running trials.
+"""The study's storage: open or resume it (checked before Optuna touches the file), describe it.
 
-This package is the only code that writes to Optuna storage (records.py writes the trials). The
-study carries the machine it ran on, so a study can be read (and its command exported) a year
-later on another machine. Only Optuna's public API is used: the storage a study was opened with
-is kept here (`storage_of`), since a Study does not expose it.
+This package is the only code that writes to Optuna storage (records.py writes the trials,
+owners.py claims and recovers running ones). The study carries the machine it ran on, so a study
+can be read (and its command exported) a year later on another machine. Only Optuna's public API
+is used: the storage a study was opened with is kept here (`storage_of`), since a Study does not
+expose it.
 """
 from __future__ import annotations
 
@@ -15,10 +16,8 @@ import weakref
 from typing import Any
 
 import optuna
-from optuna.trial import FrozenTrial, TrialState
 
 from .. import __version__
-from ..run import outcome as R
 from ..errors import StorageError
 from .provenance import Here, why_not_here
 from ..probe.topology import SCHEMA_VERSION, Topology, TorchBuild
@@ -151,13 +150,14 @@ def open_study(storage: optuna.storages.BaseStorage, name: str, *, sampler=None,
     else:
         study = optuna.create_study(study_name=name, storage=storage, sampler=sampler,
                                     directions=["maximize", "maximize"], load_if_exists=True)
-    _OPENED[study] = (storage, storage.get_study_id_from_name(name))
+    _OPENED[study] = (storage, storage.get_study_id_from_name(name), {})
     return study
 
 
 # The storage each study was opened with (open_study), and the study's id in it: the public way
 # to reach what a Study keeps privately, for the few writes its API has no method for.
-_OPENED: "weakref.WeakKeyDictionary[optuna.Study, tuple[optuna.storages.BaseStorage, int]]" = \
+# (A trial's id never changes, so each is looked up once.)
+_OPENED: "weakref.WeakKeyDictionary[optuna.Study, tuple[Any, int, dict[int, int]]]" = \
     weakref.WeakKeyDictionary()
 
 
@@ -167,11 +167,13 @@ def storage_of(study: optuna.Study) -> optuna.storages.BaseStorage:
 
 def trial_id(study: optuna.Study, number: int) -> int:
     """The storage's id of trial `number` of `study` (storage methods take ids, not numbers)."""
-    storage, study_id = _opened(study)
-    return storage.get_trial_id_from_study_id_trial_number(study_id, number)
+    storage, study_id, ids = _opened(study)
+    if number not in ids:
+        ids[number] = storage.get_trial_id_from_study_id_trial_number(study_id, number)
+    return ids[number]
 
 
-def _opened(study: optuna.Study) -> tuple[optuna.storages.BaseStorage, int]:
+def _opened(study: optuna.Study) -> tuple[Any, int, dict[int, int]]:
     try:
         return _OPENED[study]
     except KeyError:
@@ -215,74 +217,6 @@ def describe_study(study: optuna.Study, *, topology: Topology, workload: str,
         study.set_user_attr(key, value)
     from ..dashboard import set_metric_names
     set_metric_names(study)
-
-
-_OWNER_KEY = "autotune:owner"
-# A trial is claimed right after ask(); one younger than this without an owner may be another
-# search's, caught between the two writes.
-_UNCLAIMED_GRACE_S = 60.0
-_REMOTE_GRACE_S = 120.0
-
-
-def this_process() -> dict[str, Any]:
-    import socket
-
-    import psutil
-    return {"host": socket.gethostname(), "pid": os.getpid(),
-            "started": psutil.Process().create_time()}
-
-
-def claim_trial(study: optuna.Study, trial: optuna.Trial) -> None:
-    """Mark a RUNNING trial as this process's, so a search started beside it (--allow-concurrent,
-    same storage) can tell it from one a killed search left behind."""
-    storage_of(study).set_trial_system_attr(trial_id(study, trial.number), _OWNER_KEY,
-                                            this_process())
-
-
-def _owner_alive(t: FrozenTrial) -> bool:
-    import datetime
-    owner = t.system_attrs.get(_OWNER_KEY)
-    if not isinstance(owner, dict):
-        start = t.datetime_start
-        age = (datetime.datetime.now() - start).total_seconds() if start else float("inf")
-        return age < _UNCLAIMED_GRACE_S
-    return owner_alive(owner)
-
-
-def owner_alive(owner: dict[str, Any], deadline: float | None = None) -> bool:
-    """Whether the process `owner` (from this_process) still runs: checked on this host; on
-    another host nothing here can tell, so it is presumed alive until `deadline` (epoch seconds,
-    the end of its budget) plus a grace for its last trial's kill and writes, or for ever."""
-    import socket
-    import time
-
-    import psutil
-    if owner.get("host") != socket.gethostname():
-        return deadline is None or time.time() < deadline + _REMOTE_GRACE_S
-    try:
-        proc = psutil.Process(int(owner["pid"]))
-        # the same pid with another start time is an unrelated process that reused it
-        return abs(proc.create_time() - float(owner["started"])) < 1.0 and \
-            proc.status() != psutil.STATUS_ZOMBIE
-    except (psutil.Error, KeyError, TypeError, ValueError):
-        return False
-
-
-def fail_stale_running(study: optuna.Study) -> int:
-    """Trials left RUNNING by a search that was killed (kill -9, power loss) become FAIL with
-    reason 'interrupted'. A trial whose search is still alive (another search on this storage,
-    started with --allow-concurrent) is left alone: failing it would crash that search when it
-    records the result."""
-    n = 0
-    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        if _owner_alive(t):
-            continue
-        storage, tid = storage_of(study), trial_id(study, t.number)
-        storage.set_trial_user_attr(tid, "outcome", R.INTERRUPTED)
-        storage.set_trial_user_attr(tid, "reason", "the search was killed during this trial")
-        storage.set_trial_state_values(tid, TrialState.FAIL)
-        n += 1
-    return n
 
 
 def require_existing(url: str) -> None:
