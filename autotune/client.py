@@ -14,6 +14,8 @@ import json
 import math
 import os
 
+from .atomic_json import write_json
+
 REPORT_ENV = "AUTOTUNE_REPORT"
 KEYS = ("samples_per_sec", "accuracy", "samples", "seconds")
 
@@ -43,8 +45,5 @@ def report(*, samples_per_sec: float | None = None, accuracy: float | None = Non
         if not math.isfinite(value):
             raise ValueError(f"autotune.report({key}={value}): must be a finite number")
         data[key] = value
-    tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(data, f)
-    os.replace(tmp, path)
+    write_json(path, data)
     return True

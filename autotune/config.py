@@ -22,7 +22,7 @@ NUMA_BINDINGS = ("none", "node", "socket", "exclusive", "core-complex")
 
 LR_RULES = ("linear", "sqrt", "none")
 # The global batch of the default launch. Learning rates of workloads are tuned for it, and the
-# lr_rule scales them for another global batch (see quality.py).
+# lr_rule scales them for another global batch (see measure/quality.py).
 REFERENCE_GLOBAL_BATCH = 32
 
 
@@ -78,14 +78,12 @@ class Config:
         if not isinstance(self.kmp_affinity, str) or not self.kmp_affinity or \
                 any(ch.isspace() for ch in self.kmp_affinity):
             raise ConfigError(f"kmp_affinity={self.kmp_affinity!r}: must be a non-empty string without spaces")
-        for name, valid in (("binding", BINDINGS), ("backend", BACKENDS), ("allocator", ALLOCATORS),
-                            ("omp_runtime", OMP_RUNTIMES), ("precision", PRECISIONS),
-                            ("ipex", IPEX_MODES), ("lr_rule", LR_RULES), ("device", DEVICES),
-                            ("numa_binding", NUMA_BINDINGS)):
+        for name, knob in KNOB_TABLE.items():
             value = getattr(self, name)
-            if value not in valid:
-                raise ConfigError(f"{name}={value!r} is not valid; choose one of: {', '.join(valid)}")
-        for name in ("channels_last", "compile", "pin_memory"):
+            if knob.choices and value not in knob.choices:
+                raise ConfigError(f"{name}={value!r} is not valid; choose one of: "
+                                  f"{', '.join(knob.choices)}")
+        for name in BOOL_KNOBS:
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name}={getattr(self, name)!r}: must be true or false")
 
@@ -103,7 +101,7 @@ class Config:
 
     @property
     def data_pipeline(self) -> bool:
-        """Batches come through the DataLoader pipeline (autotune/pipeline.py), whose crop/flip
+        """Batches come through the DataLoader pipeline (autotune/worker/data.py), whose crop/flip
         augmentation makes them different data from the in-process batches."""
         return self.device == "cuda" or self.dataloader_workers > 0 or self.pin_memory
 
@@ -136,7 +134,51 @@ class Config:
             raise ConfigError(f"{where}: {exc}") from None
 
 
+# THE knob table: each knob's kind, its valid values, whether "auto" (None) is allowed, and where
+# it acts. Space files, `--set`, script mode and exports all read it; Config's fields must match.
+@dataclass(frozen=True)
+class Knob:
+    kind: str                       # "int" | "bool" | "str"
+    choices: tuple[str, ...] = ()   # the valid values of a str knob (empty: free text)
+    auto: bool = False              # None ("auto", "default") means torch's or the plan's default
+    # Acts only inside the training process (precision, batch...): a user's script that takes no
+    # placeholder for it cannot be affected by it, so script mode does not tune it.
+    in_process: bool = False
+    # Passed to the built-in trainer with --set by an exported command (the rest act through the
+    # environment and the binding).
+    trainer_flag: bool = False
+
+
+KNOB_TABLE: dict[str, Knob] = {
+    "nproc": Knob("int"),
+    "nproc_per_node": Knob("int", auto=True),
+    "threads": Knob("int", auto=True, trainer_flag=True),
+    "binding": Knob("str", BINDINGS),
+    "backend": Knob("str", BACKENDS, trainer_flag=True),
+    "allocator": Knob("str", ALLOCATORS, trainer_flag=True),
+    "omp_runtime": Knob("str", OMP_RUNTIMES, trainer_flag=True),
+    "kmp_affinity": Knob("str"),
+    "kmp_blocktime": Knob("int"),
+    "global_batch": Knob("int", in_process=True, trainer_flag=True),
+    "batch_size": Knob("int", auto=True, in_process=True, trainer_flag=True),
+    "lr_rule": Knob("str", LR_RULES, in_process=True, trainer_flag=True),
+    "precision": Knob("str", PRECISIONS, in_process=True, trainer_flag=True),
+    "channels_last": Knob("bool", in_process=True, trainer_flag=True),
+    "compile": Knob("bool", in_process=True, trainer_flag=True),
+    "ipex": Knob("str", IPEX_MODES, in_process=True, trainer_flag=True),
+    "device": Knob("str", DEVICES, trainer_flag=True),
+    "numa_binding": Knob("str", NUMA_BINDINGS),
+    "dataloader_workers": Knob("int", trainer_flag=True),
+    "pin_memory": Knob("bool", trainer_flag=True),
+    "nnodes": Knob("int"),
+}
 KNOBS: tuple[str, ...] = tuple(f.name for f in fields(Config))
+assert tuple(KNOB_TABLE) == KNOBS, "KNOB_TABLE and Config's fields differ"
+INT_KNOBS = tuple(k for k, v in KNOB_TABLE.items() if v.kind == "int")
+BOOL_KNOBS = tuple(k for k, v in KNOB_TABLE.items() if v.kind == "bool")
+IN_PROCESS_KNOBS = tuple(k for k, v in KNOB_TABLE.items() if v.in_process)
+TRAINER_FLAGS = tuple(k for k, v in KNOB_TABLE.items() if v.trainer_flag)
+
 # The knobs of the first release: always part of Config.key(). (batch_size left it when it became
 # the per-rank micro-batch of a fixed global batch: an old key with batch_size=32 and nproc=2
 # named a global batch of 64, a different launch from any new key.)
@@ -149,12 +191,6 @@ def _defaults() -> dict[str, Any]:
     return {f.name: f.default for f in fields(Config)}
 
 
-_INT_KNOBS = {"nproc", "nproc_per_node", "threads", "batch_size", "global_batch", "kmp_blocktime",
-              "dataloader_workers", "nnodes"}
-_BOOL_KNOBS = {"channels_last", "compile", "pin_memory"}
-_OPTIONAL_KNOBS = {"nproc_per_node", "threads", "batch_size"}  # accept "auto"/"default"/None
-
-
 def _positive(name: str, value: Any) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ConfigError(f"{name}={value!r}: must be a positive integer")
@@ -164,9 +200,9 @@ def coerce(knob: str, value: Any, *, where: str = "config") -> Any:
     """Turn a text or YAML value into the knob's type; errors name the knob and the value."""
     if knob not in KNOBS:
         raise ConfigError(f"{where}: unknown knob {knob!r}; valid knobs: {', '.join(KNOBS)}")
-    if knob in _OPTIONAL_KNOBS and (value is None or str(value).lower() in ("auto", "default", "none")):
+    if KNOB_TABLE[knob].auto and (value is None or str(value).lower() in ("auto", "default", "none")):
         return None
-    if knob in _INT_KNOBS:
+    if knob in INT_KNOBS:
         if isinstance(value, bool):
             raise ConfigError(f"{where}: {knob}={value!r} must be an integer")
         if isinstance(value, int):
@@ -175,7 +211,7 @@ def coerce(knob: str, value: Any, *, where: str = "config") -> Any:
             return int(str(value).strip())
         except ValueError:
             raise ConfigError(f"{where}: {knob}={value!r} must be an integer") from None
-    if knob in _BOOL_KNOBS:
+    if knob in BOOL_KNOBS:
         if isinstance(value, bool):
             return value
         text = str(value).strip().lower()

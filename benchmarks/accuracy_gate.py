@@ -1,7 +1,7 @@
 """The accuracy gate over 20 repetitions: how often does it reject neutral and harmful changes?
 
 Each repetition i judges every arm against the default launch exactly as `autotune search` does:
-seeded quality runs (real trials: `autotune.trial.run_trial(mode="accuracy")`, the search's
+seeded quality runs (real trials: `autotune.run.trial.run_trial(mode="accuracy")`, the search's
 length) with the seeds {3i, 3i+1, 3i+2} on both sides, then `quality.gate` at
 --max-accuracy-drop. Arms:
 
@@ -27,11 +27,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from autotune import quality as Q
+from autotune.measure import quality as Q
 from autotune.config import Config
 from autotune.probe import probe
-from autotune.trial import TrialSettings, run_trial
-from autotune.workloads import QUALITY_SAMPLES
+from autotune.run.trial import TrialSettings, run_trial
+from autotune.worker.workloads import QUALITY_SAMPLES
 
 ARMS: dict[str, tuple[dict[str, Any], dict[str, Any], str]] = {
     # name: (config changes, workload args, expectation)

@@ -22,11 +22,13 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-from autotune import results as R
+from autotune.run import outcome as R
 from autotune.config import Config
-from autotune.search import Evaluation, reference_configs, ruled_out
-from autotune.space import ResolvedSpace, find_space, load_space, resolve
-from autotune.topology import Capabilities, Topology
+from autotune.plan.feasible import ruled_out
+from autotune.run.outcome import Evaluation
+from autotune.search.references import reference_configs
+from autotune.space.resolve import ResolvedSpace, find_space, load_space, resolve
+from autotune.probe.topology import Capabilities, Topology
 
 SCHEMA = 1
 DATA = Path(__file__).resolve().parent / "data"
@@ -191,8 +193,8 @@ def record(*, out: str | None = None, seconds: float = 5.0, limit: int | None = 
            space_name: str = "cpu", workload: str = "cnn", order_seed: int = 0,
            quality_samples: int | None = None, say=print) -> Path:
     from autotune.probe import probe
-    from autotune.study import library_versions
-    from autotune.trial import TrialSettings, run_trial
+    from autotune.study.storage import library_versions
+    from autotune.run.trial import TrialSettings, run_trial
 
     topology = probe()
     space = resolve(load_space(find_space(space_name)), topology)
@@ -246,7 +248,7 @@ def record(*, out: str | None = None, seconds: float = 5.0, limit: int | None = 
 def _record_accuracy(land: Landscape, topology: Topology, settings, path: Path, say) -> None:
     """Once per (global batch, precision), on the fastest ok config with that math: the other
     knobs do not change what is computed, so they cannot change the accuracy."""
-    from autotune.trial import run_trial
+    from autotune.run.trial import run_trial
     fastest: dict[str, tuple[float, Config]] = {}
     for row in land.rows.values():
         if row["outcome"] == R.OK and row["throughput"]:

@@ -2,7 +2,7 @@
 
 The machine comes from the probe's `Topology` (captured fixture or synthetic, see
 benchmarks/model_machines.py) plus the few vendor figures a Topology does not hold (`Hardware`).
-The rank layout comes from the real planner (`autotune.plan`), so a rank has exactly the cores,
+The rank layout comes from the real planner (`autotune.plan.build`), so a rank has exactly the cores,
 CPUs and threads a real trial would get. One training step of one rank then costs
 
     t_step = max(t_compute, t_memory) + t_fixed + t_allreduce_exposed        (slowest rank wins)
@@ -27,10 +27,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from autotune.config import Config
-from autotune.plan import _placements  # the planner's own rank layout: cores, CPUs, threads
-from autotune.topology import Topology
+from autotune.plan.placement import placements  # the planner's own rank layout: cores, CPUs, threads
+from autotune.probe.topology import Topology
 
-# The built-in `cnn` workload (autotune/workloads.py, SmallResNet width 16, 32x32 inputs):
+# The built-in `cnn` workload (autotune/worker/workloads.py, SmallResNet width 16, 32x32 inputs):
 GRAD_BYTES = 78_042 * 4        # 78,042 parameters, all-reduced in fp32 even under autocast
 # 204,810 activation values per sample (forward hooks on every leaf module, fp32). Training
 # writes them forward, reads them backward and writes/reads their gradients: ~4 passes.
@@ -140,7 +140,7 @@ def _layout(config: Config, topology: Topology) -> tuple[tuple[int, int, int, An
     if key in _LAYOUTS:
         return _LAYOUTS[key]
     out = []
-    for p in _placements(config, topology):
+    for p in placements(config, topology):
         threads = p.threads or _facts(topology).physical  # torch default: physical cores
         out.append((threads, len(p.cores), len(p.cpus), p.node))
     _LAYOUTS[key] = tuple(out)

@@ -20,11 +20,12 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from autotune import results as R
+from autotune.run import outcome as R
 from autotune.config import Config
-from autotune.search import reference_configs, ruled_out
-from autotune.space import find_space, load_space, resolve
-from autotune.topology import Capabilities, Core, Isa, NumaNode, Topology
+from autotune.plan.feasible import ruled_out
+from autotune.search.references import reference_configs
+from autotune.space.resolve import find_space, load_space, resolve
+from autotune.probe.topology import Capabilities, Core, Isa, NumaNode, Topology
 
 from .landscape import SCHEMA, Landscape, _row, math_key
 from .landscape_model import (Hardware, Params, accuracy, step_seconds, throughput,

@@ -20,9 +20,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from autotune import results as R
+from autotune.run import outcome as R
 from autotune.config import Config, parse_sets
-from autotune.measure import Stats
+from autotune.measure.stats import Stats
 
 from .landscape import DATA, ROOT, Landscape, SimClock, synthetic
 
@@ -32,7 +32,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 def repeat_trials(config: Config, repeats: int, seconds: float, workload: str,
                   workdir: Path) -> dict[str, Any]:
     from autotune.probe import probe
-    from autotune.trial import TrialSettings, run_trial
+    from autotune.run.trial import TrialSettings, run_trial
     topology = probe()
     settings = TrialSettings(workload=workload, target_seconds=seconds,
                              timeout_s=max(60.0, 20 * seconds), results_dir=str(workdir))
@@ -59,8 +59,10 @@ def repeat_trials(config: Config, repeats: int, seconds: float, workload: str,
 
 def own_overhead(land: Landscape, trials: int, workdir: Path) -> dict[str, Any]:
     """Replay with a real SQLite study: everything run_search does except running trials."""
-    from autotune.search import SearchOptions, make_sampler, run_search
-    from autotune.study import open_storage, open_study
+    from autotune.search.loop import run_search
+    from autotune.search.options import SearchOptions
+    from autotune.search.references import make_sampler
+    from autotune.study.storage import open_storage, open_study
     clock = SimClock()
     table = land.evaluator(clock)
     spent = {"eval": 0.0, "calls": 0}

@@ -31,11 +31,14 @@ from typing import Any
 
 import optuna
 
-from autotune import results as R
-from autotune.budget import plan_budget
+from autotune.run import outcome as R
+from autotune.search.budget import plan_budget
 from autotune.config import Config
-from autotune.search import SearchOptions, make_sampler, ruled_out, run_search
-from autotune.study import open_study
+from autotune.search.loop import run_search
+from autotune.plan.feasible import ruled_out
+from autotune.search.options import SearchOptions
+from autotune.search.references import make_sampler
+from autotune.study.storage import open_study
 
 from .landscape import DATA, Landscape, SimClock, math_key, synthetic
 
@@ -76,7 +79,7 @@ class _Trace:
 
 def warm_start_params(space, topology) -> list[dict[str, Any]]:
     """A candidate hardware-informed warm start, tried right after the references (opt-in with
-    --warm-start; NOT in autotune/search.py, because on the synthetic landscapes it did not reach
+    --warm-start; NOT in autotune/search/loop.py, because on the synthetic landscapes it did not reach
     95% sooner and made the stagnation rule stop earlier). The bets: all cores in one rank doing
     native bf16 (avx512_bf16/AMX), and one rank per core; both with the best allocator and pinning
     found. Enqueued before run_search, the sampler's first asks return them."""

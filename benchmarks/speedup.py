@@ -20,7 +20,7 @@ with the same built-in workload and timed window:
   oracle    the best configuration of the recorded landscape within the accuracy tolerance
             (benchmarks/data/landscape-<fingerprint>.json), when there is one.
 
-Each ratio is recommendation / contender per round (autotune.measure.ratio_stats): median and
+Each ratio is recommendation / contender per round (autotune.measure.stats.ratio_stats): median and
 half-IQR. Target: recommendation / oracle >= 0.97.
 """
 from __future__ import annotations
@@ -36,10 +36,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from autotune import results as R
+from autotune.run import outcome as R
 from autotune.config import Config, parse_sets
-from autotune.measure import Stats, ratio_stats
-from autotune.topology import Topology
+from autotune.measure.stats import Stats, ratio_stats
+from autotune.probe.topology import Topology
 
 from .landscape import DATA, ROOT, Landscape
 
@@ -74,8 +74,8 @@ def recommendation_from_storage(url: str) -> tuple[Config, dict[str, Any]]:
     import optuna
 
     from autotune.probe import probe, torch_build
-    from autotune.provenance import Here, why_not_here
-    from autotune.study import find_study, open_storage
+    from autotune.study.provenance import Here, why_not_here
+    from autotune.study.storage import find_study, open_storage
     storage = open_storage(url)
     here = Here(topology=probe(collect_capabilities=False), torch=torch_build())
     study = optuna.load_study(study_name=find_study(storage, None, here=here), storage=storage)
@@ -162,7 +162,7 @@ def measure_run_cpu(seconds: float, workload: str, prefix: Path, workdir: Path,
 
 
 def measure(config: Config, topology: Topology, settings) -> dict[str, Any]:
-    from autotune.trial import run_trial
+    from autotune.run.trial import run_trial
     out = run_trial(config, topology, settings)
     m = out.measurement
     return {"outcome": out.outcome, "throughput": m.throughput if m else None,
@@ -172,7 +172,7 @@ def measure(config: Config, topology: Topology, settings) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from autotune.probe import probe
-    from autotune.trial import TrialSettings
+    from autotune.run.trial import TrialSettings
 
     topology = probe()
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="autotune-speedup-"))

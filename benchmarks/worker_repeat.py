@@ -20,8 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from autotune.measure import Stats, aggregate  # noqa: E402
-from autotune.plan_types import RankExpect, WorkerRequest  # noqa: E402
+from autotune.measure.stats import Stats, aggregate  # noqa: E402
+from autotune.plan.launch_plan import RankExpect, WorkerRequest  # noqa: E402
 
 
 def free_port() -> int:

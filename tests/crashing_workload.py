@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from autotune.workloads import WorkloadSpec, get_workload
+from autotune.worker.workloads import WorkloadSpec, get_workload
 
 
 def build(crash_rank: int = 1, after_batches: int = 4) -> WorkloadSpec:

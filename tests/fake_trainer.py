@@ -1,4 +1,4 @@
-"""A fault-injecting stand-in for autotune/worker.py that obeys the same worker protocol.
+"""A fault-injecting stand-in for autotune/worker/main.py that obeys the same worker protocol.
 
 Started exactly like a real rank (`python tests/fake_trainer.py --request REQUEST.json` with RANK,
 WORLD_SIZE, MASTER_ADDR, MASTER_PORT, AUTOTUNE_RESULT in its env), it joins a real gloo process
@@ -193,7 +193,7 @@ def main() -> int:
     if "hang_at_exit" in plan:
         say("hanging at exit, as a gloo teardown deadlock does")
         hang()
-    leave(0)    # like autotune/worker.py: the result is on disk, skip gloo's fragile teardown
+    leave(0)    # like autotune/worker/main.py: the result is on disk, skip gloo's fragile teardown
     return 0
 
 

@@ -166,7 +166,7 @@ def before_init() -> None:
 
 def build(**kwargs):
     """mlp, small, with this rank's planned fault injected into make_batch."""
-    from autotune.workloads import get_workload
+    from autotune.worker.workloads import get_workload
     spec = get_workload("mlp", {"features": 64, "hidden": 256, "depth": 2, **kwargs})
     plan = [b for b in planned_fault() if b != "hang_before_init"]
     _note("start", plan=plan)

@@ -1,4 +1,4 @@
-"""A process observe.py can watch: sets its own OpenMP thread count at import (as textbook scripts
+"""A process measure/observe.py can watch: sets its own OpenMP thread count at import (as textbook scripts
 do), then multiplies matrices for a given number of seconds. argv: THREADS SECONDS."""
 import os
 import sys

@@ -13,16 +13,19 @@ from pathlib import Path
 
 import optuna
 
-from autotune import results as R
-from autotune.cli._common import save_recommendation
+from autotune.run import outcome as R
+from autotune.export.recommendation import save_recommendation
 from autotune.config import Config
 from autotune.probe import probe
-from autotune.recommend import pick_candidates, verify
-from autotune.search import Evaluation, SearchOptions, make_sampler, run_search
-from autotune.space import find_space, load_space, resolve
-from autotune.study import (describe_study, open_storage, open_study, records,
-                            study_name)
-from autotune.topology import Topology
+from autotune.recommend.verify import pick_candidates, verify
+from autotune.search.loop import run_search
+from autotune.search.options import SearchOptions
+from autotune.run.outcome import Evaluation
+from autotune.search.references import make_sampler
+from autotune.space.resolve import find_space, load_space, resolve
+from autotune.study.storage import describe_study, open_storage, open_study, study_name
+from autotune.study.records import records
+from autotune.probe.topology import Topology
 
 
 @functools.lru_cache(maxsize=1)
@@ -79,7 +82,7 @@ def make_study(db: Path, *, budget_s: float = 700, verify_rec: bool = True) -> o
                         options=SearchOptions(budget_s=budget_s, min_trial_s=10, patience=100,
                                               quality_samples=500))
     # A search killed mid-trial leaves this behind (recorded as FAIL, outcome interrupted).
-    from autotune.study import record_trial
+    from autotune.study.records import record_trial
     record_trial(study, config=Config(nproc=2, threads=1, binding="numactl_smt"),
                  outcome=R.TIMEOUT, reason="no step finished within 30s", role="search",
                  attrs={"log_tail": "rank 0 waiting in all_reduce"})

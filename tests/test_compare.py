@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from autotune import results as R
+from autotune.run import outcome as R
 from autotune.cli import main
-from autotune.compare import Comparison, Window, compare, describe
+from autotune.recommend.compare import Comparison, Window, compare, describe
 from autotune.config import Config
-from autotune.measure import ratio_stats
-from autotune.search import Evaluation
+from autotune.measure.stats import ratio_stats
+from autotune.run.outcome import Evaluation
 from benchmarks.intel_ab import compare_argv
 from results_study import live_topology
 

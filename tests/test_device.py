@@ -5,9 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from autotune import device, inforce, pipeline
-from autotune.plan_types import RankExpect
-from autotune.workloads import get_workload, rank_slice
+from autotune.worker import device
+from autotune.worker import in_force as inforce
+from autotune.worker import data as pipeline
+from autotune.plan.launch_plan import RankExpect
+from autotune.worker.workloads import get_workload, rank_slice
 
 
 def test_cpu_rank_keeps_the_cpu_and_a_scaler_only_for_fp16():
@@ -138,7 +140,7 @@ def test_dataloader_workers_give_the_same_batches_as_the_rank_itself():
 @pytest.mark.slow
 def test_a_cuda_trial_here_is_unavailable_and_says_why(tmp_path):
     from test_worker import launch, _request
-    from autotune.plan_types import EXIT_BACKEND_UNAVAILABLE
+    from autotune.plan.launch_plan import EXIT_BACKEND_UNAVAILABLE
     req = _request(1, config={"device": "cuda", "backend": "nccl"})
     codes, results, logs = launch(tmp_path, req)
     assert codes == [EXIT_BACKEND_UNAVAILABLE], logs

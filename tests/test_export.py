@@ -17,16 +17,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autotune import results as R
+from autotune.run import outcome as R
 from autotune.cli import main
 from autotune.config import Config
-from autotune.export import launch_command, render
-from autotune.inforce import differences
-from autotune.plan import build_plan, infeasible_reason
+from autotune.export.command import launch_command, render
+from autotune.worker.in_force import differences
+from autotune.plan.build import build_plan
+from autotune.plan.feasible import infeasible_reason
 from autotune.probe import probe
-from autotune.search import ruled_out
-from autotune.space import find_space, load_space, resolve
-from autotune.study import describe_study, open_storage, open_study, record_trial, study_name
+from autotune.plan.feasible import ruled_out
+from autotune.space.resolve import find_space, load_space, resolve
+from autotune.study.storage import describe_study, open_storage, open_study, study_name
+from autotune.study.records import record_trial
 from results_study import live_topology, study_copy
 
 REPO = Path(__file__).resolve().parents[1]
@@ -211,8 +213,8 @@ def test_running_the_exported_command_reproduces_the_configuration(tmp_path, cap
 
 # A stand-in trainer: joins the process group as a training script would (the backend in force is
 # part of the plan), then reports what it has in force.
-_PROBE = ("import json, os, torch, torch.distributed as dist; from autotune import inforce; "
-          "dist.init_process_group('gloo'); seen = inforce.collect('fp32'); "
+_PROBE = ("import json, os, torch, torch.distributed as dist; from autotune.worker import in_force; "
+          "dist.init_process_group('gloo'); seen = in_force.collect('fp32'); "
           "seen['backend'] = dist.get_backend(); dist.barrier(); dist.destroy_process_group(); "
           "json.dump(seen, open('rank%s.json' % os.environ['RANK'], 'w'))")
 

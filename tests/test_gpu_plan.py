@@ -11,13 +11,16 @@ from pathlib import Path
 import pytest
 
 from autotune.config import Config
-from autotune.export import launch_command, render
-from autotune.plan import build_plan, canonical, infeasible_reason
+from autotune.export.command import launch_command, render
+from autotune.plan.build import build_plan
+from autotune.plan.placement import canonical
+from autotune.plan.feasible import infeasible_reason
 from autotune.probe import probe
 from autotune.probe.parse import parse_l3
-from autotune.search import default_launch, reference_configs, ruled_out
-from autotune.space import default_space_path, find_space, load_space, parse_space, resolve
-from autotune.topology import Capabilities
+from autotune.plan.feasible import ruled_out
+from autotune.search.references import default_launch, reference_configs
+from autotune.space.resolve import default_space_path, find_space, load_space, parse_space, resolve
+from autotune.probe.topology import Capabilities
 
 MACHINES = Path(__file__).parent / "fixtures" / "machines"
 GPU_CAPS = Capabilities(backends=("gloo", "nccl"), numactl=True, numactl_membind=True,
@@ -213,8 +216,8 @@ class GpuSim:
         return s * (1.2 if c.dataloader_workers else 1.0) * (1.05 if c.pin_memory else 1.0)
 
     def __call__(self, c: Config, mode: str, seed: int = 0, samples: int | None = None):
-        from autotune import results as R
-        from autotune.search import Evaluation
+        from autotune.run import outcome as R
+        from autotune.run.outcome import Evaluation
         self.calls.append((c, mode))
         self.t += 10.0
         if mode == "accuracy":
@@ -225,9 +228,13 @@ class GpuSim:
 
 
 def test_a_gpu_search_starts_from_torchrun_and_verifies_against_it(tmp_path):
-    from autotune.recommend import pick_candidates, verify
-    from autotune.search import DEFAULT_ROLE, RUN_CPU_ROLE, SearchOptions, make_sampler, run_search
-    from autotune.study import open_storage, open_study, records
+    from autotune.recommend.verify import pick_candidates, verify
+    from autotune.search.loop import run_search
+    from autotune.search.options import SearchOptions
+    from autotune.search.references import make_sampler
+    from autotune.study.records import DEFAULT_ROLE, RUN_CPU_ROLE
+    from autotune.study.storage import open_storage, open_study
+    from autotune.study.records import records
     topo = machine("epyc-nps4-4gpu")
     space = resolve(load_space(find_space("gpu")), topo)
     sim = GpuSim()
@@ -247,7 +254,7 @@ def test_a_gpu_search_starts_from_torchrun_and_verifies_against_it(tmp_path):
 
 
 def test_l3_groups_and_cuda_survive_the_stored_topology():
-    from autotune.topology import Topology
+    from autotune.probe.topology import Topology
     topo = machine("epyc-nps4-4gpu")
     back = Topology.from_json(topo.to_json())
     assert back.l3_domains == topo.l3_domains and back.capabilities.cuda
@@ -259,7 +266,7 @@ def test_l3_groups_and_cuda_survive_the_stored_topology():
 
 
 def test_gpus_without_a_numa_node_bind_only_where_the_node_is_certain():
-    from autotune.topology import Gpu
+    from autotune.probe.topology import Gpu
     na = (Gpu(index=0, name="NVIDIA L4", memory_bytes=24 << 30),)   # nvidia-smi said N/A
     vm = dataclasses.replace(machine("desktop-8c16t"), gpus=na)      # one NUMA node: it is that
     (r0,) = plan(gpu_config(vm, numa_binding="node", binding="numactl"), vm).ranks

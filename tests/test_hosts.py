@@ -12,14 +12,14 @@ from autotune.bind import pick, plan_index, rank_env
 from autotune.cli._hosts import hosts_from_args
 from autotune.config import Config
 from autotune.errors import ConfigError
-from autotune.export import launch_command, render
-from autotune.hosts import (Host, differences, expand_nodelist, expand_tasks_per_node,
+from autotune.export.command import launch_command, render
+from autotune.plan.hosts import (Host, differences, expand_nodelist, expand_tasks_per_node,
                             interface_of, network_of, parse_hostfile, parse_hosts, slurm_hosts,
                             ssh_hostname)
-from autotune.multinode import (Cluster, build_cluster_plan, cluster_from_json, cluster_to_json,
+from autotune.plan.cluster import (Cluster, build_cluster_plan, cluster_from_json, cluster_to_json,
                                 infeasible_reason)
 from autotune.probe import probe
-from autotune.topology import Capabilities
+from autotune.probe.topology import Capabilities
 
 MACHINES = Path(__file__).parent / "fixtures" / "machines"
 CAPS = Capabilities(allocators={"jemalloc": "/lib/libjemalloc.so.2", "tcmalloc": None},
@@ -162,7 +162,7 @@ def test_ssh_plan_runs_one_torchrun_per_host_with_c10d_rendezvous():
     assert [r.mem_node for r in p.ranks] == [0, 1, 0, 1]
     assert len(p.request.ranks) == 4 and p.request.config["nnodes"] == 2
     assert p.ranks[0].env["MASTER_ADDR"] == "10.0.0.1"
-    assert len(p.host_kill) == 2 and p.host_kill[1][-1].endswith("autotune.remote kill t1")
+    assert len(p.host_kill) == 2 and p.host_kill[1][-1].endswith("autotune.run.remote kill t1")
 
 
 def test_mpirun_plan_is_one_open_mpi_command_with_env_and_per_rank_binding():
@@ -269,7 +269,7 @@ def test_missing_launcher_is_one_line(launcher, tool, tmp_path, monkeypatch, cap
 
 
 def test_mpi_backend_only_under_mpirun():
-    from autotune.trial import TrialSettings, trial_infeasible
+    from autotune.run.trial import TrialSettings, trial_infeasible
     topo = dataclasses.replace(machine(), capabilities=dataclasses.replace(
         CAPS, backends=("gloo", "mpi")))
     assert "started by mpirun" in trial_infeasible(Config(backend="mpi"), topo, TrialSettings())

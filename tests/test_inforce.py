@@ -1,8 +1,8 @@
 import torch
 
-from autotune.inforce import (autocast_name, differences, memory_bound_to, parse_maps,
+from autotune.worker.in_force import (autocast_name, differences, memory_bound_to, parse_maps,
                               parse_mem_policy, parse_mems_allowed)
-from autotune.plan_types import RankExpect
+from autotune.plan.launch_plan import RankExpect
 
 TORCH_GOMP = "7f1 r-xp 0 08:01 1 /venv/lib/python3.11/site-packages/torch/lib/libgomp.so.1\n"
 JEMALLOC = "7f2 r-xp 0 08:01 2 /usr/lib/x86_64-linux-gnu/libjemalloc.so.2\n"

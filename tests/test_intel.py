@@ -82,7 +82,7 @@ def test_resnet50_from_torchvision_trains_with_ipex(tmp_path):
 
 @pytest.mark.slow
 def test_probe_offers_ipex_in_the_intel_env():
-    code = ("from autotune.probe import probe; from autotune.space import topology_names;"
+    code = ("from autotune.probe import probe; from autotune.space.resolve import topology_names;"
             "t = probe(); c = t.capabilities;"
             "print(c.ipex_version, c.ipex_problem, topology_names(t)['found_ipex'])")
     proc = subprocess.run([str(INTEL_PY), "-c", code], capture_output=True, text=True,

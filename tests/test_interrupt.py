@@ -192,23 +192,25 @@ def test_two_searches_on_one_storage_do_not_corrupt_it(tmp_path):
 def test_fail_stale_running_spares_live_searches_and_fails_dead_ones(tmp_path):
     import optuna
 
-    from autotune.study import claim_trial, fail_stale_running, open_storage, open_study
+    from autotune.study.storage import open_storage, open_study, storage_of, trial_id
+    from autotune.study.owners import claim_trial, fail_stale_running
     study = open_study(open_storage(f"sqlite:///{tmp_path / 'x.db'}"), "autotune-x")
+    storage = storage_of(study)
     mine = study.ask()
-    claim_trial(mine)                                      # this (live) process
+    claim_trial(study, mine)                               # this (live) process
     dead = study.ask()
-    claim_trial(dead)
-    study._storage.set_trial_system_attr(dead._trial_id, "autotune:owner",
-                                         {**study.trials[dead.number].system_attrs[
-                                             "autotune:owner"], "pid": 2 ** 22 + 1})
+    claim_trial(study, dead)
+    storage.set_trial_system_attr(trial_id(study, dead.number), "autotune:owner",
+                                  {**study.trials[dead.number].system_attrs[
+                                      "autotune:owner"], "pid": 2 ** 22 + 1})
     reused = study.ask()                                   # live pid, other start time
-    claim_trial(reused)
+    claim_trial(study, reused)
     owner = study.trials[reused.number].system_attrs["autotune:owner"]
-    study._storage.set_trial_system_attr(reused._trial_id, "autotune:owner",
-                                         {**owner, "started": owner["started"] - 100})
+    storage.set_trial_system_attr(trial_id(study, reused.number), "autotune:owner",
+                                  {**owner, "started": owner["started"] - 100})
     elsewhere = study.ask()
-    study._storage.set_trial_system_attr(elsewhere._trial_id, "autotune:owner",
-                                         {**owner, "host": "another-host"})
+    storage.set_trial_system_attr(trial_id(study, elsewhere.number), "autotune:owner",
+                                  {**owner, "host": "another-host"})
     fresh = study.ask()                                    # unclaimed for a moment: spared
     assert fail_stale_running(study) == 2
     states = {t.number: t.state for t in study.trials}

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from autotune.config import Config
-from autotune.space import find_space, load_space, resolve, topology_names
+from autotune.space.resolve import find_space, load_space, resolve, topology_names
 from benchmarks import landscape_model as LM
 from benchmarks import model_machines as MM
 from benchmarks import search_at_scale

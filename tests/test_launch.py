@@ -18,16 +18,16 @@ import psutil
 import pytest
 
 from autotune.cli import main
-from autotune.cli._common import save_recommendation
+from autotune.export.recommendation import save_recommendation
 from autotune.config import Config
-from autotune.export import launch_command
-from autotune.launch import (Nodes, Tuned, exit_code, from_manifest, override, plan_launch,
+from autotune.export.command import launch_command
+from autotune.export.launch import (Nodes, Tuned, exit_code, from_manifest, override, plan_launch,
                              program_for, refusals)
-from autotune.plan_types import cpulist
+from autotune.probe.parse import format_cpulist
 from autotune.probe import probe
-from autotune.recommend import Recommendation
-from autotune._tee import prefix
-from autotune.study import describe_study, open_storage, open_study, study_name
+from autotune.recommend.verify import Recommendation
+from autotune.run.tee import prefix
+from autotune.study.storage import describe_study, open_storage, open_study, study_name
 from results_study import live_topology, make_study, study_copy
 
 REPO = Path(__file__).resolve().parents[1]
@@ -229,7 +229,7 @@ def test_local_manifest_dry_run_with_torchrun_flags(db, tmp_path, capsys):
 @pytest.mark.slow
 def test_launch_runs_a_plain_ddp_script_with_the_tuned_configuration(tmp_path, capsys):
     """The must-show: a plain DDP script, two bound ranks with tcmalloc, and the configuration
-    seen acting from outside the processes (observe.py, as for script-mode trials)."""
+    seen acting from outside the processes (measure/observe.py, as for script-mode trials)."""
     topo = live_topology()
     if not topo.capabilities.taskset or not topo.capabilities.allocators.get("tcmalloc"):
         pytest.skip("needs taskset and tcmalloc (setup.sh installs them)")
@@ -246,7 +246,7 @@ def test_launch_runs_a_plain_ddp_script_with_the_tuned_configuration(tmp_path, c
     assert "in force, seen from outside the ranks: every planned knob acted" in err, err
     plan = plan_launch(tuned, topo, ("x",), log_dir=str(tmp_path), base_env={}, port=1)
     for rank in plan.ranks:
-        cpus = cpulist(rank.cpus)
+        cpus = format_cpulist(rank.cpus)
         # 1 compute thread, plus gloo's I/O thread when it shows busy in the samples
         assert re.search(rf"rank {rank.rank}: [12] busy thread\(s\) \(planned 1\), cpus {cpus}, "
                          r"allocator tcmalloc, OpenMP libgomp", err), err
@@ -269,7 +269,7 @@ def test_a_script_that_undoes_the_configuration_is_named(tmp_path, capsys):
     rc, out, err = launch(capsys, "--storage", _verified_storage(tmp_path, tuned), "--log-dir",
                           str(tmp_path / "logs"), "--check-seconds", "2", "--", sys.executable, job)
     assert rc == 0, err
-    assert f"warning: cpus {cpulist(planned.ranks[0].cpus)} planned; rank 0 ran on cpus" in err
+    assert f"warning: cpus {format_cpulist(planned.ranks[0].cpus)} planned; rank 0 ran on cpus" in err
     assert "1 planned knob(s) did not act" in err
 
 

@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from autotune.measure import Stats, aggregate, quantile, ratio_stats
+from autotune.measure.stats import Stats, aggregate, quantile, ratio_stats
 
 
 def test_stats_of_four_values():
@@ -90,7 +90,7 @@ def test_ratio_stats_errors():
 
 def test_busy_threshold_and_the_run_text_says_so():
     from autotune.cli._common import describe_measurement
-    from autotune.measure import BUSY_CPU_SHARE, busy
+    from autotune.measure.stats import BUSY_CPU_SHARE, busy
     assert BUSY_CPU_SHARE == 0.8
     assert busy(0.75) and not busy(0.8) and not busy(0.97) and not busy(None)
     m = aggregate([_rank(0, contention={"cpu_seconds": 0.96}, in_force={"num_threads": 2})], 100.0)

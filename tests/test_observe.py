@@ -1,4 +1,4 @@
-"""observe.py: the outside-the-process view of a rank, and its comparison with the plan."""
+"""measure/observe.py: the outside-the-process view of a rank, and its comparison with the plan."""
 from __future__ import annotations
 
 import os
@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from autotune.observe import (RankObservation, Sampler, Unacted, Window, busy_count, compare,
-                              observe, overridden_knobs, summarize, unacted_knobs)
-from autotune.procfs import classify_libraries, mapped_libraries
-from autotune.plan_types import LaunchPlan, RankExpect, WorkerRequest
+from autotune.measure.observe import (RankObservation, Sampler, Window, busy_count, observe, summarize)
+from autotune.measure.unacted import Unacted, compare, overridden_knobs, unacted_knobs
+from autotune.probe.procfs import classify_libraries, mapped_libraries
+from autotune.plan.launch_plan import LaunchPlan, RankExpect, WorkerRequest
 
 SPINNER = str(Path(__file__).resolve().parent / "observed_spinner.py")
 MAPS = ("7f1 r-xp 0 08:01 1 /venv/lib/python3.11/site-packages/torch/lib/libgomp.so.1\n"

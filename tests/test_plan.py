@@ -11,9 +11,11 @@ import pytest
 from autotune.cli import main
 from autotune.config import Config
 from autotune.errors import ConfigError
-from autotune.plan import JEMALLOC_CONF, build_plan, canonical, infeasible_reason
+from autotune.plan.build import JEMALLOC_CONF, build_plan
+from autotune.plan.placement import canonical
+from autotune.plan.feasible import infeasible_reason
 from autotune.probe import probe
-from autotune.topology import Capabilities
+from autotune.probe.topology import Capabilities
 
 MACHINES = Path(__file__).parent / "fixtures" / "machines"
 CAPS = Capabilities(allocators={"jemalloc": "/lib/libjemalloc.so.2", "tcmalloc": "/lib/libtcmalloc.so.4"},

@@ -7,7 +7,8 @@ import pytest
 
 from autotune.probe.capabilities import (CCL_MISSING, build_capabilities, find_library,
                                          major_minor, parse_ldconfig)
-from autotune.probe.collect import cgroup_cpu_max, collect_capabilities
+from autotune.probe.collect import cgroup_cpu_max
+from autotune.probe.collect_capabilities import collect_capabilities
 
 LDCONFIG = """\
 1234 libs found in cache `/etc/ld.so.cache'

@@ -10,7 +10,7 @@ import shutil
 import pytest
 
 from autotune.cli import main
-from autotune.topology import Topology
+from autotune.probe.topology import Topology
 
 MACHINES = os.path.join(os.path.dirname(__file__), "fixtures", "machines")
 CAPABILITY_KEYS = {"allocators", "omp_runtimes", "backends", "torch_version", "ipex",

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from autotune.errors import ProbeError
 from autotune.probe import probe
-from autotune.topology import Topology
+from autotune.probe.topology import Topology
 from autotune.probe.parse import (format_cpulist, parse_cpu_max, parse_cpuinfo, parse_cpulist,
                                   parse_node_meminfo)
 
@@ -269,7 +269,7 @@ def test_garbled_files_name_the_path(tree, rel, text, needle):
 
 def test_memory_class_is_stable_while_a_vm_adds_memory():
     """Node 0 of the Zen 5 VM read 5.7 GiB and, twenty minutes later, 9.1 GiB: one machine."""
-    from autotune.topology import memory_class_gib
+    from autotune.probe.topology import memory_class_gib
     assert memory_class_gib(5990612 * 1024) == memory_class_gib(9529556 * 1024) == 8
     assert [memory_class_gib(g * GIB) for g in (0, 1, 60, 64, 100, 128, 256)] == \
         [0, 1, 64, 64, 128, 128, 256]

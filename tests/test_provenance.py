@@ -14,16 +14,17 @@ from pathlib import Path
 import optuna
 import pytest
 
-from autotune import results as R
+from autotune.run import outcome as R
 from autotune.cli import main
 from autotune.config import Config
 from autotune.errors import StorageError
 from autotune.probe import probe, torch_build
 from autotune.probe.parse import parse_torch_version
-from autotune.provenance import Here, check_resumable, not_used, why_not_here
-from autotune.space import find_space, load_space, resolve
-from autotune.study import describe_study, open_storage, open_study, record_trial, study_name
-from autotune.topology import TorchBuild
+from autotune.study.provenance import Here, check_resumable, not_used, why_not_here
+from autotune.space.resolve import find_space, load_space, resolve
+from autotune.study.storage import describe_study, open_storage, open_study, study_name
+from autotune.study.records import record_trial
+from autotune.probe.topology import TorchBuild
 from results_study import live_topology, study_copy
 
 MACHINES = Path(__file__).resolve().parent / "fixtures" / "machines"

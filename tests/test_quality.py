@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from autotune import quality as Q
+from autotune.measure import quality as Q
 from autotune.config import Config, parse_sets
 from autotune.errors import ConfigError
 

@@ -8,12 +8,13 @@ from collections import Counter
 import optuna
 import pytest
 
-from autotune import results as R
+from autotune.run import outcome as R
 from autotune.cli import main
 from autotune.config import Config
-from autotune.evidence import stored_classes
-from autotune.summary import Row, build_report, importance, pareto_front
-from autotune.study import open_storage, open_study, record_trial
+from autotune.study.evidence import stored_classes
+from autotune.study.report import Row, build_report, importance, pareto_front
+from autotune.study.storage import open_storage, open_study
+from autotune.study.records import record_trial
 from results_study import live_topology, sha256, study_copy
 
 
@@ -133,8 +134,8 @@ def test_too_few_trials_for_importances_is_a_message_not_an_error(tmp_path, caps
 def test_trials_measured_on_a_busy_machine_are_flagged_and_not_recommended_alone(tmp_path, capsys):
     """cpu_share below 0.8: rank 0 waited for cores something else used. The report marks such a
     row, and with no budget left to verify, the search does not recommend it on that window."""
-    from autotune.recommend import pick_candidates, trusted_alone
-    from autotune.study import records
+    from autotune.recommend.verify import pick_candidates, trusted_alone
+    from autotune.study.records import records
     topo = live_topology()
     study = open_study(open_storage(f"sqlite:///{tmp_path}/s.db"), "autotune-busy")
     study.set_user_attr("topology", topo.to_json())

@@ -17,9 +17,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from autotune.plan_types import LaunchPlan, RankExpect, RankPlan, WorkerRequest
-from autotune.runner import (Interrupted, classify, free_port, interrupt_on_sigterm, read_tail,
-                             reap_orphans, root_cause, run_plan)
+from autotune.plan.launch_plan import LaunchPlan, RankExpect, RankPlan, WorkerRequest
+from autotune.run.runner import (Interrupted, classify, free_port, interrupt_on_sigterm, reap_orphans, root_cause, run_plan)
+from autotune.run.rank_output import read_tail
 
 REPO = Path(__file__).resolve().parent.parent
 FAKE = str(Path(__file__).resolve().parent / "fake_trainer.py")
@@ -121,7 +121,7 @@ OK1 = {"rank": 1, "samples_per_second": 100.0}
     # a victim's own OOM-looking words do not make an OOM when the root cause is a segfault
     ((-11, 1), (None, None), ("", PEER + " out of memory"), False, {"exit_order": [1, 0]},
      ("crash", "rank 0 killed by SIGSEGV")),
-    # --- results as autotune/worker.py writes them: every rank, failures included
+    # --- results as autotune/worker/main.py writes them: every rank, failures included
     ((1, -11), ({"status": "crash", "reason": PEER}, None), (PEER, ""), False,
      {"exit_order": [0, 1]}, ("crash", "rank 1 killed by SIGSEGV")),
     ((1, 1), ({"status": "crash", "reason": PEER}, {"status": "crash", "reason": "ValueError: x"}),
@@ -282,9 +282,9 @@ def test_numactl_prefix(tmp_path, fault, outcome):
 
 @slow
 def test_real_worker_failure_blames_the_failing_rank(tmp_path):
-    # autotune/worker.py writes a result on failure too; the victim's says "crash" as well.
+    # autotune/worker/main.py writes a result on failure too; the victim's says "crash" as well.
     from autotune.config import Config
-    from autotune.plan import build_plan
+    from autotune.plan.build import build_plan
     from autotune.probe import probe
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests")])}
     plan = build_plan(Config(nproc=2, threads=1), probe(), workload="crashing_workload:build",
@@ -314,7 +314,7 @@ CHILD = textwrap.dedent("""
     import sys, pathlib
     sys.path[:0] = [{repo!r}, {tests!r}]
     from test_runner import make_plan
-    from autotune.runner import interrupt_on_sigterm, run_plan
+    from autotune.run.runner import interrupt_on_sigterm, run_plan
     tmp = pathlib.Path({tmp!r})
     plan = make_plan(tmp, {{"1": {fault!r}}}, timeout_s=60, grace_s=2)
     (tmp / "trial_id").write_text(plan.env_delta["AUTOTUNE_TRIAL_ID"] + " " + str(plan.master_port))

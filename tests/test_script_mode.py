@@ -9,21 +9,26 @@ from pathlib import Path
 import optuna
 import pytest
 
-from autotune import results as R
+from autotune.run import outcome as R
 from autotune.cli import main
 from autotune.config import Config
-from autotune.export import launch_command, render
-from autotune.plan import build_plan
+from autotune.export.command import launch_command, render
+from autotune.plan.build import build_plan
 from autotune.probe import probe
-from autotune.script import freeze, metric_values, script_metric
-from autotune.script_scan import scan_command, scan_text
-from autotune.search import OVERRIDES_ATTR, Evaluation, SearchOptions, make_sampler, run_search
-from autotune.space import find_space, load_space, resolve
-from autotune.study import open_storage, open_study, records
-from autotune.topology import Capabilities
-from autotune.trial import TrialSettings, observed_attrs, plan_trial, run_trial
-from autotune.observe import RankObservation, compare
-from autotune.plan_types import RankExpect
+from autotune.measure.script import freeze, metric_values, script_metric
+from autotune.measure.script_scan import scan_command, scan_text
+from autotune.search.loop import OVERRIDES_ATTR, run_search
+from autotune.search.options import SearchOptions
+from autotune.run.outcome import Evaluation
+from autotune.search.references import make_sampler
+from autotune.space.resolve import find_space, load_space, resolve
+from autotune.study.storage import open_storage, open_study
+from autotune.study.records import records
+from autotune.probe.topology import Capabilities
+from autotune.run.trial import TrialSettings, observed_attrs, plan_trial, run_trial
+from autotune.measure.observe import RankObservation
+from autotune.measure.unacted import compare
+from autotune.plan.launch_plan import RankExpect
 
 REPO = Path(__file__).resolve().parents[1]
 MACHINES = REPO / "tests" / "fixtures" / "machines"
@@ -263,7 +268,7 @@ def test_bad_script_options_are_one_line_exit_2(capsys, tmp_path):
 
 
 def test_export_takes_overrides_from_the_trials_and_from_certain_lines_of_the_script():
-    from autotune.cli.export import script_launch
+    from autotune.export.recommendation import script_launch
     scan = scan_text('import os\nos.environ["OMP_NUM_THREADS"] = "8"\nos.environ["LD_PRELOAD"] = "x"\n'
                      'parser.add_argument("--local-rank", type=int)\n', "train.py")
     got = script_launch({"script_scan": scan.to_json(),
@@ -274,7 +279,7 @@ def test_export_takes_overrides_from_the_trials_and_from_certain_lines_of_the_sc
 
 
 def test_report_of_a_script_study_says_what_its_score_is(tmp_path):
-    from autotune.summary import _script_facts, _table, build_report
+    from autotune.study.report import _script_facts, _table, build_report
     facts = _script_facts({"script_command": ["python", "t.py"], "script_metric": "time: (\\d+)",
                            "script_lower_is_better": True,
                            "script_overrides": {"threads": "rank 0 ran 2 busy threads"}})
@@ -292,7 +297,7 @@ def test_report_of_a_script_study_says_what_its_score_is(tmp_path):
 
 
 def test_the_scan_alone_holds_only_what_no_process_shows_and_the_rank_count():
-    from autotune.cli.search import held_from_scan
+    from autotune.measure.script_scan import held_from_scan
     assert held_from_scan(scan_command(("python", str(OWN_THREADS)))) == {
         "kmp_affinity": f"{OWN_THREADS}:13 sets KMP_AFFINITY"}      # threads: seen per trial
     assert set(held_from_scan(scan_command(("python", str(SPAWNS))))) == {"nproc"}

@@ -14,7 +14,7 @@ import optuna
 import pytest
 
 from autotune.cli import main
-from autotune.search import OVERRIDES_ATTR
+from autotune.search.loop import OVERRIDES_ATTR
 
 REPO = Path(__file__).resolve().parents[1]
 OWN_THREADS = str(REPO / "benchmarks" / "workloads" / "sets_own_threads.py")

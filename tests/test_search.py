@@ -11,17 +11,21 @@ from pathlib import Path
 import optuna
 import pytest
 
-from autotune import results as R
+from autotune.run import outcome as R
 from autotune.config import Config
 from autotune.errors import WorkloadError
 from autotune.probe import probe
-from autotune.quality import math_class
-from autotune.recommend import pick_candidates, verify
-from autotune.search import (DEFAULT_ROLE, RUN_CPU_ROLE, Evaluation, SearchOptions,
-                             make_sampler, reference_configs, run_search)
-from autotune.space import find_space, load_space, resolve
-from autotune.study import open_storage, open_study, records
-from autotune.topology import Capabilities
+from autotune.measure.quality import math_class
+from autotune.recommend.verify import pick_candidates, verify
+from autotune.search.loop import run_search
+from autotune.search.options import SearchOptions
+from autotune.run.outcome import Evaluation
+from autotune.search.references import make_sampler, reference_configs
+from autotune.study.records import DEFAULT_ROLE, RUN_CPU_ROLE
+from autotune.space.resolve import find_space, load_space, resolve
+from autotune.study.storage import open_storage, open_study
+from autotune.study.records import records
+from autotune.probe.topology import Capabilities
 
 MACHINES = Path(__file__).parent / "fixtures" / "machines"
 
@@ -227,7 +231,7 @@ def test_no_candidate_beating_the_default_recommends_the_default(topo):
 
 
 def _rec(config, sim):
-    from autotune.study import Record
+    from autotune.study.records import Record
     return Record(config=config, outcome=R.OK, throughput=sim.speed(config), accuracy=0.8,
                   feasible=True, role="search")
 

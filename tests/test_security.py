@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from autotune.cli import main
-from autotune.plan import build_plan
+from autotune.plan.build import build_plan
 from autotune.probe import probe
-from autotune.search import ruled_out
-from autotune.space import find_space, load_space, resolve
-from autotune.topology import Capabilities
+from autotune.plan.feasible import ruled_out
+from autotune.space.resolve import find_space, load_space, resolve
+from autotune.probe.topology import Capabilities
 
 REPO = Path(__file__).resolve().parent.parent
 MACHINES = REPO / "tests" / "fixtures" / "machines"

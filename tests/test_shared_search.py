@@ -17,13 +17,17 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from autotune import results as R
+from autotune.run import outcome as R
 from autotune.cli import main
 from autotune.config import Config
-from autotune.plan import canonical
-from autotune.search import Evaluation, SearchOptions, make_sampler, run_search
-from autotune.shared import VERIFIER_KEY, ConfigClaims, StudyLock, Workers
-from autotune.study import open_storage, open_study, record_trial
+from autotune.plan.placement import canonical
+from autotune.search.loop import run_search
+from autotune.search.options import SearchOptions
+from autotune.run.outcome import Evaluation
+from autotune.search.references import make_sampler
+from autotune.search.shared import VERIFIER_KEY, ConfigClaims, StudyLock, Workers
+from autotune.study.storage import open_storage, open_study
+from autotune.study.records import record_trial
 from pg_server import postgres_server
 from search_harness import REPO, search_argv, search_env, survivors, write_space
 from test_search import space, topo  # noqa: F401 - fixtures: a 2-core machine and its space

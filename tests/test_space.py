@@ -10,9 +10,9 @@ from hypothesis import given, settings, strategies as st
 
 from autotune.config import Config
 from autotune.errors import SpaceError
-from autotune.space import (ResolvedSpace, default_space_path, find_space, load_space, parse_space,
+from autotune.space.resolve import (ResolvedSpace, default_space_path, find_space, load_space, parse_space,
                             resolve, spaces_dir, topology_names)
-from autotune.topology import Capabilities, Core, Gpu, Isa, NumaNode, Topology
+from autotune.probe.topology import Capabilities, Core, Gpu, Isa, NumaNode, Topology
 
 REPO = Path(__file__).resolve().parent.parent
 CPU_YAML = REPO / "search_spaces" / "cpu.yaml"
@@ -193,7 +193,7 @@ def test_cpu_yaml_resolves_everywhere_and_has_a_feasible_config(topology):
 def test_default_space_path_and_builtin_lookup(tmp_path):
     assert default_space_path(LAPTOP) == spaces_dir() / "cpu.yaml"
     assert default_space_path(DGX) == spaces_dir() / "gpu.yaml"
-    assert spaces_dir() == REPO / "search_spaces"  # a checkout prefers its own files
+    assert spaces_dir() == REPO / "autotune" / "space" / "builtin"  # the package data, one copy
     assert find_space("gpu") == spaces_dir() / "gpu.yaml"
     assert find_space("cpu.yaml") == spaces_dir() / "cpu.yaml"
     own = write(tmp_path, "knobs: {threads: [1]}\n")
@@ -202,12 +202,12 @@ def test_default_space_path_and_builtin_lookup(tmp_path):
         find_space("nope")
 
 
-def test_packaged_copies_match_the_checkout():
-    """An installed autotune reads autotune/search_spaces/; it must ship the same files."""
-    for name in ("cpu.yaml", "gpu.yaml"):
-        assert (REPO / "autotune" / "search_spaces" / name).read_bytes() == \
-            (REPO / "search_spaces" / name).read_bytes(), \
-            f"run: cp search_spaces/{name} autotune/search_spaces/{name}"
+def test_builtin_spaces_exist_once():
+    """The checkout's search_spaces/ is the package data itself (a link), not a second copy that
+    could drift from what an installed autotune ships."""
+    assert (REPO / "search_spaces").resolve() == spaces_dir().resolve()
+    assert sorted((REPO / "autotune").rglob("*.yaml")) == \
+        [spaces_dir() / "cpu.yaml", spaces_dir() / "gpu.yaml"]
 
 
 # ---- expressions, literals, dedup, availability --------------------------------------------------
@@ -244,6 +244,29 @@ knobs:
         "omp_runtime=libiomp5 dropped: Intel OpenMP (libiomp5) not found (pip install intel-openmp)",
         "ipex=on dropped: IPEX not importable (pip install intel-extension-for-pytorch)",
     )
+
+
+def test_one_precision_rule_for_the_space_and_the_planner():
+    """fp16 on a CPU without native fp16 is ruled out by the planner; a space that also has cuda
+    trials keeps fp16 for those, and must never say CPU trials emulate it (they would be ruled
+    out). bf16 without native support is emulated, and the planner runs it."""
+    from autotune.plan.feasible import cpu_precision, precision_problem
+    both = space_of("knobs:\n  device: [cpu, cuda]\n  precision: [fp32, bf16, fp16]\n"
+                    "  numa_binding: [none]\n", DGX)
+    assert both.knobs["precision"] == ("fp32", "bf16", "fp16")
+    notes = [n for n in both.notes if n.startswith("precision=")]
+    assert notes == [
+        "precision=bf16 kept: this CPU has no native bf16 math, so CPU trials emulate it, "
+        "usually slower than fp32",
+        "precision=fp16 kept for cuda trials only: precision fp16: this CPU has no native fp16 "
+        "(avx512_fp16/amx_fp16), so CPU trials with it are ruled out"]
+    for topo in (LAPTOP, XEON, EPYC, DGX):
+        for precision in ("fp32", "bf16", "fp16"):
+            how = cpu_precision(precision, topo)
+            assert (precision_problem(precision, "cpu", topo) is None) == (how != "unsupported")
+            assert precision_problem(precision, "cuda", topo) is None
+            assert (precision in topology_names(topo)["supported_precisions"]) == (how == "native")
+    assert precision_problem("fp16", "cpu", XEON) is None and cpu_precision("bf16", EPYC) == "emulated"
 
 
 def test_smt_bindings_dropped_without_siblings_and_precisions_by_the_planner_rule():

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from autotune.plan_types import (EXIT_BACKEND_UNAVAILABLE, EXIT_BAD_CONFIG, EXIT_WORKLOAD_ERROR,
+from autotune.plan.launch_plan import (EXIT_BACKEND_UNAVAILABLE, EXIT_BAD_CONFIG, EXIT_WORKLOAD_ERROR,
                                  RankExpect, WorkerRequest)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -198,7 +198,7 @@ def test_user_entry_point_with_eval_fn(tmp_path):
     # A user's module:function spec: the worker owns DDP, timing and the all-reduce of its metric.
     (tmp_path / "my_train.py").write_text(
         "import torch\n"
-        "from autotune.workloads import get_workload\n"
+        "from autotune.worker.workloads import get_workload\n"
         "def build(hidden=16):\n"
         "    base = get_workload('mlp', {'features': 32, 'hidden': hidden})\n"
         "    return {'build_model': base.build_model, 'make_batch': base.make_batch,\n"

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from autotune.errors import WorkloadError
-from autotune.workloads import (HELD_OUT_START, WORKLOADS, WorkloadSpec, get_workload,
+from autotune.worker.workloads import (HELD_OUT_START, WORKLOADS, WorkloadSpec, get_workload,
                                 held_out_counts, rank_slice, torchvision_names, workload_names)
 
 # Small variants of each builtin: same code paths and data, sized for a unit test.

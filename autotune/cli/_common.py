@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import argparse
 
-from ..topology import Topology
-from ..trial import TrialSettings
+from ..probe.topology import Topology
+from ..run.trial import TrialSettings
 
 
 def positive_float(text: str) -> float:
@@ -55,40 +55,11 @@ ACCURACY_HELP = ("with `-- CMD`: a pattern over rank 0's output whose (group) is
 
 
 def check_workload_args(args: argparse.Namespace) -> str:
-    """Validate the workload in this process before any trial; returns its label for studies.
-
-    Script mode (`-- CMD`): program, script file, placeholders and --metric pattern. Otherwise
-    the workload is loaded here once: a typo in `module:function`, an import error or a wrong
-    return type is one line at once, not two failed reference trials."""
-    import hashlib
-    import os
-
-    from ..errors import WorkloadError
-    from ..script import check_command
-    command = getattr(args, "script", None)
-    if command is None:
-        for given, flag in ((args.metric, "--metric"), (accuracy_pattern(args), "--accuracy"),
-                            (args.lower_is_better, "--lower-is-better")):
-            if given:
-                raise WorkloadError(f"{flag} reads a script's output: give the command after `--`")
-        from ..workloads import get_workload
-        try:
-            get_workload(args.workload)
-        except WorkloadError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - the user's own code failed: its words
-            raise WorkloadError(f"workload {args.workload!r} failed when loaded: "
-                                f"{type(exc).__name__}: {exc}") from exc
-        return args.workload
-    if args.workload != "cnn":
-        raise WorkloadError("give either --workload or a command after `--`, not both")
-    check_command(command, args.metric, accuracy_pattern(args), args.lower_is_better)
-    named = next((os.path.basename(a) for a in command[1:] if a.endswith(".py")),
-                 os.path.basename(command[0]))
-    digest = hashlib.sha1(repr((command, args.metric, os.getcwd())).encode()).hexdigest()[:8]
-    if args.lower_is_better:   # another score for the same numbers: another study
-        digest = hashlib.sha1(f"{digest}:lower".encode()).hexdigest()[:8]
-    return f"script-{named}-{digest}"
+    """The workload of `run`, `compare` and `search`, checked before any trial (tune.check_workload);
+    returns its label for studies."""
+    from ..tune import check_workload
+    return check_workload(args.workload, getattr(args, "script", None), metric=args.metric,
+                          accuracy=accuracy_pattern(args), lower_is_better=args.lower_is_better)
 
 
 def settings_from_args(args: argparse.Namespace, **overrides) -> TrialSettings:
@@ -105,14 +76,10 @@ def accuracy_pattern(args: argparse.Namespace) -> str | None:
 
 def script_settings(args: argparse.Namespace) -> dict:
     """The TrialSettings fields script mode takes from the command line and the script's text."""
-    command = getattr(args, "script", None)
-    if not command:
-        return {"command": None}
-    from ..script_scan import scan_command
-    scan = scan_command(command)
-    return {"command": command, "metric": args.metric, "accuracy": accuracy_pattern(args),
-            "lower_is_better": args.lower_is_better, "local_rank_arg": scan.local_rank_arg,
-            "self_launching": scan.self_launching}
+    from ..measure.script_scan import script_settings as from_request
+    return from_request(argparse.Namespace(script=getattr(args, "script", None),
+                                           metric=args.metric, accuracy=accuracy_pattern(args),
+                                           lower_is_better=args.lower_is_better))
 
 
 def load_topology(sysfs_root: str | None) -> Topology:
@@ -133,7 +100,7 @@ def describe_measurement(m) -> str:
     if rss:
         lines.append(f"peak RSS: {rss}")
     if m.cpu_share is not None:
-        from ..measure import busy
+        from ..measure.stats import busy
         lines.append(f"cpu share: {m.cpu_share:.2f} of rank 0's threads' CPU time over the window"
                      + (" [busy: the machine was busy; measure again]" if busy(m.cpu_share) else ""))
     return "\n".join(lines)
@@ -145,36 +112,6 @@ def add_storage_arg(p: argparse.ArgumentParser) -> None:
                         "under --results); PostgreSQL or journal:///file.log for shared use")
 
 
-def save_recommendation(study, rec, topology: Topology, workload: str,
-                        command: tuple[str, ...] | None = None, cluster=None) -> str | None:
-    """Store the recommendation and its launch command on the study (and as a dashboard note)."""
-    if rec is None:
-        return None
-    from ..export import launch_command, render
-    from ..study import library_versions
-    manifest = {"fingerprint": topology.fingerprint(), "machine": topology.isa.describe(),
-                "library_versions": library_versions(), "workload": workload,
-                "headline": rec.headline(), "speedup": rec.speedup, "spread": rec.spread,
-                "verified": rec.verified}
-    program, script = None, {}
-    if command:
-        from ..script import fill
-        from .export import script_launch
-        program = fill(command, rec.config)
-        script = script_launch(study.user_attrs)
-    python = cluster.python if cluster is not None else None
-    command = render(launch_command(rec.config, topology, workload=workload, program=program,
-                                    manifest=manifest, cluster=cluster, **script,
-                                    **({"python": python} if python else {})), "shell")
-    study.set_user_attr("recommendation", {**rec.to_json(), "command": command})
-    try:
-        from ..dashboard import save_study_note
-        save_study_note(study, rec, command)
-    except ImportError:
-        pass
-    return command
-
-
 def open_study_from_args(args: argparse.Namespace):
     """(study, printable storage URL, provenance notes) for report/export/dashboard: `--storage`
     or the default file under `--results`, then `--study` or the newest autotune study measured
@@ -184,29 +121,17 @@ def open_study_from_args(args: argparse.Namespace):
     A storage that does not exist yet is an error here, not something to create: these commands
     read results, and Optuna would otherwise leave a fresh empty database behind a typo.
     """
-    import os
-
     from ..errors import StorageError
-    from ..study import default_storage, find_study, open_storage, redact
+    from ..study.storage import (default_storage, find_study, open_storage, open_study, redact,
+                                 require_existing)
     url = args.storage or default_storage(getattr(args, "results", "autotune-results"))
-    for scheme in ("sqlite:///", "journal:///"):
-        path = url[len(scheme):] if url.startswith(scheme) else None
-        if path and path != ":memory:":
-            if not os.path.exists(path):
-                raise StorageError(f"storage {redact(url)}: {path} does not exist; run "
-                                   "`autotune search` first, or pass --results DIR / --storage URL")
-            if not os.path.isfile(path):
-                raise StorageError(f"storage {redact(url)}: {path} is not a file")
-            if os.path.getsize(path) == 0:
-                raise StorageError(f"storage {redact(url)}: {path} is empty: no study recorded")
-            if scheme == "sqlite:///":
-                _check_sqlite(path, redact(url))
+    require_existing(url)
     storage = open_storage(url)
     here = _here()
     try:
         name = find_study(storage, getattr(args, "study", None), here=here)
         import optuna
-        study = optuna.load_study(study_name=name, storage=storage)
+        study = open_study(storage, name, create=False)
         summaries = optuna.get_all_study_summaries(storage, include_best_trial=False)
     except StorageError:
         raise
@@ -221,7 +146,7 @@ def _here():
     readable; it just cannot be compared)."""
     from ..errors import AutotuneError
     from ..probe import probe, torch_build
-    from ..provenance import Here
+    from ..study.provenance import Here
     try:
         return Here(topology=probe(collect_capabilities=False), torch=torch_build())
     except AutotuneError:
@@ -230,7 +155,7 @@ def _here():
 
 def provenance_notes(study, summaries, here) -> list[str]:
     """Lines saying whether `study` is this machine's, and which other studies are not."""
-    from ..provenance import not_used, why_not_here
+    from ..study.provenance import not_used, why_not_here
     if here is None:
         return ["cannot probe this machine: the study's machine is not compared with it"]
     notes = []
@@ -240,26 +165,6 @@ def provenance_notes(study, summaries, here) -> list[str]:
     notes += [f"not used: study {name} ({why})"
               for name, why in not_used(summaries, here, skip=study.study_name)]
     return notes
-
-
-def _check_sqlite(path: str, shown: str) -> None:
-    """Read-only look before Optuna opens the file: Optuna would add its tables to any SQLite
-    database it is pointed at, and a damaged one fails later with a driver traceback."""
-    import sqlite3
-
-    from ..errors import StorageError
-    try:
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        try:
-            tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        finally:
-            con.close()
-    except sqlite3.Error as exc:
-        raise StorageError(f"storage {shown}: {path} is not a readable SQLite database ({exc})") \
-            from None
-    if "studies" not in tables:
-        raise StorageError(f"storage {shown}: {path} is an SQLite database without Optuna studies "
-                           "(not written by `autotune search`)")
 
 
 def add_study_args(p: argparse.ArgumentParser) -> None:

@@ -6,7 +6,7 @@ import os
 import sys
 
 from ..errors import ConfigError
-from ..hosts import LAUNCHERS, Host, parse_hostfile, parse_hosts, slurm_hosts
+from ..plan.hosts import LAUNCHERS, Host, parse_hostfile, parse_hosts, slurm_hosts
 
 
 def add_host_args(p: argparse.ArgumentParser) -> None:
@@ -65,7 +65,7 @@ def cluster_from_args(args: argparse.Namespace):
     asked = hosts_from_args(args)
     if asked is None:
         return None
-    from ..remote import probe_cluster
+    from ..run.remote import probe_cluster
     hosts, launcher = asked
     return probe_cluster(hosts, launcher=launcher, ssh_config=args.ssh_config, iface=args.iface,
                          master_port=args.master_port, say=lambda line: print(f"autotune: {line}", file=sys.stderr))

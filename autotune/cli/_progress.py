@@ -7,10 +7,11 @@ import sys
 import time
 from typing import Any, TextIO
 
-from .. import results as R
-from ..budget import format_seconds
+from ..run import outcome as R
+from ..search.budget import format_seconds
 from ..config import Config
-from ..measure import busy
+from ..study.records import DEFAULT_ROLE
+from ..measure.stats import busy
 
 
 def short(config: Config) -> str:
@@ -83,7 +84,7 @@ class Progress:
             self.failed += 1
             what = f"{rec.outcome}: {rec.reason}"
         else:
-            if rec.role == "reference:default":
+            if rec.role == DEFAULT_ROLE:
                 self.default_thr = rec.throughput
             ratio = rec.throughput / self.default_thr if self.default_thr else None
             if rec.feasible and (self.best is None or rec.throughput > self.best):

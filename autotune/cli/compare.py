@@ -19,11 +19,11 @@ import argparse
 import json
 import sys
 
-from ..compare import compare, describe
+from ..recommend.compare import compare, describe
 from ..config import parse_sets
 from ..errors import ConfigError
-from ..plan import infeasible_reason
-from ..trial import live_evaluator
+from ..plan.feasible import infeasible_reason
+from ..run.trial import live_evaluator
 from ._common import (add_workload_args, check_workload_args, int_at_least, load_topology,
                       positive_float, settings_from_args)
 

@@ -14,6 +14,7 @@ import argparse
 import sys
 
 from .. import dashboard
+from ..study.storage import storage_of
 from ._common import add_study_args, open_study_from_args
 
 
@@ -39,13 +40,15 @@ def run(args: argparse.Namespace) -> int:
     for note in notes:
         print(f"autotune: note: {note}", file=sys.stderr, flush=True)
     dashboard.prepare(study)
-    server = dashboard.make(study._storage, args.host, args.port)
+    storage = storage_of(study)
+    server = dashboard.make(storage, args.host, args.port)
     port = server.server_address[1]
     if not dashboard.is_loopback(args.host):
         print(f"autotune: warning: dashboard on {args.host}:{port} is "
               f"{dashboard.EXPOSED_WARNING}", file=sys.stderr, flush=True)
     print(f"optuna-dashboard for {study.study_name} ({url}) at "
-          f"{dashboard.url(args.host, port, study._study_id)}\npress Ctrl-C to stop", flush=True)
+          f"{dashboard.url(args.host, port, storage.get_study_id_from_name(study.study_name))}"
+          "\npress Ctrl-C to stop", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

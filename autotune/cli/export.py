@@ -17,11 +17,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .. import results as R
+from ..run import outcome as R
 from ..config import Config
-from ..errors import StorageError
-from ..export import FORMATS, launch_command, render, training_command
-from ..topology import Topology
+from ..study.records import DEFAULT_ROLE
+from ..errors import AutotuneError, StorageError
+from ..export.command import FORMATS, launch_command, render, training_command
+from ..probe.topology import Topology
+from ..export.recommendation import script_launch
 from ._common import add_study_args, int_at_least, open_study_from_args, positive_float
 
 
@@ -61,14 +63,14 @@ def run(args: argparse.Namespace) -> int:
     template = attrs.get("script_command")
     script = {}
     if template:  # script mode: the user's own invocation, with the tuned values filled in
-        from ..script import fill
+        from ..measure.script import fill
         program = fill(tuple(template), config)
         script = script_launch(attrs)
     else:
         program = training_command(workload, config, seconds=args.seconds)
     cluster = None
     if attrs.get("cluster"):   # a study across hosts: the commands start every host
-        from ..multinode import cluster_from_json
+        from ..plan.cluster import cluster_from_json
         try:
             cluster = cluster_from_json(attrs["cluster"])
         except (KeyError, TypeError, ValueError, AutotuneError) as exc:
@@ -81,19 +83,6 @@ def run(args: argparse.Namespace) -> int:
             print(f"autotune: warning: {note}", file=sys.stderr)
     print(render(cmd, args.format))
     return 0
-
-
-def script_launch(attrs: dict) -> dict:
-    """launch_command's script-mode arguments from a study's attributes: launched as its trials
-    were, and without the knobs the script overrides (seen from outside or in its text)."""
-    from ..search import OVERRIDES_ATTR
-    scan = attrs.get("script_scan") or {}
-    # A line that sets the knob for certain (an assignment before torch loads, a call) means the
-    # exported value would not act either, even when no trial happened to show a difference.
-    written = {f["knob"]: f"{f['where']} {f['what']}" for f in scan.get("findings", ())
-               if f.get("overrides")}
-    return {"script": True, "local_rank_arg": scan.get("local_rank_arg"),
-            "overridden": {**written, **(attrs.get(OVERRIDES_ATTR) or {})}}
 
 
 def _recommended(study) -> tuple[Config, dict]:
@@ -127,7 +116,7 @@ def _from_trial(study, number: int) -> tuple[Config, dict]:
     elif t.values:
         extra["throughput"] = t.values[0]
         default = next((d for d in study.get_trials(deepcopy=False)
-                        if d.user_attrs.get("role") == "reference:default"
+                        if d.user_attrs.get("role") == DEFAULT_ROLE
                         and d.user_attrs.get("outcome") == R.OK and d.values), None)
         if default is not None and default.values[0]:
             ratio = t.values[0] / default.values[0]

@@ -24,7 +24,7 @@ import sys
 import time
 
 from ..errors import ConfigError
-from ..launch import (Nodes, default_log_dir, describe, from_manifest, from_study,
+from ..export.launch import (Nodes, default_log_dir, describe, from_manifest, from_study,
                       in_force_lines, override, plan_launch, program_for, refusals)
 from ._common import add_study_args, int_at_least, load_topology, open_study_from_args
 
@@ -58,9 +58,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..launch import exit_code
-    from ..runner import free_port, run_attached
-    from ..script import check_command
+    from ..export.launch import exit_code
+    from ..run.runner import free_port
+    from ..run.attached import run_attached
+    from ..measure.script import check_command
     if args.check_seconds < 0:
         raise ConfigError(f"--check-seconds {args.check_seconds:g}: must be 0 (no check) or more")
     if args.config and args.storage:
@@ -120,15 +121,15 @@ _INTERVAL_S = 0.5   # one /proc walk per rank per interval, taken from the train
 
 def _scan(command, tuned):
     """What the script's own text overrides, and whether it takes --local-rank, as the search's
-    script mode reads it (script_scan.py)."""
-    from ..script_scan import ScriptScan, scan_command
+    script mode reads it (measure/script_scan.py)."""
+    from ..measure.script_scan import ScriptScan, scan_command
     command = command if command is not None else tuned.program
     return scan_command(tuple(command)) if command else ScriptScan(path=None)
 
 
 class _InForce:
     """The configuration checked from outside the ranks, as script-mode trials are checked
-    (observe.py): the user's script may set its own threads, affinity or LD_PRELOAD."""
+    (measure/observe.py): the user's script may set its own threads, affinity or LD_PRELOAD."""
 
     def __init__(self, plan, seconds: float) -> None:
         self.plan, self.seconds = plan, seconds
@@ -137,7 +138,7 @@ class _InForce:
 
     def start(self, pids: list[int]) -> None:
         if self.seconds > 0:
-            from ..observe import Sampler
+            from ..measure.observe import Sampler
             self.sampler = Sampler(pids, interval_s=_INTERVAL_S).start()
 
     def poll(self) -> None:
@@ -153,7 +154,7 @@ class _InForce:
     def report(self) -> None:
         if self.sampler is None:
             return
-        from ..observe import unacted_knobs
+        from ..measure.unacted import unacted_knobs
         observations, self.sampler = self.sampler.stop(), None
         if not any(o.num_windows for o in observations):
             _say("in force: not checked (no rank computed while watched)")

@@ -17,7 +17,7 @@ import sys
 from ..probe import capture, probe
 from ..probe.gpu import all_nvlink
 from ..probe.parse import format_cpulist
-from ..topology import Topology
+from ..probe.topology import Topology
 
 GIB = 1024 ** 3
 

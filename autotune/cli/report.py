@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..summary import build_report
+from ..study.report import build_report
 from ._common import add_study_args, int_at_least, open_study_from_args
 
 

@@ -25,9 +25,9 @@ import sys
 
 from ..config import parse_sets
 from ..errors import ConfigError
-from ..plan import infeasible_reason
-from ..trial import TrialSettings, observed_attrs, plan_trial, run_trial
-from ..script import SOURCES
+from ..plan.feasible import infeasible_reason
+from ..run.trial import TrialSettings, observed_attrs, plan_trial, run_trial
+from ..measure.script import SOURCES
 from ._hosts import add_host_args, cluster_from_args
 from ._common import (add_workload_args, check_workload_args, describe_measurement, load_topology,
                       positive_float, settings_from_args, ACCURACY_HELP)
@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
             print(plan.describe())
         return 0
     if settings.command:
-        from ..script_scan import scan_command
+        from ..measure.script_scan import scan_command
         warning = scan_command(settings.command).warning()
         if warning:
             print(warning, file=sys.stderr)

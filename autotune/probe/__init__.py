@@ -28,11 +28,12 @@ import dataclasses
 import os
 
 from ..errors import ProbeError
-from ..topology import Capabilities, Topology, TorchBuild
+from .topology import Capabilities, Topology, TorchBuild
 from . import collect as _collect
 from . import gpu as _gpu
 from . import parse as _parse
 from .capabilities import build_capabilities
+from . import collect_capabilities as _collect_caps
 
 __all__ = ["probe", "capture", "topology_from_files", "torch_build"]
 
@@ -43,7 +44,7 @@ def probe(sysfs_root: str | None = None, *, collect_capabilities: bool = True) -
     topo = topology_from_files(_collect.collect_machine(sysfs_root))
     if not collect_capabilities:
         return topo
-    caps, cap_warnings = build_capabilities(_collect.collect_capabilities(),
+    caps, cap_warnings = build_capabilities(_collect_caps.collect_capabilities(),
                                             num_gpus=len(topo.gpus))
     return dataclasses.replace(topo, capabilities=caps, warnings=topo.warnings + cap_warnings)
 

@@ -9,7 +9,7 @@ import os
 import re
 from typing import Any
 
-from ..topology import Capabilities
+from .topology import Capabilities
 
 # Preference order per allocator. Full tcmalloc first (what Intel's launcher preloads);
 # tcmalloc_minimal (no heap profiler) is as fast for training and is the fallback.

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 
 from ..errors import ProbeError
-from ..topology import Gpu
+from .topology import Gpu
 from .parse import parse_cpulist
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")

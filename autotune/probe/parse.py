@@ -11,7 +11,7 @@ import re
 from typing import Mapping
 
 from ..errors import ProbeError
-from ..topology import INTERESTING_FLAGS, Core, Isa, NumaNode, TorchBuild
+from .topology import INTERESTING_FLAGS, Core, Isa, NumaNode, TorchBuild
 
 CPU_DIR = "devices/system/cpu"
 NODE_DIR = "devices/system/node"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from autotune.workloads import WorkloadSpec
+from autotune.worker.workloads import WorkloadSpec
 
 FEATURES, CLASSES = 64, 4
 

@@ -1,0 +1,20 @@
+"""Write a JSON file atomically: a reader sees the old file or the complete new one, never a
+torn one (a temporary file in the same folder, flushed to disk, then renamed over the target).
+
+Used by a rank writing its result and by `autotune.report()` in a user's script, so it imports
+nothing but the standard library.
+"""
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+
+def write_json(path: str, data: Any, *, indent: int | None = None) -> None:
+    tmp = f"{path}.tmp.{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=indent)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)

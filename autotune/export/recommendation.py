@@ -1,0 +1,48 @@
+"""The recommendation as the study keeps it: its launch command rendered once, when the search
+ends, and stored beside it (and as the dashboard's note), so `export`, `launch` and `report` read
+the same command later, on any machine."""
+from __future__ import annotations
+
+from ..probe.topology import Topology
+from .command import launch_command, render
+
+
+def script_launch(attrs: dict) -> dict:
+    """launch_command's script-mode arguments from a study's attributes: launched as its trials
+    were, and without the knobs the script overrides (seen from outside or in its text)."""
+    from ..search.loop import OVERRIDES_ATTR
+    scan = attrs.get("script_scan") or {}
+    # A line that sets the knob for certain (an assignment before torch loads, a call) means the
+    # exported value would not act either, even when no trial happened to show a difference.
+    written = {f["knob"]: f"{f['where']} {f['what']}" for f in scan.get("findings", ())
+               if f.get("overrides")}
+    return {"script": True, "local_rank_arg": scan.get("local_rank_arg"),
+            "overridden": {**written, **(attrs.get(OVERRIDES_ATTR) or {})}}
+
+
+def save_recommendation(study, rec, topology: Topology, workload: str,
+                        command: tuple[str, ...] | None = None, cluster=None) -> str | None:
+    """Store the recommendation and its launch command on the study (and as a dashboard note)."""
+    if rec is None:
+        return None
+    from ..study.storage import library_versions
+    manifest = {"fingerprint": topology.fingerprint(), "machine": topology.isa.describe(),
+                "library_versions": library_versions(), "workload": workload,
+                "headline": rec.headline(), "speedup": rec.speedup, "spread": rec.spread,
+                "verified": rec.verified}
+    program, script = None, {}
+    if command:
+        from ..measure.script import fill
+        program = fill(command, rec.config)
+        script = script_launch(study.user_attrs)
+    python = cluster.python if cluster is not None else None
+    command = render(launch_command(rec.config, topology, workload=workload, program=program,
+                                    manifest=manifest, cluster=cluster, **script,
+                                    **({"python": python} if python else {})), "shell")
+    study.set_user_attr("recommendation", {**rec.to_json(), "command": command})
+    try:
+        from ..dashboard import save_study_note
+        save_study_note(study, rec, command)
+    except ImportError:
+        pass
+    return command

@@ -1,0 +1,149 @@
+"""Build a launch plan: a pure function of (config, topology, workload) -> LaunchPlan.
+
+Nothing here touches the machine. The base environment, interpreter and rendezvous port come in
+as values, so a plan for a captured 2-socket machine can be built and tested anywhere.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+from ..bind import command as bind_command
+from ..config import REFERENCE_GLOBAL_BATCH, Config
+from ..errors import ConfigError
+from ..probe.topology import Topology
+from .feasible import infeasible_reason
+from .gpu import CUDA_ENV, cuda_env
+from .launch_plan import LaunchPlan, RankExpect, RankPlan, WorkerRequest
+from ..probe.parse import format_cpulist
+from .placement import Placement, rank_placements
+
+# jemalloc's default settings made the reference CNN up to 2x slower here; this MALLOC_CONF
+# (measured; run_cpu's shorter one does not fix it) keeps freed pages and avoids madvise storms.
+JEMALLOC_CONF = ("oversize_threshold:1,background_thread:true,metadata_thp:auto,"
+                 "dirty_decay_ms:-1,muzzy_decay_ms:-1")
+
+
+# Variables the plan owns: inherited values would silently change what a trial measures.
+OWNED_ENV = ("LD_PRELOAD", "MALLOC_CONF", "OMP_NUM_THREADS", "KMP_AFFINITY", "KMP_BLOCKTIME",
+             "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+             "CCL_WORKER_COUNT", "CCL_WORKER_AFFINITY", "CCL_ATL_TRANSPORT", "GOMP_CPU_AFFINITY",
+             "GROUP_RANK", "ROLE_RANK", "ROLE_NAME", "GROUP_WORLD_SIZE", "ROLE_WORLD_SIZE",
+             "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
+             *CUDA_ENV)
+
+
+def build_plan(config: Config, topology: Topology, *, workload: str = "cnn",
+               workload_args: dict | None = None, workdir: str, master_port: int,
+               base_env: dict[str, str], timeout_s: float = 120.0, grace_s: float = 5.0,
+               mode: str = "throughput", target_seconds: float = 5.0, warmup_steps: int = 3,
+               accuracy_samples: int = 4096, python: str = sys.executable,
+               trial_id: str = "trial", program: tuple[str, ...] | None = None,
+               script: bool = False, seed: int = 0,
+               reference_batch: int = REFERENCE_GLOBAL_BATCH,
+               local_rank_arg: str | None = None) -> LaunchPlan:
+    """The complete launch of one trial. Raises ConfigError when the config cannot work here.
+
+    `program` replaces the timed worker (`python -m autotune.worker --request ...`) by another
+    command, e.g. the training command an export hands to the user. `script`: that command is
+    the user's own script, which writes no worker result (the runner judges it by exit code); it
+    gets torchrun's whole environment, and `local_rank_arg` ("--local-rank") with each rank's
+    number for scripts written for torch.distributed.launch."""
+    if config.nnodes > 1:
+        raise ConfigError(f"nnodes={config.nnodes} needs --hosts (or a hostfile or SLURM "
+                          "allocation)")
+    reason = infeasible_reason(config, topology)
+    if reason:
+        raise ConfigError(reason)
+    placements = rank_placements(config, topology)
+    caps = topology.capabilities
+    env_delta = env_for(config, topology)
+    gpu = config.device == "cuda"
+    membind_ok = config.binding.startswith("numactl") and caps.numactl_membind and not gpu
+    # GPU ranks are bound only when a numa_binding mode chose their CPUs
+    bound = config.binding != "none" and (not gpu or config.numa_binding != "none")
+    expects, ranks = [], []
+    request_path = os.path.join(workdir, "request.json")
+    for rank, pl in enumerate(placements):
+        # The process may run on its compute cores plus the oneCCL worker's core; OpenMP is
+        # kept off the latter by GOMP_CPU_AFFINITY (see ccl_env).
+        cpus = tuple(sorted(pl.cpus + ((pl.ccl_cpu,) if pl.ccl_cpu is not None else ())))
+        mem_node = pl.node if membind_ok and pl.node is not None else None
+        expects.append(RankExpect(cpus=cpus if bound else None, threads=pl.threads,
+                                  allocator=config.allocator, omp_runtime=config.omp_runtime,
+                                  precision=config.precision, mem_node=mem_node,
+                                  device=f"cuda:{rank}" if gpu else "cpu",
+                                  backend=config.backend))
+        env = {**{k: v for k, v in base_env.items() if k not in OWNED_ENV}, **env_delta}
+        if pl.threads is not None:
+            env["OMP_NUM_THREADS"] = str(pl.threads)
+        env.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(config.nproc),
+                   LOCAL_WORLD_SIZE=str(config.nproc), MASTER_ADDR="127.0.0.1",
+                   MASTER_PORT=str(master_port), AUTOTUNE_TRIAL_ID=trial_id,
+                   AUTOTUNE_RESULT=os.path.join(workdir, f"rank{rank}.json"),
+                   AUTOTUNE_REPORT=os.path.join(workdir, f"rank{rank}.report.json"))
+        if script:
+            env.update(torchrun_env(rank, config.nproc, trial_id))
+        if config.backend == "ccl":
+            env.update(ccl_env(pl))
+        per_rank = (f"{local_rank_arg}={rank}",) if local_rank_arg and program else ()
+        argv = (*binding_prefix(config.binding if bound else "none", cpus, mem_node),
+                *(program or (python, "-m", "autotune.worker", "--request", request_path)),
+                *per_rank)
+        ranks.append(RankPlan(rank=rank, argv=argv, env=env, cpus=cpus if bound else None,
+                              mem_node=mem_node, log_path=os.path.join(workdir, f"rank{rank}.log"),
+                              result_path=env["AUTOTUNE_RESULT"]))
+    request = WorkerRequest(workload=workload, config=config.to_dict(), ranks=tuple(expects),
+                            mode=mode, warmup_steps=warmup_steps, target_seconds=target_seconds,
+                            accuracy_samples=accuracy_samples, workload_args=workload_args or {},
+                            seed=seed, reference_batch=reference_batch)
+    shown = dict(env_delta)
+    threads = {str(p.threads) for p in placements if p.threads is not None}
+    if threads:
+        shown["OMP_NUM_THREADS"] = ",".join(sorted(threads))
+    return LaunchPlan(ranks=tuple(ranks), request_path=request_path, request=request,
+                      timeout_s=timeout_s, grace_s=grace_s, master_port=master_port,
+                      workdir=workdir, env_delta=shown, script=script)
+
+
+def env_for(config: Config, topology: Topology) -> dict[str, str]:
+    """Environment the configuration adds for every rank (allocator, OpenMP runtime)."""
+    caps = topology.capabilities
+    preload: list[str] = []
+    env: dict[str, str] = {}
+    if config.allocator != "default":
+        preload.append(caps.allocators[config.allocator])
+        if config.allocator == "jemalloc":
+            env["MALLOC_CONF"] = JEMALLOC_CONF
+    if config.omp_runtime == "libiomp5":
+        # Preloading libiomp5 makes torch's libgomp calls resolve to Intel's runtime.
+        preload.append(caps.omp_runtimes["libiomp5"])
+        env["KMP_AFFINITY"] = config.kmp_affinity
+        env["KMP_BLOCKTIME"] = str(config.kmp_blocktime)
+    if preload:
+        env["LD_PRELOAD"] = ":".join(preload)
+    if config.device == "cuda":
+        env.update(cuda_env(config, topology))
+    return env
+
+
+def torchrun_env(rank: int, world_size: int, run_id: str) -> dict[str, str]:
+    """What torchrun adds besides RANK/WORLD_SIZE/MASTER_*, for scripts that read it (one node,
+    one role, no restarts)."""
+    return {"GROUP_RANK": "0", "ROLE_RANK": str(rank), "ROLE_NAME": "default",
+            "GROUP_WORLD_SIZE": "1", "ROLE_WORLD_SIZE": str(world_size),
+            "TORCHELASTIC_RUN_ID": run_id, "TORCHELASTIC_RESTART_COUNT": "0",
+            "TORCHELASTIC_MAX_RESTARTS": "0"}
+
+
+def binding_prefix(binding: str, cpus: tuple[int, ...], mem_node: int | None) -> tuple[str, ...]:
+    if binding == "none":
+        return ()
+    tool = binding.split("_")[0]  # numactl_smt -> numactl
+    return tuple(bind_command(tool, format_cpulist(cpus), None if mem_node is None else str(mem_node), []))
+
+
+def ccl_env(pl: Placement) -> dict[str, str]:
+    """oneCCL's environment: one worker thread pinned to the core the placement set aside."""
+    return {"CCL_WORKER_COUNT": "1", "CCL_WORKER_AFFINITY": str(pl.ccl_cpu),
+            "CCL_ATL_TRANSPORT": "ofi", "GOMP_CPU_AFFINITY": format_cpulist(pl.cpus)}

@@ -1,0 +1,214 @@
+"""Plans for trials that span hosts (pure): which processes run where, started by which launcher.
+
+Each host gets the single-host plan of its share of the ranks (plan.build_plan on that host's own
+probed topology), so binding, allocator and threads apply on every host exactly as they do on
+one. A launcher then starts those ranks:
+- ssh: one `torchrun --nnodes N --rdzv-backend c10d` per host, over ssh;
+- mpirun: one Open MPI `mpirun` for all hosts (`-x` env, ranks mapped by node in host order);
+- srun: one `srun` inside a SLURM allocation (block distribution, in nodelist order).
+Every rank process runs `python -m autotune.bind`, which picks its planned rank's cores and
+variables (the launchers give all ranks one command). Every process of the trial carries
+AUTOTUNE_TRIAL_MARKER, by which `python -m autotune.run.remote kill MARKER` ends it on each host.
+Paths (results dir, python, the working directory) must be the same on every host: a shared
+file system, as on most clusters; the rank results are read from it.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+from dataclasses import dataclass, field, replace
+
+from ..config import Config
+from ..errors import ConfigError
+from .hosts import LAUNCHERS, Host
+from .build import build_plan
+from .launch_plan import LaunchPlan, RankPlan
+from ..probe.parse import format_cpulist
+from ..probe.topology import Topology
+
+MARKER = "AUTOTUNE_TRIAL_MARKER"
+# What a rank inherits from the launcher; everything else the plan sets itself.
+FORWARD = ("PATH", "PYTHONPATH", "VIRTUAL_ENV", "HOME", "LANG")
+_LAUNCHER_OWNED = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "AUTOTUNE_RESULT",
+                   "MASTER_ADDR", "MASTER_PORT",
+                   "AUTOTUNE_REPORT")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Cluster:
+    """The hosts a study runs on, as probed: one topology and one reachable address per host."""
+    hosts: tuple[Host, ...]
+    addresses: tuple[str, ...]           # what the first host is reached at is MASTER_ADDR
+    topologies: tuple[Topology, ...]
+    launcher: str = "ssh"
+    iface: str | None = None             # GLOO_SOCKET_IFNAME and kin
+    subnet: str | None = None            # the iface's network (CIDR), for Open MPI's own traffic
+    ssh_config: str | None = None        # ssh -F FILE (and mpirun's ssh)
+    python: str = "python3"
+    cwd: str = "."
+    env: dict[str, str] = field(default_factory=dict)   # forwarded to every remote command
+    master_port: int | None = None       # the rendezvous port (None: one free on the first host)
+
+    def remote(self, host: str, *cmd: str) -> tuple[str, ...]:
+        """argv running a short command on `host` the way the ranks get there (env and cwd)."""
+        assign = [f"{k}={v}" for k, v in sorted(self.env.items())]
+        if self.launcher == "srun":
+            return ("srun", "--nodes=1", "--ntasks=1", "--overlap", f"--nodelist={host}",
+                    f"--chdir={self.cwd}", "env", *assign, *cmd)
+        return self.ssh(host, "env", *assign, *cmd, cwd=self.cwd)
+
+    def __post_init__(self) -> None:
+        if self.launcher not in LAUNCHERS:
+            raise ConfigError(f"launcher {self.launcher!r}: choose one of {', '.join(LAUNCHERS)}")
+        if not self.hosts or not (len(self.hosts) == len(self.addresses) == len(self.topologies)):
+            raise ConfigError("cluster: one address and one topology per host are needed")
+
+    def ssh(self, host: str, *remote: str, cwd: str | None = None) -> tuple[str, ...]:
+        """argv that runs the command `remote` on `host` (quoted here for the remote shell)."""
+        cfg = ("-F", self.ssh_config) if self.ssh_config else ()
+        line = " ".join(shlex.quote(a) for a in remote)
+        if cwd is not None:
+            line = f"cd {shlex.quote(cwd)} && exec {line}"
+        return ("ssh", *cfg, "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", host, "--", line)
+
+
+def collective_env(iface: str | None) -> dict[str, str]:
+    """Pin every library's collectives to the interface that reaches the other hosts."""
+    if not iface:
+        return {}
+    return {"GLOO_SOCKET_IFNAME": iface, "NCCL_SOCKET_IFNAME": iface, "TP_SOCKET_IFNAME": iface,
+            "CCL_SOCKET_IFNAME": iface, "FI_TCP_IFACE": iface, "I_MPI_HYDRA_IFACE": iface}
+
+
+def infeasible_reason(config: Config, cluster: Cluster) -> str | None:
+    n = len(cluster.hosts)
+    if config.nnodes > n:
+        return f"nnodes={config.nnodes} but only {n} host(s) given"
+    if config.backend == "mpi" and cluster.launcher != "mpirun":
+        return "backend mpi needs the mpirun launcher (--launcher mpirun)"
+    per_host = config.nproc // config.nnodes
+    for h in cluster.hosts[:config.nnodes]:
+        if h.slots is not None and per_host > h.slots:
+            return f"{per_host} ranks per host but {h.name} has {h.slots} slot(s)"
+    from .feasible import infeasible_reason as on_host
+    for h, topo in zip(cluster.hosts[:config.nnodes], cluster.topologies):
+        if (why := on_host(config.with_(nproc=per_host, nnodes=1), topo)) is not None:
+            return f"{h.name}: {why}"
+    return None
+
+
+def build_cluster_plan(config: Config, cluster: Cluster, *, workdir: str, master_port: int,
+                       base_env: dict[str, str], trial_id: str, timeout_s: float = 120.0,
+                       grace_s: float = 5.0, program: tuple[str, ...] | None = None,
+                       script: bool = False, export: bool = False,
+                       **worker: object) -> LaunchPlan:
+    """The launch of one trial over the first `config.nnodes` hosts. Raises ConfigError.
+    `export`: the command a user runs (no trial marker, logs or result files)."""
+    if (why := infeasible_reason(config, cluster)) is not None:
+        raise ConfigError(why)
+    nn, per_host = config.nnodes, config.nproc // config.nnodes
+    python = cluster.python
+    request = os.path.join(workdir, "request.json")
+    program = program or (python, "-m", "autotune.worker", "--request", request)
+    local = config.with_(nproc=per_host, nnodes=1)
+    hosts = []
+    for topo in cluster.topologies[:nn]:
+        hosts.append(build_plan(local, topo, workdir=workdir, master_port=master_port,
+                                base_env={}, program=program, script=script, python=python,
+                                trial_id=trial_id, timeout_s=timeout_s, grace_s=grace_s, **worker))
+    ranks_env = [r.env for hp in hosts for r in hp.ranks]
+    owned = _LAUNCHER_OWNED + (("AUTOTUNE_TRIAL_ID",) if export else ())
+    ranks_env = [{k: v for k, v in e.items() if k not in owned} for e in ranks_env]
+    common = {k: v for k, v in ranks_env[0].items() if all(e.get(k) == v for e in ranks_env)}
+    common.update({k: base_env[k] for k in FORWARD if k in base_env})
+    common.update(collective_env(cluster.iface))
+    common.update(MASTER_ADDR=cluster.addresses[0], MASTER_PORT=str(master_port),
+                  **({} if export else {MARKER: trial_id}))
+    per_rank = sorted({k for e in ranks_env for k, v in e.items() if common.get(k) != v})
+    flat = [r for hp in hosts for r in hp.ranks]
+    shim = [python, "-m", "autotune.bind"]
+    if not export:
+        shim += ["--rank-log", os.path.join(workdir, "rank{rank}.log"),
+                 "--env", "AUTOTUNE_RESULT=" + os.path.join(workdir, "rank{rank}.json"),
+                 "--env", "AUTOTUNE_REPORT=" + os.path.join(workdir, "rank{rank}.report.json")]
+    shim += [a for k in per_rank for a in ("--env", f"{k}=" + ";".join(e.get(k, "")
+                                                                      for e in ranks_env))]
+    if config.binding != "none":
+        shim += [f"--tool={config.binding.split('_')[0]}",
+                 "--cpus=" + ";".join(format_cpulist(r.cpus or ()) for r in flat)]
+        if any(r.mem_node is not None for r in flat):
+            shim.append("--membind=" + ";".join(str(r.mem_node) for r in flat))
+    launchers = _launchers(config, cluster, shim, list(program), common, master_port, trial_id,
+                           workdir, export)
+    ranks = tuple(RankPlan(rank=i, argv=tuple(shim + ["--", *program]), env={**common, **e},
+                           cpus=r.cpus, mem_node=r.mem_node,
+                           log_path=os.path.join(workdir, f"rank{i}.log"),
+                           result_path=os.path.join(workdir, f"rank{i}.json"))
+                  for i, (r, e) in enumerate(zip(flat, ranks_env)))
+    expects = tuple(x for hp in hosts for x in hp.request.ranks)
+    req = hosts[0].request
+    return LaunchPlan(ranks=ranks, request_path=request,
+                      request=replace(req, config=config.to_dict(), ranks=expects),
+                      timeout_s=timeout_s, grace_s=grace_s, master_port=master_port,
+                      workdir=workdir, env_delta={**hosts[0].env_delta,
+                                                  **collective_env(cluster.iface)},
+                      script=script, launchers=launchers,
+                      host_kill=tuple(cluster.remote(h.name, python, "-m", "autotune.run.remote",
+                                                     "kill", trial_id) for h in cluster.hosts[:nn]),
+                      master_addr=cluster.addresses[0])
+
+
+def _launchers(config: Config, cluster: Cluster, shim: list[str], program: list[str],
+               env: dict[str, str], port: int, trial_id: str, workdir: str, export: bool):
+    nn, per_host = config.nnodes, config.nproc // config.nnodes
+    hosts = cluster.hosts[:nn]
+    assign = [f"{k}={v}" for k, v in sorted(env.items())]
+    if cluster.launcher == "ssh":
+        out = []
+        for i, h in enumerate(hosts):
+            run = [cluster.python, "-m", "torch.distributed.run",
+                   f"--nnodes={nn}", f"--nproc-per-node={per_host}", "--rdzv-backend=c10d",
+                   f"--rdzv-endpoint={cluster.addresses[0]}:{port}", f"--rdzv-id={trial_id}",
+                   f"--local-addr={cluster.addresses[i]}", "--max-restarts=0",
+                   # Which agent hosts the rendezvous store is said, not guessed from hostnames.
+                   f"--rdzv-conf=is_host={int(i == 0)},join_timeout=60",
+                   "--no-python", *shim, f"--node-rank={i}", "--", *program]
+            out.append((h.name, cluster.ssh(h.name, "env", *assign, *run, cwd=cluster.cwd),
+                        os.path.join(workdir, f"launcher-{h.name}.log")))
+        return tuple(out)
+    if cluster.launcher == "mpirun":
+        argv = ["mpirun", "--allow-run-as-root", "-np", str(config.nproc),
+                "-H", ",".join(f"{h.name}:{per_host}" for h in hosts),
+                "--map-by", f"ppr:{per_host}:node", "--bind-to", "none", "-wdir", cluster.cwd]
+        if cluster.ssh_config:
+            argv += ["--mca", "plm_rsh_args", f"-F {cluster.ssh_config}"]
+        if cluster.subnet or cluster.iface:   # Open MPI's own traffic where the ranks talk
+            net = cluster.subnet or cluster.iface
+            argv += ["--mca", "btl_tcp_if_include", net, "--mca", "oob_tcp_if_include", net]
+        for k in sorted(env):
+            argv += ["-x", f"{k}={env[k]}"]
+        argv += [*shim, "--", *program]
+        return (("mpirun", tuple(argv), os.path.join(workdir, "launcher-mpirun.log")),)
+    argv = ["srun", f"--nodes={nn}", f"--ntasks={config.nproc}",
+            f"--ntasks-per-node={per_host}", "--distribution=block", "--cpu-bind=none",
+            "--kill-on-bad-exit=1",
+            *([] if export else [f"--nodelist={','.join(h.name for h in hosts)}"]),
+            # env, not --export: srun splits --export on commas, which MALLOC_CONF contains.
+            "env", *assign, *shim, "--", *program]
+    return (("srun", tuple(argv), os.path.join(workdir, "launcher-srun.log")),)
+
+
+def cluster_to_json(cluster: Cluster) -> dict:
+    """Stored with a study, so `autotune export` can rebuild commands for these hosts."""
+    return {"hosts": [{"name": h.name, "slots": h.slots} for h in cluster.hosts],
+            "addresses": list(cluster.addresses), "launcher": cluster.launcher,
+            "iface": cluster.iface, "subnet": cluster.subnet, "ssh_config": cluster.ssh_config,
+            "python": cluster.python, "cwd": cluster.cwd, "env": dict(cluster.env),
+            "topologies": [t.to_json() for t in cluster.topologies]}
+
+
+def cluster_from_json(d: dict) -> Cluster:
+    return Cluster(hosts=tuple(Host(name=h["name"], slots=h.get("slots")) for h in d["hosts"]),
+                   addresses=tuple(d["addresses"]), launcher=d["launcher"], iface=d.get("iface"),
+                   subnet=d.get("subnet"), ssh_config=d.get("ssh_config"), python=d["python"],
+                   cwd=d["cwd"], env=dict(d.get("env", {})), topologies=tuple(Topology.from_json(t) for t in d["topologies"]))

@@ -1,0 +1,82 @@
+"""The one answer to "can this configuration run here", checked before any launch: the
+planner's reasons (`infeasible_reason`), the precision rule, and the space's own rules
+(`ruled_out`). The search, verification, `run`, `compare`, `launch` and the space's resolution
+all ask here."""
+from __future__ import annotations
+
+from ..config import Config
+from ..errors import ConfigError
+from ..measure.quality import split_batch
+from ..probe.topology import Topology
+from .gpu import gpu_problem
+from .placement import placements
+
+
+def ruled_out(config: Config, space, topology: Topology) -> str | None:
+    """Why `config` cannot be launched here (the planner's reason or a broken space rule), or
+    None. Ruled-out configurations are recorded as infeasible without running."""
+    reason = infeasible_reason(config, topology)
+    if reason:
+        return reason
+    check = getattr(space, "violations", None)
+    broken = check(config.to_dict()) if check else []
+    return f"violates {broken[0]}" if broken else None
+
+
+def infeasible_reason(config: Config, topology: Topology) -> str | None:
+    """Why this configuration cannot work on this machine, or None. Checked before any launch.
+    Across hosts (nnodes > 1) each host runs its share of the ranks, and hosts have the same shape
+    (hosts.differences refuses others), so one host's share is what is checked."""
+    if config.nnodes > 1:
+        config = config.with_(nproc=config.nproc // config.nnodes, nnodes=1)
+    caps = topology.capabilities
+    if config.backend not in caps.backends:
+        why = f" ({caps.ccl_problem})" if config.backend == "ccl" and caps.ccl_problem else ""
+        return f"backend {config.backend} not available here; found: {', '.join(caps.backends)}{why}"
+    if config.allocator != "default" and not caps.allocators.get(config.allocator):
+        return f"allocator {config.allocator} not found on this machine"
+    if config.omp_runtime != "libgomp" and not caps.omp_runtimes.get(config.omp_runtime):
+        return f"OpenMP runtime {config.omp_runtime} not found (pip install intel-openmp)"
+    if config.binding.startswith("numactl") and not caps.numactl:
+        return "binding numactl: numactl is missing or blocked here"
+    if config.binding.startswith("taskset") and not caps.taskset:
+        return "binding taskset: taskset is missing or not usable here"
+    why = precision_problem(config.precision, config.device, topology)
+    if why:
+        return why
+    if config.ipex == "on" and not caps.ipex_version:
+        return f"ipex on: {caps.ipex_problem or 'intel-extension-for-pytorch is not installed'}"
+    if config.compile and not caps.cxx_compiler:
+        return "compile: torch.compile needs a C++ compiler and none was found"
+    why = gpu_problem(config, topology)
+    if why or config.device == "cuda":
+        return why
+    try:
+        placements(config, topology)
+        # the global batch is the invariant: ranks that cannot share it equally cannot run it
+        split_batch(config.global_batch, config.nproc, config.batch_size)
+    except ConfigError as exc:
+        return str(exc)
+    return None
+
+
+def cpu_precision(precision: str, topology: Topology) -> str:
+    """How this CPU computes `precision`: "native", "emulated" (runs, slower than fp32) or
+    "unsupported" (never run). The one rule for precisions on CPUs: bf16 autocast runs everywhere
+    (emulated where the ISA lacks it, slower but correct), while fp16 runs only with native fp16
+    instructions: emulated fp16 is far slower than fp32 and its GradScaler on CPU adds cost for
+    nothing. The space's `supported_precisions`, its notes and every trial's check read this."""
+    if precision == "bf16":
+        return "native" if topology.isa.bf16 else "emulated"
+    if precision == "fp16":
+        return "native" if topology.isa.fp16 else "unsupported"
+    return "native"
+
+
+def precision_problem(precision: str, device: str, topology: Topology) -> str | None:
+    """Why `precision` cannot run on `device` here, or None. CUDA GPUs do bf16 and fp16 math
+    natively (fp16 since Pascal, bf16 autocast falls back to fp32 math on pre-Ampere parts but
+    still runs); CPUs follow `cpu_precision`."""
+    if device == "cpu" and cpu_precision(precision, topology) == "unsupported":
+        return f"precision {precision}: this CPU has no native {precision} (avx512_fp16/amx_fp16)"
+    return None

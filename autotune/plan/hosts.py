@@ -1,0 +1,204 @@
+"""Which hosts a trial spans: `--hosts`, an Open MPI / DeepSpeed hostfile or a SLURM allocation.
+
+Pure parsers (tested with literal text) plus the comparison that refuses hosts which differ.
+Probing the hosts (ssh) lives in run/remote.py; the plans across them in plan/cluster.py.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from ..errors import ConfigError
+
+LAUNCHERS = ("ssh", "mpirun", "srun")
+_NAME = re.compile(r"^[A-Za-z0-9_.@\[\]-]+$")   # a hostname, user@host or an ssh alias
+
+
+@dataclass(frozen=True, kw_only=True)
+class Host:
+    name: str                 # what ssh / mpirun / srun are given
+    slots: int | None = None  # ranks it may take (None: as the plan decides)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not _NAME.match(self.name) or self.name.startswith("-"):
+            raise ConfigError(f"host {self.name!r}: not a host name")
+        if self.slots is not None and (not isinstance(self.slots, int) or self.slots < 1):
+            raise ConfigError(f"host {self.name}: slots={self.slots!r} must be a positive integer")
+
+
+def parse_hosts(text: str) -> tuple[Host, ...]:
+    """`h1:2,h2:2` or `h1,h2` -> hosts. Duplicates are an error (one host, one node rank)."""
+    hosts = []
+    for item in (x.strip() for x in text.split(",")):
+        if not item:
+            raise ConfigError(f"--hosts {text!r}: empty host name")
+        name, sep, slots = item.partition(":")
+        hosts.append(Host(name=name, slots=_slots(slots, f"--hosts {item!r}") if sep else None))
+    return _unique(hosts, "--hosts")
+
+
+def parse_hostfile(text: str, *, where: str = "hostfile") -> tuple[Host, ...]:
+    """Open MPI / DeepSpeed format: `host slots=N` per line (`max_slots=`, comments ignored)."""
+    hosts = []
+    for n, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        name, *fields = line.split()
+        slots = None
+        for f in fields:
+            key, sep, value = f.partition("=")
+            if not sep:
+                raise ConfigError(f"{where}:{n}: {f!r}: expected key=value, e.g. slots=4")
+            if key == "slots":
+                slots = _slots(value, f"{where}:{n}")
+            elif key not in ("max_slots", "max-slots"):
+                raise ConfigError(f"{where}:{n}: unknown field {key!r}; expected slots=N")
+        hosts.append(Host(name=name, slots=slots))
+    if not hosts:
+        raise ConfigError(f"{where}: no hosts in it")
+    return _unique(hosts, where)
+
+
+def expand_nodelist(text: str) -> tuple[str, ...]:
+    """SLURM's compressed list: `node[01-03,07],gpu5` -> node01 node02 node03 node07 gpu5.
+    Zero padding is kept; several bracket groups in one name are expanded in order."""
+    names: list[str] = []
+    for item in _split_top(text):
+        m = re.match(r"^([^\[]*)\[([^\]]+)\](.*)$", item)
+        if not m:
+            if not item:
+                raise ConfigError(f"nodelist {text!r}: empty entry")
+            names.append(item)
+            continue
+        prefix, ranges, rest = m.groups()
+        for part in ranges.split(","):
+            lo, sep, hi = part.partition("-")
+            if not lo.isdigit() or (sep and not hi.isdigit()) or (sep and int(hi) < int(lo)):
+                raise ConfigError(f"nodelist {text!r}: bad range {part!r}")
+            tails = expand_nodelist(rest) if rest else ("",)   # node[1-2]-ib[0-1]
+            for i in range(int(lo), int(hi if sep else lo) + 1):
+                names.extend(prefix + str(i).zfill(len(lo)) + t for t in tails)
+    return tuple(names)
+
+
+def expand_tasks_per_node(text: str) -> tuple[int, ...]:
+    """SLURM_TASKS_PER_NODE: `2(x3),1` -> (2, 2, 2, 1)."""
+    out: list[int] = []
+    for part in text.split(","):
+        m = re.fullmatch(r"(\d+)(?:\(x(\d+)\))?", part.strip())
+        if not m:
+            raise ConfigError(f"SLURM_TASKS_PER_NODE={text!r}: cannot read {part!r}")
+        out.extend([int(m.group(1))] * int(m.group(2) or 1))
+    return tuple(out)
+
+
+def slurm_hosts(env: Mapping[str, str]) -> tuple[Host, ...] | None:
+    """The allocation this process runs in (None outside SLURM)."""
+    nodelist = env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")
+    if not nodelist:
+        return None
+    names = expand_nodelist(nodelist)
+    if env.get("SLURM_NTASKS_PER_NODE"):
+        slots: tuple[int | None, ...] = (_slots(env["SLURM_NTASKS_PER_NODE"],
+                                                "SLURM_NTASKS_PER_NODE"),) * len(names)
+    elif env.get("SLURM_TASKS_PER_NODE"):
+        slots = expand_tasks_per_node(env["SLURM_TASKS_PER_NODE"])
+        if len(slots) != len(names):
+            raise ConfigError(f"SLURM_TASKS_PER_NODE gives {len(slots)} nodes, "
+                              f"SLURM_JOB_NODELIST {len(names)}")
+    else:
+        slots = (None,) * len(names)
+    return _unique([Host(name=n, slots=s) for n, s in zip(names, slots)], "SLURM_JOB_NODELIST")
+
+
+def interface_of(ip_addr_text: str, address: str) -> str | None:
+    """From `ip -o -4 addr show` text, the interface that holds `address` (None: not here)."""
+    for line in ip_addr_text.splitlines():
+        parts = line.split()
+        if len(parts) >= 4 and parts[2] == "inet" and parts[3].split("/")[0] == address:
+            return parts[1].split("@")[0]
+    return None
+
+
+def network_of(ip_addr_text: str, address: str) -> str | None:
+    """The subnet (CIDR) of the interface holding `address`: Open MPI's daemons and the machine
+    running mpirun may name their interfaces differently, a subnet means the same to all."""
+    import ipaddress
+    for line in ip_addr_text.splitlines():
+        parts = line.split()
+        if len(parts) >= 4 and parts[2] == "inet" and parts[3].split("/")[0] == address:
+            return str(ipaddress.ip_interface(parts[3]).network)
+    return None
+
+
+def ssh_hostname(ssh_g_text: str) -> str | None:
+    """The address ssh really connects to, from `ssh -G HOST` (aliases of an ssh config)."""
+    for line in ssh_g_text.splitlines():
+        key, _, value = line.partition(" ")
+        if key == "hostname":
+            return value.strip()
+    return None
+
+
+# The parts of a probe that must agree between hosts for one plan to mean the same thing on each.
+SHAPE_KEYS = ("sockets", "physical_cores", "usable_physical_cores", "cpu_quota", "torch_version",
+              "backends", "allocators", "omp_runtimes", "numactl", "taskset")
+
+
+def shape(probe_json: dict[str, Any]) -> dict[str, Any]:
+    s = {k: probe_json.get(k) for k in SHAPE_KEYS}
+    s["model"] = probe_json.get("isa", {}).get("model_name")
+    s["numa_nodes"] = [len(n.get("cpus", [])) for n in probe_json.get("numa_nodes", [])]
+    # Library paths may differ between hosts; what counts is that the library is there.
+    for k in ("allocators", "omp_runtimes"):
+        s[k] = sorted(name for name, path in (s[k] or {}).items() if path)
+    return s
+
+
+def differences(probes: Mapping[str, dict[str, Any]]) -> list[str]:
+    """Why these hosts cannot share one plan: `host2: physical_cores 8 (host1: 16)`, ..."""
+    names = list(probes)
+    if not names:
+        return []
+    first = shape(probes[names[0]])
+    out = []
+    for name in names[1:]:
+        other = shape(probes[name])
+        out.extend(f"{name}: {k} {other[k]} ({names[0]}: {first[k]})"
+                   for k in first if other[k] != first[k])
+    return out
+
+
+def _slots(text: str, where: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise ConfigError(f"{where}: slots {text!r} must be a whole number") from None
+    if n < 1:
+        raise ConfigError(f"{where}: slots {n} must be at least 1")
+    return n
+
+
+def _unique(hosts: list[Host], where: str) -> tuple[Host, ...]:
+    seen = set()
+    for h in hosts:
+        if h.name in seen:
+            raise ConfigError(f"{where}: host {h.name} is named twice")
+        seen.add(h.name)
+    return tuple(hosts)
+
+
+def _split_top(text: str) -> list[str]:
+    """Split on commas outside brackets."""
+    out, depth, cur = [], 0, ""
+    for ch in text.strip():
+        depth += (ch == "[") - (ch == "]")
+        if ch == "," and depth == 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    out.append(cur)
+    return [x.strip() for x in out]

@@ -1,0 +1,112 @@
+"""Values that describe a launch before anything runs (built by plan/build.py, executed by run/runner.py).
+
+The worker protocol (autotune/worker/main.py) in one place:
+- each rank is started as `[<binding prefix>] python -m autotune.worker --request REQUEST.json`
+  with RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT and AUTOTUNE_RESULT in its env;
+- REQUEST.json is `WorkerRequest.to_json()`; `ranks[RANK]` says what that rank must see in force;
+- the rank writes its `RankResult` JSON to $AUTOTUNE_RESULT (atomically: tmp file + rename).
+In script mode (`LaunchPlan.script`) the ranks run the user's command instead: it writes no result
+(exit 0 is success) and may write its metrics to $AUTOTUNE_REPORT through `autotune.report()`.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..probe.parse import format_cpulist
+
+# Exit code a worker uses when what is in force differs from the plan (classified "bad_config").
+EXIT_BAD_CONFIG = 78
+# Exit code a worker uses when the requested backend cannot be initialised.
+EXIT_BACKEND_UNAVAILABLE = 79
+# Exit code a worker uses when the workload itself is broken (import error, wrong return type).
+EXIT_WORKLOAD_ERROR = 80
+
+
+@dataclass(frozen=True, kw_only=True)
+class RankExpect:
+    """What a rank must find in force, checked by the worker before training."""
+    cpus: tuple[int, ...] | None      # exact affinity when bound; None: not bound
+    threads: int | None               # torch.get_num_threads(); None: torch default
+    allocator: str | None             # "default" | "jemalloc" | "tcmalloc"; None: not checked
+    omp_runtime: str | None           # "libgomp" | "libiomp5"; None: not checked
+    precision: str                    # autocast dtype in force: fp32 (none) / bf16 / fp16
+    mem_node: int | None = None       # memory bound to this NUMA node (numactl --membind)
+    device: str | None = None         # "cpu" or "cuda:N" (N = LOCAL_RANK); None: not checked
+    backend: str | None = None        # process-group backend in force; None: not checked
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkerRequest:
+    workload: str                       # registry name or "module:function"
+    config: dict[str, Any]              # Config.to_dict()
+    ranks: tuple[RankExpect, ...]
+    mode: str = "throughput"            # "throughput" | "accuracy"
+    warmup_steps: int = 3
+    target_seconds: float = 5.0         # timed window length; steps derived from warmup speed
+    min_steps: int = 5
+    max_steps: int = 10_000
+    accuracy_samples: int = 4096        # global samples a quality run trains on
+    reference_batch: int = 32           # the global batch the workload's learning rate is for
+    checkpoints: int = 4                # held-out evaluations along a quality run (its curve)
+    gns_probes: int = 4                 # steps of the gradient noise probe after a quality run
+    seed: int = 0
+    workload_args: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["ranks"] = [asdict(r) for r in self.ranks]
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "WorkerRequest":
+        ranks = tuple(RankExpect(**{**r, "cpus": None if r["cpus"] is None else tuple(r["cpus"])})
+                      for r in d["ranks"])
+        return cls(**{**d, "ranks": ranks})
+
+
+@dataclass(frozen=True, kw_only=True)
+class RankPlan:
+    rank: int
+    argv: tuple[str, ...]               # full command, binding prefix included; never via a shell
+    env: dict[str, str]                 # the complete child environment (not a delta)
+    cpus: tuple[int, ...] | None        # the CPU set this rank is bound to (None: unbound)
+    mem_node: int | None                # NUMA node its memory is bound to (None: unbound)
+    log_path: str
+    result_path: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class LaunchPlan:
+    ranks: tuple[RankPlan, ...]
+    request_path: str                   # where the WorkerRequest JSON is written before launch
+    request: WorkerRequest
+    timeout_s: float                    # whole-trial wall clock limit
+    grace_s: float = 5.0                # SIGTERM -> SIGKILL grace period
+    master_port: int = 0
+    workdir: str = ""
+    env_delta: dict[str, str] = field(default_factory=dict)  # what the plan adds to the base env
+    script: bool = False                # ranks run the user's script: exit 0 is success, no result
+    # Across hosts (plan/cluster.py): the ranks are started by these launcher processes, run here as
+    # (host, argv, log path), and `host_kill` ends what is left of the trial on each host.
+    launchers: tuple[tuple[str, tuple[str, ...], str], ...] = ()
+    host_kill: tuple[tuple[str, ...], ...] = ()
+    master_addr: str = "127.0.0.1"
+
+    def describe(self) -> str:
+        """Human-readable plan for --dry-run."""
+        lines = [f"launch plan: {len(self.ranks)} rank(s), timeout {self.timeout_s:.0f}s, "
+                 f"rendezvous {self.master_addr}:{self.master_port}"]
+        for host, argv, log in self.launchers:
+            lines.append(f"launcher on {host} (log {log}):")
+            lines.append("  " + " ".join(argv))
+        if self.env_delta:
+            lines.append("environment:")
+            lines.extend(f"  {k}={v}" for k, v in sorted(self.env_delta.items()))
+        for r in self.ranks:
+            cpus = "unbound" if r.cpus is None else format_cpulist(r.cpus)
+            mem = "any" if r.mem_node is None else f"node {r.mem_node}"
+            lines.append(f"rank {r.rank}: cpus {cpus}, memory {mem}, log {r.log_path}")
+            lines.append("  " + " ".join(r.argv))
+        return "\n".join(lines)
+

@@ -1,0 +1,118 @@
+"""Where each rank runs (pure): its NUMA node, its physical cores and the CPUs it is bound to,
+and the one canonical spelling of a configuration (so two spellings never run twice)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..config import Config
+from ..errors import ConfigError
+from ..probe.topology import Core, Topology
+from .gpu import gpu_ranks
+
+
+@dataclass(frozen=True, kw_only=True)
+class Placement:
+    """Where each rank runs: its NUMA node, its physical cores and the CPUs it is bound to."""
+    node: int | None
+    cores: tuple[Core, ...]
+    cpus: tuple[int, ...]
+    threads: int | None
+    ccl_cpu: int | None = None  # the core taken out of the compute set for oneCCL's worker
+
+
+def canonical(config: Config, topology: Topology) -> Config:
+    """The same launch written one way, so that two spellings are never run twice: a
+    nproc_per_node that spreads ranks as the default would, and automatic threads that the plan
+    resolves to a number anyway (bound or multi-rank), are written as the plan will run them."""
+    try:
+        placed = rank_placements(config, topology)
+    except ConfigError:
+        return config
+    out = config
+    if config.device == "cuda" and config.numa_binding == "none" and config.binding != "none":
+        out = out.with_(binding="none")   # the tool has no CPU set to apply
+    if out.nproc_per_node is not None and config.device == "cpu":
+        spread = out.with_(nproc_per_node=None)
+        try:
+            if [p.node for p in placements(spread, topology)] == [p.node for p in placed]:
+                out = spread
+        except ConfigError:
+            pass
+    threads = {p.threads for p in placed}
+    if out.threads is None and len(threads) == 1 and None not in threads:
+        out = out.with_(threads=threads.pop())
+    return out
+
+
+def rank_placements(config: Config, topology: Topology) -> list[Placement]:
+    """GPU ranks sit near their GPU (plan/gpu.py); CPU ranks spread over NUMA nodes."""
+    if config.device != "cuda":
+        return placements(config, topology)
+    try:
+        ranks = gpu_ranks(config, topology)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    return [Placement(node=r.node, cores=r.cores, cpus=r.cpus or (), threads=r.threads)
+            for r in ranks]
+
+
+def placements(config: Config, topology: Topology) -> list[Placement]:
+    """Spread ranks over NUMA nodes and give each rank a disjoint slice of physical cores."""
+    nodes = topology.compute_nodes()
+    usable = topology.usable_cores()  # once: it walks every CPU (ms on a 256-CPU machine)
+    cores_by_node = {n.id: [c for c in usable if c.node == n.id] for n in nodes}
+    if not nodes:  # a machine without NUMA information: one pseudo node holding every core
+        cores_by_node = {None: list(usable)}
+    node_ids = list(cores_by_node)
+    if config.nproc_per_node is not None:
+        if config.nproc % config.nproc_per_node:
+            raise ConfigError(f"nproc={config.nproc} is not a multiple of "
+                              f"nproc_per_node={config.nproc_per_node}")
+        used = config.nproc // config.nproc_per_node
+        if used > len(node_ids):
+            raise ConfigError(f"nproc={config.nproc} with nproc_per_node={config.nproc_per_node} "
+                              f"needs {used} NUMA nodes; this machine has {len(node_ids)}")
+        counts = [config.nproc_per_node] * used
+    else:  # spread evenly, the first nodes taking the remainder
+        used = min(config.nproc, len(node_ids))
+        counts = [config.nproc // used + (1 if i < config.nproc % used else 0) for i in range(used)]
+
+    smt = config.binding.endswith("_smt")
+    # oneCCL progresses collectives on its own worker thread; it gets a core of its own, taken
+    # out of the rank's compute set, or it competes with the OpenMP threads every step.
+    ccl = 1 if config.backend == "ccl" else 0
+    cap = topology.num_usable_cores() if topology.cpu_quota is not None else None
+    out: list[Placement] = []
+    for node, count in zip(node_ids, counts):
+        cores = cores_by_node[node]
+        if cap is not None:  # a cgroup quota smaller than the cpuset: plan on that many cores
+            cores = cores[:max(1, cap // len(counts))]
+        per_rank = len(cores) // count
+        if ccl and per_rank < 2:
+            raise ConfigError(f"backend ccl needs 2 cores per rank (one for the oneCCL worker); "
+                              f"{count} ranks on NUMA node {node} get {per_rank}")
+        if per_rank < 1:
+            raise ConfigError(f"{count} ranks on NUMA node {node} but it has only "
+                              f"{len(cores)} usable physical core(s)")
+        want = config.threads
+        if want is not None:
+            # SMT siblings add logical CPUs, so with *_smt a rank may run 2 threads per core.
+            per_core = max(len(c.cpus) for c in cores) if smt else 1
+            need_cores = -(-want // per_core) + ccl
+            if need_cores > per_rank:
+                total = want * config.nproc
+                raise ConfigError(f"threads={want} x nproc={config.nproc} = {total} exceeds the "
+                                  f"{len(cores) * per_core * len(counts)} usable "
+                                  f"{'logical CPUs' if smt else 'physical cores'}")
+            per_rank = need_cores
+        for i in range(count):
+            mine = tuple(cores[i * per_rank:(i + 1) * per_rank])
+            ccl_cpu = mine[-1].cpus[0] if ccl else None
+            compute = mine[:-1] if ccl else mine
+            cpus = tuple(sorted(c for core in compute for c in (core.cpus if smt else core.cpus[:1])))
+            threads = want
+            if threads is None and (config.nproc > 1 or config.binding != "none"):
+                threads = len(cpus)  # torch would otherwise start one thread per visible core
+            out.append(Placement(node=node, cores=compute, cpus=cpus, threads=threads,
+                                 ccl_cpu=ccl_cpu))
+    return out

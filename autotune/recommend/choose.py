@@ -1,0 +1,91 @@
+"""After the search: choose what to recommend. Verify the best candidates against the default
+launch, or, in a search shared by several workers, wait for the worker that verifies for all."""
+from __future__ import annotations
+
+import dataclasses
+import time
+
+from ..measure.stats import BUSY_CPU_SHARE
+from ..run import outcome as R
+from ..search.shared import Workers
+from ..study.evidence import stored_classes
+from ..study.records import DEFAULT_ROLE, REPEAT_ROLE, records
+from .verify import (Recommendation, confirm_quality, pick_candidates, trusted_alone, unverified,
+                     verify)
+
+
+def shared_recommendation(workers: Workers, study, result, evaluate, *, rounds: int,
+                          script_mode: bool, time_left, progress, quality_samples: int):
+    """(recommendation, None) when this worker verified, over every worker's measurements;
+    (None, stored) when another worker verified for it, after waiting with progress."""
+    shown, last_note = "", 0.0
+    while True:
+        what, detail = workers.turn()
+        if what == "verify":
+            fresh = [judged(r, result.book, script_mode) for r in records(study)
+                     if r.role != REPEAT_ROLE]
+            default = next((r for r in fresh if r.role == DEFAULT_ROLE), result.default)
+            everyone = dataclasses.replace(result, records=fresh, default=default)
+            return recommend(everyone, evaluate, rounds=rounds, script_mode=script_mode,
+                             time_left=time_left, progress=progress,
+                             quality_samples=quality_samples), None
+        if what == "read":
+            return None, detail
+        if detail != shown or time.monotonic() - last_note > 30:
+            progress.note(f"waiting for the shared recommendation: {detail}")
+            shown, last_note = detail, time.monotonic()
+        time.sleep(2.0)
+
+
+def judged(r, book, script_mode: bool):
+    """A stored trial with its quality judged on all the evidence now in the study (another
+    worker may have measured its class since it was recorded)."""
+    if book is None or script_mode or r.outcome != R.OK:
+        return r
+    book.classes.update(stored_classes(book.study.user_attrs))
+    verdict = book.verdict(r.config)
+    return dataclasses.replace(r, feasible=r.feasible and verdict is not None
+                               and not verdict.reject)
+
+
+def recommend(result, evaluate, *, rounds: int, script_mode: bool, time_left, progress,
+              quality_samples: int) -> Recommendation | None:
+    """The winner of a finished search: its best candidates verified against the default
+    launch (interleaved, `rounds` rounds), a winner that changes the math confirmed with seeded
+    quality runs; unverified only when no budget is left and it was measured on a quiet machine."""
+    default = result.default
+    if default is None or not default.throughput:
+        progress.note("no recommendation: the default launch has no measurement to compare with")
+        return None
+    candidates = pick_candidates(result.records)
+    if not candidates:
+        return verify([], default, evaluate, rounds=0)
+    if time_left() < 20:
+        alone = [c for c in candidates if trusted_alone(c)]
+        if not alone:
+            progress.note("no recommendation: no budget left to verify, and the best candidates "
+                          "were measured while the machine was busy (cpu_share below "
+                          f"{BUSY_CPU_SHARE}); run the same command again to verify them")
+            return None
+        return unverified(alone[0], default, "no budget left to verify")
+    progress.note(f"verifying {len(candidates)} candidate(s) against the default launch, "
+                  f"interleaved, up to {rounds} rounds")
+    book = result.book if not script_mode else None
+    accept = None
+    if book is not None:
+        # Keep time for the seeded confirmation of a winner that changes the math.
+        answers: dict[str, tuple[bool, str]] = {}   # one confirmation per math class
+
+        def accept(config):
+            cls = book.class_of(config)
+            if cls not in answers:
+                answers[cls] = confirm_quality(book, config, time_left=time_left,
+                                               samples=quality_samples, on_event=progress.event)
+            return answers[cls]
+    rec = verify(candidates, default, evaluate, rounds=rounds, time_left=time_left,
+                 on_event=progress.event, accept=accept)
+    if book is not None and book.default_sample() is not None:
+        d = book.default_sample()
+        rec = dataclasses.replace(rec, extra={**rec.extra, "noise_floor":
+                                  f"default launch quality {d.describe()} over {d.n} seeds"})
+    return rec

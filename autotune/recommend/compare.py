@@ -1,0 +1,122 @@
+"""`autotune compare`: an interleaved A/B of two configurations (pure but for `evaluate`).
+
+The rounds run through recommend.interleave (A B, B A, A B, ...) and the ratio is
+measure.ratio_stats, the same code and statistics as the search's verification: the median of
+per-round A/B throughput ratios, half their IQR as the spread, and "inconclusive" when that IQR
+holds 1.0. Each window's CPU share is shown because a ratio measured while something else took
+the cores says little.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ..run import outcome as R
+from ..config import Config
+from ..measure.stats import RatioStats, Stats, ratio_stats
+from .verify import interleave
+from ..run.outcome import Evaluate
+
+
+@dataclass(frozen=True, kw_only=True)
+class Window:
+    """One timed run of one side."""
+    side: str                       # "A" or "B"
+    round: int                      # 1-based
+    outcome: str
+    throughput: float | None = None
+    cpu_share: float | None = None  # CPU time received / (window x threads); None for scripts
+    reason: str = ""
+
+    def __post_init__(self) -> None:
+        if self.side not in ("A", "B"):
+            raise ValueError(f"Window.side={self.side!r}: must be 'A' or 'B'")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Comparison:
+    a: Config
+    b: Config
+    windows: tuple[Window, ...]     # in the order they ran
+
+    def side(self, name: str) -> list[Window]:
+        return [w for w in self.windows if w.side == name]
+
+    @property
+    def pairs(self) -> list[tuple[float, float]]:
+        """(A, B) throughputs of the rounds where both sides completed."""
+        return [(a.throughput, b.throughput) for a, b in zip(self.side("A"), self.side("B"))
+                if a.outcome == R.OK and b.outcome == R.OK and a.throughput and b.throughput]
+
+    @property
+    def stats(self) -> RatioStats | None:
+        pairs = self.pairs
+        return ratio_stats([a for a, _ in pairs], [b for _, b in pairs]) if pairs else None
+
+    @property
+    def verdict(self) -> str:
+        s = self.stats
+        if s is None:
+            return "no complete round"
+        if s.inconclusive:
+            return "inconclusive"
+        return "A is faster" if s.q1 > 1.0 else "B is faster"
+
+    def to_json(self) -> dict[str, Any]:
+        s = self.stats
+        shares = {k: [w.cpu_share for w in self.side(k) if w.cpu_share is not None]
+                  for k in ("A", "B")}
+        return {"a": self.a.to_dict(), "b": self.b.to_dict(),
+                "windows": [{"side": w.side, "round": w.round, "outcome": w.outcome,
+                             "throughput": w.throughput, "cpu_share": w.cpu_share,
+                             "reason": w.reason} for w in self.windows],
+                "ratios": list(s.ratios) if s else [],
+                "median": s.median if s else None, "q1": s.q1 if s else None,
+                "q3": s.q3 if s else None, "spread": s.spread if s else None,
+                "rounds": s.n if s else 0, "verdict": self.verdict,
+                "cpu_share": {k: Stats.of(v).to_dict() if v else None
+                              for k, v in shares.items()}}
+
+
+def compare(a: Config, b: Config, evaluate: Evaluate, *, rounds: int,
+            on_event: Callable[..., None] = lambda kind, **info: None) -> Comparison:
+    if rounds < 1:
+        raise ValueError(f"rounds={rounds}: must be at least 1")
+    evals = interleave([("A", a), ("B", b)], evaluate, rounds=rounds, on_event=on_event)
+    order = []
+    for rnd in range(len(evals[0])):
+        sides = ("A", "B") if rnd % 2 == 0 else ("B", "A")   # as interleave ran them
+        for side in sides:
+            ev = evals[0 if side == "A" else 1][rnd]
+            ok = ev.outcome == R.OK
+            order.append(Window(side=side, round=rnd + 1, outcome=ev.outcome,
+                                throughput=ev.throughput if ok else None,
+                                cpu_share=ev.attrs.get("cpu_share") if ok else None,
+                                reason=ev.reason))
+    return Comparison(a=a, b=b, windows=tuple(order))
+
+
+def describe(c: Comparison, unit: str = "samples/s") -> str:
+    """The comparison as a person reads it: what differs, each window, the ratio and verdict."""
+    da, db = c.a.to_dict(), c.b.to_dict()
+    diff = [k for k in da if da[k] != db[k]]
+    same = " ".join(f"{k}={v}" for k, v in da.items() if k not in diff and v != getattr(Config(), k))
+    lines = [f"A: {' '.join(f'{k}={da[k]}' for k in diff) or '(same as B)'}",
+             f"B: {' '.join(f'{k}={db[k]}' for k in diff) or '(same as A)'}",
+             f"both: {same or 'the default launch otherwise'}"]
+    for w in c.windows:
+        if w.outcome == R.OK:
+            share = f"cpu share {w.cpu_share:.2f}" if w.cpu_share is not None else "cpu share n/a"
+            lines.append(f"round {w.round} {w.side}: {w.throughput:10.2f} {unit}   {share}")
+        else:
+            lines.append(f"round {w.round} {w.side}: {w.outcome} ({w.reason})")
+    s = c.stats
+    if s is None:
+        lines.append("A/B: no round completed on both sides")
+        return "\n".join(lines)
+    lines.append(f"A/B throughput ratio: median {s.median:.3f}x (±{s.spread:.3f}; IQR "
+                 f"{s.q1:.3f}-{s.q3:.3f}; rounds {', '.join(f'{x:.3f}' for x in s.ratios)})")
+    why = {"inconclusive": " (one round has no spread)" if s.n < 2 else
+           " (the spread crosses 1.0: run more --rounds, on a quieter machine)"}
+    lines.append(f"verdict: {c.verdict}{why.get(c.verdict, '')}")
+    return "\n".join(lines)

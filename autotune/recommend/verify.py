@@ -1,0 +1,278 @@
+"""Verify the best candidates against the default launch, interleaved, and recommend a winner.
+
+A search measures each configuration once, under whatever else the machine was doing then; the
+best of many single measurements is biased upwards (winner's curse). Verification re-runs the few
+best and the default launch in alternating rounds (D A B C, C B A D, ...) and compares within each
+round, so slow drift of the machine cancels out. Only a candidate that stays faster is recommended.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..run import outcome as R
+from ..config import Config
+from ..measure.stats import RatioStats, Stats, busy, ratio_stats
+from ..run.outcome import Evaluate, Evaluation
+from ..study.records import DEFAULT_ROLE, RUN_CPU_ROLE
+from ..study.records import Record
+
+# A candidate "holds up" when it beats the default launch by at least MIN_GAIN in the median
+# round and in at least 3 of 4 rounds (its lower quartile stays above 1). Ratios within a round
+# are compared, not absolute speeds: a machine that slowed down since the search slows both.
+MIN_GAIN = 1.02
+
+
+@dataclass(frozen=True, kw_only=True)
+class Verified:
+    config: Config
+    role: str
+    search_throughput: float | None
+    throughputs: tuple[float, ...]     # per completed round
+    baselines: tuple[float, ...]       # the default launch's throughput in the same rounds
+    accuracy: float | None = None
+
+    @property
+    def ratios(self) -> tuple[float, ...]:
+        return tuple(c / d for c, d in zip(self.throughputs, self.baselines))
+
+    @property
+    def ratio(self) -> RatioStats:
+        return ratio_stats(self.throughputs, self.baselines)
+
+    @property
+    def holds(self) -> bool:
+        if not self.ratios:
+            return False
+        return self.ratio.median >= MIN_GAIN and self.ratio.q1 > 1.0
+
+    @property
+    def shrink(self) -> float | None:
+        """Verified over searched throughput: well below 1 means the search saw a lucky run."""
+        if not self.search_throughput or not self.throughputs:
+            return None
+        return Stats.of(list(self.throughputs)).median / self.search_throughput
+
+
+@dataclass(frozen=True, kw_only=True)
+class Recommendation:
+    config: Config
+    speedup: float                     # median per-round ratio over the default launch
+    spread: float                      # half the IQR of those ratios
+    rounds: int
+    verified: bool
+    vs_run_cpu: float | None = None    # median per-round ratio over the run_cpu heuristic
+    accuracy: float | None = None
+    default_accuracy: float | None = None
+    default_throughput: float | None = None
+    throughput: float | None = None
+    candidates: tuple[Verified, ...] = ()
+    note: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+    default_wins: bool = False         # no candidate beat the default launch (CPU or GPU default)
+
+    def headline(self) -> str:
+        if not self.verified:
+            return f"unverified speedup {self.speedup:.2f}x over the default launch ({self.note})"
+        if self.default_wins or self.config == Config():
+            return (f"no verified speedup: the default launch is the best configuration found "
+                    f"({self.note})" if self.note else "no verified speedup over the default launch")
+        return f"verified speedup {self.speedup:.2f}x over the default launch (±{self.spread:.2f})"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"config": self.config.to_dict(), "speedup": self.speedup, "spread": self.spread,
+                "rounds": self.rounds, "verified": self.verified, "vs_run_cpu": self.vs_run_cpu,
+                "accuracy": self.accuracy, "default_accuracy": self.default_accuracy,
+                "throughput": self.throughput, "default_throughput": self.default_throughput,
+                "headline": self.headline(), "note": self.note,
+                "candidates": [{"config": v.config.to_dict(), "role": v.role,
+                                "search_throughput": v.search_throughput,
+                                "throughputs": list(v.throughputs), "ratios": list(v.ratios),
+                                "shrink": v.shrink, "holds": v.holds} for v in self.candidates]}
+
+
+def pick_candidates(records: list[Record], n: int = 3) -> list[Record]:
+    """The n fastest feasible configurations (accuracy within tolerance), excluding the default
+    launch; the run_cpu heuristic joins when it is feasible, to report the speedup over it."""
+    ok = [r for r in records if r.feasible and r.throughput and r.role != DEFAULT_ROLE
+          and r.config != Config()]
+    ok.sort(key=lambda r: r.throughput, reverse=True)
+    top, seen = [], set()
+    for r in ok:
+        if r.config.key() not in seen:
+            seen.add(r.config.key())
+            top.append(r)
+    # The fastest of each math class first: a class that fails its seeded confirmation takes
+    # all its configurations with it, and the next class must then still be in the lineup.
+    firsts, classes = [], set()
+    for r in top:
+        cls = r.attrs.get("math_class")
+        if cls is not None and cls not in classes:
+            classes.add(cls)
+            firsts.append(r)
+    picked = (firsts + [r for r in top if r not in firsts])[:n]
+    run_cpu = next((r for r in top if r.role == RUN_CPU_ROLE), None)
+    if run_cpu is not None and run_cpu not in picked:
+        picked = picked[:max(1, n - 1)] + [run_cpu]
+    return picked
+
+
+def interleave(lineup: list[tuple[str, Config]], evaluate: Evaluate, *, rounds: int,
+               time_left: Callable[[], float] = lambda: float("inf"),
+               on_event: Callable[..., None] = lambda kind, **info: None) -> list[list[Evaluation]]:
+    """Rounds of every (role, config) in turn, the order reversed every other round (A B C,
+    C B A, ...: position effects cancel over pairs of rounds); stops early when another round
+    won't fit. Returns, per lineup entry, its evaluation in each completed round. Verification
+    and `autotune compare` both measure through this."""
+    results: list[list[Evaluation]] = [[] for _ in lineup]
+    done, round_s = 0, 0.0
+    for rnd in range(rounds):
+        if done and time_left() < round_s * 1.1:
+            break
+        order = list(range(len(lineup)))
+        if rnd % 2:
+            order.reverse()
+        spent = 0.0
+        for i in order:
+            role, config = lineup[i]
+            on_event("verify_start", config=config, role=role, round=rnd + 1, rounds=rounds)
+            ev = evaluate(config, "throughput")
+            spent += ev.seconds
+            results[i].append(ev)
+        done += 1
+        round_s = max(round_s, spent)
+    return results
+
+
+def verify(candidates: list[Record], default: Record, evaluate: Evaluate, *,
+           rounds: int = 3, time_left: Callable[[], float] = lambda: float("inf"),
+           on_event: Callable[..., None] = lambda kind, **info: None,
+           accept: Callable[[Config], tuple[bool, str]] | None = None) -> Recommendation:
+    """Interleaved rounds of default + candidates (D A B C, C B A D, ...). `accept(config) ->
+    (ok, text)` is asked, fastest first, of the candidates that hold up: the seeded quality
+    confirmation of one that changes the math (see confirm_quality)."""
+    lineup = [default] + list(candidates)
+    evals = interleave([(r.role, r.config) for r in lineup], evaluate, rounds=rounds,
+                       time_left=time_left, on_event=on_event)
+    results: dict[int, list[float | None]] = {
+        i: [ev.throughput if ev.outcome == R.OK else None for ev in evs]
+        for i, evs in enumerate(evals)}
+    done = len(evals[0])
+    default_thr = results[0]
+    verified = []
+    for i, rec in enumerate(lineup[1:], start=1):
+        pairs = [(c, d) for c, d in zip(results[i], default_thr) if c and d]
+        verified.append(Verified(config=rec.config, role=rec.role,
+                                 search_throughput=rec.throughput, accuracy=rec.accuracy,
+                                 throughputs=tuple(c for c, _ in pairs),
+                                 baselines=tuple(d for _, d in pairs)))
+    return _choose(verified, default, done, results, accept)
+
+
+def _choose(verified: list[Verified], default: Record, rounds: int,
+            results: dict[int, list[float | None]],
+            accept: Callable[[Config], tuple[bool, str]] | None = None) -> Recommendation:
+    d_thr = [t for t in results[0] if t]
+    d_med = Stats.of(d_thr).median if d_thr else default.throughput
+    run_cpu = next((v for v in verified if v.role == RUN_CPU_ROLE), None)
+    holding = sorted((v for v in verified if v.holds), key=lambda v: v.ratio.median, reverse=True)
+    refused: list[str] = []
+    confirmed = ""
+    if accept is not None:
+        kept = []
+        for v in holding:
+            ok, text = accept(v.config)
+            if ok:
+                kept.append(v)
+                confirmed = text
+                break
+            refused.append(text)
+        holding = kept
+    if not holding:
+        best = max(verified, key=lambda v: v.ratio.median if v.ratios else 0, default=None)
+        note = (f"best candidate measured {best.ratio.median:.2f}x (lower quartile "
+                f"{best.ratio.q1:.2f}x) in verification; a recommendation needs {MIN_GAIN:.2f}x "
+                "in the median round and more than 1x in 3 of 4 rounds"
+                if best and best.ratios else "no candidate completed verification")
+        if refused:
+            note = "; ".join(refused)
+        return Recommendation(config=default.config, speedup=1.0, spread=0.0, rounds=rounds,
+                              verified=True, accuracy=default.accuracy,
+                              default_accuracy=default.accuracy, default_throughput=d_med,
+                              throughput=d_med, candidates=tuple(verified), note=note,
+                              default_wins=True)
+    win = holding[0]
+    vs_run_cpu = None
+    if run_cpu is not None and run_cpu is not win and len(run_cpu.throughputs) == len(win.throughputs) \
+            and run_cpu.throughputs:
+        vs_run_cpu = ratio_stats(win.throughputs, run_cpu.throughputs).median
+    elif run_cpu is win:
+        vs_run_cpu = 1.0
+    stats = win.ratio
+    return Recommendation(config=win.config, speedup=stats.median, spread=stats.spread,
+                          rounds=rounds, verified=True, vs_run_cpu=vs_run_cpu,
+                          accuracy=win.accuracy, default_accuracy=default.accuracy,
+                          default_throughput=d_med,
+                          throughput=Stats.of(list(win.throughputs)).median,
+                          candidates=tuple(verified), note="; ".join(refused),
+                          extra={"quality": confirmed} if confirmed else {})
+
+
+def trusted_alone(r: Record) -> bool:
+    """Whether one search measurement may stand without verification: not when the machine was
+    busy during its window (cpu_share below BUSY_CPU_SHARE); verification re-measures those."""
+    return not busy(r.attrs.get("cpu_share"))
+
+
+def unverified(best: Record, default: Record, why: str) -> Recommendation:
+    """When no time is left to verify: say so, and report the search's own single measurement."""
+    speed = best.throughput / default.throughput if best.throughput and default.throughput else 1.0
+    return Recommendation(config=best.config, speedup=speed, spread=0.0, rounds=0, verified=False,
+                          accuracy=best.accuracy, default_accuracy=default.accuracy,
+                          default_throughput=default.throughput, throughput=best.throughput,
+                          note=why)
+
+
+def confirm_quality(book, config: Config, *, time_left: Callable[[], float],
+                    samples: int, on_event: Callable[..., None] = lambda kind, **info: None,
+                    ) -> tuple[bool, str]:
+    """Confirm, before recommending it, that a configuration which changes the math trains as
+    well as the default launch: new seeds, each run twice as long as the search's quality runs
+    when the budget allows (else as long), default and candidate side by side (D C D C ...), and
+    the same gate on those seeds alone. A configuration with the default's math needs nothing."""
+    from ..study.evidence import CONFIRM_SEEDS
+    d_now = book.default_sample()
+    if book.class_of(config) == book.class_of(book.base):
+        return True, (f"same math as the default launch (quality {d_now.describe()}, "
+                      f"{d_now.n} seeds)" if d_now else "same math as the default launch")
+    base_ev = book.evidence(book.base)
+    done = [r.get("samples") for k, r in (base_ev.runs.items() if base_ev else ())
+            if k in CONFIRM_SEEDS and r.get("samples")]
+    if done:   # the default's confirmation runs exist (an earlier class): same length, theirs
+        length = max(1, int(done[0]) // samples)
+        per_run = book.run_seconds(config) or 0.0
+    else:
+        per_run = (book.run_seconds(book.base) or 0.0) + (book.run_seconds(config) or 0.0)
+        length = 2 if 2 * per_run * len(CONFIRM_SEEDS) <= time_left() else 1
+    if length * per_run * len(CONFIRM_SEEDS) > time_left():
+        return False, (f"{describe_changes(config)} not confirmed: the seeded confirmation needs "
+                       f"about {per_run * len(CONFIRM_SEEDS):.0f}s, more than the budget left")
+    for seed in CONFIRM_SEEDS:   # interleaved, so a drift in the machine hits both alike
+        for c in (book.base, config):
+            on_event("confirm_start", config=c, seed=seed)
+            book.measure(c, (seed,), samples=samples * length)
+    d, c = book.default_sample(CONFIRM_SEEDS), book.evidence(config).sample(CONFIRM_SEEDS)
+    if d is None or c is None or d.n < 2 or c.n < 2:
+        return False, f"{describe_changes(config)} not confirmed: confirmation runs failed"
+    v = book.verdict(config, CONFIRM_SEEDS)
+    text = (f"accuracy {c.describe()} (default {d.describe()}, {c.n} new seeds x "
+            f"{samples * length} samples, side by side): "
+            f"{'beyond' if v.reject else 'within'} {v.tolerance_pp:g} pp "
+            f"(drop {v.drop_pp:+.2f} pp, noise {v.noise_pp:.2f} pp)")
+    return (not v.reject), text
+
+
+def describe_changes(config: Config) -> str:
+    """The knobs that differ from the default launch, e.g. 'precision=bf16 global_batch=64'."""
+    base = Config().to_dict()
+    return " ".join(f"{k}={v}" for k, v in config.to_dict().items() if base[k] != v) or "default"

@@ -1,0 +1,90 @@
+"""Attached runs (`autotune launch`): a plan in the foreground with no time limit, output teed
+with a rank prefix, signals forwarded to every rank, and the others stopped when one fails."""
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from ..plan.launch_plan import LaunchPlan
+from .runner import POLL_S, _signals_held, _Trial
+
+
+# Forwarded to every rank's process group, as torchrun does; the first four also stop the launch.
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1,
+             signal.SIGUSR2)
+
+
+_STOPPING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Attached:
+    """How an attached run ended: exit codes by rank (negative: killed by that signal)."""
+    exit_codes: tuple[int | None, ...]
+    stopped_by_us: tuple[int, ...] = ()     # ranks the runner signalled after another failed
+    received: tuple[int, ...] = ()          # signals received and forwarded
+    wall_seconds: float = 0.0
+
+
+def run_attached(plan: LaunchPlan, *, echo: TextIO | None = None,
+                 on_start: Callable[[list[int]], None] | None = None,
+                 on_poll: Callable[[], None] | None = None) -> Attached:
+    """Run `plan` in the foreground with no time limit (a launch, not a trial): output teed to
+    the rank logs and `echo` with a rank prefix, signals forwarded, and when one rank fails the
+    others are stopped (they would wait in a collective forever). `on_poll` runs every poll while
+    ranks run (the launch's in-force check). Call from the main thread."""
+    from .tee import Tee, prefix
+    for rp in plan.ranks:
+        Path(rp.log_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(rp.log_path).write_bytes(b"")
+    trial, tee = _Trial(plan), Tee(echo)
+    received: list[int] = []
+
+    def forward(signum: int, _frame: Any) -> None:
+        received.append(signum)
+        for p in trial.procs:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(p.pid, signum)
+
+    previous = {s: signal.signal(s, forward) for s in FORWARDED}
+    start = time.monotonic()
+    try:
+        trial.spawn(pipe=True)
+        for rp, p in zip(plan.ranks, trial.procs):
+            assert p.stdout is not None
+            tee.follow(p.stdout, rp.log_path, prefix(rp.rank, len(plan.ranks)))
+        if on_start is not None:
+            on_start([p.pid for p in trial.procs])
+        stop_at: float | None = None
+        while trial.running():
+            new = trial.poll()
+            stops = [s for s in received if s in _STOPPING]
+            # After the user's Ctrl-C, ranks exiting non-zero is expected: the others keep their
+            # grace period (to save a checkpoint, say) instead of getting SIGTERM at once.
+            if not stops and any(trial.codes[r] != 0 for r in new):
+                trial.teardown(plan.grace_s)
+                break
+            if stops and stop_at is None:   # the ranks got the signal; give them time to stop
+                stop_at = time.monotonic() + plan.grace_s
+            if len(stops) > 1 or (stop_at is not None and time.monotonic() > stop_at):
+                trial.teardown(0.5 if len(stops) > 1 else plan.grace_s)
+                break
+            if on_poll is not None:
+                on_poll()
+            time.sleep(POLL_S)
+    finally:
+        with _signals_held():
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+            if trial.running():
+                trial.teardown(min(plan.grace_s, 2.0))
+            trial.sweep()
+            tee.join()
+    return Attached(exit_codes=tuple(trial.codes), stopped_by_us=tuple(sorted(trial.signalled)),
+                    received=tuple(received), wall_seconds=time.monotonic() - start)

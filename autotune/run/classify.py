@@ -1,0 +1,134 @@
+"""Classify a finished trial: (exit codes, results, log tails) -> (outcome, reason). Pure.
+
+Kept apart from run/runner.py so every rule is unit-tested with literal inputs, no processes.
+The rules, in order: a rank that reports bad_config (or exits 78) decides the trial; every rank
+delivered a clean result -> ok, whatever happened at exit; otherwise the root-cause rank (the first
+to fail on its own, not one that died of a torn connection) decides, by exit code, signal, its own
+report and its log.
+"""
+from __future__ import annotations
+
+import re
+import signal
+from collections.abc import Collection, Sequence
+from typing import Any
+
+from ..plan.launch_plan import EXIT_BACKEND_UNAVAILABLE, EXIT_BAD_CONFIG, EXIT_WORKLOAD_ERROR
+from .outcome import BAD_CONFIG, CRASH, OK, OOM, OUTCOMES, TIMEOUT, UNAVAILABLE, WORKLOAD_ERROR
+
+_OOM_RE = re.compile(r"MemoryError|Cannot allocate memory|out of memory|std::bad_alloc", re.I)
+# How a rank looks when it died only because a peer did: not a root cause.
+_VICTIM_RE = re.compile(
+    r"Connection (closed|reset) by peer|remote worker (crashing|hanging)|Broken pipe")
+_DELIBERATE = (EXIT_BAD_CONFIG, EXIT_BACKEND_UNAVAILABLE, EXIT_WORKLOAD_ERROR)
+
+
+def _describe_exit(rank: int, code: int) -> str:
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"rank {rank} killed by {name}"
+    return f"rank {rank} exited with code {code}"
+
+
+def declared_outcome(result: Any) -> tuple[str, str] | None:
+    """(outcome, reason) a rank's result declares about itself; None when it claims success.
+
+    The worker always writes a result, failures included ("status": "crash", "reason": ...), so
+    a failing rank's own words are the best reason there is.
+    """
+    if not isinstance(result, dict):
+        return None
+    bad = result.get("bad_config")
+    if bad:
+        return BAD_CONFIG, "; ".join(map(str, bad)) if isinstance(bad, (list, tuple)) else str(bad)
+    outcome = result.get("outcome", result.get("status", OK))
+    if outcome in OUTCOMES and outcome != OK:
+        why = str(result.get("reason") or result.get("error") or outcome).strip()
+        return outcome, why.splitlines()[0][:300] if why else outcome
+    return None
+
+
+def rank_failure(rank: int, code: int | None, result: Any) -> str | None:
+    """Why this rank failed on its own account, or None when it did not (or has not exited)."""
+    if code is None:
+        return None
+    if code != 0:
+        return _describe_exit(rank, code)
+    if result is None:
+        return f"rank {rank} exited 0 without a result"
+    if not isinstance(result, dict):
+        return f"rank {rank} exited 0 with a malformed result: {result}"
+    if (said := declared_outcome(result)) is not None:
+        return f"rank {rank} exited 0 but reported {said[0]}"
+    return None
+
+
+def root_cause(exit_codes: Sequence[int | None], rank_results: Sequence[Any],
+               log_tails: Sequence[str], *, exit_order: Sequence[int] = (),
+               signalled: Collection[int] = ()) -> int | None:
+    """The rank that failed first on its own; ranks that died of a torn connection come last."""
+    failing = [r for r, code in enumerate(exit_codes)
+               if r not in signalled and rank_failure(r, code, rank_results[r]) is not None]
+    if not failing:
+        return None
+    order = {r: i for i, r in enumerate(exit_order)}
+
+    def key(r: int) -> tuple[bool, int, int]:
+        said = declared_outcome(rank_results[r])
+        text = (log_tails[r] or "") + (said[1] if said else "")
+        victim = exit_codes[r] not in _DELIBERATE and bool(_VICTIM_RE.search(text))
+        return (victim, order.get(r, len(order)), r)
+    return min(failing, key=key)
+
+
+def classify(exit_codes: Sequence[int | None], rank_results: Sequence[Any],
+             log_tails: Sequence[str], timed_out: bool, *, exit_order: Sequence[int] = (),
+             signalled: Collection[int] = (), timeout_s: float | None = None) -> tuple[str, str]:
+    """(outcome, reason) of a finished trial.
+
+    exit_codes: per rank, Popen-style (negative = signal), None if never observed to exit.
+    rank_results: per rank, the parsed result dict, None (no file) or a str (why it is malformed).
+    exit_order: ranks in the order they were seen to exit on their own; signalled: ranks the
+    runner itself signalled during teardown (their death is not theirs to answer for).
+    """
+    results = list(rank_results)
+    declared = {r: d for r, res in enumerate(results) if (d := declared_outcome(res)) is not None}
+    # A rank running the wrong config makes everything else in the trial moot; no rank reports
+    # bad_config because a peer died, so no root-cause search is needed.
+    for r, (out, why) in declared.items():
+        if out == BAD_CONFIG:
+            return BAD_CONFIG, f"rank {r}: {why}"
+    for r, code in enumerate(exit_codes):
+        if code == EXIT_BAD_CONFIG:
+            return BAD_CONFIG, f"rank {r} exited with code {code} (config not in force)"
+    if (results and not declared and all(isinstance(res, dict) for res in results)
+            and not any(code in _DELIBERATE for code in exit_codes)):
+        # Every rank delivered its measurement; a hang or crash in teardown after that is noise.
+        return OK, ""
+    root = root_cause(exit_codes, results, log_tails, exit_order=exit_order, signalled=signalled)
+    if root is None and declared:       # it reported failing, then we had to kill it
+        r, (out, why) = next(iter(declared.items()))
+        return out, f"rank {r}: {why}"
+    if root is None and timed_out:
+        pending = ", ".join(str(r) for r, res in enumerate(results) if not isinstance(res, dict))
+        limit = f" of {timeout_s:g}s" if timeout_s is not None else ""
+        return TIMEOUT, f"exceeded the trial timeout{limit}; no result from rank(s) {pending}"
+    if root is None:
+        return CRASH, "ranks stopped without a result and without an error of their own"
+    code = exit_codes[root]
+    why = rank_failure(root, code, results[root]) or ""
+    said_out, said = declared.get(root, (None, ""))
+    if code == EXIT_BACKEND_UNAVAILABLE:
+        return UNAVAILABLE, f"rank {root}: {said or 'backend unavailable'} (exit {code})"
+    if code == EXIT_WORKLOAD_ERROR:
+        return WORKLOAD_ERROR, f"rank {root}: {said or 'workload error'} (exit {code})"
+    if code == -signal.SIGKILL:
+        return OOM, f"{why} not sent by autotune (likely the out-of-memory killer)"
+    if said_out == OOM or (code != 0 and _OOM_RE.search(log_tails[root] or "")):
+        return OOM, f"{why}; {said or 'its log reports memory exhaustion'}"
+    if said_out in (UNAVAILABLE, WORKLOAD_ERROR):
+        return said_out, f"{why}: {said}"
+    return CRASH, f"{why}: {said}" if said else why

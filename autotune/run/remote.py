@@ -1,0 +1,270 @@
+"""The outside world of multi-host trials: probing hosts, running a cluster plan, killing leftovers.
+
+`python -m autotune.run.remote kill MARKER` (run on a host over ssh) ends every process of one trial
+there; `python -m autotune.run.remote port [N]` prints a free TCP port (or checks N is free).
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+from ..errors import AutotuneError
+from ..plan.hosts import Host, differences, interface_of, network_of, ssh_hostname
+from ..plan.cluster import FORWARD, MARKER, Cluster
+from ..plan.launch_plan import LaunchPlan
+from .outcome import CRASH, RunResult
+from .rank_output import _result_of, read_tail
+from .runner import EXIT_LINGER_S, POLL_S, classify, root_cause
+
+_SSH_ERRORS = (  # (pattern in ssh's stderr, what to tell the user)
+    (r"Connection refused", "ssh refused the connection (no sshd listening?)"),
+    (r"No route to host|Network is unreachable|timed out|Connection timed out",
+     "host unreachable"),
+    (r"Could not resolve hostname", "host name does not resolve"),
+    (r"Permission denied", "ssh login refused (keys? try: ssh HOST true)"),
+)
+
+
+class HostError(AutotuneError):
+    """A host cannot be reached or used."""
+
+
+def _launcher_missing(launcher: str) -> None:
+    tool = {"ssh": "ssh", "mpirun": "mpirun", "srun": "srun"}[launcher]
+    if shutil.which(tool) is None:
+        pkg = {"ssh": "openssh-client", "mpirun": "openmpi-bin", "srun": "slurm-client"}[launcher]
+        raise HostError(f"launcher {launcher}: `{tool}` not found on PATH (apt-get install {pkg})")
+    if launcher == "mpirun" or launcher == "ssh":
+        if shutil.which("ssh") is None:
+            raise HostError("ssh not found on PATH (apt-get install openssh-client)")
+
+
+def run_on(cluster: Cluster, host: str, *cmd: str, timeout: float = 60.0) -> str:
+    """stdout of `cmd` on `host`; a HostError with the one-line reason otherwise."""
+    argv = cluster.remote(host, *cmd)
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                           stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise HostError(f"host {host}: no answer within {timeout:g}s ({' '.join(cmd[:3])} ...)") \
+            from None
+    if p.returncode != 0:
+        err = p.stderr.strip()
+        for pattern, meaning in _SSH_ERRORS:
+            if p.returncode == 255 and re.search(pattern, err):
+                raise HostError(f"host {host}: {meaning}: {err.splitlines()[-1]}")
+        last = err.splitlines()[-1] if err else f"exit code {p.returncode}"
+        raise HostError(f"host {host}: `{' '.join(cmd[:4])}` failed: {last}")
+    return p.stdout
+
+
+def address_of(cluster: Cluster, host: str) -> str:
+    """The IPv4 address this machine reaches `host` at (ssh config aliases resolved)."""
+    name = host.split("@")[-1]
+    if cluster.launcher != "srun":
+        cfg = ("-F", cluster.ssh_config) if cluster.ssh_config else ()
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            out = subprocess.run(["ssh", *cfg, "-G", host], capture_output=True, text=True,
+                                 timeout=10).stdout
+            name = ssh_hostname(out) or name
+    try:
+        return socket.getaddrinfo(name, None, socket.AF_INET)[0][4][0]
+    except OSError:
+        raise HostError(f"host {host}: name {name!r} does not resolve") from None
+
+
+def probe_cluster(hosts: tuple[Host, ...], *, launcher: str = "ssh", ssh_config: str | None = None,
+                  iface: str | None = None, python: str = sys.executable,
+                  cwd: str | None = None, master_port: int | None = None,
+                  say=lambda _line: None) -> Cluster:
+    """Probe every host through the launcher; refuse hosts that differ (with the differences)."""
+    from ..probe.topology import Topology
+    _launcher_missing(launcher)
+    cwd = cwd or os.getcwd()
+    env = {k: os.environ[k] for k in FORWARD if k in os.environ}
+    pending = Cluster(hosts=hosts, addresses=("0.0.0.0",) * len(hosts),
+                      topologies=(None,) * len(hosts), launcher=launcher,  # type: ignore[arg-type]
+                      ssh_config=ssh_config, python=python, cwd=cwd, env=env)
+    addresses = tuple(address_of(pending, h.name) for h in hosts)
+    probes = {}
+    for h in hosts:
+        say(f"probing {h.name} ({launcher})")
+        out = run_on(pending, h.name, python, "-m", "autotune", "probe", "--json")
+        try:
+            probes[h.name] = json.loads(out.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            raise HostError(f"host {h.name}: probe printed no JSON: {out.strip()[-200:]!r}") \
+                from None
+    diff = differences(probes)
+    if diff:
+        raise HostError("hosts differ, refusing to plan them as one: " + "; ".join(diff[:6]))
+    text = run_on(pending, hosts[0].name, "ip", "-o", "-4", "addr", "show")
+    subnet = network_of(text, addresses[0])
+    if iface is None:
+        iface = interface_of(text, addresses[0])
+        if iface is None:
+            raise HostError(f"host {hosts[0].name}: no interface holds {addresses[0]}; "
+                            "name the one for collectives with --iface")
+    return Cluster(hosts=hosts, addresses=addresses, subnet=subnet,
+                   topologies=tuple(Topology.from_json(probes[h.name]) for h in hosts),
+                   launcher=launcher, iface=iface, ssh_config=ssh_config, python=python, cwd=cwd,
+                   env=env, master_port=master_port)
+
+
+def free_port_on(cluster: Cluster) -> int:
+    """A port free on the first host (where the rendezvous listens); the one the user named
+    (--master-port) must be free there."""
+    host, wanted = cluster.hosts[0].name, cluster.master_port
+    cmd = (cluster.python, "-m", "autotune.run.remote", "port", *([str(wanted)] if wanted else []))
+    try:
+        return int(run_on(cluster, host, *cmd).strip())
+    except HostError as exc:
+        if wanted and "in use" in str(exc):
+            raise HostError(f"port {wanted} is in use on {host}; pick another --master-port") \
+                from None
+        raise
+
+
+# ---------------------------------------------------------------- running a cluster plan
+
+def run_cluster_plan(plan: LaunchPlan) -> RunResult:
+    """Start the plan's launchers here, wait for every rank's result (on the shared file
+    system), and leave no process of the trial on any host, whatever happened."""
+    Path(plan.request_path).parent.mkdir(parents=True, exist_ok=True)
+    Path(plan.request_path).write_text(json.dumps(plan.request.to_json(), indent=1))
+    for rp in plan.ranks:
+        Path(rp.result_path).unlink(missing_ok=True)
+    procs: list[subprocess.Popen[bytes]] = []
+    launched_at, start = time.time(), time.monotonic()
+    timed_out, done_at = False, None
+    try:
+        for _host, argv, log in plan.launchers:
+            with open(log, "wb") as f:
+                procs.append(subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT,
+                                              stdin=subprocess.DEVNULL, start_new_session=True))
+        while True:
+            codes = [p.poll() for p in procs]
+            if any(c not in (None, 0) for c in codes) or all(c is not None for c in codes):
+                break
+            if time.monotonic() - start >= plan.timeout_s:
+                timed_out = True
+                break
+            if all(os.path.exists(rp.result_path) for rp in plan.ranks):
+                done_at = done_at or time.monotonic()
+                if time.monotonic() - done_at >= EXIT_LINGER_S:
+                    break
+            time.sleep(POLL_S * 4)
+    finally:
+        # Launchers still running now are stopped by us: their ranks' deaths are not a cause.
+        stopped = {i for i, p in enumerate(procs) if p.poll() is None}
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        try:
+            _teardown(plan, procs)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
+    codes = [p.returncode for p in procs]
+    per_host = len(plan.ranks) // max(1, len(procs))
+    host_of = [min(r // per_host, len(codes) - 1) for r in range(len(plan.ranks))]
+    rank_codes = [codes[h] for h in host_of]
+    signalled = {r for r, h in enumerate(host_of) if h in stopped}
+    results = [_result_of(plan, r, rank_codes[r]) for r in range(len(plan.ranks))]
+    rank_codes = [0 if isinstance(res, dict) and c is not None else c
+                  for c, res in zip(rank_codes, results)]
+    tails = [read_tail(rp.log_path) for rp in plan.ranks]
+    outcome, reason = classify(rank_codes, results, tails, timed_out, timeout_s=plan.timeout_s,
+                               signalled=signalled)
+    log_tail = ""
+    if outcome != "ok":
+        root = root_cause(rank_codes, results, tails, signalled=signalled)
+        shown = [root] if root is not None else range(min(4, len(plan.ranks)))
+        log_tail = "\n".join(f"--- rank {r} ({plan.ranks[r].log_path}) ---\n{tails[r]}"
+                             for r in shown)
+        for (host, _argv, log), code in zip(plan.launchers, codes):
+            if code not in (0, None):
+                text = read_tail(log, 8)
+                log_tail += f"\n--- launcher on {host} (exit {code}) ---\n{text}"
+                if not any(tails) and outcome == CRASH:   # the ranks never started
+                    last = text.strip().splitlines()[-1] if text.strip() else f"exit {code}"
+                    reason = f"launcher on {host} failed: {last}"
+    return RunResult(outcome=outcome, reason=reason, log_tail=log_tail,
+                     exit_codes=tuple(rank_codes), wall_seconds=time.monotonic() - start,
+                     launched_at=launched_at,
+                     rank_results=tuple(r if isinstance(r, dict) else {} for r in results))
+
+
+def _teardown(plan: LaunchPlan, procs: list[subprocess.Popen[bytes]]) -> None:
+    """Stop the launchers here, then kill by the trial's marker on every host: an ssh client's
+    death does not reach what it started remotely."""
+    for p in procs:
+        if p.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGTERM)
+    deadline = time.monotonic() + plan.grace_s
+    while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
+        time.sleep(POLL_S)
+    killers = [subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+               for argv in plan.host_kill]
+    for k in killers:
+        try:
+            k.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            k.kill()
+            k.wait()
+    for p in procs:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+
+
+def kill_marked(marker: str, grace: float = 3.0) -> list[int]:
+    """SIGTERM, then SIGKILL, every process here whose environment carries this trial's marker."""
+    def marked() -> list[psutil.Process]:
+        out = []
+        for proc in psutil.process_iter():
+            with contextlib.suppress(psutil.Error, OSError):
+                if proc.pid != os.getpid() and proc.environ().get(MARKER) == marker:
+                    out.append(proc)
+        return out
+    victims = marked()
+    for p in victims:
+        with contextlib.suppress(psutil.Error):
+            p.terminate()
+    _gone, alive = psutil.wait_procs(victims, timeout=grace)
+    for p in alive + marked():
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+    return [p.pid for p in victims]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["kill"] and len(args) == 2 and args[1]:
+        print(len(kill_marked(args[1])))
+        return 0
+    if args[:1] == ["port"] and len(args) <= 2:
+        with socket.socket() as s:
+            try:
+                s.bind(("", int(args[1]) if len(args) == 2 else 0))
+            except OSError:
+                print(f"port {args[1]} in use", file=sys.stderr)
+                return 3
+            print(s.getsockname()[1])
+        return 0
+    print("usage: python -m autotune.run.remote kill MARKER | port [N]", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,291 @@
+"""Run a LaunchPlan: the one module that spawns, watches and kills trial processes.
+
+Every rank leads its own session, so `killpg(rank_pid)` reaches what the rank started (numactl's
+python, torch.compile workers). A descendant that calls setsid itself escapes its group, so
+descendants are also tracked by pid while the trial runs, and a final sweep kills any process whose
+environment names one of this trial's result files (children inherit the env, daemons too).
+Rank exits are read with waitid(WNOWAIT): the leader stays a zombie until the end, so its pid, and
+with it the process-group id we signal, cannot be reused by an unrelated process meanwhile.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from .classify import classify, declared_outcome, rank_failure, root_cause
+from ..plan.launch_plan import LaunchPlan
+from .outcome import CRASH, OK, RunResult
+from .rank_output import _MAX_TAIL_RANKS, _result_of, read_tail
+
+__all__ = ["Interrupted", "classify", "free_port", "interrupt_on_sigterm", "reap_orphans",
+           "root_cause", "run_plan"]
+
+POLL_S = 0.05
+_SCAN_S = 0.25           # how often descendants are looked for (exits are checked every poll)
+# Ranks that wrote their result but hang in gloo teardown get this long to exit, then are killed;
+# the measurement already stands.
+EXIT_LINGER_S = 2.0
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM turned into the same exception as Ctrl-C, so the search handles both in one place.
+
+    A KeyboardInterrupt, not an AutotuneError: an `except Exception` (Optuna's trial wrapper has
+    one) must never swallow the user stopping the search.
+    """
+
+    def __init__(self, signum: int = signal.SIGTERM) -> None:
+        super().__init__(f"interrupted by {signal.Signals(signum).name}")
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def interrupt_on_sigterm() -> Iterator[None]:
+    """While active (main thread only), SIGTERM raises Interrupted; the previous handler returns."""
+    def _raise(signum: int, _frame: Any) -> None:
+        raise Interrupted(signum)
+    previous = signal.signal(signal.SIGTERM, _raise)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now (the rendezvous binds it moments later)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# ---------------------------------------------------------------- logs and results
+
+
+# ---------------------------------------------------------------- process lifecycle
+
+def _peek_exit(pid: int) -> int | None:
+    """Exit status without reaping (the zombie keeps the pgid from being reused)."""
+    try:
+        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return None
+    if info is None or info.si_pid == 0:
+        return None
+    return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+
+
+def _alive(p: psutil.Process) -> bool:
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+class _Trial:
+    """The processes of one running plan, and how to make sure none of them outlives it."""
+
+    def __init__(self, plan: LaunchPlan) -> None:
+        self.plan = plan
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.codes: list[int | None] = [None] * len(plan.ranks)
+        self.exit_order: list[int] = []
+        self.signalled: set[int] = set()
+        self.known: dict[int, psutil.Process] = {}   # every descendant ever seen, by pid
+        self.scanned_at = 0.0
+
+    def spawn(self, *, pipe: bool = False) -> None:
+        """Start every rank; `pipe`: output comes back through a pipe (launch tees it) instead of
+        going straight to the rank's log file."""
+        for rp in self.plan.ranks:
+            with open(rp.log_path, "wb") as log:
+                self.procs.append(subprocess.Popen(
+                    rp.argv, env=rp.env, stdout=subprocess.PIPE if pipe else log,
+                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True))
+
+    def poll(self) -> list[int]:
+        """Record ranks that exited since the last poll, and remember every live descendant."""
+        new = []
+        for r, p in enumerate(self.procs):
+            if self.codes[r] is None and (code := _peek_exit(p.pid)) is not None:
+                self.codes[r] = code
+                self.exit_order.append(r)
+                new.append(r)
+        if new or time.monotonic() - self.scanned_at >= _SCAN_S:
+            self._scan()
+        return new
+
+    def _scan(self) -> None:
+        # One pass over the process table for all ranks: on a big server it costs milliseconds,
+        # taken from the cores the trial is being timed on, hence not every poll.
+        self.scanned_at = time.monotonic()
+        kids: dict[int, list[psutil.Process]] = {}
+        for proc in psutil.process_iter(["ppid"]):
+            kids.setdefault(proc.info["ppid"], []).append(proc)
+        stack = [p.pid for p in self.procs]
+        while stack:
+            for child in kids.get(stack.pop(), ()):
+                self.known.setdefault(child.pid, child)
+                stack.append(child.pid)
+
+    def running(self) -> list[int]:
+        return [r for r, c in enumerate(self.codes[:len(self.procs)]) if c is None]
+
+    def _signal_all(self, sig: int) -> None:
+        for p in self.procs:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(p.pid, sig)
+        for proc in self.known.values():
+            with contextlib.suppress(psutil.Error):
+                proc.send_signal(sig)   # psutil checks the pid still names the same process
+
+    def teardown(self, grace: float) -> None:
+        """SIGTERM every group and descendant, wait up to `grace`, then SIGKILL what is left."""
+        self.poll()
+        self._scan()
+        self.signalled.update(self.running())
+        self._signal_all(signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            self.poll()
+            if not self.running() and not any(_alive(p) for p in self.known.values()):
+                break
+            time.sleep(POLL_S)
+        self._signal_all(signal.SIGKILL)
+
+    def sweep(self) -> None:
+        """Last line of defence: kill anything still carrying this trial's env, then reap ranks."""
+        self._signal_all(signal.SIGKILL)
+        markers = {rp.result_path for rp in self.plan.ranks}
+        sessions = {p.pid for p in self.procs}
+        for proc in psutil.process_iter():
+            with contextlib.suppress(psutil.Error, OSError):
+                if proc.pid != os.getpid() and (os.getsid(proc.pid) in sessions or
+                                                proc.environ().get("AUTOTUNE_RESULT") in markers):
+                    proc.kill()
+                    self.known.setdefault(proc.pid, proc)
+        for r, p in enumerate(self.procs):
+            with contextlib.suppress(subprocess.TimeoutExpired):  # unkillable (D state): give up
+                code = p.wait(timeout=5)
+                if self.codes[r] is None:
+                    self.codes[r] = code
+        psutil.wait_procs([p for p in self.known.values() if _alive(p)], timeout=2)
+
+
+def reap_orphans(results_root: str) -> list[int]:
+    """Kill what a runner that died (kill -9) left behind under `results_root`; returns the pids.
+
+    A trial process is recognised by its AUTOTUNE_RESULT under the root. It is an orphan when its
+    session leader (the rank) is gone or no longer the child of a Python process (the runner is
+    always Python; an orphaned rank is reparented to init or a subreaper), so another search's
+    live trial on the same storage is left alone. Meant for the search's start.
+    """
+    root = os.path.join(os.path.realpath(results_root), "")
+    killed = []
+    for proc in psutil.process_iter():
+        with contextlib.suppress(psutil.Error, OSError):
+            marker = proc.environ().get("AUTOTUNE_RESULT")
+            if not marker or not os.path.realpath(marker).startswith(root):
+                continue
+            try:
+                parent = psutil.Process(os.getsid(proc.pid)).parent()
+                orphan = parent is None or "python" not in parent.name().lower()
+            except (psutil.NoSuchProcess, psutil.AccessDenied, ProcessLookupError):
+                orphan = True    # leader gone, or its parent is not even ours to read
+            if orphan and proc.pid != os.getpid():
+                proc.kill()
+                killed.append(proc.pid)
+    return killed
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """Hold Ctrl-C/SIGTERM during cleanup; they are delivered (and raise) once it is done."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def run_plan(plan: LaunchPlan, *, on_start: Callable[[list[int]], None] | None = None) -> RunResult:
+    """Run every rank of `plan`, classify the outcome; no process of the trial survives the call.
+
+    A KeyboardInterrupt (Ctrl-C, or Interrupted from interrupt_on_sigterm) propagates, but only
+    after every process of the trial is gone.
+    """
+    Path(plan.request_path).parent.mkdir(parents=True, exist_ok=True)
+    Path(plan.request_path).write_text(json.dumps(plan.request.to_json(), indent=1))
+    for rp in plan.ranks:
+        Path(rp.log_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(rp.result_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(rp.result_path).unlink(missing_ok=True)   # a stale result would read as success
+    trial = _Trial(plan)
+    timed_out = False
+    launched_at = time.time()
+    start = time.monotonic()
+    spawn_error = ""
+    try:
+        try:
+            trial.spawn()
+        except OSError as e:    # a plan naming a missing binary is a failed trial, not a crash
+            spawn_error = f"rank {len(trial.procs)} could not be started: {e}"
+        if on_start is not None and not spawn_error:
+            on_start([p.pid for p in trial.procs])
+        all_results_at: float | None = None
+        while not spawn_error:
+            failed = any(rank_failure(r, trial.codes[r], _result_of(plan, r, trial.codes[r]))
+                         for r in trial.poll())
+            if not trial.running():
+                break
+            now = time.monotonic()
+            if failed:          # the others may wait in a collective forever
+                trial.teardown(plan.grace_s)
+                break
+            if now - start >= plan.timeout_s:
+                timed_out = True
+                trial.teardown(plan.grace_s)
+                break
+            if all(os.path.exists(rp.result_path) for rp in plan.ranks):
+                all_results_at = all_results_at or now
+                if now - all_results_at >= EXIT_LINGER_S:
+                    trial.teardown(plan.grace_s)
+                    break
+            time.sleep(POLL_S)
+    finally:
+        with _signals_held():
+            if trial.running():
+                trial.teardown(min(plan.grace_s, 2.0))
+            trial.sweep()
+    if spawn_error:
+        return RunResult(outcome=CRASH, reason=spawn_error, exit_codes=tuple(trial.codes),
+                         wall_seconds=time.monotonic() - start, launched_at=launched_at)
+    results = [_result_of(plan, r, trial.codes[r]) for r in range(len(plan.ranks))]
+    tails = [read_tail(rp.log_path) for rp in plan.ranks]
+    outcome, reason = classify(trial.codes, results, tails, timed_out, exit_order=trial.exit_order,
+                               signalled=trial.signalled, timeout_s=plan.timeout_s)
+    log_tail = ""
+    if outcome != OK:
+        root = root_cause(trial.codes, results, tails, exit_order=trial.exit_order,
+                          signalled=trial.signalled)
+        shown = [root] if root is not None else [   # no single culprit: those without a success
+            r for r, res in enumerate(results)
+            if not isinstance(res, dict) or declared_outcome(res)][:_MAX_TAIL_RANKS]
+        log_tail = "\n".join(f"--- rank {r} ({plan.ranks[r].log_path}) ---\n{tails[r]}"
+                             for r in shown)
+    return RunResult(outcome=outcome, reason=reason, log_tail=log_tail,
+                     exit_codes=tuple(trial.codes), wall_seconds=time.monotonic() - start,
+                     launched_at=launched_at,
+                     rank_results=tuple(r if isinstance(r, dict) else {} for r in results))
+
+
+

@@ -1,0 +1,273 @@
+"""One trial end to end: plan -> run -> measure. The only composition of the three stages.
+
+Used by `autotune run`, by the search for every trial, and by verification.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+import uuid
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Callable
+
+from . import outcome as R
+from ..config import Config
+from ..errors import ConfigError
+from ..measure.stats import Measurement, Stats, aggregate, quantile
+from ..measure.observe import RankObservation, Sampler
+from ..measure.unacted import Unacted, compare
+from ..plan.build import build_plan
+from ..plan.feasible import infeasible_reason
+from ..plan.launch_plan import LaunchPlan
+from .outcome import RunResult
+from .runner import free_port, run_plan
+from .rank_output import read_tail
+from ..measure.script import SOURCES, fill, script_metric
+from ..probe.topology import Topology
+from ..worker.workloads import QUALITY_SAMPLES
+
+if TYPE_CHECKING:
+    from ..plan.cluster import Cluster
+    from .outcome import Evaluate
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrialSettings:
+    """How a trial is run and timed (the same for every config of one search)."""
+    workload: str = "cnn"
+    workload_args: dict[str, Any] = field(default_factory=dict)
+    target_seconds: float = 5.0
+    warmup_steps: int = 3
+    # Training samples of one quality run. Measured on the built-in cnn (benchmarks/README.md):
+    # at 4096 one seed's accuracy varied by 4 points; at this length the seeds agree to about
+    # half a point while the task is still far from saturated.
+    accuracy_samples: int = QUALITY_SAMPLES
+    timeout_s: float = 120.0
+    grace_s: float = 5.0
+    results_dir: str = "autotune-results"
+    # Script mode: the user's command with {knob} placeholders replaces the built-in worker.
+    command: tuple[str, ...] | None = None
+    metric: str | None = None             # regex over rank 0's output (script mode)
+    accuracy: str | None = None           # regex of the script's accuracy (script mode)
+    lower_is_better: bool = False         # the --metric number is a time or a loss
+    local_rank_arg: str | None = None     # the script takes --local-rank: each rank gets its own
+    self_launching: bool = False          # the script starts its own workers: launch it once
+    cluster: "Cluster | None" = None      # the hosts a trial spans (None: this machine only)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrialOutcome:
+    config: Config
+    mode: str
+    run: RunResult
+    measurement: Measurement | None  # None unless the run was ok
+    metric_source: str = "worker"    # script mode: a key of script.SOURCES
+    metric_shown: str = ""           # script mode: the measured number in the script's own unit
+    # Script mode: each rank's processes as sampled from outside, and the planned knobs they
+    # did not show in force.
+    observations: tuple[RankObservation, ...] = ()
+    unacted: tuple[Unacted, ...] = ()
+
+    @property
+    def outcome(self) -> str:
+        return self.run.outcome
+
+    @property
+    def ok(self) -> bool:
+        return self.run.ok and self.measurement is not None
+
+
+def plan_trial(config: Config, topology: Topology, settings: TrialSettings, *,
+               mode: str = "throughput", trial_id: str | None = None,
+               base_env: dict[str, str] | None = None, port: int | None = None,
+               seed: int = 0) -> LaunchPlan:
+    trial_id = trial_id or f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+    workdir = os.path.abspath(os.path.join(settings.results_dir, "trials", trial_id))
+    program = fill(settings.command, config) if settings.command else None
+    if settings.cluster is not None:
+        from ..plan.cluster import build_cluster_plan
+        from .remote import free_port_on
+        return build_cluster_plan(
+            config, settings.cluster, workdir=workdir, trial_id=trial_id, program=program,
+            script=program is not None,
+            master_port=port if port is not None else free_port_on(settings.cluster),
+            base_env=dict(os.environ) if base_env is None else base_env,
+            timeout_s=settings.timeout_s, grace_s=settings.grace_s, workload=settings.workload,
+            workload_args=settings.workload_args, mode=mode,
+            target_seconds=settings.target_seconds, warmup_steps=settings.warmup_steps,
+            accuracy_samples=settings.accuracy_samples, seed=seed)
+    return build_plan(config, topology, workload=settings.workload, program=program,
+                      script=program is not None,
+                      workload_args=settings.workload_args, workdir=workdir,
+                      master_port=port if port is not None else free_port(),
+                      base_env=dict(os.environ) if base_env is None else base_env,
+                      timeout_s=settings.timeout_s, grace_s=settings.grace_s, mode=mode,
+                      target_seconds=settings.target_seconds, warmup_steps=settings.warmup_steps,
+                      accuracy_samples=settings.accuracy_samples, trial_id=trial_id, seed=seed,
+                      local_rank_arg=settings.local_rank_arg)
+
+
+def trial_infeasible(config: Config, topology: Topology, settings: TrialSettings) -> str | None:
+    """Why this configuration cannot run where the settings say trials run (None: it can)."""
+    if settings.cluster is not None:
+        from ..plan.cluster import infeasible_reason as on_cluster
+        return on_cluster(config, settings.cluster)
+    if config.nnodes > 1:
+        return f"nnodes={config.nnodes} needs --hosts (or a hostfile or SLURM allocation)"
+    if config.backend == "mpi":   # ranks started one by one are each an MPI world of one
+        return ("backend mpi: the ranks must be started by mpirun (--launcher mpirun with "
+                "--hosts; --hosts localhost for this machine)")
+    return infeasible_reason(config, topology)
+
+
+def run_trial(config: Config, topology: Topology, settings: TrialSettings, *,
+              mode: str = "throughput", trial_id: str | None = None, seed: int = 0) -> TrialOutcome:
+    """Run one configuration. Never raises for a failing trial: the failure is the result."""
+    reason = trial_infeasible(config, topology, settings)
+    if not reason and settings.self_launching and config.nproc > 1:
+        reason = (f"nproc={config.nproc}: the script starts its own workers, so autotune launches "
+                  "it once (more copies would oversubscribe the cores)")
+    if reason:
+        return TrialOutcome(config=config, mode=mode, measurement=None,
+                            run=RunResult(outcome=R.INFEASIBLE, reason=reason))
+    try:
+        plan = plan_trial(config, topology, settings, mode=mode, trial_id=trial_id, seed=seed)
+    except ConfigError as exc:
+        return TrialOutcome(config=config, mode=mode, measurement=None,
+                            run=RunResult(outcome=R.INFEASIBLE, reason=str(exc)))
+    if plan.launchers:   # across hosts: the launchers start the ranks there
+        from .remote import run_cluster_plan
+        run = run_cluster_plan(plan)
+        if plan.script:
+            return _script_outcome(config, mode, plan, run, settings)
+    elif not plan.script:
+        run = run_plan(plan)
+    else:
+        samplers: list[Sampler] = []
+        try:
+            run = run_plan(plan, on_start=lambda pids: samplers.append(Sampler(pids).start()))
+        finally:
+            observed = tuple(samplers[0].stop()) if samplers else ()
+        out = _script_outcome(config, mode, plan, run, settings)
+        return replace(out, observations=observed,
+                       unacted=compare(plan.request.ranks, observed) if run.ok else ())
+    measurement = None
+    if run.ok:
+        try:
+            measurement = aggregate(list(run.rank_results), run.launched_at)
+        except (KeyError, ValueError, TypeError, IndexError) as exc:
+            run = RunResult(outcome=R.CRASH, reason=f"malformed result: {exc}",
+                            log_tail=run.log_tail, exit_codes=run.exit_codes,
+                            wall_seconds=run.wall_seconds, launched_at=run.launched_at,
+                            rank_results=run.rank_results)
+    return TrialOutcome(config=config, mode=mode, run=run, measurement=measurement)
+
+
+def _script_outcome(config: Config, mode: str, plan: LaunchPlan, run: RunResult,
+                    settings: TrialSettings) -> TrialOutcome:
+    """Score a finished script run (see measure/script.py for the order of preference)."""
+    if not run.ok:
+        return TrialOutcome(config=config, mode=mode, run=run, measurement=None)
+    rank0 = plan.ranks[0]
+    report = None
+    with contextlib.suppress(OSError, ValueError):
+        with open(rank0.env["AUTOTUNE_REPORT"], encoding="utf-8") as f:
+            report = json.load(f)
+    log_text = ""
+    with contextlib.suppress(OSError):
+        with open(rank0.log_path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - (4 << 20)))   # a chatty script: the last 4 MiB suffice
+            log_text = f.read().decode("utf-8", errors="replace")
+    sm = script_metric(report=report if isinstance(report, dict) else None, log_text=log_text,
+                       metric=settings.metric, wall_seconds=run.wall_seconds,
+                       accuracy=settings.accuracy, lower_is_better=settings.lower_is_better)
+    if sm.value is None:
+        failed = replace(run, outcome=R.WORKLOAD_ERROR, reason=sm.problem,
+                         log_tail=f"--- rank 0 ({rank0.log_path}) ---\n{read_tail(rank0.log_path)}")
+        return TrialOutcome(config=config, mode=mode, run=failed, measurement=None,
+                            metric_source=sm.source)
+    values = sorted(sm.values) or [sm.value]
+    m = Measurement(throughput=sm.value, throughput_iqr=quantile(values, 0.75) - quantile(values, 0.25),
+                    median_throughput=sm.value, step_stats=Stats.of([run.wall_seconds]),
+                    window_seconds=run.wall_seconds, timed_steps=len(sm.values), samples=0,
+                    startup_seconds=None, wall_seconds=run.wall_seconds, timed_share=None,
+                    peak_rss_bytes=(), accuracy=sm.accuracy, final_loss=None,
+                    world_size=config.nproc)
+    return TrialOutcome(config=config, mode=mode, run=run, measurement=m, metric_source=sm.source,
+                        metric_shown=sm.shown)
+
+
+def live_evaluator(topology: Topology, settings: TrialSettings, *,
+                   time_left: Callable[[], float] = lambda: float("inf"),
+                   adapt_timeout: bool = True) -> "Evaluate":
+    """Evaluate configurations with real trials. The per-trial timeout follows from the first
+    (reference) trial's duration unless `adapt_timeout` is off (the user set one), and never
+    lets one trial run past the remaining budget."""
+    from .outcome import Evaluation
+    state = {"timeout": settings.timeout_s}
+    speed: dict[str, float] = {}  # config key -> measured samples/s, to size accuracy timeouts
+    script_accuracy: dict[str, float | None] = {}
+
+    def evaluate(config: Config, mode: str, *, seed: int = 0,
+                 samples: int | None = None) -> Evaluation:
+        if mode == "accuracy" and settings.command:
+            # A script is not rerun for accuracy: what it reported alongside its speed stands.
+            return Evaluation(outcome=R.OK, accuracy=script_accuracy.get(config.key()))
+        timeout = state["timeout"]
+        if mode == "accuracy" and config.key() in speed:
+            # A quality run trains a fixed number of samples (plus held-out checkpoints and the
+            # gradient noise probe): its length follows from the speed.
+            timeout = 60.0 + 3.0 * (samples or settings.accuracy_samples) / speed[config.key()]
+        timeout = max(5.0, min(timeout, time_left()))
+        run_settings = replace(settings, timeout_s=timeout,
+                               accuracy_samples=samples or settings.accuracy_samples)
+        out = run_trial(config, topology, run_settings, mode=mode, seed=seed)
+        m, run = out.measurement, out.run
+        # cpu_share on every trial, None when unknown: report flags windows on a busy machine
+        attrs: dict[str, Any] = {"wall_seconds": round(run.wall_seconds, 2), "mode": mode,
+                                 "cpu_share": round(m.cpu_share, 3)
+                                 if m is not None and m.cpu_share is not None else None}
+        if settings.command:
+            attrs["metric_source"] = out.metric_source
+            attrs["metric_note"] = SOURCES.get(out.metric_source, "")
+            attrs["metric_shown"] = out.metric_shown
+            script_accuracy[config.key()] = m.accuracy if m else None
+            attrs.update(observed_attrs(out.observations, out.unacted))
+        if m is not None:
+            attrs.update(step_median_s=m.step_stats.median, step_iqr_s=m.step_stats.iqr,
+                         throughput_iqr=m.throughput_iqr, startup_s=m.startup_seconds,
+                         timed_share=m.timed_share, timed_steps=m.timed_steps,
+                         cpu_share=m.cpu_share,
+                         peak_rss_mb=[round(b / 2**20) if b else None for b in m.peak_rss_bytes])
+            if mode == "throughput":
+                speed[config.key()] = m.throughput
+            else:
+                attrs.update(seed=seed, curve=[list(p) for p in m.curve], gns=m.gns)
+            if adapt_timeout and mode == "throughput" and state["timeout"] == settings.timeout_s:
+                # 4x the first good trial (at least 30 s): a slow config still finishes, a hung
+                # one does not eat the budget.
+                state["timeout"] = max(30.0, 4.0 * run.wall_seconds)
+        elif run.log_tail:
+            attrs["log_tail"] = run.log_tail
+        return Evaluation(outcome=run.outcome, reason=run.reason,
+                          throughput=m.throughput if m else None,
+                          accuracy=m.accuracy if m else None, seconds=run.wall_seconds,
+                          attrs=attrs)
+    return evaluate
+
+
+def observed_attrs(observations, unacted) -> dict[str, Any]:
+    """What a script trial's processes showed, as stored trial attributes: per rank, and the
+    knobs that did not act ({knob: the first message about it}) for the search and the export."""
+    from ..probe.parse import format_cpulist
+    overridden: dict[str, str] = {}
+    for u in unacted:
+        overridden.setdefault(u.knob, u.message)
+    return {"observed": [{"rank": o.rank, "busy_threads": o.busy_threads,
+                          "num_threads": o.num_threads, "affinity": format_cpulist(o.affinity),
+                          "libraries": list(o.libraries), "mempolicy": o.mempolicy,
+                          "processes": o.num_processes} for o in observations],
+            "unacted": [u.message for u in unacted], "overridden": overridden}

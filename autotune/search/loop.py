@@ -1,0 +1,300 @@
+"""The search loop: references first, then sampler-proposed trials within the budget.
+
+Evaluation and time are injected (`evaluate`, `clock`), so the same loop drives real trials and
+the benchmark that replays a recorded landscape in seconds.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+from typing import Any, Callable
+
+import optuna
+from optuna.distributions import CategoricalDistribution
+
+from ..config import Config
+from ..errors import WorkloadError
+from ..plan.placement import canonical
+from ..plan.feasible import ruled_out
+from ..probe.topology import Topology
+from ..run import outcome as R
+from ..run.outcome import Evaluate, Evaluation
+from ..study.evidence import CONFIRM_SEEDS, QualityBook
+from ..study.records import (DEFAULT_ROLE, REPEAT_ROLE, RUN_CPU_ROLE, SEARCH_ROLE, Record,
+                             record_trial, records)
+from ..study.owners import claim_trial
+from .options import Clock, SearchOptions, SearchResult
+from .references import default_launch, reference_configs
+from .shared import ConfigClaims, StudyLock
+
+# Study attribute: {knob: why} for the knobs a user's script overrides (script mode).
+OVERRIDES_ATTR = "script_overrides"
+
+
+def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Evaluate,
+               clock: Clock, options: SearchOptions,
+               on_event: Callable[..., None] = lambda kind, **info: None,
+               lock: StudyLock | None = None, deadline: float | None = None) -> SearchResult:
+    """With `lock` (a search shared with other workers on this study), each configuration is
+    claimed through the study before it runs, so no worker measures what another did or does."""
+    base = default_launch(space, topology)
+    # Knobs a user's script overrides (seen from outside on a trial, or named by the static scan):
+    # held at the default from then on, on resume too, and remembered for the export.
+    overrides: dict[str, str] = dict(study.user_attrs.get(OVERRIDES_ATTR) or {})
+
+    def hold(found: dict[str, str]) -> None:
+        nonlocal space, distributions
+        from ..measure.script import freeze
+        new = {k: v for k, v in found.items() if k not in overrides}
+        if new:
+            overrides.update(new)
+            study.set_user_attr(OVERRIDES_ATTR, overrides)
+        space, held = freeze(space, list(found))
+        distributions = {k: CategoricalDistribution(list(v)) for k, v in space.knobs.items()}
+        for knob in held:
+            on_event("knob_held", knob=knob, why=overrides[knob])
+
+    distributions = {k: CategoricalDistribution(list(v)) for k, v in space.knobs.items()}
+    hold({**options.overridden, **overrides})
+
+    def key(config: Config) -> str:  # two spellings of one launch are one configuration
+        return canonical(config, topology).key()
+
+    claims = ConfigClaims(study, lock, key, deadline=deadline) if lock is not None else None
+    # shared: each (math class, seed) is claimed, so workers never run the same quality run
+    book = QualityBook(study, evaluate, batchnorm=options.batchnorm, base=base, claims=claims,
+                       tolerance_pp=options.max_accuracy_drop, seeds=options.quality_seeds)
+
+    def take(config: Config, trial) -> tuple[str, Record | None, optuna.Trial | None]:
+        """('mine', None, trial) to run it; ('done', record, None) when measured (by any
+        worker); ('busy', None, None) while another worker measures it."""
+        seen = known.get(key(config))
+        if seen is not None:
+            return "done", seen, None
+        if claims is None:
+            return "mine", None, trial() if callable(trial) else trial
+        state, rec, trial = claims.claim(config, trial)
+        if rec is not None and rec.role != REPEAT_ROLE:
+            known[key(rec.config)] = rec
+        return state, rec, trial
+
+    # A "repeat" row only mirrors the measurement it reuses; on resume, the original is the one
+    # that stands for the config (candidates would otherwise be reported as role "repeat").
+    known = {key(r.config): r for r in records(study) if r.role != REPEAT_ROLE}
+    measured = 0
+    durations: list[float] = []
+
+    def reserve() -> float:
+        """Verification needs rounds x configs trials of the length seen so far; a leader that
+        changes the math also needs its seeded confirmation (recommend.confirm_quality)."""
+        if not durations:
+            return options.verify_reserve_s
+        typical = sorted(durations)[len(durations) // 2]
+        need = options.verify_configs * options.verify_rounds * typical
+        verify = max(options.verify_reserve_s, min(0.4 * options.budget_s, need))
+        # room for two: a class that fails its confirmation hands over to the next class
+        return verify + min(0.25 * options.budget_s, 2 * confirmation_cost())
+
+    def confirmation_cost() -> float:
+        lead = max((r for r in known.values() if r.feasible and r.throughput
+                    and r.attrs.get("quality") == "accepted"),
+                   key=lambda r: r.throughput, default=None)
+        if lead is None or book.class_of(lead.config) == book.class_of(base):
+            return 0.0
+        per_run = (book.run_seconds(base) or 0.0) + (book.run_seconds(lead.config) or 0.0)
+        return per_run * len(CONFIRM_SEEDS)
+
+    def left() -> float:
+        return options.budget_s - clock.elapsed() - reserve()
+
+    def evaluate_and_record(config: Config, role: str, trial=None) -> Record:
+        nonlocal measured
+        reason = ruled_out(config, space, topology)
+        if reason:
+            ev = Evaluation(outcome=R.INFEASIBLE, reason=reason)
+        else:
+            on_event("trial_start", config=config, role=role, number=len(known))
+            try:
+                ev = evaluate(config, "throughput")
+            except KeyboardInterrupt:
+                if trial is not None:  # keep the study honest: this one did not finish
+                    record_trial(study, config=config, outcome=R.INTERRUPTED, role=role,
+                                 reason="the search was interrupted during this trial", trial=trial)
+                raise
+            measured += 1
+            if ev.outcome == R.OK:
+                durations.append(ev.seconds)
+        acc, violation, qattrs = None, 0.0, {}
+        if ev.outcome == R.OK and options.reported_accuracy:
+            acc = ev.accuracy
+            base_rec = known.get(key(base))
+            # With --accuracy the script promised a number: missing it fails the rule, as a
+            # built-in workload's missing accuracy does.
+            if role != DEFAULT_ROLE and (acc is not None or options.accuracy_required) \
+                    and base_rec and base_rec.accuracy is not None:
+                violation = _accuracy_violation(acc, base_rec.accuracy, options.max_accuracy_drop)
+        elif ev.outcome == R.OK:
+            acc, violation, qattrs = judge(config, ev.throughput or 0.0)
+        number = record_trial(study, config=config, outcome=ev.outcome, reason=ev.reason,
+                              throughput=ev.throughput, accuracy=acc, violation=violation,
+                              role=role, attrs={**ev.attrs, **qattrs, "seconds": ev.seconds},
+                              trial=trial)
+        rec = Record(config=config, outcome=ev.outcome, reason=ev.reason,
+                     throughput=ev.throughput if ev.outcome == R.OK else None, accuracy=acc,
+                     feasible=ev.outcome == R.OK and violation <= 0, role=role, number=number,
+                     attrs={**ev.attrs, **qattrs})
+        known[key(config)] = rec
+        on_event("trial_end", record=rec, seconds=ev.seconds)
+        if ev.attrs.get("overridden"):
+            hold(ev.attrs["overridden"])
+        return rec
+
+    def quality_cost(config: Config, throughput: float) -> float:
+        seen = book.run_seconds(config)
+        per_run = seen if seen else 8.0 + 1.2 * options.quality_samples / max(throughput, 1.0)
+        return per_run * len(book.missing_seeds(config))
+
+    def leader() -> float:
+        return max((r.throughput for r in known.values() if r.feasible and r.throughput),
+                   default=0.0)
+
+    def judge(config: Config, throughput: float) -> tuple[float | None, float, dict[str, Any]]:
+        """Quality of `config`'s math class: measured now when it is the default's class (the
+        noise floor) or a contender for the lead, else left pending until it matters."""
+        is_base = book.class_of(config) == book.class_of(base)
+        contender = throughput >= 0.97 * leader()
+        if book.missing_seeds(config) and (is_base or contender) \
+                and quality_cost(config, throughput) <= max(0.0, left()):
+            if book.missing_seeds(base):   # the noise floor is the default launch's own
+                book.measure(base, on_run=lambda **i: on_event("quality_start", **i))
+            if not is_base:
+                book.measure(config, on_run=lambda **i: on_event("quality_start", **i))
+        return quality_of(config)
+
+    def quality_of(config: Config) -> tuple[float | None, float, dict[str, Any]]:
+        ev, verdict = book.evidence(config), book.verdict(config)
+        attrs: dict[str, Any] = {"math_class": book.class_of(config)}
+        if ev is not None and ev.failed and verdict is None:
+            return None, 1.0, {**attrs, "quality": f"quality run failed: {ev.failed}"}
+        if verdict is None:
+            return None, 0.0, {**attrs, "quality": "pending"}
+        sample = ev.sample(book.seeds)
+        attrs.update(quality="rejected" if verdict.reject else "accepted",
+                     quality_sd=sample.sd, quality_n=sample.n, quality_verdict=verdict.describe())
+        return sample.mean, (verdict.margin_pp if verdict.reject else min(0.0, verdict.margin_pp)), attrs
+
+    # 1. References: what the user gets without tuning, and the best-known launcher heuristic.
+    refs: dict[str, Record | None] = {}
+    for role, config in reference_configs(topology, base):
+        rec = known.get(key(config))
+        state, trial = "done", None
+        if rec is None and left() > 0:
+            # shared: a RUNNING trial carries the claim; alone: stored when done, as before
+            state, rec, trial = take(config, study.ask if claims else None)
+            if state == "busy":
+                on_event("note", text=f"{role}: another worker is measuring it")
+        if state == "mine":
+            rec = evaluate_and_record(config, role, trial=trial)
+            if role == DEFAULT_ROLE and rec.outcome in (R.WORKLOAD_ERROR, R.CRASH):
+                # The same failure would repeat on every trial: stop now, show the cause.
+                lines = [ln.strip() for ln in rec.attrs.get("log_tail", "").splitlines()
+                         if ln.strip() and not ln.startswith("--- rank ")]
+                tail = " | ".join(lines[-3:]) or rec.reason
+                raise WorkloadError(f"the workload fails on the default launch ({rec.outcome}: "
+                                    f"{rec.reason}); last log lines: {tail}")
+        refs[role] = rec
+
+    # 2. Sampler-proposed trials until the budget (less verification), stagnation or exhaustion.
+    rng = random.Random(options.seed)
+    stop_reason, since_gain, repeats = "budget", 0, 0
+    best = max((r.throughput for r in known.values() if r.feasible and r.throughput), default=0.0)
+    while True:
+        if left() < options.min_trial_s:
+            stop_reason = "budget"
+            break
+        if options.max_trials is not None and measured >= options.max_trials:
+            stop_reason = "max_trials"
+            break
+        if since_gain >= options.patience and \
+                clock.elapsed() >= options.stagnation_after * options.budget_s:
+            stop_reason = "stagnated"
+            break
+        if repeats >= 3:  # the sampler keeps proposing measured configs: explore instead
+            taken = {**known, **dict.fromkeys(claims.busy_keys())} if claims else known
+            fresh = _unseen(space, taken, rng, key)
+            if fresh is None:
+                stop_reason = "exhausted"
+                break
+            study.enqueue_trial(fresh)
+            repeats = 0
+        trial = study.ask(distributions)
+        claim_trial(study, trial)
+        config = space.to_config(trial.params)
+        state, seen, _ = take(config, trial)
+        if state == "busy":
+            repeats += 1
+            claims.release(trial, "another worker is measuring this configuration")
+            continue
+        if seen is not None:
+            # Never run a configuration twice: tell the sampler what it already measured.
+            repeats += 1
+            record_trial(study, config=config, outcome=seen.outcome, reason=seen.reason,
+                         throughput=seen.throughput, accuracy=seen.accuracy,
+                         violation=0.0 if seen.feasible else 1.0, role=REPEAT_ROLE,
+                         attrs={"reused_from": seen.number}, trial=trial)
+            continue
+        repeats = 0
+        rec = evaluate_and_record(config, SEARCH_ROLE, trial=trial)
+        if rec.outcome != R.INFEASIBLE:
+            since_gain += 1
+        if rec.feasible and rec.throughput and rec.throughput > best * 1.01:
+            best, since_gain = rec.throughput, 0
+    # 3. Settle: the fastest configurations whose class is still pending get their quality
+    # measured while time allows (a class rejected late can promote one that never led).
+    settled = _settle(known, book, quality_of, quality_cost, left, on_event)
+    return SearchResult(records=settled, default=refs.get(DEFAULT_ROLE), book=book,
+                        run_cpu=refs.get(RUN_CPU_ROLE), stop_reason=stop_reason, measured=measured)
+
+
+def _settle(known: dict[str, Record], book: "QualityBook", quality_of, quality_cost, left,
+            on_event, top: int = 3) -> list[Record]:
+    """Records with their final quality; pending ones among the top `top` measured if time allows,
+    and any still pending afterwards are not recommendable."""
+    def refreshed(r: Record) -> Record:
+        if r.outcome != R.OK or r.attrs.get("metric_source"):
+            return r
+        acc, violation, attrs = quality_of(r.config)
+        return replace(r, accuracy=acc, feasible=violation <= 0 and attrs.get("quality") != "pending",
+                       attrs={**r.attrs, **attrs})
+
+    while True:
+        recs = [refreshed(r) for r in known.values()]
+        ranked = sorted((r for r in recs if r.outcome == R.OK and r.throughput
+                         and r.attrs.get("quality") in ("accepted", "pending")),
+                        key=lambda r: r.throughput, reverse=True)[:top]
+        pending = [r for r in ranked if r.attrs.get("quality") == "pending"]
+        todo = next((r for r in pending if quality_cost(r.config, r.throughput) <= left()), None)
+        if todo is None:
+            return recs
+        book.measure(todo.config, on_run=lambda **i: on_event("quality_start", **i))
+
+
+def _accuracy_violation(acc: float | None, base: float | None, max_drop_pp: float) -> float:
+    """> 0 when the accuracy fell more than the allowed percentage points below the default."""
+    if acc is None or base is None:
+        return 1.0 if acc is None else 0.0
+    return (base - acc) * 100.0 - max_drop_pp
+
+
+def _unseen(space, known: dict[str, Record], rng: random.Random,
+            key: Callable[[Config], str]) -> dict[str, Any] | None:
+    """A random configuration of the space not evaluated yet (None when all are)."""
+    knobs = space.knobs
+    for _ in range(500):
+        params = {k: rng.choice(list(v)) for k, v in knobs.items()}
+        if key(space.to_config(params)) not in known:
+            return params
+    for params in space.grid():  # small or nearly exhausted spaces: walk the grid
+        if key(space.to_config(params)) not in known:
+            return params
+    return None

@@ -1,0 +1,50 @@
+"""What a search is asked to do (`SearchOptions`) and what it returns (`SearchResult`)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from ..study.evidence import QualityBook
+from ..study.records import Record
+
+
+class Clock(Protocol):
+    def elapsed(self) -> float: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class SearchOptions:
+    budget_s: float
+    verify_reserve_s: float = 0.0
+    min_trial_s: float = 10.0
+    max_accuracy_drop: float = 1.0   # percentage points below the default launch
+    # Whether the workload's model has BatchNorm: its statistics are per rank (and per
+    # micro-batch), which makes the batch each rank sees part of the math (quality.math_class).
+    batchnorm: bool = True
+    quality_seeds: tuple[int, ...] = (0, 1, 2)
+    quality_samples: int = 16384     # of one quality run (its cost, for the budget)
+    patience: int = 30               # measured trials without a 1% gain before stopping
+    # ... but not before this share of the budget is spent: on large machines (thousands of
+    # configurations, benchmarks/search_at_scale.py) 30 flat trials came after ~9 of 30 minutes
+    # with the best find still ~7% below the optimum, which the remaining budget would have found.
+    stagnation_after: float = 0.5
+    verify_configs: int = 4          # default launch + candidates re-run in each verify round
+    verify_rounds: int = 3
+    seed: int = 0
+    max_trials: int | None = None
+    # Script mode: accuracy is whatever the script reported with its speed (maybe nothing); it
+    # constrains only when both the trial and the default launch reported one.
+    reported_accuracy: bool = False
+    accuracy_required: bool = False      # script mode with --accuracy REGEX
+    # Script mode: knobs the static scan found overridden ({knob: file:line and why}).
+    overridden: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SearchResult:
+    records: list[Record]
+    default: Record | None
+    run_cpu: Record | None
+    stop_reason: str
+    measured: int      # configurations actually launched (this run)
+    book: QualityBook | None = None

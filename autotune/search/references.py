@@ -1,0 +1,52 @@
+"""What a search starts from: the sampler, the default launch and the launcher heuristic
+(torch's run_cpu on CPUs, torchrun's NUMA binding on GPUs) measured as references."""
+from __future__ import annotations
+
+import warnings
+
+import optuna
+
+from ..config import Config
+from ..probe.topology import Topology
+from ..study.records import DEFAULT_ROLE, RUN_CPU_ROLE
+
+
+def make_sampler(seed: int = 0) -> optuna.samplers.BaseSampler:
+    # Multivariate TPE models knob interactions (threads x nproc, allocator x precision) that an
+    # independent sampler misses; a short random start keeps the first trials diverse. group=True
+    # because the reference trials carry no parameters (their configs need not lie in the space)
+    # and would otherwise empty the joint search space, silently making TPE independent.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.samplers.TPESampler(seed=seed, multivariate=True, group=True,
+                                          n_startup_trials=6, constant_liar=False)
+
+
+def default_launch(space, topology: Topology) -> Config:
+    """What a user runs without tuning. On CPUs: one process, torch's threads, fp32. For a GPU
+    space: `torchrun --nproc-per-node=<GPUs>` with NCCL and no binding; torchrun sets
+    OMP_NUM_THREADS=1 when it starts several processes, so that is the default's threads."""
+    fixed = getattr(space, "fixed", {}) or {}
+    if fixed.get("device") != "cuda":
+        return Config()
+    gpus = max(1, len(topology.gpus))
+    backend = "nccl" if "nccl" in topology.capabilities.backends else "gloo"
+    return Config(device="cuda", nproc=gpus, backend=backend, threads=1 if gpus > 1 else None)
+
+
+def reference_configs(topology: Topology, base: Config) -> list[tuple[str, Config]]:
+    """The default launch, and the launcher heuristic: on CPUs torch.backends.xeon.run_cpu's
+    (one process per NUMA node on its physical cores, bound, with the best allocator and OpenMP
+    found), on GPUs torchrun's `--numa-binding=node` (each rank on every logical CPU of its GPU's
+    NUMA node, through numactl)."""
+    caps = topology.capabilities
+    if base.device == "cuda":
+        return [(DEFAULT_ROLE, base),
+                (RUN_CPU_ROLE, base.with_(numa_binding="node", binding="numactl_smt"))]
+    nodes = max(1, len(topology.compute_nodes()))
+    alloc = next((a for a in ("tcmalloc", "jemalloc") if caps.allocators.get(a)), "default")
+    binding = "numactl" if caps.numactl else "taskset" if caps.taskset else "none"
+    run_cpu = base.with_(nproc=nodes, nproc_per_node=1 if nodes > 1 else None, threads=None,
+                         binding=binding, allocator=alloc,
+                         omp_runtime="libiomp5" if caps.omp_runtimes.get("libiomp5") else "libgomp")
+    return [(DEFAULT_ROLE, base), (RUN_CPU_ROLE, run_cpu)]

@@ -1,0 +1,249 @@
+"""A search shared by several processes or machines: one study, coordinated through the study.
+
+Every worker runs `autotune search` against the same storage (a PostgreSQL URL across machines).
+They talk only through the study, with Optuna's public API:
+- a configuration is claimed on the RUNNING trial that will measure it (user attr CLAIM_KEY), after
+  re-reading the study's RUNNING and COMPLETE trials, so no configuration runs twice;
+- each worker registers itself (WORKER_PREFIX attrs on the study) with the wall-clock end of its
+  budget; the last one to finish searching claims verification (VERIFIER_KEY), verifies every
+  worker's candidates and writes the recommendation once; the others wait for it.
+
+Why a lock, not an optimistic claim: Optuna has no compare-and-set on attributes. Two workers that
+each write their claim and then read the others' are guaranteed only that *one* of them sees the
+other; with no ordering between one's trial number and the other's read, no winner rule is safe
+without a second round. So read-then-claim runs under a study-wide lock held for milliseconds:
+a PostgreSQL advisory lock (session-level, so a worker that dies releases it with its connection;
+no table of ours in the user's database), or an flock beside an SQLite/journal file (several
+searches on one machine with --allow-concurrent).
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import threading
+import time
+import uuid
+from typing import Any, Callable, Iterator
+
+import optuna
+from optuna.trial import TrialState
+
+from ..config import Config
+from ..errors import StorageError
+from ..study.storage import redact
+from ..study.owners import owner_alive, this_process
+from ..study.records import REPEAT_ROLE, Record, record_of
+
+CLAIM_KEY = "autotune:claim"
+WORKER_PREFIX = "autotune:worker:"
+VERIFIER_KEY = "autotune:verifier"
+
+
+class StudyLock:
+    """Makes 'read the study, then write a claim' atomic for every worker on this storage."""
+
+    def __init__(self, url: str, study_name: str):
+        self.atomic = True
+        self._local = threading.Lock()   # one holder per process as well (tests use threads)
+        self._conn = None
+        self._fd: int | None = None
+        # 63 bits of the study name: every worker of this study, and only they, share the lock
+        self._key = int.from_bytes(hashlib.sha1(study_name.encode()).digest()[:8], "big") >> 1
+        path = next((url[len(s):] for s in ("sqlite:///", "journal:///") if url.startswith(s)), None)
+        if url.split(":", 1)[0].split("+")[0] == "postgresql":
+            import sqlalchemy
+            from sqlalchemy.pool import NullPool
+            try:
+                engine = sqlalchemy.create_engine(url, poolclass=NullPool)
+                self._conn = engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+            except Exception as exc:  # driver errors: many types, one line for the user
+                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                raise StorageError(f"storage {redact(url)}: cannot connect for the study lock: "
+                                   f"{redact(first)}") from None
+        elif path and path != ":memory:":
+            self._fd = os.open(f"{path}.claims.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        else:
+            self.atomic = False  # another server kind: claims hold within this process only
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        from sqlalchemy import text
+        with self._local:
+            if self._conn is not None:
+                self._conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": self._key})
+            elif self._fd is not None:
+                fcntl.flock(self._fd, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                if self._conn is not None:
+                    self._conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": self._key})
+                elif self._fd is not None:
+                    fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+class ConfigClaims:
+    """Claims configurations on RUNNING trials so that no two workers measure the same one."""
+
+    def __init__(self, study: optuna.Study, lock: StudyLock, key: Callable[[Config], str], *,
+                 deadline: float | None = None):
+        self.study, self.lock, self.key, self.deadline = study, lock, key, deadline
+        self.token = uuid.uuid4().hex     # this search's claims, even beside another in-process
+        self.owner = this_process()
+        self._keys: dict[int, str] = {}   # trial number -> canonical key of a COMPLETE trial
+
+    def claim(self, config: Config, trial: optuna.Trial | Callable[[], optuna.Trial]
+              ) -> tuple[str, Record | None, optuna.Trial | None]:
+        """('mine', None, trial) after claiming `config` on `trial` (or on one made by calling
+        it: references have no trial until claimed); ('done', record, None) when some worker
+        measured it; ('busy', None, None) while another live worker is measuring it."""
+        want = self.key(config)
+        with self.lock.held():
+            done, busy = self._scan(want)
+            if done is not None:
+                return "done", done, None
+            if busy:
+                return "busy", None, None
+            if callable(trial):
+                trial = trial()
+            trial.set_user_attr(CLAIM_KEY, {"key": want, "token": self.token, "owner": self.owner,
+                                           "deadline": self.deadline})
+        return "mine", None, trial
+
+    def release(self, trial: optuna.Trial, why: str) -> None:
+        """End a sampled trial whose configuration another worker is measuring: PRUNED (not run;
+        FAIL means interrupted here), which TPE leaves out, so the sampler may propose it again
+        once its result is in, and then that result is reused."""
+        trial.set_user_attr("role", "duplicate")
+        trial.set_user_attr("reason", why)
+        self.study.tell(trial, state=TrialState.PRUNED)
+
+    def accuracy(self, math_key: str, measure: Callable[[], tuple[float | None, float]]
+                 ) -> tuple[float | None, float]:
+        """The accuracy of one (global batch, precision), measured by one worker: stored ->
+        reused; being measured by another live worker -> wait for it; else claim and measure.
+        `measure` stores it as the study attr `accuracy:<math_key>`."""
+        stored, claim_attr = f"accuracy:{math_key}", f"autotune:accuracy-claim:{math_key}"
+        while True:
+            with self.lock.held():
+                attrs = self.study.user_attrs
+                if stored in attrs:
+                    return attrs[stored], 0.0
+                c = attrs.get(claim_attr)
+                if not (isinstance(c, dict) and c.get("token") != self.token and
+                        owner_alive(c.get("owner", {}), c.get("deadline"))):
+                    self.study.set_user_attr(claim_attr, {"token": self.token, "owner": self.owner,
+                                                          "deadline": self.deadline})
+                    break
+            time.sleep(1.0)  # another worker's accuracy run: about one trial
+        return measure()
+
+    def busy_keys(self) -> set[str]:
+        return {c["key"] for c in self._live_claims()}
+
+    def _scan(self, want: str) -> tuple[Record | None, bool]:
+        # RUNNING first: a trial that completes between the two reads is then seen in the second
+        # (claims themselves cannot appear meanwhile: they are written under the lock we hold).
+        busy = any(c["key"] == want for c in self._live_claims())
+        for t in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+            if "config" not in t.user_attrs or t.user_attrs.get("role") == REPEAT_ROLE:
+                continue
+            if t.number not in self._keys:
+                self._keys[t.number] = self.key(Config.from_dict(t.user_attrs["config"]))
+            if self._keys[t.number] == want:
+                return record_of(t), False
+        return None, busy
+
+    def _live_claims(self) -> list[dict[str, Any]]:
+        claims = []
+        for t in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            c = t.user_attrs.get(CLAIM_KEY)
+            if isinstance(c, dict) and c.get("token") != self.token and \
+                    owner_alive(c.get("owner", {}), c.get("deadline")):
+                claims.append(c)
+        return claims
+
+
+class Workers:
+    """The workers of one shared search, registered on the study; picks the one that verifies.
+
+    The last worker to finish searching verifies: by then every worker's trials are in the study,
+    and (on one machine) nothing else runs beside its interleaved rounds. The claim lists the
+    workers it covers; a covered worker waits for that claim's recommendation instead of
+    verifying again. A worker that joins later (a resumed search) verifies on its own turn."""
+
+    def __init__(self, study: optuna.Study, lock: StudyLock, *, budget_s: float):
+        self.study, self.lock = study, lock
+        self.owner = this_process()
+        self.id = f"{self.owner['host']}:{self.owner['pid']}:{uuid.uuid4().hex[:6]}"
+        self.deadline = time.time() + budget_s
+        self._done = False
+
+    def join(self) -> int:
+        """Register as searching; returns how many other live workers are searching."""
+        with self.lock.held():
+            others = len(self._searching(self.study.user_attrs))
+            self._set("searching")
+        return others
+
+    def turn(self) -> tuple[str, Any]:
+        """After searching: ('verify', None) when this worker verifies now (its claim is written);
+        ('read', rec) when a verifier covering this worker wrote `rec` (a dict; {} for none);
+        ('wait', why) otherwise: ask again after a pause."""
+        with self.lock.held():
+            if not self._done:
+                self._set("searched")
+                self._done = True
+            attrs = self.study.user_attrs
+            v = attrs.get(VERIFIER_KEY)
+            other = isinstance(v, dict) and v.get("id") != self.id
+            running = other and v.get("state") == "verifying" and \
+                owner_alive(v.get("owner", {}), v.get("deadline"))
+            if other and self.id in v.get("covers", ()):
+                if v.get("state") == "done":
+                    return "read", attrs.get("recommendation") or {}
+                if running:
+                    return "wait", f"worker {v['id']} is verifying every worker's candidates"
+            busy = self._searching(attrs)
+            if busy:
+                return "wait", f"{len(busy)} other worker(s) still searching ({', '.join(busy)})"
+            if running:
+                return "wait", f"worker {v['id']} is verifying an earlier round"
+            covers = [k[len(WORKER_PREFIX):] for k, w in attrs.items()
+                      if k.startswith(WORKER_PREFIX) and isinstance(w, dict)
+                      and w.get("state") == "searched"]
+            self.study.set_user_attr(VERIFIER_KEY, {"id": self.id, "owner": self.owner,
+                                                    "deadline": self.deadline,
+                                                    "state": "verifying", "covers": covers})
+        return "verify", None
+
+    def verified(self, state: str = "done") -> None:
+        """The recommendation is written, or none could be ("done"), or verification was cut
+        short ("abandoned"): the waiting workers read it, or take over at once."""
+        with self.lock.held():
+            v = self.study.user_attrs.get(VERIFIER_KEY)
+            if isinstance(v, dict) and v.get("id") == self.id and v.get("state") == "verifying":
+                self.study.set_user_attr(VERIFIER_KEY, {**v, "state": state})
+
+    def _searching(self, attrs: dict[str, Any]) -> list[str]:
+        out = []
+        for k, w in attrs.items():
+            if k.startswith(WORKER_PREFIX) and k[len(WORKER_PREFIX):] != self.id and \
+                    isinstance(w, dict) and w.get("state") == "searching" and \
+                    owner_alive(w.get("owner", {}), w.get("deadline")):
+                out.append(k[len(WORKER_PREFIX):])
+        return out
+
+    def _set(self, state: str) -> None:
+        self.study.set_user_attr(WORKER_PREFIX + self.id, {"owner": self.owner, "state": state,
+                                                           "deadline": self.deadline})

@@ -1,0 +1,216 @@
+"""Seeded quality evidence per math class, stored in the study and reused.
+
+The default launch's class is measured first with `seeds` seeds: that is the noise floor every
+other class is judged against (quality.gate). Another class is measured with the same seeds only
+when it matters (a configuration of that class would lead the search), and each class is
+measured once: configurations that share the math share the quality.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import optuna
+
+from ..measure import quality as Q
+from ..run import outcome as R
+from ..config import Config
+
+NOISE_FLOOR_ATTR = "noise_floor"
+_PREFIX = "quality:"
+DEFAULT_SEEDS = (0, 1, 2)
+CONFIRM_SEEDS = (100, 101, 102)
+
+
+@dataclass
+class ClassEvidence:
+    """Every quality run of one math class (JSON in a study user attribute)."""
+    math_class: str
+    config: dict[str, Any]
+    runs: dict[int, dict[str, Any]] = field(default_factory=dict)   # seed -> run
+
+    def sample(self, seeds: tuple[int, ...] | None = None) -> Q.Sample | None:
+        """The seeds' qualities (all runs of the search's own length when `seeds` is None: the
+        confirmation's longer runs are compared only among themselves)."""
+        vals = [r["quality"] for s, r in sorted(self.runs.items())
+                if r.get("quality") is not None and _chosen(s, r, seeds)]
+        return Q.Sample(tuple(vals)) if vals else None
+
+    @property
+    def failed(self) -> str | None:
+        bad = [r for r in self.runs.values() if r.get("quality") is None]
+        return bad[0].get("reason") or "quality run failed" if bad else None
+
+    def curves(self, seeds: tuple[int, ...] | None = None) -> list[list[tuple[int, float]]]:
+        return [[(int(n), float(q)) for n, q in r.get("curve") or ()]
+                for s, r in sorted(self.runs.items())
+                if r.get("curve") and _chosen(s, r, seeds)]
+
+    def noise_scale(self) -> Q.NoiseScale | None:
+        probes = [r["gns"] for r in self.runs.values() if r.get("gns")]
+        if not probes:
+            return None
+        small = {p["small"] for p in probes}
+        big = {p["big"] for p in probes}
+        if len(small) != 1 or len(big) != 1 or small == big:
+            return None
+        return Q.noise_scale([v for p in probes for v in p["small_sq"]],
+                             [v for p in probes for v in p["big_sq"]], small.pop(), big.pop())
+
+    def seconds(self) -> float:
+        return sum(float(r.get("seconds") or 0.0) for r in self.runs.values())
+
+    def to_json(self) -> str:
+        return json.dumps({"math_class": self.math_class, "config": self.config,
+                           "runs": {str(k): v for k, v in self.runs.items()}})
+
+    @classmethod
+    def from_json(cls, text: str) -> "ClassEvidence":
+        d = json.loads(text)
+        return cls(math_class=d["math_class"], config=d["config"],
+                   runs={int(k): v for k, v in d["runs"].items()})
+
+
+def _chosen(seed: int, run: dict[str, Any], seeds: tuple[int, ...] | None) -> bool:
+    return (not run.get("samples")) if seeds is None else seed in seeds
+
+
+def stored_classes(study_attrs: dict[str, Any]) -> dict[str, ClassEvidence]:
+    """Every class's evidence stored on a study (from its user attributes)."""
+    out = {}
+    for key, value in study_attrs.items():
+        if key.startswith(_PREFIX):
+            ev = ClassEvidence.from_json(value)
+            out[ev.math_class] = ev
+    return out
+
+
+class QualityBook:
+    """The study's quality evidence. `evaluate(config, "accuracy", seed=s)` runs one seed."""
+
+    def __init__(self, study: optuna.Study, evaluate: Callable[..., Any], *, batchnorm: bool,
+                 tolerance_pp: float, seeds: tuple[int, ...] = DEFAULT_SEEDS,
+                 lower_is_better: bool = False, base: Config | None = None,
+                 claims: Any = None) -> None:
+        """`claims` (shared.ConfigClaims): a search shared by several workers; each quality run
+        (math class, seed) is then claimed through the study and run by one worker only."""
+        self.study, self.evaluate, self.claims = study, evaluate, claims
+        self.batchnorm, self.tolerance_pp, self.seeds = batchnorm, tolerance_pp, seeds
+        self.lower_is_better = lower_is_better
+        self.base = base or Config()
+        self.classes = stored_classes(study.user_attrs)
+
+    def class_of(self, config: Config) -> str:
+        return Q.math_class(config, batchnorm=self.batchnorm,
+                            reference_batch=self.base.global_batch)
+
+    def evidence(self, config: Config) -> ClassEvidence | None:
+        return self.classes.get(self.class_of(config))
+
+    def missing_seeds(self, config: Config, seeds: tuple[int, ...] | None = None) -> list[int]:
+        ev = self.evidence(config)
+        have = set(ev.runs) if ev else set()
+        return [s for s in (seeds or self.seeds) if s not in have]
+
+    def measure(self, config: Config, seeds: tuple[int, ...] | None = None,
+                on_run: Callable[..., None] = lambda **info: None,
+                samples: int | None = None) -> ClassEvidence:
+        """Run the class's missing seeds (storing each as it finishes: a crash keeps them).
+        `samples` overrides the run length (the confirmation's longer runs use their own seeds)."""
+        cls = self.class_of(config)
+        self.classes.setdefault(cls, ClassEvidence(math_class=cls, config=config.to_dict()))
+        for seed in self.missing_seeds(config, seeds):
+            def run(seed: int = seed) -> tuple[float | None, float]:
+                on_run(config=config, math_class=cls, seed=seed)
+                out = self.evaluate(config, "accuracy", seed=seed,
+                                    **({"samples": samples} if samples else {}))
+                ok = out.outcome == R.OK and out.accuracy is not None
+                self._store(cls, config, seed, {
+                    "quality": out.accuracy if ok else None,
+                    "reason": None if ok else f"{out.outcome}: {out.reason}",
+                    "curve": out.attrs.get("curve"), "gns": out.attrs.get("gns"),
+                    "seconds": round(out.seconds, 2), "samples": samples})
+                return (out.accuracy if ok else None), out.seconds
+            if self.claims is not None:   # another worker's run of it is waited for, not repeated
+                self.claims.accuracy(f"{cls}@seed{seed}", run)
+                self.classes.update(stored_classes(self.study.user_attrs))
+            else:
+                run()
+            if self.classes[cls].failed:
+                break   # the class cannot be judged; the rest of its seeds would fail the same way
+        ev = self.classes[cls]
+        if cls == self.class_of(self.base):
+            self._store_noise_floor(ev)
+        return ev
+
+    def _store(self, cls: str, config: Config, seed: int, run: dict[str, Any]) -> None:
+        """One run into the class's stored evidence (re-read first when shared: other workers
+        add seeds to the same attribute)."""
+        held = self.claims.lock.held() if self.claims is not None else contextlib.nullcontext()
+        with held:
+            if self.claims is not None:
+                self.classes.update(stored_classes(self.study.user_attrs))
+            ev = self.classes.setdefault(cls, ClassEvidence(math_class=cls,
+                                                            config=config.to_dict()))
+            ev.runs[seed] = run
+            self.study.set_user_attr(_PREFIX + cls, ev.to_json())
+            # the shared claim's "stored" marker (shared.ConfigClaims.accuracy reads it)
+            if self.claims is not None:
+                self.study.set_user_attr(f"accuracy:{cls}@seed{seed}", run["quality"])
+
+    def _store_noise_floor(self, ev: ClassEvidence) -> None:
+        s = ev.sample(self.seeds)
+        if s is None:
+            return
+        ns = ev.noise_scale()
+        self.study.set_user_attr(NOISE_FLOOR_ATTR, {
+            "mean": s.mean, "sd": s.sd, "n": s.n, "values": list(s.values),
+            "math_class": ev.math_class,
+            "b_noise": ns.b_noise if ns else None})
+
+    def default_sample(self, seeds: tuple[int, ...] | None = None) -> Q.Sample | None:
+        ev = self.evidence(self.base)
+        return ev.sample(seeds or self.seeds) if ev else None
+
+    def verdict(self, config: Config, seeds: tuple[int, ...] | None = None) -> Q.Verdict | None:
+        """The gate for `config`'s class against the default's, or None while either is unknown.
+        The default's own class is accepted by definition."""
+        d = self.default_sample(seeds)
+        ev = self.evidence(config)
+        c = ev.sample(seeds or self.seeds) if ev else None
+        if d is None or c is None:
+            return None
+        if self.class_of(config) == self.class_of(self.base):
+            return Q.Verdict(reject=False, drop_pp=0.0, noise_pp=0.0,
+                             tolerance_pp=self.tolerance_pp, df=float(d.n - 1))
+        return Q.gate(d, c, self.tolerance_pp, lower_is_better=self.lower_is_better)
+
+    def b_noise(self) -> float | None:
+        ev = self.evidence(self.base)
+        ns = ev.noise_scale() if ev else None
+        return ns.b_noise if ns else None
+
+    def target(self) -> float | None:
+        """The quality time-to-accuracy is measured to: the default's mean less the tolerance."""
+        d = self.default_sample()
+        if d is None:
+            return None
+        sign = 1.0 if self.lower_is_better else -1.0
+        return d.mean + sign * self.tolerance_pp / 100.0
+
+    def samples_to_target(self, config: Config) -> int | None:
+        ev, target = self.evidence(config), self.target()
+        if ev is None or target is None:
+            return None
+        return Q.samples_to_target(ev.curves(self.seeds), target,
+                                   lower_is_better=self.lower_is_better)
+
+    def run_seconds(self, config: Config) -> float | None:
+        """Typical length of one quality run of this class (or of the default's), for budgeting."""
+        for ev in (self.evidence(config), self.evidence(self.base)):
+            runs = [r for r in (ev.runs.values() if ev else ()) if not r.get("samples")]
+            if runs:
+                return sum(float(r.get("seconds") or 0) for r in runs) / len(runs)
+        return None

@@ -1,0 +1,114 @@
+"""Was a stored study measured here? The same hardware and the same torch build, or not.
+
+A measurement holds for the machine and the torch it was taken with: another CPU generation
+(two EPYCs of family 25 and 26 both call themselves "AMD EPYC"), other ISA flags, other memory or
+another torch build all change the timings. So a study is resumed, reported as this machine's or
+exported as this machine's command only when both match; any other study is listed with the
+reason it is not used. Pure: compares stored study attributes with values the caller probed.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import StorageError
+from ..probe.topology import Topology, TorchBuild
+
+
+@dataclass(frozen=True, kw_only=True)
+class Here:
+    """This machine and this torch, as a study stores them."""
+    topology: Topology
+    torch: TorchBuild
+
+    def attrs(self) -> dict[str, Any]:
+        """What `describe_study` stores so a later run can tell whether it is on the same setup."""
+        return {"fingerprint": self.topology.fingerprint(), "hardware": self.topology.hardware(),
+                "torch_build": self.torch.to_json()}
+
+
+def why_not_here(attrs: dict[str, Any], here: Here) -> str | None:
+    """None when the study with these user attrs was measured on this hardware with this torch;
+    otherwise one line saying what differs (the first difference that matters most)."""
+    topo = attrs.get("topology")
+    if not isinstance(topo, dict):
+        return "no machine stored with the study (not written by `autotune search`)"
+    try:
+        theirs = Topology.from_json(topo)
+    except (KeyError, TypeError, ValueError):
+        return "the machine stored with the study is unreadable"
+    hw = _hardware_difference(theirs, here.topology)
+    if hw:
+        return f"measured on other hardware: {hw}"
+    build = attrs.get("torch_build")
+    if not isinstance(build, dict):
+        old = (attrs.get("library_versions") or {}).get("torch", "an unrecorded version")
+        return (f"measured with torch {old} before autotune recorded the torch build; this is "
+                f"{here.torch.describe()}")
+    stored = TorchBuild.from_json(build)
+    if stored != here.torch:
+        return f"measured with {stored.describe()}; this is {here.torch.describe()}"
+    return None
+
+
+def check_resumable(study: Any, here: Here) -> None:
+    """Refuse to add trials to a study (an optuna.Study) measured on other hardware or with
+    another torch (its name normally differs; this guards a reused name): never mix them."""
+    if "topology" not in study.user_attrs:
+        return  # a new study
+    reason = why_not_here(study.user_attrs, here)
+    if reason:
+        raise StorageError(f"study {study.study_name!r} was {reason}: not resumed; use another "
+                           "--storage or --results for this machine")
+
+
+def _hardware_difference(theirs: Topology, ours: Topology) -> str | None:
+    if theirs.fingerprint() == ours.fingerprint():
+        return None
+    a, b = theirs.hardware(), ours.hardware()
+    if a["cpu"] != b["cpu"]:
+        if theirs.isa.family is None:
+            return (f"{theirs.isa.describe()}, recorded before autotune stored the CPU family; "
+                    f"this is {ours.isa.describe()}")
+        return f"{theirs.isa.describe()}; this is {ours.isa.describe()}"
+    if a["flags"] != b["flags"]:
+        only_a = sorted(set(a["flags"]) - set(b["flags"]))
+        only_b = sorted(set(b["flags"]) - set(a["flags"]))
+        return ("ISA flags differ" + (f"; only there: {' '.join(only_a)}" if only_a else "")
+                + (f"; only here: {' '.join(only_b)}" if only_b else ""))
+    if a["node_memory_gib"] != b["node_memory_gib"]:
+        return (f"memory per NUMA node {a['node_memory_gib']} GiB; here "
+                f"{b['node_memory_gib']} GiB")
+    if a["gpus"] != b["gpus"]:
+        return f"GPUs {a['gpus'] or 'none'}; here {b['gpus'] or 'none'}"
+    return (f"CPU layout differs ({len(theirs.cores)} cores, usable CPUs "
+            f"{len(theirs.usable_cpus)}; here {len(ours.cores)} cores, usable CPUs "
+            f"{len(ours.usable_cpus)})")
+
+
+def not_used(summaries: list[Any], here: Here, *, workload: str | None = None,
+             space: str | None = None, skip: str | None = None) -> list[tuple[str, str]]:
+    """(study name, reason) for each autotune study in the storage that was measured elsewhere.
+    `summaries` are Optuna StudySummary objects; `workload`/`space` narrow the list to studies of
+    the same tuning job (search), `skip` leaves out the study being shown (report)."""
+    out = []
+    for s in summaries:
+        attrs = s.user_attrs or {}
+        if not s.study_name.startswith("autotune-") or s.study_name == skip:
+            continue
+        if workload is not None and attrs.get("workload") != workload:
+            continue
+        if space is not None and (attrs.get("space") or {}).get("name", space) != space:
+            continue
+        reason = why_not_here(attrs, here)
+        if reason:
+            out.append((s.study_name, reason))
+    return out
+
+
+def not_resumed(storage, here: Here, *, workload: str, space: str) -> list[tuple[str, str]]:
+    """(study, why) for the studies of this job in `storage` measured on other hardware or with
+    another torch: kept, never resumed, and named so nobody wonders where their trials went."""
+    import optuna
+    summaries = optuna.get_all_study_summaries(storage, include_best_trial=False)
+    return not_used(summaries, here, workload=workload, space=space)

@@ -1,0 +1,213 @@
+"""One rank of a trial: `python -m autotune.worker --request REQUEST.json`.
+
+The protocol (env, request, result file, exit codes) is described in plan/launch_plan.py.
+
+Order matters: threads are set before the process group exists, what is in force is checked before
+anything is built (a trial that measures the wrong configuration is worse than a failed one), and
+every rank agrees on failure with one collective so a single bad rank cannot leave its peers
+blocked in DDP's constructor until the trial timeout.
+"""
+from __future__ import annotations
+
+import time
+
+_IMPORTED_AT = time.time()
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import resource  # noqa: E402
+import sys  # noqa: E402
+import traceback  # noqa: E402
+from datetime import timedelta  # noqa: E402
+from typing import Any  # noqa: E402
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+
+from ..atomic_json import write_json  # noqa: E402
+from ..plan.launch_plan import (EXIT_BACKEND_UNAVAILABLE, EXIT_BAD_CONFIG,  # noqa: E402
+                                EXIT_WORKLOAD_ERROR, RankExpect, WorkerRequest)
+from ..run.outcome import BAD_CONFIG, CRASH, OOM, UNAVAILABLE, WORKLOAD_ERROR  # noqa: E402
+from . import device as _device  # noqa: E402
+from . import in_force  # noqa: E402
+from .dist import backend_problem, gather_problems  # noqa: E402
+from .train import _say, _Stop, train  # noqa: E402
+from .workloads import get_workload  # noqa: E402
+
+SCHEMA_VERSION = 1
+
+
+def _started_at() -> float:
+    try:
+        import psutil
+        return float(psutil.Process().create_time())
+    except Exception:  # noqa: BLE001 - psutil is a convenience; import time is close enough
+        return _IMPORTED_AT
+
+
+def _empty_result(rank: int, world_size: int, req: WorkerRequest | None) -> dict[str, Any]:
+    return {
+        "schema": SCHEMA_VERSION, "rank": rank, "world_size": world_size, "pid": os.getpid(),
+        # status uses the runner's outcome names (run/outcome.py) so a rank can declare its own outcome
+        "status": CRASH, "reason": None, "bad_config": None, "error": None,
+        "mode": req.mode if req else None, "workload": req.workload if req else None,
+        "in_force": None, "channels_last_applied": False, "compiled": False, "ipex_applied": False,
+        "step_times": [], "warmup_times": [], "window_seconds": None, "timed_steps": 0,
+        "samples": 0, "throughput": None, "accuracy": None, "final_loss": None,
+        "started_at": _started_at(), "first_step_at": None, "timed_start_at": None,
+        "timed_end_at": None, "contention": None, "peak_rss_bytes": None,
+        "torch_version": torch.__version__,
+    }
+
+
+def write_result(path: str, result: dict[str, Any]) -> None:
+    """Atomic: a reader (the runner) sees the old file or the complete new one, never a torn one."""
+    write_json(path, result, indent=1)
+
+
+def _init_group(backend: str, rank: int, world_size: int) -> None:
+    problem = backend_problem(backend)
+    if problem:
+        raise _Stop(EXIT_BACKEND_UNAVAILABLE, UNAVAILABLE, f"backend {backend}: {problem}")
+    timeout = timedelta(seconds=float(os.environ.get("AUTOTUNE_INIT_TIMEOUT", "300")))
+    # A standalone single rank started by hand has no rendezvous variables; a private TCP store
+    # on a free port serves it without touching os.environ.
+    init = "env://"
+    if world_size == 1 and "MASTER_ADDR" not in os.environ:
+        import socket
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            init = f"tcp://127.0.0.1:{s.getsockname()[1]}"
+    try:
+        dist.init_process_group(backend, init_method=init, rank=rank, world_size=world_size,
+                                timeout=timeout)
+    except (ValueError, NotImplementedError) as exc:
+        raise _Stop(EXIT_BACKEND_UNAVAILABLE, UNAVAILABLE,
+                    f"backend {backend}: {type(exc).__name__}: {exc}") from exc
+
+
+def run(req: WorkerRequest, rank: int, world_size: int, res: dict[str, Any]) -> None:
+    cfg = req.config
+    # Across hosts the launcher's rendezvous may number ranks in another order than the plan;
+    # the rank shim (autotune.bind) then says which planned rank this process is.
+    expect = req.ranks[int(os.environ.get("AUTOTUNE_PLAN_INDEX", rank))]
+    threads = cfg.get("threads")
+    if threads:
+        torch.set_num_threads(int(threads))
+    try:  # the GPU is made current before the group: NCCL binds to the current device
+        setup = _device.decide_here(cfg, int(os.environ.get("LOCAL_RANK", rank)))
+        _device.activate(setup)
+    except _device.DeviceProblem as exc:
+        raise _Stop(EXIT_BACKEND_UNAVAILABLE, UNAVAILABLE, str(exc)) from exc
+    _say(rank, f"init {cfg.get('backend', 'gloo')} group, world size {world_size}, {setup.name}")
+    _init_group(cfg.get("backend", "gloo"), rank, world_size)
+
+    amp = _device.autocast(setup)
+    with amp():  # the very context the training step enters
+        res["in_force"] = in_force.collect(in_force.current_autocast(setup.type))
+    res["in_force"].update(_device.in_force(setup), backend=dist.get_backend())
+    reason = gather_problems(in_force.differences(expect, res["in_force"]), world_size)
+    if reason:
+        res["bad_config"] = reason
+        raise _Stop(EXIT_BAD_CONFIG, BAD_CONFIG, reason)
+    _say(rank, f"in force: {res['in_force']}")
+
+    model = spec = error = None
+    try:
+        spec = get_workload(req.workload, req.workload_args)
+        model = spec.build_model(req.seed)
+        if not isinstance(model, torch.nn.Module):
+            raise TypeError(f"build_model returned {type(model).__name__}, "
+                            "expected torch.nn.Module")
+    except Exception as exc:  # noqa: BLE001 - the user's own error text is the message
+        error = f"{type(exc).__name__}: {exc}"
+        traceback.print_exc()
+    problem = gather_problems([error] if error else [], world_size)
+    if problem:
+        raise _Stop(EXIT_WORKLOAD_ERROR, WORKLOAD_ERROR, f"workload {req.workload!r}: {problem}")
+    assert spec is not None and model is not None
+    train(req, spec, model, rank, world_size, res, amp, setup)
+
+
+def standalone_request(workload: str, sets: list[str], seconds: float,
+                       world_size: int) -> WorkerRequest:
+    """The request an exported command implies: the config from --set, the threads torch will
+    use (the config's, else OMP_NUM_THREADS), and no CPU-set check (the binding tool set it)."""
+    from ..config import parse_sets
+    config = parse_sets(sets).to_dict()
+    omp = os.environ.get("OMP_NUM_THREADS", "")
+    threads = config.get("threads") or (int(omp) if omp.isdigit() and int(omp) > 0 else None)
+    config["threads"] = threads
+    # Libraries are checked only when --set names them: under another launcher (run_cpu
+    # preloads tcmalloc and libiomp5 on its own) the standalone rank cannot know them.
+    named = {item.split("=", 1)[0].strip() for item in sets}
+    expect = RankExpect(cpus=None, threads=threads,
+                        allocator=config["allocator"] if "allocator" in named else None,
+                        omp_runtime=config["omp_runtime"] if "omp_runtime" in named else None,
+                        precision=config["precision"])
+    return WorkerRequest(workload=workload, config=config, ranks=(expect,) * world_size,
+                         target_seconds=seconds)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m autotune.worker",
+        description="One rank of a trial (--request, as autotune starts it) or a standalone "
+                    "training run (--workload, as an exported command starts it).")
+    parser.add_argument("--request", help="WorkerRequest JSON written by the planner")
+    parser.add_argument("--workload", help="standalone: workload name or module:function")
+    parser.add_argument("--set", action="append", default=[], dest="sets", metavar="KNOB=VALUE",
+                        help="standalone: a knob of the configuration (repeatable)")
+    parser.add_argument("--seconds", type=float, default=60.0,
+                        help="standalone: length of the timed window (default: 60)")
+    args = parser.parse_args(argv)
+    if (args.request is None) == (args.workload is None):
+        parser.error("give exactly one of --request FILE or --workload NAME")
+    rank = int(os.environ.get("RANK", "0"))
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    result_path = os.environ.get("AUTOTUNE_RESULT", f"rank{rank}.result.json")
+    req = None
+    res = _empty_result(rank, world_size, None)
+    code = 1
+    try:
+        if args.request is not None:
+            with open(args.request, encoding="utf-8") as f:
+                req = WorkerRequest.from_json(json.load(f))
+        else:
+            req = standalone_request(args.workload, args.sets, args.seconds, world_size)
+        res = _empty_result(rank, world_size, req)
+        run(req, rank, world_size, res)
+        code = 0
+    except _Stop as stop:
+        res.update(status=stop.status, reason=stop.reason)
+        code = stop.code
+        print(f"[autotune worker rank {rank}] {stop.status}: {stop.reason}", file=sys.stderr,
+              flush=True)
+    except BaseException as exc:  # noqa: BLE001 - any failure is still a written result
+        oom = _device.is_oom(exc)
+        res.update(status=OOM if oom else CRASH, reason=f"{type(exc).__name__}: {exc}",
+                   error=traceback.format_exc())
+        traceback.print_exc()
+    res["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    try:
+        write_result(result_path, res)
+    except OSError as exc:
+        print(f"[autotune worker rank {rank}] cannot write result {result_path}: {exc}",
+              file=sys.stderr, flush=True)
+        code = code or 1
+    if args.request is None:  # standalone: one JSON line a wrapper script can parse
+        print(json.dumps({k: res[k] for k in ("rank", "world_size", "status", "reason",
+                                              "throughput", "samples", "window_seconds",
+                                              "bad_config")} | {"result": result_path}),
+              flush=True)
+    _say(rank, f"exit {code}")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # gloo can abort or deadlock in ~ProcessGroupGloo when torn down with a live DDP model (seen
+    # 3 of 15 runs); the result is on disk, so skip interpreter teardown altogether.
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,237 @@
+"""Inside a rank: the training loop, the timed window and the held-out evaluation.
+
+Warmup steps are excluded from the window; every rank agrees on the number of timed steps (one
+all-reduce) so no rank waits in a collective its peers never enter. `_Stop` ends a rank with an
+exit code the runner classifies.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import time
+import traceback
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from ..config import REFERENCE_GLOBAL_BATCH
+from ..measure.quality import lr_at, lr_scale, split_batch
+from ..plan.launch_plan import EXIT_BACKEND_UNAVAILABLE, EXIT_WORKLOAD_ERROR, WorkerRequest
+from ..run.outcome import OK, UNAVAILABLE, WORKLOAD_ERROR
+from . import data
+from . import device as _device
+from . import gradnoise
+from .workloads import EVAL_SEED, held_out_counts
+
+
+class _Stop(Exception):
+    """Ends the rank early with an exit code the runner classifies (78, 79, 80, 1)."""
+
+    def __init__(self, code: int, status: str, reason: str) -> None:
+        super().__init__(reason)
+        self.code, self.status, self.reason = code, status, reason
+
+
+def _say(rank: int, text: str) -> None:
+    print(f"[autotune worker rank {rank}] {text}", flush=True)
+
+
+def train(req: WorkerRequest, spec, model: torch.nn.Module, rank: int, world_size: int,
+          res: dict[str, Any], amp, setup: _device.DeviceSetup) -> None:
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    cfg = req.config
+    global_batch = int(cfg.get("global_batch") or REFERENCE_GLOBAL_BATCH)
+    micro, accum = split_batch(global_batch, world_size, cfg.get("batch_size"))
+    share = micro * accum
+    channels_last = bool(cfg.get("channels_last")) and spec.input_is_image
+    res["channels_last_applied"] = channels_last
+    model = model.to(setup.name)
+    comm = _device.collective_device(setup, cfg.get("backend", "gloo"))
+    if channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    scale = lr_scale(cfg.get("lr_rule", "linear"), global_batch, req.reference_batch)
+    opt = torch.optim.SGD(model.parameters(), lr=spec.lr * scale, momentum=0.9)
+    res.update(global_batch=global_batch, micro_batch=micro, accumulation=accum,
+               lr=spec.lr * scale)
+    if cfg.get("ipex") == "on":
+        try:
+            import intel_extension_for_pytorch as ipex
+        except Exception as exc:  # noqa: BLE001
+            raise _Stop(EXIT_BACKEND_UNAVAILABLE, UNAVAILABLE,
+                        f"ipex=on but intel_extension_for_pytorch does not import: {exc}") from exc
+        # IPEX's documented DDP order: optimize() first (it may swap modules and re-create the
+        # optimizer's state), then wrap the returned model, so DDP hooks the parameters that train.
+        # bf16 keeps fp32 master weights inside IPEX's optimizer; everything else stays fp32.
+        dtype = torch.bfloat16 if cfg.get("precision") == "bf16" else torch.float32
+        model, opt = ipex.optimize(model, optimizer=opt, dtype=dtype)
+        res["ipex_applied"] = True
+        if isinstance(res.get("in_force"), dict):
+            res["in_force"]["ipex"] = str(getattr(ipex, "__version__", "unknown"))
+    ddp = DDP(model, **_device.ddp_kwargs(setup))
+    step_model = torch.compile(ddp) if cfg.get("compile") else ddp
+    res["compiled"] = bool(cfg.get("compile"))
+    # fp16 gradients underflow without loss scaling; bf16 has fp32's range and needs none.
+    scaler = _device.grad_scaler(setup)
+    quality = req.mode == "accuracy"
+    total_steps = max(1, math.ceil(req.accuracy_samples / global_batch)) if quality else 0
+    # Quality runs follow a schedule (Goyal et al.'s warm-up where the rate was scaled up, then
+    # cosine decay to zero): at a constant rate the last iterate oscillates, and its held-out
+    # accuracy varied by 12 points between neighbouring checkpoints of one run here.
+    warmup = math.ceil(0.1 * total_steps) if scale > 1 else 0
+    # Global step `index` covers samples [index*G, (index+1)*G) however it is split, so a DDP
+    # configuration trains on exactly the samples of the default launch's step.
+    next_batch = data.batch_source(spec, cfg, rank=rank, batch_size=share,
+                                       world_size=world_size, seed=req.seed)
+
+    def prepare(x: torch.Tensor) -> torch.Tensor:
+        x = _device.to_device(setup, x)
+        if channels_last and x.dim() == 4:
+            return x.contiguous(memory_format=torch.channels_last)
+        return x
+
+    def rank_batches(index: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        x, y = next_batch(index)   # this rank's share of the step, in micro-batches
+        return [(x, y)] if accum == 1 else list(zip(x.split(micro), y.split(micro)))
+
+    def step(index: int) -> torch.Tensor:
+        if quality:
+            rate = lr_at(index, base_lr=spec.lr, scale=scale, warmup_steps=warmup)
+            rate *= 0.5 * (1.0 + math.cos(math.pi * index / total_steps))
+            for group in opt.param_groups:
+                group["lr"] = rate
+        opt.zero_grad(set_to_none=True)
+        total = None
+        for m, (x, y) in enumerate(rank_batches(index)):
+            # DDP all-reduces in the last micro-batch's backward; the others only accumulate.
+            sync = contextlib.nullcontext() if m == accum - 1 else ddp.no_sync()
+            with sync:
+                with amp():
+                    loss = spec.loss_fn(step_model(prepare(x)), _device.to_device(setup, y)) / accum
+                scaler.scale(loss).backward()
+            total = loss.detach() if total is None else total + loss.detach()
+        scaler.step(opt)
+        scaler.update()
+        _device.synchronize(setup)
+        return total
+
+    def first_step(index: int) -> torch.Tensor:
+        res["first_step_at"] = time.time()
+        try:
+            return step(index)
+        except MemoryError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            if _device.is_oom(exc) or cfg.get("compile"):
+                raise  # out of memory or a compiler failure: not the workload's fault
+            traceback.print_exc()
+            raise _Stop(EXIT_WORKLOAD_ERROR, WORKLOAD_ERROR,
+                        f"workload {req.workload!r} failed in its first step: "
+                        f"{type(exc).__name__}: {exc}") from exc
+
+    index = 0
+    if quality:
+        n_steps = chunk = total_steps
+    else:
+        _say(rank, f"warmup {req.warmup_steps} steps")
+        for _ in range(req.warmup_steps):
+            t = time.perf_counter()
+            first_step(index) if index == 0 else step(index)
+            res["warmup_times"].append(time.perf_counter() - t)
+            index += 1
+        n_steps = _agree_steps(req, res["warmup_times"], comm)
+        # Steps keep speeding up for a while after warmup (allocator and oneDNN caches), so the
+        # estimate runs short; rank 0 re-decides after each chunk of about a tenth of the window.
+        chunk = max(1, n_steps // 10)
+    _say(rank, f"{req.mode}: about {n_steps} steps of global batch {global_batch} = {world_size} "
+               f"ranks x {accum} x {micro}")
+    checkpoints = {max(1, round(total_steps * k / req.checkpoints))
+                   for k in range(1, req.checkpoints + 1)} if quality else set()
+    res["curve"] = []
+
+    dist.barrier()
+    # Other processes on the machine distort a window (seen: 20x slower with 2 OpenMP threads on 2
+    # busy cores); load average and CPU time actually received let a reader spot such trials.
+    load0, cpu0 = os.getloadavg()[0], time.process_time()
+    t0, res["timed_start_at"] = time.perf_counter(), time.time()
+    loss, done, n_steps = None, False, 0
+    while not done:
+        for _ in range(chunk):
+            t = time.perf_counter()
+            loss = first_step(index) if index == 0 else step(index)
+            res["step_times"].append(time.perf_counter() - t)
+            index += 1
+            n_steps += 1
+            if index in checkpoints:   # the learning curve, for time-to-accuracy
+                # a quarter of the held-out set along the way, all of it at the end
+                last = index == total_steps
+                q = _evaluate(spec, ddp.module, rank, world_size, prepare, amp, comm,
+                              limit=None if last else max(1, spec.eval_samples // 4))
+                res["curve"].append([index * global_batch, q])
+        if quality:
+            break
+        elapsed = time.perf_counter() - t0
+        done = n_steps >= req.max_steps or (elapsed >= req.target_seconds
+                                            and n_steps >= req.min_steps)
+        flag = torch.tensor([1 if done else 0], dtype=torch.int64, device=comm)
+        dist.broadcast(flag, src=0)   # all ranks must run the same number of DDP steps
+        done = bool(flag.item())
+        chunk = min(chunk, req.max_steps - n_steps) or 1
+    dist.barrier()
+    window, res["timed_end_at"] = time.perf_counter() - t0, time.time()
+    res["contention"] = {"loadavg_start": load0, "loadavg_end": os.getloadavg()[0],
+                         "cpu_seconds": time.process_time() - cpu0}
+
+    samples = global_batch * n_steps
+    res.update(window_seconds=window, timed_steps=n_steps, samples=samples,
+               throughput=samples / window, final_loss=None if loss is None else float(loss))
+    _say(rank, f"window {window:.3f}s, {samples / window:.1f} samples/s, loss {res['final_loss']}")
+    if quality:
+        res["accuracy"] = res["curve"][-1][1] if res["curve"] else \
+            _evaluate(spec, ddp.module, rank, world_size, prepare, amp, comm)
+        probes = [_joined(rank_batches(index + k), prepare, setup)
+                  for k in range(req.gns_probes)]
+        res["gns"] = gradnoise.probe(ddp.module, probes, spec.loss_fn, amp, world_size,
+                                     device=comm) if req.gns_probes else None
+        _say(rank, f"held-out {spec.metric}: {res['accuracy']:.4f}; curve {res['curve']}")
+    res["status"] = OK
+
+
+def _joined(batches, prepare, setup):
+    return (prepare(torch.cat([x for x, _ in batches])),
+            _device.to_device(setup, torch.cat([y for _, y in batches])))
+
+
+def _agree_steps(req: WorkerRequest, warmup: list[float], comm: torch.device) -> int:
+    """Rank 0 sizes the timed window from warmup speed; one broadcast so every rank agrees."""
+    n = req.min_steps
+    if warmup:
+        # The first warmup step pays for lazy init (and compilation), and the next few still run
+        # slower than steady state (oneDNN primitive caches, momentum buffers, page faults), so
+        # the fastest one is the best predictor of a timed step.
+        per_step = min(warmup[1:] or warmup)
+        n = math.ceil(req.target_seconds / max(per_step, 1e-6))
+    t = torch.tensor([min(max(n, req.min_steps), req.max_steps)], dtype=torch.int64, device=comm)
+    dist.broadcast(t, src=0)
+    return int(t.item())
+
+
+def _evaluate(spec, model: torch.nn.Module, rank: int, world_size: int, prepare, amp,
+              comm: torch.device, limit: int | None = None) -> float:
+    if spec.eval_fn is not None:
+        t = torch.tensor([float(spec.eval_fn(model)), 1.0], dtype=torch.float64, device=comm)
+    else:
+        def context():
+            stack = contextlib.ExitStack()
+            stack.enter_context(torch.no_grad())
+            stack.enter_context(amp())
+            return stack
+        # One held-out set for every seed: seeds vary initialisation and data order, and the
+        # comparison between configurations is not diluted by the sampling of the test set.
+        correct, total = held_out_counts(spec, model, EVAL_SEED, rank, world_size,
+                                         prepare=prepare, context=context, limit=limit)
+        t = torch.tensor([float(correct), float(total)], dtype=torch.float64, device=comm)
+    dist.all_reduce(t)
+    return float(t[0] / t[1]) if t[1] else float("nan")
