@@ -1,0 +1,72 @@
+"""Two guards for the whole suite, so that one stuck test cannot eat a CI run.
+
+- Every test has a wall-clock limit (AUTOTUNE_TEST_TIMEOUT seconds, 600 unless set; 0 turns it
+  off). Past it, the stacks of every thread go to stderr and the test fails with a one-line reason,
+  and the suite goes on with the next test.
+- A process that a test's body started and left running (a rank, a launcher, a helper) is named
+  in a warning and killed with its children when the test ends, so it cannot load the two cores
+  under the tests that follow. Servers that fixtures start (PostgreSQL, sshd) are not touched: they
+  are started outside the test's body.
+"""
+from __future__ import annotations
+
+import faulthandler
+import os
+import signal
+import sys
+import warnings
+
+import psutil
+import pytest
+
+LIMIT_S = float(os.environ.get("AUTOTUNE_TEST_TIMEOUT", "600"))
+
+
+class TestRanTooLong(Exception):
+    __test__ = False
+
+
+def _on_alarm(signum, frame):
+    raise TestRanTooLong(f"the test ran past {LIMIT_S:.0f} s (AUTOTUNE_TEST_TIMEOUT); "
+                         "the stacks of every thread are above on stderr")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    if LIMIT_S <= 0:
+        yield
+        return
+    previous = signal.signal(signal.SIGALRM, _on_alarm)
+    faulthandler.dump_traceback_later(LIMIT_S, exit=False, file=sys.stderr)
+    signal.setitimer(signal.ITIMER_REAL, LIMIT_S + 0.5)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        faulthandler.cancel_dump_traceback_later()
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _descendants() -> dict[int, psutil.Process]:
+    try:
+        return {p.pid: p for p in psutil.Process().children(recursive=True)}
+    except psutil.Error:
+        return {}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    before = set(_descendants())
+    yield
+    left = [p for pid, p in _descendants().items() if pid not in before]
+    alive = []
+    for proc in left:
+        try:
+            alive.append(f"{proc.pid} {' '.join(proc.cmdline())[:120]}")
+            proc.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(left, timeout=5)
+    if alive:
+        warnings.warn(f"{item.nodeid} left {len(alive)} process(es) running; killed: "
+                      + "; ".join(alive))
