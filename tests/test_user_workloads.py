@@ -145,12 +145,16 @@ def test_entry_point_is_tuned_and_exported(tmp_path):
     # by chance (global batch 16/64 did: a 1-point accuracy draw decided whether 64 survived)
     s = space(tmp_path, "name: entry\nknobs:\n  allocator: [default, tcmalloc]\n"
                         "fixed:\n  threads: 1\nconstraints: []\n")
+    # short quality runs: under load the default's 3-seed noise floor at 16384 samples took the
+    # whole 60 s budget and left one trial (seen in the full suite); this test is about the
+    # entry point, and the quality machinery has its own tests
     rc, out, err, _ = search(tmp_path, "--workload", "benchmarks.workloads.entry:build",
-                             "--space", s, "--seconds", "1", "--json")
+                             "--space", s, "--seconds", "1", "--quality-samples", "2048",
+                             "--quality-seeds", "2", "--json", budget="90s")
     assert rc == 0, out[-2000:] + err[-2000:]
     summary = json.loads(out[out.index("{"):])
     rec = summary["recommendation"]
-    assert rec is not None and summary["trials_run"] >= 3
+    assert rec is not None and summary["trials_run"] >= 3, err[-3000:]
     assert "--workload benchmarks.workloads.entry:build" in summary["command"]
     rc, text, err, _ = cli(tmp_path, "export", "--results", str(tmp_path / "results"))
     assert rc == 0, err
