@@ -48,10 +48,11 @@ def main() -> None:
                 print(f"step {step} throughput: {done / (now - t0):.1f} samples/s", flush=True)
             t0, done = now, 0
     if world > 1:
-        # free the DDP model first: gloo can deadlock in destroy_process_group() while a
-        # DDP model (its reducer) is alive (seen: a launch test hung here for 10 minutes)
-        del model, opt
-        dist.destroy_process_group()
+        # gloo can deadlock in destroy_process_group() / interpreter teardown with a DDP model
+        # alive (seen: a launch test hung here for 10 minutes, also with the model freed first):
+        # wait for every rank, then leave without the teardown, as autotune's own worker does
+        dist.barrier()
+        os._exit(0)
 
 
 if __name__ == "__main__":

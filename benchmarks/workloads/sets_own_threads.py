@@ -62,8 +62,9 @@ def main() -> None:
         print(f"Training time: {elapsed:.3f} s", flush=True)
         print(f"Test accuracy: {100 * acc:.2f}%", flush=True)
     if world > 1:
-        del model, opt   # gloo can deadlock in destroy_process_group() with a DDP model alive
-        dist.destroy_process_group()
+        # gloo can deadlock in destroy_process_group() / teardown with a DDP model alive
+        dist.barrier()
+        os._exit(0)
 
 
 if __name__ == "__main__":

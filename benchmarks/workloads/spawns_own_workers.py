@@ -33,8 +33,9 @@ def worker(rank: int, world: int, steps: int) -> None:
         opt.step()
     if rank == 0:
         print(f"Training time: {time.perf_counter() - start:.3f} s", flush=True)
-    del model, opt   # gloo can deadlock in destroy_process_group() with a DDP model alive
-    dist.destroy_process_group()
+    # gloo can deadlock in destroy_process_group() / teardown with a DDP model alive
+    dist.barrier()
+    os._exit(0)
 
 
 def main() -> None:
