@@ -145,11 +145,13 @@ def extended_optimum(topology: Topology, hw: Hardware, params: Params, land: Lan
                 for backend in k["backend"]:
                     c = Config(nproc=npn * nodes, nproc_per_node=npn, threads=threads,
                                binding=binding, backend=backend, allocator=k["allocator"][-1],
-                               omp_runtime=k["omp_runtime"][-1], global_batch=k["global_batch"][0])
-                    if ruled_out(c, None, topology):
-                        continue
+                               omp_runtime=k["omp_runtime"][-1])
+                    # whether the ranks can split the global batch depends on the batch: asked
+                    # per batch, as model_landscape's feasibility cache is keyed
+                    splits = [b for b in k["global_batch"]
+                              if not ruled_out(c.with_(global_batch=b), None, topology)]
                     for precision in k["precision"]:
-                        for batch in k["global_batch"]:
+                        for batch in splits:
                             cc = c.with_(precision=precision, global_batch=batch)
                             if (base_acc - accuracy(cc.global_batch_size, precision)) * 100 > max_drop:
                                 continue
