@@ -185,7 +185,7 @@ def _quality_extra(attrs: dict[str, Any], recs: list[Record], rows: list[Row]) -
     out = []
     for row in rows:
         r = by_number[row.number]
-        f = QR.facts(attrs, r.attrs, row.throughput, r.config.global_batch)
+        f = QR.facts(attrs, r.result, row.throughput, r.config.global_batch)
         out.append({"trial": row.number, "throughput": row.throughput, "x_default": row.x_default,
                     "facts": f.to_json() if f else None, "knobs": _knobs(row.changes)})
     return {"quality": out, "noise_floor": QR.noise_floor_line(attrs)}
@@ -215,12 +215,12 @@ def _rows(recs: list[Record], default_thr: float | None, attrs: dict[str, Any]) 
         if r.config.key() in seen:
             continue
         seen.add(r.config.key())
-        feasible = r.feasible and QR.verdict(attrs, r.attrs) not in ("rejected", "failed")
+        feasible = r.feasible and QR.verdict(attrs, r.result) not in ("rejected", "failed")
         rows.append(Row(number=r.number, role=r.role, throughput=r.throughput,
                         x_default=r.throughput / default_thr if default_thr else None,
                         accuracy=accuracy_of(r, attrs), feasible=feasible,
                         changes=_changes(r.config.to_dict()),
-                        cpu_share=r.attrs.get("cpu_share")))
+                        cpu_share=r.result.cpu_share))
     return rows
 
 
@@ -228,7 +228,7 @@ def accuracy_of(r: Record, attrs: dict[str, Any]) -> float | None:
     """Quality is measured once per math class and stored on the study (a class measured after
     this trial was recorded still counts); the trial's second objective cannot tell "not
     measured" (stored as 0.0) from a real 0.0."""
-    ev = stored_classes(attrs).get(r.attrs.get("math_class", ""))
+    ev = stored_classes(attrs).get(r.result.math_class or "")
     sample = ev.sample() if ev else None
     return sample.mean if sample else r.accuracy
 
