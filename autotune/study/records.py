@@ -42,6 +42,8 @@ SEARCH_ROLE = "search"
 DEFAULT_ROLE = "reference:default"
 RUN_CPU_ROLE = "reference:run_cpu"
 REPEAT_ROLE = "repeat"
+# A sampled trial whose configuration another worker was measuring: PRUNED, never run.
+DUPLICATE_ROLE = "duplicate"
 
 REASON_LIMIT = 1000
 LOG_TAIL_LIMIT = 4000
@@ -135,6 +137,16 @@ def record_of(t: FrozenTrial) -> Record:
     return Record(config=Config.from_dict(u["config"], where=f"trial {t.number}"),
                   result=result, role=u.get("role", SEARCH_ROLE), number=t.number,
                   feasible=result.ok and all(v <= 0 for v in t.constraints.values()))
+
+
+def interrupted_attrs(reason: str) -> dict[str, str]:
+    """The user attributes that mark a trial interrupted (a search killed while it ran)."""
+    return {"outcome": R.INTERRUPTED, "reason": reason[:REASON_LIMIT]}
+
+
+def duplicate_attrs(reason: str) -> dict[str, str]:
+    """The user attributes of a sampled trial left unrun: another worker measures its config."""
+    return {"role": DUPLICATE_ROLE, "reason": reason[:REASON_LIMIT]}
 
 
 # Fields stored as JSON lists and read back as tuples (curve: of pairs).
