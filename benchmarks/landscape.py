@@ -25,7 +25,7 @@ from typing import Any, Iterator
 from autotune.run import outcome as R
 from autotune.config import Config
 from autotune.plan.feasible import ruled_out
-from autotune.run.outcome import Evaluation
+from autotune.run.outcome import TrialResult
 from autotune.search.references import reference_configs
 from autotune.space.resolve import ResolvedSpace, find_space, load_space, resolve
 from autotune.probe.topology import Capabilities, Topology
@@ -141,19 +141,19 @@ class Landscape:
         trial cost. A configuration not recorded (partial landscape) answers `unavailable` at no
         cost, so a replay of an incomplete table still runs (and says how much is missing)."""
         def evaluate(config: Config, mode: str, *, seed: int = 0,
-                     samples: int | None = None) -> Evaluation:
+                     samples: int | None = None) -> TrialResult:
             if mode == "accuracy":   # one recorded accuracy per math: every seed gives it
                 a = self.accuracy.get(math_key(config)) or {"outcome": R.UNAVAILABLE}
                 clock.t += float(a.get("seconds") or 0.0)
-                return Evaluation(outcome=a["outcome"], accuracy=a.get("accuracy"),
-                                  seconds=float(a.get("seconds") or 0.0))
+                return TrialResult(outcome=a["outcome"], accuracy=a.get("accuracy"),
+                                   seconds=float(a.get("seconds") or 0.0))
             row = self.rows.get(config.key())
             if row is None:
-                return Evaluation(outcome=R.UNAVAILABLE, reason="not in the landscape")
+                return TrialResult(outcome=R.UNAVAILABLE, reason="not in the landscape")
             clock.t += float(row.get("seconds") or 0.0)
-            return Evaluation(outcome=row["outcome"], reason=row.get("reason", ""),
-                              throughput=row.get("throughput"),
-                              seconds=float(row.get("seconds") or 0.0))
+            return TrialResult(outcome=row["outcome"], reason=row.get("reason", ""),
+                               throughput=row.get("throughput"),
+                               seconds=float(row.get("seconds") or 0.0))
         return evaluate
 
 

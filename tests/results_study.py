@@ -20,7 +20,7 @@ from autotune.probe import probe
 from autotune.recommend.verify import pick_candidates, verify
 from autotune.search.loop import run_search
 from autotune.search.options import SearchOptions
-from autotune.run.outcome import Evaluation
+from autotune.run.outcome import TrialResult
 from autotune.search.references import make_sampler
 from autotune.space.resolve import find_space, load_space, resolve
 from autotune.study.storage import describe_study, open_storage, open_study, study_name
@@ -50,23 +50,25 @@ class Landscape:
         s *= 1.0 if c.threads in (None, 2 // c.nproc) else 0.6
         return s * (1.1 if c.global_batch == 64 else 1.0) * (1.04 if c.binding != "none" else 1.0)
 
-    def __call__(self, c: Config, mode: str, seed: int = 0, samples: int | None = None) -> Evaluation:
+    def __call__(self, c: Config, mode: str, seed: int = 0,
+                 samples: int | None = None) -> TrialResult:
         self.t += 10.0
         if mode == "accuracy":
             noise = (0.0, 0.002, -0.002)[seed % 3]
-            return Evaluation(outcome=R.OK, accuracy=0.80 - 0.0002 * c.global_batch + noise,
-                              seconds=10.0, attrs={"curve": [[c.global_batch * 100, 0.5],
-                                                             [c.global_batch * 200, 0.8]]})
+            return TrialResult(outcome=R.OK, accuracy=0.80 - 0.0002 * c.global_batch + noise,
+                               seconds=10.0, curve=((c.global_batch * 100, 0.5),
+                                                    (c.global_batch * 200, 0.8)))
         if c.omp_runtime == "libiomp5" and c.precision == "bf16":
-            return Evaluation(outcome=R.CRASH, reason="rank 1 exited with signal 11 (SIGSEGV)",
-                              seconds=10.0, attrs={"log_tail": "Fatal Python error: Segmentation fault"})
+            return TrialResult(outcome=R.CRASH, reason="rank 1 exited with signal 11 (SIGSEGV)",
+                               seconds=10.0, log_tail="Fatal Python error: Segmentation fault")
         if c.global_batch >= 64 and c.nproc == 2 and c.allocator == "jemalloc":
-            return Evaluation(outcome=R.OOM, reason="rank 0 killed by SIGKILL (out of memory)",
-                              seconds=10.0)
+            return TrialResult(outcome=R.OOM, reason="rank 0 killed by SIGKILL (out of memory)",
+                               seconds=10.0)
         if c.binding == "taskset" and c.omp_runtime == "libiomp5":
-            return Evaluation(outcome=R.TIMEOUT, reason="no step finished within 30s", seconds=30.0)
-        return Evaluation(outcome=R.OK, throughput=self.speed(c), seconds=10.0,
-                          attrs={"step_median_s": 32.0 / self.speed(c)})
+            return TrialResult(outcome=R.TIMEOUT, reason="no step finished within 30s",
+                               seconds=30.0)
+        return TrialResult(outcome=R.OK, throughput=self.speed(c), seconds=10.0,
+                           step_median_s=32.0 / self.speed(c))
 
 
 def make_study(db: Path, *, budget_s: float = 700, verify_rec: bool = True) -> optuna.Study:
@@ -83,11 +85,12 @@ def make_study(db: Path, *, budget_s: float = 700, verify_rec: bool = True) -> o
                                               quality_samples=500))
     # A search killed mid-trial leaves this behind (recorded as FAIL, outcome interrupted).
     from autotune.study.records import record_trial
-    record_trial(study, config=Config(nproc=2, threads=1, binding="numactl_smt"),
-                 outcome=R.TIMEOUT, reason="no step finished within 30s", role="search",
-                 attrs={"log_tail": "rank 0 waiting in all_reduce"})
-    record_trial(study, config=Config(nproc=2, threads=1), outcome=R.INTERRUPTED,
-                 reason="the search was killed during this trial", role="search")
+    record_trial(study, config=Config(nproc=2, threads=1, binding="numactl_smt"), role="search",
+                 result=TrialResult(outcome=R.TIMEOUT, reason="no step finished within 30s",
+                                    log_tail="rank 0 waiting in all_reduce"))
+    record_trial(study, config=Config(nproc=2, threads=1), role="search",
+                 result=TrialResult(outcome=R.INTERRUPTED,
+                                    reason="the search was killed during this trial"))
     if verify_rec:
         rec = verify(pick_candidates(result.records), result.default, sim, rounds=2)
         save_recommendation(study, rec, topo, "cnn")

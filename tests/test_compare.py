@@ -15,7 +15,7 @@ from autotune.cli import main
 from autotune.recommend.compare import Comparison, Window, compare, describe
 from autotune.config import Config
 from autotune.measure.stats import ratio_stats
-from autotune.run.outcome import Evaluation
+from autotune.run.outcome import TrialResult
 from benchmarks.intel_ab import compare_argv
 from results_study import live_topology
 
@@ -30,13 +30,13 @@ class Machine:
     def __init__(self, speed: dict[str, float], crash_at: int | None = None) -> None:
         self.speed, self.crash_at, self.calls = speed, crash_at, []
 
-    def __call__(self, config: Config, mode: str) -> Evaluation:
+    def __call__(self, config: Config, mode: str) -> TrialResult:
         self.calls.append(config)
         n = len(self.calls)
         if n == self.crash_at:
-            return Evaluation(outcome=R.CRASH, reason="rank 0 exited with signal 11", seconds=1)
-        return Evaluation(outcome=R.OK, throughput=self.speed[config.allocator] * (1 - 0.01 * n),
-                          seconds=1, attrs={"cpu_share": 0.9 + 0.01 * n})
+            return TrialResult(outcome=R.CRASH, reason="rank 0 exited with signal 11", seconds=1)
+        return TrialResult(outcome=R.OK, throughput=self.speed[config.allocator] * (1 - 0.01 * n),
+                           seconds=1, cpu_share=0.9 + 0.01 * n)
 
 
 def test_rounds_alternate_and_the_ratio_is_verifications():

@@ -28,6 +28,7 @@ from autotune.probe import probe
 from autotune.plan.feasible import ruled_out
 from autotune.space.resolve import find_space, load_space, resolve
 from autotune.study.storage import describe_study, open_storage, open_study, study_name
+from autotune.run.outcome import TrialResult
 from autotune.study.records import record_trial
 from results_study import live_topology, study_copy
 
@@ -91,7 +92,8 @@ def _other_machine_study(tmp_path) -> str:
     describe_study(study, topology=topo, workload="cnn", space={}, settings={})
     record_trial(study, config=Config(nproc=2, nproc_per_node=1, threads=32, binding="numactl",
                                       allocator="tcmalloc"),
-                 outcome=R.OK, throughput=900.0, accuracy=0.8, role="reference:run_cpu")
+                 result=TrialResult(outcome=R.OK, throughput=900.0, accuracy=0.8),
+                 role="reference:run_cpu")
     return url
 
 
@@ -190,7 +192,8 @@ def test_running_the_exported_command_reproduces_the_configuration(tmp_path, cap
     url = f"sqlite:///{tmp_path}/s.db"
     study = open_study(open_storage(url), study_name("cnn", topo))
     describe_study(study, topology=topo, workload="cnn", space={}, settings={})
-    record_trial(study, config=config, outcome=R.OK, throughput=100.0, accuracy=0.8)
+    record_trial(study, config=config,
+                 result=TrialResult(outcome=R.OK, throughput=100.0, accuracy=0.8))
     rc, text, _ = export(capsys, "--storage", url, "--trial", "0", "--seconds", "1")
     assert rc == 0
     # the rendezvous port is the only thing changed: 29500 may be in use by another test

@@ -217,14 +217,14 @@ class GpuSim:
 
     def __call__(self, c: Config, mode: str, seed: int = 0, samples: int | None = None):
         from autotune.run import outcome as R
-        from autotune.run.outcome import Evaluation
+        from autotune.run.outcome import TrialResult
         self.calls.append((c, mode))
         self.t += 10.0
         if mode == "accuracy":
             noise = (0.0, 0.002, -0.002)[seed % 3]
-            return Evaluation(outcome=R.OK, seconds=10.0,
-                              accuracy=0.9 - (0.05 if c.precision == "fp16" else 0) + noise)
-        return Evaluation(outcome=R.OK, throughput=self.speed(c), seconds=10.0)
+            return TrialResult(outcome=R.OK, seconds=10.0,
+                               accuracy=0.9 - (0.05 if c.precision == "fp16" else 0) + noise)
+        return TrialResult(outcome=R.OK, throughput=self.speed(c), seconds=10.0)
 
 
 def test_a_gpu_search_starts_from_torchrun_and_verifies_against_it(tmp_path):

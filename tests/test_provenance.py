@@ -23,6 +23,7 @@ from autotune.probe.parse import parse_torch_version
 from autotune.study.provenance import Here, check_resumable, not_used, why_not_here
 from autotune.space.resolve import find_space, load_space, resolve
 from autotune.study.storage import describe_study, open_storage, open_study, study_name
+from autotune.run.outcome import TrialResult
 from autotune.study.records import record_trial
 from autotune.probe.topology import TorchBuild
 from results_study import live_topology, study_copy
@@ -51,8 +52,8 @@ def foreign_study(url: str, topo, *, name: str | None = None, torch: TorchBuild 
     study = open_study(open_storage(url), name or study_name("cnn", topo, "cpu", torch=torch))
     describe_study(study, topology=topo, workload="cnn", space={"name": "cpu"},
                    settings={"target_seconds": 3.0}, torch=torch)
-    record_trial(study, config=Config(), outcome=R.OK, throughput=123.0, accuracy=0.8,
-                 role="reference:default", attrs={"cpu_share": 0.97})
+    record_trial(study, config=Config(), role="reference:default", result=TrialResult(
+        outcome=R.OK, throughput=123.0, accuracy=0.8, cpu_share=0.97))
     return study
 
 

@@ -14,6 +14,7 @@ from autotune.config import Config
 from autotune.study.evidence import stored_classes
 from autotune.study.report import Row, build_report, importance, pareto_front
 from autotune.study.storage import open_storage, open_study
+from autotune.run.outcome import TrialResult
 from autotune.study.records import record_trial
 from results_study import live_topology, sha256, study_copy
 
@@ -118,9 +119,10 @@ def test_too_few_trials_for_importances_is_a_message_not_an_error(tmp_path, caps
     topo = live_topology()
     study = open_study(open_storage(f"sqlite:///{tmp_path}/s.db"), "autotune-small")
     study.set_user_attr("topology", topo.to_json())
-    record_trial(study, config=Config(), outcome=R.OK, throughput=50.0, accuracy=0.8,
-                 role="reference:default")
-    record_trial(study, config=Config(threads=1), outcome=R.OK, throughput=60.0, accuracy=0.8,
+    record_trial(study, config=Config(), role="reference:default",
+                 result=TrialResult(outcome=R.OK, throughput=50.0, accuracy=0.8))
+    record_trial(study, config=Config(threads=1),
+                 result=TrialResult(outcome=R.OK, throughput=60.0, accuracy=0.8),
                  params={"threads": 1},
                  distributions={"threads": optuna.distributions.CategoricalDistribution([1, 2])})
     imp, note = importance(study)
@@ -139,12 +141,12 @@ def test_trials_measured_on_a_busy_machine_are_flagged_and_not_recommended_alone
     topo = live_topology()
     study = open_study(open_storage(f"sqlite:///{tmp_path}/s.db"), "autotune-busy")
     study.set_user_attr("topology", topo.to_json())
-    record_trial(study, config=Config(), outcome=R.OK, throughput=50.0, accuracy=0.8,
-                 role="reference:default", attrs={"cpu_share": 0.97})
-    record_trial(study, config=Config(threads=1), outcome=R.OK, throughput=90.0, accuracy=0.8,
-                 attrs={"cpu_share": 0.55})
-    record_trial(study, config=Config(allocator="tcmalloc"), outcome=R.OK, throughput=60.0,
-                 accuracy=0.8, attrs={"cpu_share": 0.93})
+    record_trial(study, config=Config(), role="reference:default", result=TrialResult(
+        outcome=R.OK, throughput=50.0, accuracy=0.8, cpu_share=0.97))
+    record_trial(study, config=Config(threads=1), result=TrialResult(
+        outcome=R.OK, throughput=90.0, accuracy=0.8, cpu_share=0.55))
+    record_trial(study, config=Config(allocator="tcmalloc"), result=TrialResult(
+        outcome=R.OK, throughput=60.0, accuracy=0.8, cpu_share=0.93))
     assert main(["report", "--storage", f"sqlite:///{tmp_path}/s.db"]) == 0
     out = capsys.readouterr().out
     busy_line = next(line for line in out.splitlines() if "threads=1" in line)

@@ -19,13 +19,13 @@ from autotune.measure.script import freeze, metric_values, script_metric
 from autotune.measure.script_scan import scan_command, scan_text
 from autotune.search.loop import OVERRIDES_ATTR, run_search
 from autotune.search.options import SearchOptions
-from autotune.run.outcome import Evaluation
+from autotune.run.outcome import TrialResult
 from autotune.search.references import make_sampler
 from autotune.space.resolve import find_space, load_space, resolve
 from autotune.study.storage import open_storage, open_study
 from autotune.study.records import records
 from autotune.probe.topology import Capabilities
-from autotune.run.trial import TrialSettings, observed_attrs, plan_trial, run_trial
+from autotune.run.trial import TrialSettings, observed_fields, plan_trial, run_trial
 from autotune.measure.observe import RankObservation
 from autotune.measure.unacted import compare
 from autotune.plan.launch_plan import RankExpect
@@ -155,18 +155,18 @@ def test_search_stops_varying_a_knob_the_script_overrides(topo, tmp_path):
     """An evaluator that reports, like a script trial, that planned threads did not act."""
     clock, seen = Clock(), []
 
-    def evaluate(config: Config, mode: str) -> Evaluation:
+    def evaluate(config: Config, mode: str) -> TrialResult:
         clock.t += 5
         seen.append(config)
-        attrs = {}
+        observed = {}
         if config.threads is not None:
             exp = [RankExpect(cpus=None, threads=config.threads, allocator=None,
                               omp_runtime=None, precision="fp32")]
             obs = [RankObservation(rank=0, pid=1, busy_threads=2 if config.threads == 1 else 8,
                                    num_threads=9, affinity=(0, 1), libraries=(),
                                    mempolicy=None)]
-            attrs = observed_attrs(obs, compare(exp, obs))
-        return Evaluation(outcome=R.OK, throughput=10.0, seconds=5.0, attrs=attrs)
+            observed = observed_fields(obs, compare(exp, obs))
+        return TrialResult(outcome=R.OK, throughput=10.0, seconds=5.0, **observed)
 
     study = open_study(open_storage(f"sqlite:///{tmp_path}/s.db"), "s", sampler=make_sampler(0))
     events = []
@@ -180,17 +180,17 @@ def test_search_stops_varying_a_knob_the_script_overrides(topo, tmp_path):
     assert [h["knob"] for h in held] == ["threads"]
     assert held[0]["why"].startswith(f"threads={seen[first].threads} planned; rank 0 ran ")
     assert set(study.user_attrs[OVERRIDES_ATTR]) == {"threads"}
-    stored = [r for r in records(study) if r.attrs.get("unacted")]
-    assert stored and "the script sets its own thread count" in stored[0].attrs["unacted"][0]
+    stored = [r for r in records(study) if r.result.unacted]
+    assert stored and "the script sets its own thread count" in stored[0].result.unacted[0]
 
 
 def test_held_knobs_stay_held_on_resume_and_from_the_scan(topo, tmp_path):
     clock, seen = Clock(), []
 
-    def evaluate(config: Config, mode: str) -> Evaluation:
+    def evaluate(config: Config, mode: str) -> TrialResult:
         clock.t += 5
         seen.append(config)
-        return Evaluation(outcome=R.OK, throughput=10.0, seconds=5.0)
+        return TrialResult(outcome=R.OK, throughput=10.0, seconds=5.0)
 
     study = open_study(open_storage(f"sqlite:///{tmp_path}/s.db"), "s", sampler=make_sampler(0))
     study.set_user_attr(OVERRIDES_ATTR, {"threads": "seen on an earlier run"})

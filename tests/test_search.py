@@ -19,7 +19,7 @@ from autotune.measure.quality import math_class
 from autotune.recommend.verify import pick_candidates, verify
 from autotune.search.loop import run_search
 from autotune.search.options import SearchOptions
-from autotune.run.outcome import Evaluation
+from autotune.run.outcome import TrialResult
 from autotune.search.references import make_sampler, reference_configs
 from autotune.study.records import DEFAULT_ROLE, RUN_CPU_ROLE
 from autotune.space.resolve import find_space, load_space, resolve
@@ -64,7 +64,8 @@ class Sim:
         s *= {32: 1.0, 64: 1.1, 128: 1.2}[c.global_batch]
         return s * (1.04 if c.binding != "none" else 1.0)
 
-    def __call__(self, c: Config, mode: str, seed: int = 0, samples: int | None = None) -> Evaluation:
+    def __call__(self, c: Config, mode: str, seed: int = 0,
+                 samples: int | None = None) -> TrialResult:
         self.calls.append((c.key(), mode))
         self.configs.append((c, mode))
         self.t += self.trial_s
@@ -72,10 +73,10 @@ class Sim:
             self.quality.append((math_class(c, batchnorm=True), seed))
             # seed-to-seed noise of 0.2 points around a mean that falls with the global batch
             noise = (0.0, 0.002, -0.002)[seed % 3]
-            return Evaluation(outcome=R.OK, accuracy=0.80 - 0.0001 * c.global_batch + noise,
-                              seconds=self.trial_s)
+            return TrialResult(outcome=R.OK, accuracy=0.80 - 0.0001 * c.global_batch + noise,
+                               seconds=self.trial_s)
         factor = self.noise.pop(c.key(), 1.0) if self.noise else 1.0
-        return Evaluation(outcome=R.OK, throughput=self.speed(c) * factor, seconds=self.trial_s)
+        return TrialResult(outcome=R.OK, throughput=self.speed(c) * factor, seconds=self.trial_s)
 
 
 def new_study(tmp_path, name="s"):
@@ -152,11 +153,11 @@ def test_accuracy_tolerance_excludes_configs_that_lose_too_much(tmp_path, topo, 
     # default 0.7968 ± 0.002 (global batch 32). Global batch 64 loses 0.32 pp, within 0.5 pp;
     # 128 loses 0.96 pp, beyond 0.5 pp plus the noise (t(4) x 0.16 pp = 0.35 pp): rejected.
     judged = [r for r in res.records if r.outcome == R.OK
-              and r.attrs.get("quality") in ("accepted", "rejected")]
+              and r.result.quality in ("accepted", "rejected")]
     assert {r.config.global_batch for r in judged} == {32, 64, 128}
     for r in judged:
         assert r.feasible == (r.config.global_batch <= 64), r.config
-        assert r.attrs["quality_n"] == 3
+        assert r.result.quality_n == 3
 
 
 def test_a_workload_that_fails_at_once_stops_the_search(tmp_path, topo, space):
@@ -164,8 +165,8 @@ def test_a_workload_that_fails_at_once_stops_the_search(tmp_path, topo, space):
 
     def broken(c, mode):
         calls.append(c)
-        return Evaluation(outcome=R.WORKLOAD_ERROR, reason="ImportError: no module named mypkg",
-                          attrs={"log_tail": "ModuleNotFoundError: No module named 'mypkg'"})
+        return TrialResult(outcome=R.WORKLOAD_ERROR, reason="ImportError: no module named mypkg",
+                           log_tail="ModuleNotFoundError: No module named 'mypkg'")
     sim = Sim()
     with pytest.raises(WorkloadError, match="mypkg"):
         run_search(new_study(tmp_path), space=space, topology=topo, evaluate=broken, clock=sim,
@@ -181,7 +182,8 @@ def test_verification_recommends_only_what_holds_up(tmp_path, topo, space):
     cands = pick_candidates(res.records)
     assert len(cands) >= 2
     # The slowest candidate had a lucky run in the search: seen 3x faster than it really is.
-    fluke = dataclasses.replace(cands[-1], throughput=cands[0].throughput * 3)
+    fluke = dataclasses.replace(cands[-1], result=dataclasses.replace(
+        cands[-1].result, throughput=cands[0].throughput * 3))
     rec = verify([fluke] + cands[:-1], res.default, sim, rounds=3)
     assert rec.verified and rec.rounds == 3
     by_key = {v.config.key(): v for v in rec.candidates}
@@ -232,8 +234,8 @@ def test_no_candidate_beating_the_default_recommends_the_default(topo):
 
 def _rec(config, sim):
     from autotune.study.records import Record
-    return Record(config=config, outcome=R.OK, throughput=sim.speed(config), accuracy=0.8,
-                  feasible=True, role="search")
+    return Record(config=config, feasible=True, role="search",
+                  result=TrialResult(outcome=R.OK, throughput=sim.speed(config), accuracy=0.8))
 
 
 def test_sampler_is_optuna_tpe_multivariate():

@@ -23,7 +23,7 @@ from autotune.config import Config
 from autotune.plan.placement import canonical
 from autotune.search.loop import run_search
 from autotune.search.options import SearchOptions
-from autotune.run.outcome import Evaluation
+from autotune.run.outcome import TrialResult
 from autotune.search.references import make_sampler
 from autotune.search.shared import VERIFIER_KEY, ConfigClaims, StudyLock, Workers
 from autotune.study.storage import open_storage, open_study
@@ -63,7 +63,8 @@ def test_a_claimed_configuration_is_busy_then_done_for_another_worker(pg_url, st
     before = len(study_b.trials)
     assert b.claim(config, study_b.ask) == ("busy", None, None)
     assert len(study_b.trials) == before, "a busy claim must not leave a trial behind"
-    record_trial(study_a, config=config, outcome=R.OK, throughput=10.0, trial=trial)
+    record_trial(study_a, config=config, result=TrialResult(outcome=R.OK, throughput=10.0),
+                 trial=trial)
     state, rec, trial_b = b.claim(config, study_b.ask)
     assert state == "done" and trial_b is None
     assert rec.number == trial.number and rec.throughput == 10.0
@@ -88,7 +89,8 @@ def test_simultaneous_claims_give_each_configuration_to_exactly_one_worker(pg_ur
                 state, _, trial = claims.claim(config, study.ask)
                 if state == "mine":
                     mine[i].append(config.key())
-                    record_trial(study, config=config, outcome=R.OK, throughput=1.0, trial=trial)
+                    record_trial(study, config=config, trial=trial,
+                                 result=TrialResult(outcome=R.OK, throughput=1.0))
         except BaseException as exc:  # noqa: BLE001 - reported by the main thread
             errors.append(exc)
             gate.abort()
@@ -152,14 +154,14 @@ class SimWorker:
     def elapsed(self) -> float:
         return self.t
 
-    def __call__(self, c: Config, mode: str) -> Evaluation:
+    def __call__(self, c: Config, mode: str) -> TrialResult:
         self.calls.append((c, mode))
         time.sleep(0.05)
         self.t += 10
         if mode == "accuracy":
-            return Evaluation(outcome=R.OK, accuracy=0.8, seconds=10)
-        return Evaluation(outcome=R.OK, throughput=100.0 + 7 * c.nproc + (c.threads or 0),
-                          seconds=10)
+            return TrialResult(outcome=R.OK, accuracy=0.8, seconds=10)
+        return TrialResult(outcome=R.OK, throughput=100.0 + 7 * c.nproc + (c.threads or 0),
+                           seconds=10)
 
 
 def test_two_search_loops_on_one_study_never_measure_a_configuration_twice(

@@ -90,20 +90,21 @@ class Progress:
             if rec.feasible and (self.best is None or rec.throughput > self.best):
                 self.best = rec.throughput
             acc = f", accuracy {rec.accuracy:.3f}" if rec.accuracy is not None else ""
-            if rec.attrs.get("quality_n"):
-                acc += f" ± {rec.attrs['quality_sd']:.3f} ({rec.attrs['quality_n']} seeds)"
-            elif rec.attrs.get("quality") == "pending":
+            res = rec.result
+            if res.quality_n:
+                acc += f" ± {res.quality_sd:.3f} ({res.quality_n} seeds)"
+            elif res.quality == "pending":
                 acc = ", quality pending (measured if it leads)"
             # A script's score is printed as the number it printed (a time, a loss, seconds per
             # run), never as samples/s it did not measure.
-            shown = rec.attrs.get("metric_shown") or f"{rec.throughput:.1f} samples/s"
+            shown = res.metric_shown or f"{rec.throughput:.1f} samples/s"
             what = shown + (f" ({ratio:.2f}x default)" if ratio else "") + acc
-            if busy(rec.attrs.get("cpu_share")):
-                what += f" [busy: cpu_share {rec.attrs['cpu_share']:.2f}, re-measured if a candidate]"
+            if busy(res.cpu_share):
+                what += f" [busy: cpu_share {res.cpu_share:.2f}, re-measured if a candidate]"
             if not rec.feasible:
-                what += (f" [quality rejected: {rec.attrs['quality_verdict']}]"
-                         if rec.attrs.get("quality_verdict") else " [outside accuracy tolerance]")
-            for message in rec.attrs.get("unacted", ()):
+                what += (f" [quality rejected: {res.quality_verdict}]"
+                         if res.quality_verdict else " [outside accuracy tolerance]")
+            for message in res.unacted:
                 what += f"\n{'':>13}    did not act: {message}"
         best = (f", best {self.best / self.default_thr:.2f}x"
                 if self.best and self.default_thr else "")

@@ -19,7 +19,7 @@ import sys
 
 from ..run import outcome as R
 from ..config import Config
-from ..study.records import DEFAULT_ROLE
+from ..study.records import DEFAULT_ROLE, has_record, record_of, records
 from ..errors import AutotuneError, StorageError
 from ..export.command import FORMATS, launch_command, render, training_command
 from ..probe.topology import Topology
@@ -103,25 +103,21 @@ def _from_trial(study, number: int) -> tuple[Config, dict]:
         raise StorageError(f"--trial {number}: study {study.study_name!r} has trials "
                            f"0-{len(trials) - 1}" if trials else
                            f"--trial {number}: study {study.study_name!r} has no trials")
-    t = trials[number]
-    if "config" not in t.user_attrs:
+    if not has_record(trials[number]):
         raise StorageError(f"--trial {number}: no configuration stored on this trial")
-    config = Config.from_dict(t.user_attrs["config"], where=f"trial {number}")
-    outcome = t.user_attrs.get("outcome", "?")
-    extra = {"trial": number, "outcome": outcome}
-    if outcome != R.OK:
-        print(f"autotune: warning: trial {number} did not complete ({outcome}: "
-              f"{t.user_attrs.get('reason', '')}); exporting its configuration anyway",
-              file=sys.stderr)
-    elif t.values:
-        extra["throughput"] = t.values[0]
-        default = next((d for d in study.get_trials(deepcopy=False)
-                        if d.user_attrs.get("role") == DEFAULT_ROLE
-                        and d.user_attrs.get("outcome") == R.OK and d.values), None)
-        if default is not None and default.values[0]:
-            ratio = t.values[0] / default.values[0]
+    rec = record_of(trials[number])
+    extra = {"trial": number, "outcome": rec.outcome}
+    if rec.outcome != R.OK:
+        print(f"autotune: warning: trial {number} did not complete ({rec.outcome}: "
+              f"{rec.reason}); exporting its configuration anyway", file=sys.stderr)
+    elif rec.throughput is not None:
+        extra["throughput"] = rec.throughput
+        default = next((d for d in records(study)
+                        if d.role == DEFAULT_ROLE and d.outcome == R.OK), None)
+        if default is not None and default.throughput:
+            ratio = rec.throughput / default.throughput
             extra["speedup"] = ratio
             extra["verified"] = False
             extra["headline"] = (f"trial {number}: {ratio:.2f}x the default launch in one "
                                  "search measurement (not verified)")
-    return config, extra
+    return rec.config, extra

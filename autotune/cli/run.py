@@ -26,7 +26,7 @@ import sys
 from ..config import parse_sets
 from ..errors import ConfigError
 from ..plan.feasible import infeasible_reason
-from ..run.trial import TrialSettings, observed_attrs, plan_trial, run_trial
+from ..run.trial import TrialSettings, observed_fields, plan_trial, run_trial
 from ..measure.script import SOURCES
 from ._hosts import add_host_args, cluster_from_args
 from ._common import (add_workload_args, check_workload_args, describe_measurement, load_topology,
@@ -105,7 +105,7 @@ def _as_json(out, acc) -> dict:
             "wall_seconds": out.run.wall_seconds,
             "measurement": m.to_dict() if m else None, "metric_source": out.metric_source,
             "metric_shown": out.metric_shown, "unacted": [u.message for u in out.unacted],
-            "observed": observed_attrs(out.observations, out.unacted)["observed"],
+            "observed": observed_fields(out.observations, out.unacted)["observed"],
             "accuracy": acc.measurement.accuracy if acc and acc.ok else
             (m.accuracy if m and out.metric_source != "worker" else None)}
 

@@ -91,7 +91,7 @@ def compare(a: Config, b: Config, evaluate: Evaluate, *, rounds: int,
             ok = ev.outcome == R.OK
             order.append(Window(side=side, round=rnd + 1, outcome=ev.outcome,
                                 throughput=ev.throughput if ok else None,
-                                cpu_share=ev.attrs.get("cpu_share") if ok else None,
+                                cpu_share=ev.cpu_share if ok else None,
                                 reason=ev.reason))
     return Comparison(a=a, b=b, windows=tuple(order))
 

@@ -13,9 +13,8 @@ from typing import Any, Callable
 from ..run import outcome as R
 from ..config import Config
 from ..measure.stats import RatioStats, Stats, busy, ratio_stats
-from ..run.outcome import Evaluate, Evaluation
-from ..study.records import DEFAULT_ROLE, RUN_CPU_ROLE
-from ..study.records import Record
+from ..run.outcome import Evaluate, TrialResult
+from ..study.records import DEFAULT_ROLE, RUN_CPU_ROLE, Record
 
 # A candidate "holds up" when it beats the default launch by at least MIN_GAIN in the median
 # round and in at least 3 of 4 rounds (its lower quartile stays above 1). Ratios within a round
@@ -106,7 +105,7 @@ def pick_candidates(records: list[Record], n: int = 3) -> list[Record]:
     # all its configurations with it, and the next class must then still be in the lineup.
     firsts, classes = [], set()
     for r in top:
-        cls = r.attrs.get("math_class")
+        cls = r.result.math_class
         if cls is not None and cls not in classes:
             classes.add(cls)
             firsts.append(r)
@@ -119,12 +118,13 @@ def pick_candidates(records: list[Record], n: int = 3) -> list[Record]:
 
 def interleave(lineup: list[tuple[str, Config]], evaluate: Evaluate, *, rounds: int,
                time_left: Callable[[], float] = lambda: float("inf"),
-               on_event: Callable[..., None] = lambda kind, **info: None) -> list[list[Evaluation]]:
+               on_event: Callable[..., None] = lambda kind, **info: None,
+               ) -> list[list[TrialResult]]:
     """Rounds of every (role, config) in turn, the order reversed every other round (A B C,
     C B A, ...: position effects cancel over pairs of rounds); stops early when another round
     won't fit. Returns, per lineup entry, its evaluation in each completed round. Verification
     and `autotune compare` both measure through this."""
-    results: list[list[Evaluation]] = [[] for _ in lineup]
+    results: list[list[TrialResult]] = [[] for _ in lineup]
     done, round_s = 0, 0.0
     for rnd in range(rounds):
         if done and time_left() < round_s * 1.1:
@@ -221,7 +221,7 @@ def _choose(verified: list[Verified], default: Record, rounds: int,
 def trusted_alone(r: Record) -> bool:
     """Whether one search measurement may stand without verification: not when the machine was
     busy during its window (cpu_share below BUSY_CPU_SHARE); verification re-measures those."""
-    return not busy(r.attrs.get("cpu_share"))
+    return not busy(r.result.cpu_share)
 
 
 def unverified(best: Record, default: Record, why: str) -> Recommendation:

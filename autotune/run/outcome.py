@@ -1,5 +1,5 @@
 """How a trial ended, and what it gave: the outcome names, the runner's `RunResult`, and the
-`Evaluation` of one configuration that the search, verification and the study consume.
+`TrialResult` of one configuration that the search, verification and the study consume.
 """
 from __future__ import annotations
 
@@ -35,15 +35,53 @@ class RunResult:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Evaluation:
-    """What evaluating one configuration gave (a real trial, or a row of a recorded landscape)."""
-    outcome: str
-    reason: str = ""
-    throughput: float | None = None
-    accuracy: float | None = None
-    seconds: float = 0.0
-    attrs: dict[str, Any] = field(default_factory=dict)
+class TrialResult:
+    """What evaluating one configuration gave: the one result type of a trial, from the runner
+    (or a replayed landscape) through the search to the study and back (study/records.py stores
+    it as the trial's user attributes, under these field names, and reads it back).
+
+    The runner fills the outcome and the measurement; the search adds its judgement of the
+    configuration's quality (`accuracy`, `math_class`, `quality*`) before storing it. A field
+    left at its default is not known for this trial (and not stored).
+    """
+    outcome: str                             # one of OUTCOMES
+    reason: str = ""                         # why it did not end ok (clipped when stored)
+    throughput: float | None = None          # samples/s (a script's score); stored as values[0]
+    accuracy: float | None = None            # held-out quality: the run's; once stored, as judged
+    seconds: float = 0.0                     # wall time the evaluation cost (budgeting)
+    mode: str | None = None                  # "throughput" | "accuracy"; None: not launched
+    cpu_share: float | None = None           # rank 0's CPU time / (window x threads): < 1 is busy
+    log_tail: str = ""                       # the ranks' last output, for a failed run
+    # The timed window of an ok run (measure.stats.Measurement)
+    step_median_s: float | None = None       # rank 0's median step time
+    step_iqr_s: float | None = None          # ... and its IQR
+    throughput_iqr: float | None = None      # IQR of per-step global throughput
+    startup_s: float | None = None           # launch -> first training step, slowest rank
+    timed_share: float | None = None         # timed window / wall time
+    timed_steps: int | None = None           # steps in the timed window
+    peak_rss_mb: tuple[int | None, ...] = ()  # by rank
+    # A quality ("accuracy") run
+    seed: int | None = None                  # its seed
+    curve: tuple[tuple[int, float], ...] = ()  # (samples trained, held-out quality)
+    gns: dict[str, Any] | None = None        # squared gradient norms (worker.gradnoise)
+    # Script mode
+    metric_source: str | None = None         # where the score came from (measure.script.SOURCES)
+    metric_shown: str = ""                   # the score in the script's own unit, as printed
+    observed: tuple[dict[str, Any], ...] = ()  # each rank's processes as sampled from outside
+    unacted: tuple[str, ...] = ()            # planned knobs the processes did not show in force
+    overridden: dict[str, str] = field(default_factory=dict)  # {knob: why} of those knobs
+    # The search's judgement, added before the result is stored
+    math_class: str | None = None            # what the configuration's training math is
+    quality: str | None = None               # accepted | rejected | pending | quality run failed
+    quality_sd: float | None = None          # sd of the class's seeded qualities
+    quality_n: int | None = None             # how many seeds they are
+    quality_verdict: str | None = None       # the gate's verdict, as text
+    reused_from: int | None = None           # a repeat: the trial whose measurement it mirrors
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome == OK
 
 
 # (config, "throughput" | "accuracy", seed=0): "accuracy" is one seeded quality run
-Evaluate = Callable[..., Evaluation]
+Evaluate = Callable[..., TrialResult]

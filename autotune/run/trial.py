@@ -24,7 +24,7 @@ from ..plan.launch_plan import LaunchPlan
 from .outcome import RunResult
 from .runner import free_port, run_plan
 from .rank_output import read_tail
-from ..measure.script import SOURCES, fill, script_metric
+from ..measure.script import fill, script_metric
 from ..probe.topology import Topology
 from ..worker.workloads import QUALITY_SAMPLES
 
@@ -206,16 +206,16 @@ def live_evaluator(topology: Topology, settings: TrialSettings, *,
     """Evaluate configurations with real trials. The per-trial timeout follows from the first
     (reference) trial's duration unless `adapt_timeout` is off (the user set one), and never
     lets one trial run past the remaining budget."""
-    from .outcome import Evaluation
+    from .outcome import TrialResult
     state = {"timeout": settings.timeout_s}
     speed: dict[str, float] = {}  # config key -> measured samples/s, to size accuracy timeouts
     script_accuracy: dict[str, float | None] = {}
 
     def evaluate(config: Config, mode: str, *, seed: int = 0,
-                 samples: int | None = None) -> Evaluation:
+                 samples: int | None = None) -> TrialResult:
         if mode == "accuracy" and settings.command:
             # A script is not rerun for accuracy: what it reported alongside its speed stands.
-            return Evaluation(outcome=R.OK, accuracy=script_accuracy.get(config.key()))
+            return TrialResult(outcome=R.OK, accuracy=script_accuracy.get(config.key()))
         timeout = state["timeout"]
         if mode == "accuracy" and config.key() in speed:
             # A quality run trains a fixed number of samples (plus held-out checkpoints and the
@@ -226,48 +226,45 @@ def live_evaluator(topology: Topology, settings: TrialSettings, *,
                                accuracy_samples=samples or settings.accuracy_samples)
         out = run_trial(config, topology, run_settings, mode=mode, seed=seed)
         m, run = out.measurement, out.run
-        # cpu_share on every trial, None when unknown: report flags windows on a busy machine
-        attrs: dict[str, Any] = {"wall_seconds": round(run.wall_seconds, 2), "mode": mode,
-                                 "cpu_share": round(m.cpu_share, 3)
-                                 if m is not None and m.cpu_share is not None else None}
+        fields: dict[str, Any] = {}
         if settings.command:
-            attrs["metric_source"] = out.metric_source
-            attrs["metric_note"] = SOURCES.get(out.metric_source, "")
-            attrs["metric_shown"] = out.metric_shown
             script_accuracy[config.key()] = m.accuracy if m else None
-            attrs.update(observed_attrs(out.observations, out.unacted))
+            fields.update(metric_source=out.metric_source, metric_shown=out.metric_shown,
+                          **observed_fields(out.observations, out.unacted))
         if m is not None:
-            attrs.update(step_median_s=m.step_stats.median, step_iqr_s=m.step_stats.iqr,
-                         throughput_iqr=m.throughput_iqr, startup_s=m.startup_seconds,
-                         timed_share=m.timed_share, timed_steps=m.timed_steps,
-                         cpu_share=m.cpu_share,
-                         peak_rss_mb=[round(b / 2**20) if b else None for b in m.peak_rss_bytes])
+            fields.update(step_median_s=m.step_stats.median, step_iqr_s=m.step_stats.iqr,
+                          throughput_iqr=m.throughput_iqr, startup_s=m.startup_seconds,
+                          timed_share=m.timed_share, timed_steps=m.timed_steps,
+                          # None when unknown; report flags windows on a busy machine
+                          cpu_share=m.cpu_share,
+                          peak_rss_mb=tuple(round(b / 2**20) if b else None
+                                            for b in m.peak_rss_bytes))
             if mode == "throughput":
                 speed[config.key()] = m.throughput
             else:
-                attrs.update(seed=seed, curve=[list(p) for p in m.curve], gns=m.gns)
+                fields.update(seed=seed, curve=m.curve, gns=m.gns)
             if adapt_timeout and mode == "throughput" and state["timeout"] == settings.timeout_s:
                 # 4x the first good trial (at least 30 s): a slow config still finishes, a hung
                 # one does not eat the budget.
                 state["timeout"] = max(30.0, 4.0 * run.wall_seconds)
-        elif run.log_tail:
-            attrs["log_tail"] = run.log_tail
-        return Evaluation(outcome=run.outcome, reason=run.reason,
-                          throughput=m.throughput if m else None,
-                          accuracy=m.accuracy if m else None, seconds=run.wall_seconds,
-                          attrs=attrs)
+        else:
+            fields["log_tail"] = run.log_tail
+        return TrialResult(outcome=run.outcome, reason=run.reason, mode=mode,
+                           throughput=m.throughput if m else None,
+                           accuracy=m.accuracy if m else None, seconds=run.wall_seconds,
+                           **fields)
     return evaluate
 
 
-def observed_attrs(observations, unacted) -> dict[str, Any]:
-    """What a script trial's processes showed, as stored trial attributes: per rank, and the
-    knobs that did not act ({knob: the first message about it}) for the search and the export."""
+def observed_fields(observations, unacted) -> dict[str, Any]:
+    """What a script trial's processes showed, as TrialResult fields: per rank, and the knobs
+    that did not act ({knob: the first message about it}) for the search and the export."""
     from ..probe.parse import format_cpulist
     overridden: dict[str, str] = {}
     for u in unacted:
         overridden.setdefault(u.knob, u.message)
-    return {"observed": [{"rank": o.rank, "busy_threads": o.busy_threads,
-                          "num_threads": o.num_threads, "affinity": format_cpulist(o.affinity),
-                          "libraries": list(o.libraries), "mempolicy": o.mempolicy,
-                          "processes": o.num_processes} for o in observations],
-            "unacted": [u.message for u in unacted], "overridden": overridden}
+    return {"observed": tuple({"rank": o.rank, "busy_threads": o.busy_threads,
+                               "num_threads": o.num_threads, "affinity": format_cpulist(o.affinity),
+                               "libraries": list(o.libraries), "mempolicy": o.mempolicy,
+                               "processes": o.num_processes} for o in observations),
+            "unacted": tuple(u.message for u in unacted), "overridden": overridden}

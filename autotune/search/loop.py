@@ -18,7 +18,7 @@ from ..plan.placement import canonical
 from ..plan.feasible import ruled_out
 from ..probe.topology import Topology
 from ..run import outcome as R
-from ..run.outcome import Evaluate, Evaluation
+from ..run.outcome import Evaluate, TrialResult
 from ..study.evidence import CONFIRM_SEEDS, QualityBook
 from ..study.records import (DEFAULT_ROLE, REPEAT_ROLE, RUN_CPU_ROLE, SEARCH_ROLE, Record,
                              record_trial, records)
@@ -97,7 +97,7 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
 
     def confirmation_cost() -> float:
         lead = max((r for r in known.values() if r.feasible and r.throughput
-                    and r.attrs.get("quality") == "accepted"),
+                    and r.result.quality == "accepted"),
                    key=lambda r: r.throughput, default=None)
         if lead is None or book.class_of(lead.config) == book.class_of(base):
             return 0.0
@@ -111,20 +111,21 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
         nonlocal measured
         reason = ruled_out(config, space, topology)
         if reason:
-            ev = Evaluation(outcome=R.INFEASIBLE, reason=reason)
+            ev = TrialResult(outcome=R.INFEASIBLE, reason=reason)
         else:
             on_event("trial_start", config=config, role=role, number=len(known))
             try:
                 ev = evaluate(config, "throughput")
             except KeyboardInterrupt:
                 if trial is not None:  # keep the study honest: this one did not finish
-                    record_trial(study, config=config, outcome=R.INTERRUPTED, role=role,
-                                 reason="the search was interrupted during this trial", trial=trial)
+                    stopped = TrialResult(outcome=R.INTERRUPTED,
+                                          reason="the search was interrupted during this trial")
+                    record_trial(study, config=config, result=stopped, role=role, trial=trial)
                 raise
             measured += 1
             if ev.outcome == R.OK:
                 durations.append(ev.seconds)
-        acc, violation, qattrs = None, 0.0, {}
+        acc, violation, judged = None, 0.0, {}
         if ev.outcome == R.OK and options.reported_accuracy:
             acc = ev.accuracy
             base_rec = known.get(key(base))
@@ -134,19 +135,13 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
                     and base_rec and base_rec.accuracy is not None:
                 violation = _accuracy_violation(acc, base_rec.accuracy, options.max_accuracy_drop)
         elif ev.outcome == R.OK:
-            acc, violation, qattrs = judge(config, ev.throughput or 0.0)
-        number = record_trial(study, config=config, outcome=ev.outcome, reason=ev.reason,
-                              throughput=ev.throughput, accuracy=acc, violation=violation,
-                              role=role, attrs={**ev.attrs, **qattrs, "seconds": ev.seconds},
-                              trial=trial)
-        rec = Record(config=config, outcome=ev.outcome, reason=ev.reason,
-                     throughput=ev.throughput if ev.outcome == R.OK else None, accuracy=acc,
-                     feasible=ev.outcome == R.OK and violation <= 0, role=role, number=number,
-                     attrs={**ev.attrs, **qattrs})
+            acc, violation, judged = judge(config, ev.throughput or 0.0)
+        rec = record_trial(study, config=config, result=replace(ev, accuracy=acc, **judged),
+                           violation=violation, role=role, trial=trial)
         known[key(config)] = rec
         on_event("trial_end", record=rec, seconds=ev.seconds)
-        if ev.attrs.get("overridden"):
-            hold(ev.attrs["overridden"])
+        if ev.overridden:
+            hold(ev.overridden)
         return rec
 
     def quality_cost(config: Config, throughput: float) -> float:
@@ -160,7 +155,8 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
 
     def judge(config: Config, throughput: float) -> tuple[float | None, float, dict[str, Any]]:
         """Quality of `config`'s math class: measured now when it is the default's class (the
-        noise floor) or a contender for the lead, else left pending until it matters."""
+        noise floor) or a contender for the lead, else left pending until it matters.
+        Returns (accuracy, violation, the TrialResult fields of the judgement)."""
         is_base = book.class_of(config) == book.class_of(base)
         contender = throughput >= 0.97 * leader()
         if book.missing_seeds(config) and (is_base or contender) \
@@ -173,15 +169,17 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
 
     def quality_of(config: Config) -> tuple[float | None, float, dict[str, Any]]:
         ev, verdict = book.evidence(config), book.verdict(config)
-        attrs: dict[str, Any] = {"math_class": book.class_of(config)}
+        cls = book.class_of(config)
         if ev is not None and ev.failed and verdict is None:
-            return None, 1.0, {**attrs, "quality": f"quality run failed: {ev.failed}"}
+            return None, 1.0, {"math_class": cls, "quality": f"quality run failed: {ev.failed}"}
         if verdict is None:
-            return None, 0.0, {**attrs, "quality": "pending"}
+            return None, 0.0, {"math_class": cls, "quality": "pending"}
         sample = ev.sample(book.seeds)
-        attrs.update(quality="rejected" if verdict.reject else "accepted",
-                     quality_sd=sample.sd, quality_n=sample.n, quality_verdict=verdict.describe())
-        return sample.mean, (verdict.margin_pp if verdict.reject else min(0.0, verdict.margin_pp)), attrs
+        judged = {"math_class": cls, "quality": "rejected" if verdict.reject else "accepted",
+                  "quality_sd": sample.sd, "quality_n": sample.n,
+                  "quality_verdict": verdict.describe()}
+        violation = verdict.margin_pp if verdict.reject else min(0.0, verdict.margin_pp)
+        return sample.mean, violation, judged
 
     # 1. References: what the user gets without tuning, and the best-known launcher heuristic.
     refs: dict[str, Record | None] = {}
@@ -197,7 +195,7 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
             rec = evaluate_and_record(config, role, trial=trial)
             if role == DEFAULT_ROLE and rec.outcome in (R.WORKLOAD_ERROR, R.CRASH):
                 # The same failure would repeat on every trial: stop now, show the cause.
-                lines = [ln.strip() for ln in rec.attrs.get("log_tail", "").splitlines()
+                lines = [ln.strip() for ln in rec.result.log_tail.splitlines()
                          if ln.strip() and not ln.startswith("--- rank ")]
                 tail = " | ".join(lines[-3:]) or rec.reason
                 raise WorkloadError(f"the workload fails on the default launch ({rec.outcome}: "
@@ -238,10 +236,10 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
         if seen is not None:
             # Never run a configuration twice: tell the sampler what it already measured.
             repeats += 1
-            record_trial(study, config=config, outcome=seen.outcome, reason=seen.reason,
-                         throughput=seen.throughput, accuracy=seen.accuracy,
-                         violation=0.0 if seen.feasible else 1.0, role=REPEAT_ROLE,
-                         attrs={"reused_from": seen.number}, trial=trial)
+            record_trial(study, config=config, result=TrialResult(
+                outcome=seen.outcome, reason=seen.reason, throughput=seen.throughput,
+                accuracy=seen.accuracy, reused_from=seen.number),
+                violation=0.0 if seen.feasible else 1.0, role=REPEAT_ROLE, trial=trial)
             continue
         repeats = 0
         rec = evaluate_and_record(config, SEARCH_ROLE, trial=trial)
@@ -261,18 +259,18 @@ def _settle(known: dict[str, Record], book: "QualityBook", quality_of, quality_c
     """Records with their final quality; pending ones among the top `top` measured if time allows,
     and any still pending afterwards are not recommendable."""
     def refreshed(r: Record) -> Record:
-        if r.outcome != R.OK or r.attrs.get("metric_source"):
+        if r.outcome != R.OK or r.result.metric_source:
             return r
-        acc, violation, attrs = quality_of(r.config)
-        return replace(r, accuracy=acc, feasible=violation <= 0 and attrs.get("quality") != "pending",
-                       attrs={**r.attrs, **attrs})
+        acc, violation, judged = quality_of(r.config)
+        return replace(r, result=replace(r.result, accuracy=acc, **judged),
+                       feasible=violation <= 0 and judged["quality"] != "pending")
 
     while True:
         recs = [refreshed(r) for r in known.values()]
         ranked = sorted((r for r in recs if r.outcome == R.OK and r.throughput
-                         and r.attrs.get("quality") in ("accepted", "pending")),
+                         and r.result.quality in ("accepted", "pending")),
                         key=lambda r: r.throughput, reverse=True)[:top]
-        pending = [r for r in ranked if r.attrs.get("quality") == "pending"]
+        pending = [r for r in ranked if r.result.quality == "pending"]
         todo = next((r for r in pending if quality_cost(r.config, r.throughput) <= left()), None)
         if todo is None:
             return recs

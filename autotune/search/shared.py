@@ -34,7 +34,7 @@ from ..config import Config
 from ..errors import StorageError
 from ..study.storage import redact
 from ..study.owners import owner_alive, this_process
-from ..study.records import REPEAT_ROLE, Record, record_of
+from ..study.records import REPEAT_ROLE, Record, duplicate_attrs, has_record, record_of
 
 CLAIM_KEY = "autotune:claim"
 WORKER_PREFIX = "autotune:worker:"
@@ -100,7 +100,8 @@ class ConfigClaims:
         self.study, self.lock, self.key, self.deadline = study, lock, key, deadline
         self.token = uuid.uuid4().hex     # this search's claims, even beside another in-process
         self.owner = this_process()
-        self._keys: dict[int, str] = {}   # trial number -> canonical key of a COMPLETE trial
+        # trial number -> (canonical key, record) of a COMPLETE trial (None: not a measurement)
+        self._done: dict[int, tuple[str, Record] | None] = {}
 
     def claim(self, config: Config, trial: optuna.Trial | Callable[[], optuna.Trial]
               ) -> tuple[str, Record | None, optuna.Trial | None]:
@@ -124,8 +125,8 @@ class ConfigClaims:
         """End a sampled trial whose configuration another worker is measuring: PRUNED (not run;
         FAIL means interrupted here), which TPE leaves out, so the sampler may propose it again
         once its result is in, and then that result is reused."""
-        trial.set_user_attr("role", "duplicate")
-        trial.set_user_attr("reason", why)
+        for key, value in duplicate_attrs(why).items():
+            trial.set_user_attr(key, value)
         self.study.tell(trial, state=TrialState.PRUNED)
 
     def accuracy(self, math_key: str, measure: Callable[[], tuple[float | None, float]]
@@ -156,12 +157,13 @@ class ConfigClaims:
         # (claims themselves cannot appear meanwhile: they are written under the lock we hold).
         busy = any(c["key"] == want for c in self._live_claims())
         for t in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-            if "config" not in t.user_attrs or t.user_attrs.get("role") == REPEAT_ROLE:
-                continue
-            if t.number not in self._keys:
-                self._keys[t.number] = self.key(Config.from_dict(t.user_attrs["config"]))
-            if self._keys[t.number] == want:
-                return record_of(t), False
+            if t.number not in self._done:   # a finished trial's attributes no longer change
+                r = record_of(t) if has_record(t) else None
+                self._done[t.number] = ((self.key(r.config), r)
+                                        if r is not None and r.role != REPEAT_ROLE else None)
+            done = self._done[t.number]
+            if done is not None and done[0] == want:
+                return done[1], False
         return None, busy
 
     def _live_claims(self) -> list[dict[str, Any]]:

@@ -130,7 +130,8 @@ class QualityBook:
                 self._store(cls, config, seed, {
                     "quality": out.accuracy if ok else None,
                     "reason": None if ok else f"{out.outcome}: {out.reason}",
-                    "curve": out.attrs.get("curve"), "gns": out.attrs.get("gns"),
+                    "curve": [list(p) for p in out.curve] or None,
+                    "gns": out.gns,
                     "seconds": round(out.seconds, 2), "samples": samples})
                 return (out.accuracy if ok else None), out.seconds
             if self.claims is not None:   # another worker's run of it is waited for, not repeated

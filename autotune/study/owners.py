@@ -12,7 +12,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from ..run import outcome as R
+from .records import interrupted_attrs
 from .storage import storage_of, trial_id
 
 
@@ -81,8 +81,8 @@ def fail_stale_running(study: optuna.Study) -> int:
         if _owner_alive(t):
             continue
         storage, tid = storage_of(study), trial_id(study, t.number)
-        storage.set_trial_user_attr(tid, "outcome", R.INTERRUPTED)
-        storage.set_trial_user_attr(tid, "reason", "the search was killed during this trial")
+        for key, value in interrupted_attrs("the search was killed during this trial").items():
+            storage.set_trial_user_attr(tid, key, value)
         storage.set_trial_state_values(tid, TrialState.FAIL)
         n += 1
     return n

@@ -10,6 +10,7 @@ from typing import Any
 
 from ..measure import quality as Q
 from ..config import REFERENCE_GLOBAL_BATCH
+from ..run.outcome import TrialResult
 from .evidence import NOISE_FLOOR_ATTR, ClassEvidence, stored_classes
 
 
@@ -28,14 +29,14 @@ class QualityFacts:
         return dict(self.__dict__)
 
 
-def verdict(study_attrs: dict[str, Any], trial_attrs: dict[str, Any]) -> str:
+def verdict(study_attrs: dict[str, Any], result: TrialResult) -> str:
     """The gate's answer for a trial's class with everything stored now (a class measured after
     the trial was recorded included): accepted, rejected, pending or failed."""
-    cls = trial_attrs.get("math_class")
+    cls = result.math_class
     floor = study_attrs.get(NOISE_FLOOR_ATTR) or {}
     ev = stored_classes(study_attrs).get(cls) if cls else None
     if ev is None or not floor.get("values"):
-        return str(trial_attrs.get("quality", "pending"))
+        return result.quality or "pending"
     if ev.failed and ev.sample() is None:
         return "failed"
     if cls == floor.get("math_class"):
@@ -49,10 +50,10 @@ def verdict(study_attrs: dict[str, Any], trial_attrs: dict[str, Any]) -> str:
     return "rejected" if v.reject else "accepted"
 
 
-def facts(study_attrs: dict[str, Any], trial_attrs: dict[str, Any], throughput: float,
+def facts(study_attrs: dict[str, Any], result: TrialResult, throughput: float,
           global_batch: int) -> QualityFacts | None:
     classes = stored_classes(study_attrs)
-    cls = trial_attrs.get("math_class")
+    cls = result.math_class
     if cls is None:
         return None
     ev: ClassEvidence | None = classes.get(cls)
@@ -68,7 +69,7 @@ def facts(study_attrs: dict[str, Any], trial_attrs: dict[str, Any], throughput: 
         global_batch == reference else None
     return QualityFacts(
         mean=sample.mean if sample else None, sd=sample.sd if sample else None,
-        n=sample.n if sample else 0, verdict=verdict(study_attrs, trial_attrs),
+        n=sample.n if sample else 0, verdict=verdict(study_attrs, result),
         samples_to_target=to_target,
         time_to_target_s=to_target / throughput if to_target and throughput else None,
         goodput=throughput * eff if eff is not None else None, efficiency=eff)

@@ -1,5 +1,18 @@
-"""Trials as stored and read back: one `Record` per evaluated configuration, and the roles a
-trial plays in a study (the only place they are named).
+"""Trials as stored and read back: one `Record` per evaluated configuration, the roles a trial
+plays in a study (the only place they are named), and the one conversion between a trial's
+result and Optuna's user attributes.
+
+A `Record` is a stored trial: its configuration, the role it played, its number, whether it met
+every constraint, and its `TrialResult` (run/outcome.py), the same typed value the runner
+returned and the search judged. The record wraps the result instead of merging with it: role,
+number and feasibility belong to the study, and an evaluation has none of them until stored.
+
+Stored form (the keys autotune has always written, so old studies load and optuna-dashboard
+shows them): every TrialResult field under its own name as JSON (tuples as lists), except
+throughput, which is the trial's first objective; a field at its default is left out (and read
+back as the default). Beside them: schema_version, autotune_version, config, config_key and role, and, derived,
+wall_seconds (rounded seconds of a launched run) and metric_note (what metric_source means).
+Reading takes the keys it knows and ignores the rest (a claim, keys of other versions).
 
 Every stored trial carries the schema version, autotune version and full config, so a study can
 be read a year later. A failed trial is stored as a result with a violated constraint (TPE learns
@@ -8,7 +21,7 @@ to avoid it); only interruptions are stored as FAIL.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import optuna
@@ -17,8 +30,10 @@ from optuna.trial import FrozenTrial, TrialState
 
 from .. import __version__
 from ..config import Config
+from ..measure.script import SOURCES
 from ..probe.topology import SCHEMA_VERSION
 from ..run import outcome as R
+from ..run.outcome import TrialResult
 from .storage import storage_of, trial_id
 
 # The roles a trial plays (user attr "role"). The two references are measured first; a repeat
@@ -27,9 +42,11 @@ SEARCH_ROLE = "search"
 DEFAULT_ROLE = "reference:default"
 RUN_CPU_ROLE = "reference:run_cpu"
 REPEAT_ROLE = "repeat"
+# A sampled trial whose configuration another worker was measuring: PRUNED, never run.
+DUPLICATE_ROLE = "duplicate"
 
+REASON_LIMIT = 1000
 LOG_TAIL_LIMIT = 4000
-
 
 # optuna-dashboard 0.21 reads constraints only from the list under this old key; Optuna 5 reads
 # both that and `constraints:<name>`, so both are written.
@@ -40,35 +57,47 @@ _OLD_CONSTRAINTS_KEY = "constraints"
 class Record:
     """One evaluated configuration as the search sees it (built from a trial or a result)."""
     config: Config
-    outcome: str
-    reason: str = ""
-    throughput: float | None = None
-    accuracy: float | None = None
-    feasible: bool = False
+    result: TrialResult
     role: str = SEARCH_ROLE
-    number: int | None = None
-    attrs: dict[str, Any] = field(default_factory=dict)
+    number: int | None = None         # the trial's number in the study (None: not stored)
+    feasible: bool = False            # ok, and every constraint (the accuracy rule) met
+
+    # What every reader of a record asks first, read through to the result.
+    @property
+    def outcome(self) -> str:
+        return self.result.outcome
+
+    @property
+    def reason(self) -> str:
+        return self.result.reason
+
+    @property
+    def throughput(self) -> float | None:
+        return self.result.throughput
+
+    @property
+    def accuracy(self) -> float | None:
+        return self.result.accuracy
 
 
-def record_trial(study: optuna.Study, *, config: Config, outcome: str, reason: str = "",
-                 throughput: float | None = None, accuracy: float | None = None,
-                 violation: float = 0.0, role: str = SEARCH_ROLE, attrs: dict[str, Any] | None = None,
+def record_trial(study: optuna.Study, *, config: Config, result: TrialResult,
+                 violation: float = 0.0, role: str = SEARCH_ROLE,
                  trial: optuna.Trial | None = None, params: dict[str, Any] | None = None,
-                 distributions: dict[str, CategoricalDistribution] | None = None) -> int:
-    """Store one result. A failed trial is stored as a result with a violated constraint (so the
-    sampler learns to avoid it: TPE ignores FAIL trials); only interruptions are stored as FAIL."""
-    user = {"schema_version": SCHEMA_VERSION, "autotune_version": __version__,
-            "config": config.to_dict(), "config_key": config.key(), "outcome": outcome,
-            "reason": reason[:1000], "role": role, "accuracy": accuracy, **(attrs or {})}
-    if "log_tail" in user:
-        user["log_tail"] = str(user["log_tail"])[-LOG_TAIL_LIMIT:]
-    ok = outcome == R.OK and throughput is not None
-    if outcome == R.INTERRUPTED:
+                 distributions: dict[str, CategoricalDistribution] | None = None) -> Record:
+    """Store one result (on `trial`, or as a new trial) and return it as the search sees it.
+    A failed trial is stored as a result with a violated constraint (so the sampler learns to
+    avoid it: TPE ignores FAIL trials); only interruptions are stored as FAIL."""
+    result = replace(result, reason=result.reason[:REASON_LIMIT],
+                     log_tail=result.log_tail[-LOG_TAIL_LIMIT:])
+    user = _user_attrs(config, result, role)
+    ok = result.ok and result.throughput is not None
+    if result.outcome == R.INTERRUPTED:
         state, values, constraint = TrialState.FAIL, None, None
     else:
         state = TrialState.COMPLETE
-        acc = accuracy if accuracy is not None and math.isfinite(accuracy) else 0.0
-        values = [float(throughput), float(acc)] if ok else [0.0, 0.0]
+        acc = result.accuracy
+        acc = acc if acc is not None and math.isfinite(acc) else 0.0
+        values = [float(result.throughput), float(acc)] if ok else [0.0, 0.0]
         constraint = float(violation) if ok else 1.0
     if trial is None:
         frozen = optuna.trial.create_trial(
@@ -77,33 +106,86 @@ def record_trial(study: optuna.Study, *, config: Config, outcome: str, reason: s
             system_attrs=({} if constraint is None else
                           {_OLD_CONSTRAINTS_KEY: [constraint], "constraints:feasible": constraint}))
         study.add_trial(frozen)
-        return study.trials[-1].number
-    for k, v in user.items():
-        trial.set_user_attr(k, v)
-    if constraint is not None:
-        trial.set_constraint("feasible", constraint)
-        storage_of(study).set_trial_system_attr(trial_id(study, trial.number),
-                                                _OLD_CONSTRAINTS_KEY, [constraint])
-    study.tell(trial, values=values, state=state)
-    return trial.number
+        number = study.trials[-1].number
+    else:
+        for k, v in user.items():
+            trial.set_user_attr(k, v)
+        if constraint is not None:
+            trial.set_constraint("feasible", constraint)
+            storage_of(study).set_trial_system_attr(trial_id(study, trial.number),
+                                                    _OLD_CONSTRAINTS_KEY, [constraint])
+        study.tell(trial, values=values, state=state)
+        number = trial.number
+    return Record(config=config, result=result, role=role, number=number,
+                  feasible=constraint is not None and constraint <= 0)
 
 
 def records(study: optuna.Study) -> list[Record]:
     """Every stored evaluation, oldest first (interrupted and running ones excluded)."""
-    out = []
-    for t in study.get_trials(deepcopy=False):
-        if t.state != TrialState.COMPLETE or "config" not in t.user_attrs:
-            continue
-        out.append(record_of(t))
-    return out
+    return [record_of(t) for t in study.get_trials(deepcopy=False)
+            if t.state == TrialState.COMPLETE and has_record(t)]
+
+
+def has_record(t: FrozenTrial) -> bool:
+    """Whether autotune stored a result on this trial (a claimed or pruned one has none)."""
+    return "config" in t.user_attrs
 
 
 def record_of(t: FrozenTrial) -> Record:
-    u = t.user_attrs
-    ok = u.get("outcome") == R.OK
-    feasible = ok and all(v <= 0 for v in t.constraints.values())
+    """The record of a trial `has_record` accepts, completed or interrupted (FAIL)."""
+    u, result = t.user_attrs, _result_of(t)
     return Record(config=Config.from_dict(u["config"], where=f"trial {t.number}"),
-                  outcome=u.get("outcome", "?"), reason=u.get("reason", ""),
-                  throughput=t.values[0] if ok and t.values else None,
-                  accuracy=u.get("accuracy"), feasible=feasible, role=u.get("role", SEARCH_ROLE),
-                  number=t.number, attrs=dict(u))
+                  result=result, role=u.get("role", SEARCH_ROLE), number=t.number,
+                  feasible=result.ok and all(v <= 0 for v in t.constraints.values()))
+
+
+def interrupted_attrs(reason: str) -> dict[str, str]:
+    """The user attributes that mark a trial interrupted (a search killed while it ran)."""
+    return {"outcome": R.INTERRUPTED, "reason": reason[:REASON_LIMIT]}
+
+
+def duplicate_attrs(reason: str) -> dict[str, str]:
+    """The user attributes of a sampled trial left unrun: another worker measures its config."""
+    return {"role": DUPLICATE_ROLE, "reason": reason[:REASON_LIMIT]}
+
+
+# Fields stored as JSON lists and read back as tuples (curve: of pairs).
+_TUPLES = {"peak_rss_mb", "observed", "unacted"}
+_UNKNOWN = TrialResult(outcome="")   # every field at its default
+
+
+def _user_attrs(config: Config, result: TrialResult, role: str) -> dict[str, Any]:
+    user: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION, "autotune_version": __version__,
+        "config": config.to_dict(), "config_key": config.key(), "outcome": result.outcome,
+        "reason": result.reason, "role": role, "accuracy": result.accuracy}
+    for f in fields(TrialResult):
+        value = getattr(result, f.name)
+        if f.name in user or f.name == "throughput" or value == getattr(_UNKNOWN, f.name):
+            continue
+        if f.name == "curve":
+            value = [list(p) for p in value]
+        user[f.name] = list(value) if f.name in _TUPLES else value
+    if result.mode is not None:
+        user["wall_seconds"] = round(result.seconds, 2)
+    if result.metric_source is not None:
+        user["metric_note"] = SOURCES.get(result.metric_source, "")
+    return user
+
+
+def _result_of(t: FrozenTrial) -> TrialResult:
+    u = t.user_attrs
+    known: dict[str, Any] = {}
+    for f in fields(TrialResult):
+        value = u.get(f.name)
+        if value is None or f.name == "throughput":
+            continue
+        if f.name == "curve":
+            value = tuple((int(n), float(q)) for n, q in value)
+        elif f.name in _TUPLES:
+            value = tuple(value)
+        known[f.name] = value
+    # Only interruptions are stored as FAIL; a search killed mid-trial may have left no outcome.
+    known.setdefault("outcome", R.INTERRUPTED if t.state == TrialState.FAIL else "?")
+    ok = known["outcome"] == R.OK
+    return TrialResult(**known, throughput=t.values[0] if ok and t.values else None)

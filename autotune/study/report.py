@@ -19,7 +19,7 @@ from .evidence import stored_classes
 from .report_format import _changes, _clip, _knobs, _machine, _num, _table
 from ..measure.stats import BUSY_CPU_SHARE, busy
 from .records import (DEFAULT_ROLE, REPEAT_ROLE, RUN_CPU_ROLE, SEARCH_ROLE, Record,
-                      record_of)
+                      has_record, record_of)
 
 MIN_IMPORTANCE_TRIALS = 5
 
@@ -150,12 +150,10 @@ class Report:
 def build_report(study: optuna.Study, *, top: int = 10) -> Report:
     attrs = study.user_attrs
     trials = study.get_trials(deepcopy=False)
-    recs = [record_of(t) for t in trials
-            if t.state == TrialState.COMPLETE and "config" in t.user_attrs]
+    recs = [record_of(t) for t in trials if t.state == TrialState.COMPLETE and has_record(t)]
     fresh = [r for r in recs if r.role != REPEAT_ROLE]
-    counts = Counter(r.outcome for r in fresh)
-    failed = [t for t in trials if t.state == TrialState.FAIL and "config" in t.user_attrs]
-    counts.update(t.user_attrs.get("outcome", R.INTERRUPTED) for t in failed)
+    failed = [record_of(t) for t in trials if t.state == TrialState.FAIL and has_record(t)]
+    counts = Counter(r.outcome for r in fresh + failed)
     running = sum(t.state == TrialState.RUNNING for t in trials)
     if running:
         counts["running"] += running
@@ -172,7 +170,7 @@ def build_report(study: optuna.Study, *, top: int = 10) -> Report:
                   references=refs, top=tuple(rows[:max(0, top)]),
                   pareto=tuple(pareto_front([r for r in rows if r.feasible])),
                   importances=importances, importance_note=note,
-                  failures=tuple(failures(fresh, failed)),
+                  failures=tuple(failures(fresh + failed)),
                   outside_tolerance=sum(1 for r in fresh if r.outcome == R.OK and not r.feasible),
                   extra=_quality_extra(attrs, fresh, rows[:max(0, top)]),
                   **_script_facts(attrs))
@@ -185,7 +183,7 @@ def _quality_extra(attrs: dict[str, Any], recs: list[Record], rows: list[Row]) -
     out = []
     for row in rows:
         r = by_number[row.number]
-        f = QR.facts(attrs, r.attrs, row.throughput, r.config.global_batch)
+        f = QR.facts(attrs, r.result, row.throughput, r.config.global_batch)
         out.append({"trial": row.number, "throughput": row.throughput, "x_default": row.x_default,
                     "facts": f.to_json() if f else None, "knobs": _knobs(row.changes)})
     return {"quality": out, "noise_floor": QR.noise_floor_line(attrs)}
@@ -215,12 +213,12 @@ def _rows(recs: list[Record], default_thr: float | None, attrs: dict[str, Any]) 
         if r.config.key() in seen:
             continue
         seen.add(r.config.key())
-        feasible = r.feasible and QR.verdict(attrs, r.attrs) not in ("rejected", "failed")
+        feasible = r.feasible and QR.verdict(attrs, r.result) not in ("rejected", "failed")
         rows.append(Row(number=r.number, role=r.role, throughput=r.throughput,
                         x_default=r.throughput / default_thr if default_thr else None,
                         accuracy=accuracy_of(r, attrs), feasible=feasible,
                         changes=_changes(r.config.to_dict()),
-                        cpu_share=r.attrs.get("cpu_share")))
+                        cpu_share=r.result.cpu_share))
     return rows
 
 
@@ -228,7 +226,7 @@ def accuracy_of(r: Record, attrs: dict[str, Any]) -> float | None:
     """Quality is measured once per math class and stored on the study (a class measured after
     this trial was recorded still counts); the trial's second objective cannot tell "not
     measured" (stored as 0.0) from a real 0.0."""
-    ev = stored_classes(attrs).get(r.attrs.get("math_class", ""))
+    ev = stored_classes(attrs).get(r.result.math_class or "")
     sample = ev.sample() if ev else None
     return sample.mean if sample else r.accuracy
 
@@ -254,8 +252,8 @@ def importance(study: optuna.Study) -> tuple[dict[str, float] | None, str]:
     """
     from optuna.importance import PedAnovaImportanceEvaluator, get_param_importances
     chosen = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-              if t.user_attrs.get("role") == SEARCH_ROLE and t.params and t.values
-              and record_of(t).feasible]
+              if t.params and t.values and has_record(t)
+              and (r := record_of(t)).role == SEARCH_ROLE and r.feasible]
     if len(chosen) < MIN_IMPORTANCE_TRIALS:
         return None, (f"not enough data: {len(chosen)} feasible search trial(s), at least "
                       f"{MIN_IMPORTANCE_TRIALS} needed; run a longer search")
@@ -275,14 +273,11 @@ def importance(study: optuna.Study) -> tuple[dict[str, float] | None, str]:
     return {k: float(v) for k, v in result.items()}, ""
 
 
-def failures(recs: list[Record], failed: list) -> list[Failure]:
+def failures(recs: list[Record]) -> list[Failure]:
     groups: dict[str, list[tuple[int | None, str]]] = {}
     for r in recs:
         if r.outcome != R.OK:
             groups.setdefault(r.outcome, []).append((r.number, r.reason))
-    for t in failed:
-        groups.setdefault(t.user_attrs.get("outcome", R.INTERRUPTED), []).append(
-            (t.number, t.user_attrs.get("reason", "")))
     out = []
     for outcome, items in sorted(groups.items(), key=lambda kv: -len(kv[1])):
         number, reason = next(((n, why) for n, why in items if why), items[0])
