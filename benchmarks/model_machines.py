@@ -167,7 +167,7 @@ def extended_optimum(topology: Topology, hw: Hardware, params: Params, land: Lan
 # -- calibration on this machine's recorded landscape ---------------------------------------------
 
 CALIBRATION_HW = Hardware(name="calibration", node_bandwidth_gbs=20.0, vcpus_share_cores=True,
-                          note="2 vCPUs of a cloud EPYC (family 25) VM, taken as SMT siblings")
+                          note="2 vCPUs of a cloud EPYC VM (family 26; family 25 before), taken as SMT siblings")
 
 
 def fit_report(land: Landscape, params: Params, hw: Hardware = CALIBRATION_HW) -> dict[str, Any]:
@@ -190,7 +190,7 @@ def fit_report(land: Landscape, params: Params, hw: Hardware = CALIBRATION_HW) -
 def calibrate(land: Landscape, params: Params = Params(), rounds: int = 3) -> Params:
     """Coordinate search on the parameters this machine can identify, minimising the squared
     error of log throughput over its recorded configs."""
-    grids = {"sample_s": [x * 1e-4 for x in range(8, 30)], "fixed_s": [x * 5e-4 for x in range(0, 40)],
+    grids = {"sample_s": [x * 1e-4 for x in range(3, 30)], "fixed_s": [x * 5e-4 for x in range(0, 40)],
              "bf16_gain": [1 + x / 20 for x in range(0, 25)],
              "sibling_gain": [x / 20 for x in range(0, 21)],
              "libiomp5": [0.9 + x / 100 for x in range(0, 21)],

@@ -28,7 +28,8 @@ from .model_machines import (calibrate, extended_optimum, fit_report, machines, 
                              published_shapes)
 from .search_efficiency import RESULTS, _finite, compare
 
-RECORDED = Path(__file__).resolve().parent / "data" / "landscape-d0a564b09095.json"
+# the Zen 5 machine's landscape (AMD EPYC family 26, 2 cores, 2026-11-24)
+RECORDED = Path(__file__).resolve().parent / "data" / "landscape-6607f14616f2.json"
 
 
 def simulate(name: str, seeds: int, budget_s: float = 1800.0, max_drop: float = 1.0,
@@ -97,7 +98,7 @@ def calibration_report(params: Params = Params(), refit: bool = False) -> dict[s
     shapes = {"cnn_78k_params": published_shapes(fitted),
               "resnet18_11.7M_params": published_shapes(
                   dataclasses.replace(fitted, grad_bytes=11.7e6 * 4))}
-    return {"recorded_on": "2-vCPU cloud VM, AMD EPYC family 25 (the landscape file's machine)",
+    return {"recorded_on": "2-core AMD EPYC family 26 model 2 (Zen 5) VM, 2026-11-24",
             "fit": fit_report(land, fitted), "params": fitted.__dict__, "published_shapes": shapes}
 
 

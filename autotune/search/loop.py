@@ -24,7 +24,8 @@ from ..study.records import (DEFAULT_ROLE, REPEAT_ROLE, RUN_CPU_ROLE, SEARCH_ROL
                              record_trial, records)
 from ..study.owners import claim_trial
 from .options import Clock, SearchOptions, SearchResult
-from .references import default_launch, reference_configs
+from .references import (STARTUP_TRIALS, default_launch, launchable_draw, reference_configs,
+                         unseen)
 from .shared import ConfigClaims, StudyLock
 
 # Study attribute: {knob: why} for the knobs a user's script overrides (script mode).
@@ -206,6 +207,7 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
     rng = random.Random(options.seed)
     stop_reason, since_gain, repeats = "budget", 0, 0
     best = max((r.throughput for r in known.values() if r.feasible and r.throughput), default=0.0)
+    drawn = sum(r.role == SEARCH_ROLE for r in known.values())  # a resumed study has its own
     while True:
         if left() < options.min_trial_s:
             stop_reason = "budget"
@@ -219,12 +221,18 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
             break
         if repeats >= 3:  # the sampler keeps proposing measured configs: explore instead
             taken = {**known, **dict.fromkeys(claims.busy_keys())} if claims else known
-            fresh = _unseen(space, taken, rng, key)
+            fresh = unseen(space, taken, rng, key)
             if fresh is None:
                 stop_reason = "exhausted"
                 break
             study.enqueue_trial(fresh)
             repeats = 0
+        if drawn < STARTUP_TRIALS:  # TPE's start-up, drawn from what can run here
+            drawn += 1
+            draw = launchable_draw(space, rng, lambda p: key(space.to_config(p)) in known,
+                                   lambda p: ruled_out(space.to_config(p), space, topology))
+            if draw is not None:
+                study.enqueue_trial(draw)
         trial = study.ask(distributions)
         claim_trial(study, trial)
         config = space.to_config(trial.params)
@@ -282,17 +290,3 @@ def _accuracy_violation(acc: float | None, base: float | None, max_drop_pp: floa
     if acc is None or base is None:
         return 1.0 if acc is None else 0.0
     return (base - acc) * 100.0 - max_drop_pp
-
-
-def _unseen(space, known: dict[str, Record], rng: random.Random,
-            key: Callable[[Config], str]) -> dict[str, Any] | None:
-    """A random configuration of the space not evaluated yet (None when all are)."""
-    knobs = space.knobs
-    for _ in range(500):
-        params = {k: rng.choice(list(v)) for k, v in knobs.items()}
-        if key(space.to_config(params)) not in known:
-            return params
-    for params in space.grid():  # small or nearly exhausted spaces: walk the grid
-        if key(space.to_config(params)) not in known:
-            return params
-    return None

@@ -1,14 +1,20 @@
-"""What a search starts from: the sampler, the default launch and the launcher heuristic
-(torch's run_cpu on CPUs, torchrun's NUMA binding on GPUs) measured as references."""
+"""What a search starts from: the sampler, its first draws, the default launch and the launcher
+heuristic (torch's run_cpu on CPUs, torchrun's NUMA binding on GPUs) measured as references."""
 from __future__ import annotations
 
+import random
 import warnings
+from typing import Any, Callable
 
 import optuna
 
 from ..config import Config
 from ..probe.topology import Topology
 from ..study.records import DEFAULT_ROLE, RUN_CPU_ROLE
+
+
+# TPE's random start-up draws; the search makes them itself, from launchable configurations.
+STARTUP_TRIALS = 6
 
 
 def make_sampler(seed: int = 0) -> optuna.samplers.BaseSampler:
@@ -19,7 +25,24 @@ def make_sampler(seed: int = 0) -> optuna.samplers.BaseSampler:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         return optuna.samplers.TPESampler(seed=seed, multivariate=True, group=True,
-                                          n_startup_trials=6, constant_liar=False)
+                                          n_startup_trials=STARTUP_TRIALS, constant_liar=False)
+
+
+def launchable_draw(space, rng: random.Random, seen: Callable[[dict[str, Any]], bool],
+                    ruled_out: Callable[[dict[str, Any]], str | None] = lambda params: None,
+                    tries: int = 5000) -> dict[str, Any] | None:
+    """A uniform random configuration of the space that can run here and was not measured yet,
+    or None when `tries` draws found none. TPE's own start-up draws are uniform over the whole
+    grid, and on large machines most of it cannot run (a quarter of the grid on 2 cores, 97.5% of
+    it on a simulated SNC3 socket: ranks x threads beyond the cores, batches the ranks cannot
+    split): its six random trials then measured almost nothing, and the model started from constraint
+    violations alone (benchmarks/README.md, "Search at scale"). Ruled-out draws cost a planner
+    call each, no trial."""
+    for _ in range(tries):
+        params = {k: rng.choice(list(v)) for k, v in space.knobs.items()}
+        if not seen(params) and ruled_out(params) is None:
+            return params
+    return None
 
 
 def default_launch(space, topology: Topology) -> Config:
@@ -50,3 +73,13 @@ def reference_configs(topology: Topology, base: Config) -> list[tuple[str, Confi
                          binding=binding, allocator=alloc,
                          omp_runtime="libiomp5" if caps.omp_runtimes.get("libiomp5") else "libgomp")
     return [(DEFAULT_ROLE, base), (RUN_CPU_ROLE, run_cpu)]
+
+
+def unseen(space, known: dict, rng: random.Random,
+           key: Callable[[Config], str]) -> dict[str, Any] | None:
+    """A random configuration of the space not evaluated yet (None when all are)."""
+    def seen(params: dict[str, Any]) -> bool:
+        return key(space.to_config(params)) in known
+    # small or nearly exhausted spaces: walk the grid
+    return launchable_draw(space, rng, seen, tries=500) or \
+        next((p for p in space.grid() if not seen(p)), None)

@@ -8,6 +8,7 @@ the first trial rather than half an hour into a study.
 from __future__ import annotations
 
 import ast
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -39,11 +40,24 @@ def _powers_of_two(n: int) -> tuple[int, ...]:
     return tuple(out)
 
 
+def _splittable(batch: int, ranks: int) -> int:
+    """`batch` when `ranks` can share it equally, else the next batch they can, in whole multiples
+    of 16 samples (48 for 3 ranks from 32). A global batch is split evenly over the ranks, so a
+    machine with 3 or 6 NUMA nodes (SNC3) has no layout using every node at 32, 64 or 128."""
+    if batch < 1 or ranks < 1:
+        raise ExprError(f"splittable() needs positive integers, got {batch}, {ranks}")
+    if batch % ranks == 0:
+        return batch
+    step = 16 * ranks // math.gcd(16, ranks)
+    return -(-batch // step) * step
+
+
 # name -> (number of arguments, implementation, result kind); every argument is an integer.
 FUNCTIONS: dict[str, tuple[int, Callable[..., Any], str]] = {
     "divisors": (1, _divisors, INTS),
     "range": (2, _range, INTS),
     "powers_of_two": (1, _powers_of_two, INTS),
+    "splittable": (2, _splittable, INT),
     "min": (2, min, INT),
     "max": (2, max, INT),
 }
