@@ -92,15 +92,18 @@ def test_simulated_machines_resolve_the_real_space():
     assert (names["usable_cores"], names["cores_per_node"], names["numa_nodes"], names["smt"]) == (
         128, 42, 3, 2)
     space = resolve(load_space(find_space("cpu")), snc3)
-    assert space.knobs["threads"] == (1, 2, 4, 8, 16, 32, 64, 128)  # no 42/43: nodes uneven
+    # a node's divisors and auto reach 42 or 43 cores a rank on uneven nodes
+    assert space.knobs["threads"] == (1, 2, 4, 8, 16, 32, 64, 128, 3, 6, 7, 14, 21, 42, None)
+    # 3 nodes cannot split 32 or 64 rank by rank: splittable() adds 48 and 96
+    assert space.knobs["global_batch"] == (32, 48, 64, 96, 128)
     assert space.knobs["backend"] == ("gloo", "ccl")
-    variant = resolve(load_space(find_space(str(MM.ROOT / "benchmarks/spaces/cpu-layouts.yaml"))), snc3)
-    assert variant.knobs["threads"] == (1, 2, 4, 8, 16, 32, 64, 128, 3, 6, 7, 14, 21, 42, None)
+    epyc, _ = ms["epyc-7763-nps4"]   # 4 nodes split 32 evenly: nothing added
+    assert resolve(load_space(find_space("cpu")), epyc).knobs["global_batch"] == (32, 64, 128)
 
 
 def test_fit_on_the_recorded_landscape_and_the_books_shape():
     rep = search_at_scale.calibration_report()
-    assert rep["fit"]["configs"] == 218
+    assert rep["fit"]["configs"] == 326   # the Zen 5 machine's launched configurations
     assert rep["fit"]["r2_log"] > 0.8 and rep["fit"]["median_abs_pct_error"] < 12
     gloo = rep["published_shapes"]["cnn_78k_params"]["gloo"]
     assert 1.15 < gloo["ratio"] < 1.35 and gloo["ranks"] > 1 and gloo["accuracy_drop_pp"] == 0
@@ -111,10 +114,10 @@ def test_the_real_search_on_a_modelled_machine(tmp_path, capsys):
     assert search_at_scale.main(["--machines", "epyc-7763-nps4", "--seeds", "1",
                                  "--out", str(out)]) == 0
     text = capsys.readouterr().out
-    # cpu.yaml on NPS4: 10080 combinations, 1320 launchable: a layout is launchable at a global
+    # cpu.yaml on NPS4: 11520 combinations, 1740 launchable: a layout is launchable at a global
     # batch its ranks can split (64 ranks cannot split 32 but can split 64 and 128)
-    assert "| epyc-7763-nps4 | 10080 (1320) |" in text
+    assert "| epyc-7763-nps4 | 11520 (1740) |" in text
     row = json.loads(out.read_text())["rows"][0]
-    assert row["space_size"] == 10080 and row["oracle_in_space"] is False  # 3 ranks/node x auto
+    assert row["space_size"] == 11520 and row["oracle_in_space"] is True  # auto reaches it
     assert row["trials_95"]["autotune"] <= row["launchable"]
     assert 0.0 <= row["success_30min"] <= 1.0

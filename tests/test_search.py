@@ -6,6 +6,7 @@ benchmarks); here it is a formula, so every assertion is exact. Storage is a rea
 from __future__ import annotations
 
 import dataclasses
+import random
 from pathlib import Path
 
 import optuna
@@ -20,7 +21,8 @@ from autotune.recommend.verify import pick_candidates, verify
 from autotune.search.loop import run_search
 from autotune.search.options import SearchOptions
 from autotune.run.outcome import TrialResult
-from autotune.search.references import make_sampler, reference_configs
+from autotune.search.references import (STARTUP_TRIALS, launchable_draw, make_sampler,
+                                        reference_configs)
 from autotune.study.records import DEFAULT_ROLE, RUN_CPU_ROLE
 from autotune.space.resolve import find_space, load_space, resolve
 from autotune.study.storage import open_storage, open_study
@@ -111,6 +113,29 @@ def test_infeasible_configs_are_recorded_with_a_violated_constraint_not_run(tmp_
         assert t.constraints["feasible"] > 0 and t.system_attrs["constraints"] == [1.0]
         assert t.user_attrs["config_key"] not in {k for k, _ in sim.calls}
         assert "exceeds" in t.user_attrs["reason"] or "violates" in t.user_attrs["reason"]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_sampler_start_up_is_drawn_from_launchable_configs(tmp_path, topo, space, seed):
+    """A quarter of this 2-core grid cannot run (2 ranks x 2 threads), so six uniform draws would
+    all run with odds of 0.75**6 = 18%; three seeds passing by chance, 0.6%."""
+    sim = Sim()
+    study = open_study(open_storage(f"sqlite:///{tmp_path}/study.db"), "s",
+                       sampler=make_sampler(seed))
+    run_search(study, space=space, topology=topo, evaluate=sim, clock=sim,
+               options=SearchOptions(budget_s=10**6, min_trial_s=10, seed=seed,
+                                     max_trials=2 + STARTUP_TRIALS))
+    search = [t for t in study.trials if t.user_attrs.get("role") == "search"]
+    assert len(search) == STARTUP_TRIALS
+    assert all(t.user_attrs["outcome"] == R.OK for t in search)
+    assert len({t.user_attrs["config_key"] for t in search}) == STARTUP_TRIALS
+
+
+def test_a_launchable_draw_gives_up_when_nothing_can_run(space):
+    assert launchable_draw(space, random.Random(0), seen=lambda p: False,
+                           ruled_out=lambda p: "nothing runs here", tries=50) is None
+    seen = launchable_draw(space, random.Random(0), seen=lambda p: p["precision"] == "fp32")
+    assert seen is not None and seen["precision"] == "bf16"
 
 
 def test_resume_runs_nothing_already_measured(tmp_path, topo, space):

@@ -10,6 +10,7 @@ from hypothesis import given, settings, strategies as st
 
 from autotune.config import Config
 from autotune.errors import SpaceError
+from autotune.space.expr import FUNCTIONS, ExprError
 from autotune.space.resolve import (ResolvedSpace, default_space_path, find_space, load_space, parse_space,
                             resolve, spaces_dir, topology_names)
 from autotune.probe.topology import Capabilities, Core, Gpu, Isa, NumaNode, Topology
@@ -107,27 +108,27 @@ def test_cores_per_node_is_the_smallest_usable_node_and_quota_caps_it():
 def test_cpu_yaml_on_this_machine_exact_choices():
     space = resolve(load_space(CPU_YAML), LAPTOP)
     assert space.knobs == {
-        "nproc_per_node": (1, 2), "threads": (1, 2), "binding": ("none", "taskset", "numactl"),
+        "nproc_per_node": (1, 2), "threads": (1, 2, None), "binding": ("none", "taskset", "numactl"),
         "allocator": ("default", "jemalloc", "tcmalloc"), "omp_runtime": ("libgomp", "libiomp5"),
         "ipex": ("off",), "precision": ("fp32", "bf16"), "global_batch": (32, 64, 128),
         "backend": ("gloo",)}
     assert space.fixed == {"lr_rule": "linear", "compile": False, "channels_last": False}
-    assert space.size() == 432
+    assert space.size() == 648
     feasible = [p for p in space.grid() if not space.violations(p)]
-    assert len(feasible) == 324  # 2 ranks x 2 threads oversubscribes 2 cores
+    assert len(feasible) == 540  # 2 ranks x 2 threads oversubscribes 2 cores (auto is not judged)
     assert space.notes == ()
 
 
 def test_cpu_yaml_on_xeon_exact_choices():
     space = resolve(load_space(CPU_YAML), XEON)
     assert space.knobs["nproc_per_node"] == tuple(range(1, 33))
-    assert space.knobs["threads"] == (1, 2, 4, 8, 16, 32, 64)
+    assert space.knobs["threads"] == (1, 2, 4, 8, 16, 32, 64, None)  # a node's 32 divides 64
     assert space.knobs["binding"] == ("none", "taskset", "taskset_smt", "numactl", "numactl_smt")
     assert space.knobs["allocator"] == ("default", "jemalloc")
     assert space.knobs["omp_runtime"] == ("libgomp",)
     assert space.knobs["precision"] == ("fp32", "bf16", "fp16")
     assert space.knobs["backend"] == ("gloo", "ccl")
-    assert space.size() == 32 * 7 * 5 * 2 * 1 * 3 * 3 * 2
+    assert space.size() == 32 * 8 * 5 * 2 * 1 * 3 * 3 * 2
     assert space.to_config({"nproc_per_node": 4, "threads": 8}).nproc == 8
     assert space.violations({"nproc_per_node": 4, "threads": 8}) == []
     assert space.violations({"nproc_per_node": 4, "threads": 16}) == ["threads * nproc <= usable_cores"]
@@ -136,11 +137,11 @@ def test_cpu_yaml_on_xeon_exact_choices():
 def test_cpu_yaml_on_epyc_exact_choices():
     space = resolve(load_space(CPU_YAML), EPYC)
     assert space.knobs == {
-        "nproc_per_node": tuple(range(1, 17)), "threads": (1, 2, 4, 8, 16, 32, 64),
+        "nproc_per_node": tuple(range(1, 17)), "threads": (1, 2, 4, 8, 16, 32, 64, None),
         "binding": ("none", "taskset", "taskset_smt"), "allocator": ("default",),
         "omp_runtime": ("libgomp",), "ipex": ("off",), "precision": ("fp32",),
         "global_batch": (32, 64, 128), "backend": ("gloo",)}
-    assert space.size() == 16 * 7 * 3 * 3
+    assert space.size() == 16 * 8 * 3 * 3
     assert space.to_config({"nproc_per_node": 2}).nproc == 8  # 2 per node x 4 compute nodes
 
 
@@ -148,9 +149,9 @@ def test_cpu_yaml_on_gpu_box_excludes_nccl():
     space = resolve(load_space(CPU_YAML), DGX)
     assert space.knobs["backend"] == ("gloo",)
     assert space.knobs["nproc_per_node"] == tuple(range(1, 25))
-    assert space.knobs["threads"] == (1, 2, 3, 4, 6, 8, 12, 16, 24, 48)
+    assert space.knobs["threads"] == (1, 2, 3, 4, 6, 8, 12, 16, 24, 48, None)
     assert space.knobs["precision"] == ("fp32",)  # this CPU has no native bf16/fp16
-    assert space.size() == 24 * 10 * 5 * 1 * 1 * 1 * 3 * 1
+    assert space.size() == 24 * 11 * 5 * 1 * 1 * 1 * 3 * 1
 
 
 def test_gpu_yaml_on_gpu_box_exact_choices():
@@ -211,6 +212,14 @@ def test_builtin_spaces_exist_once():
 
 
 # ---- expressions, literals, dedup, availability --------------------------------------------------
+def test_splittable_gives_a_batch_that_one_rank_per_node_can_split():
+    split = FUNCTIONS["splittable"][1]
+    assert [split(32, n) for n in (1, 2, 3, 4, 6, 8)] == [32, 32, 48, 32, 48, 32]
+    assert [split(64, n) for n in (3, 6, 5)] == [96, 96, 80]   # whole multiples of 16 samples
+    with pytest.raises(ExprError, match="positive"):
+        split(32, 0)
+
+
 def test_mixed_literals_and_expressions_are_coerced_and_deduplicated():
     space = space_of("""
 knobs:
