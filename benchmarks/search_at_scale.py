@@ -3,6 +3,7 @@
     python3 -m benchmarks.search_at_scale --seeds 20                  # every simulated machine
     python3 -m benchmarks.search_at_scale --machines gnr-snc3 --seeds 3
     python3 -m benchmarks.search_at_scale --calibrate                 # the model's fit and checks
+    python3 -m benchmarks.search_at_scale --startup-draws 0           # TPE's own start-up draws
 
 Each simulated machine (benchmarks/model_machines.py) is a probe Topology; the real space code
 resolves search_spaces/cpu.yaml on it, the landscape model (benchmarks/landscape_model.py) answers
@@ -33,7 +34,8 @@ RECORDED = Path(__file__).resolve().parent / "data" / "landscape-6607f14616f2.js
 
 
 def simulate(name: str, seeds: int, budget_s: float = 1800.0, max_drop: float = 1.0,
-             params: Params = Params(), space: str = "cpu", say=print) -> dict[str, Any]:
+             params: Params = Params(), space: str = "cpu", say=print,
+             startup_draws: int | None = None) -> dict[str, Any]:
     topology, hw = machines()[name]
     t0 = time.perf_counter()
     land = model_landscape(name, topology, hw, params, space_name=space)
@@ -41,7 +43,8 @@ def simulate(name: str, seeds: int, budget_s: float = 1800.0, max_drop: float = 
     best_any, best_cfg = extended_optimum(topology, hw, params, land, max_drop)
     say(f"{name}: space {land.data['space']['size']} configs, oracle {oracle:.0f}/s "
         f"(any layout: {best_any:.0f}/s), built in {time.perf_counter() - t0:.0f}s; searching...")
-    out = compare(land, seeds=seeds, max_drop=max_drop, budget_s=budget_s)
+    out = compare(land, seeds=seeds, max_drop=max_drop, budget_s=budget_s,
+                  startup_draws=startup_draws)
     s = out["summary"]
     stops = [r["at_default_stop"] for r in out["runs"]["autotune"]]
     a95, r95, g95 = (s[k]["trials_95"]["median"] for k in ("autotune", "random", "grid"))
@@ -109,8 +112,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", type=int, default=20)
     p.add_argument("--budget", type=float, default=1800.0, help="search budget, seconds (1800)")
     p.add_argument("--space", default="cpu",
-                   help="space file or built-in name (default cpu; variant: "
-                        "benchmarks/spaces/cpu-layouts.yaml)")
+                   help="space file or built-in name (default cpu, the one the search uses)")
+    p.add_argument("--startup-draws", type=int, metavar="N",
+                   help="variant: TPE start-up trials drawn from launchable configurations "
+                        "(default: the search's 6; 0: TPE's own uniform draws)")
     p.add_argument("--calibrate", action="store_true",
                    help="only the model's fit on the recorded landscape and the published shapes")
     p.add_argument("--refit", action="store_true", help="with --calibrate: fit again (~1 minute)")
@@ -138,12 +143,14 @@ def main(argv: list[str] | None = None) -> int:
     out_path = Path(args.out)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     for name in names:
-        res = simulate(name, args.seeds, args.budget, space=args.space)
+        res = simulate(name, args.seeds, args.budget, space=args.space,
+                       startup_draws=args.startup_draws)
         rows.append(res["row"])
         results[name] = res
         print(markdown([res["row"]], args.seeds).splitlines()[-3], flush=True)
         # written after every machine: an interrupted run keeps what it finished
         summary = {"seeds": args.seeds, "budget_s": args.budget, "space": args.space, "rows": rows,
+                   "startup_draws": args.startup_draws,
                    "calibration": calibration_report(),
                    "replays": {n: {k: v for k, v in r["replay"].items() if k != "runs"}
                                for n, r in results.items()}}

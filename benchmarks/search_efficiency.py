@@ -110,7 +110,7 @@ class _Reached(Exception):
 
 def run_autotune(land: Landscape, seed: int, oracle: float, max_drop: float,
                  budget_s: float = 1800.0, patience: int | None = None,
-                 warm_start: bool = False) -> dict[str, Any]:
+                 warm_start: bool = False, startup_draws: int | None = None) -> dict[str, Any]:
     space, topology = land.space(), land.topology()
     clock = SimClock()
     evaluate = land.evaluator(clock)
@@ -136,7 +136,9 @@ def run_autotune(land: Landscape, seed: int, oracle: float, max_drop: float,
                        options=SearchOptions(budget_s=budget_s, verify_reserve_s=bp.verify_reserve_s,
                                              min_trial_s=bp.min_trial_s, seed=seed,
                                              max_accuracy_drop=max_drop,
-                                             **({"patience": patience} if patience else {})))
+                                             **({"patience": patience} if patience else {}),
+                                             **({} if startup_draws is None
+                                                else {"startup_draws": startup_draws})))
     at_stop = {"stop_reason": first.stop_reason, "launched": trace.launched,
                "seconds": round(clock.t, 1),
                "best_fraction": trace.best / oracle if oracle else 0.0}
@@ -177,7 +179,7 @@ def run_walk(land: Landscape, order: list[dict[str, Any]], oracle: float,
 
 def compare(land: Landscape, seeds: int = 20, max_drop: float = 1.0,
             patience: int | None = None, budget_s: float = 1800.0,
-            warm_start: bool = False) -> dict[str, Any]:
+            warm_start: bool = False, startup_draws: int | None = None) -> dict[str, Any]:
     oracle, where = land.oracle(max_drop)
     if not oracle:
         raise SystemExit("the landscape has no feasible ok configuration: nothing to find")
@@ -189,7 +191,7 @@ def compare(land: Landscape, seeds: int = 20, max_drop: float = 1.0,
     for seed in range(seeds):
         t0 = time.perf_counter()
         runs["autotune"].append(run_autotune(land, seed, oracle, max_drop, budget_s, patience,
-                                             warm_start))
+                                             warm_start, startup_draws))
         runs["autotune"][-1]["replay_s"] = round(time.perf_counter() - t0, 2)
         order = grid[:]
         random.Random(seed).shuffle(order)
@@ -216,7 +218,7 @@ def compare(land: Landscape, seeds: int = 20, max_drop: float = 1.0,
            "launchable": launchable, "missing_rows": missing, "seeds": seeds,
            "max_accuracy_drop": max_drop, "budget_s": budget_s,
            "patience": patience or SearchOptions.__dataclass_fields__["patience"].default,
-           "warm_start": warm_start, "oracle": {"throughput": oracle,
+           "warm_start": warm_start, "startup_draws": startup_draws, "oracle": {"throughput": oracle,
                                                      "config": where["config"] if where else None},
            "summary": summary, "targets": targets, "runs": runs,
            "replay_seconds": round(time.perf_counter() - started, 1)}
@@ -303,6 +305,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", type=int, default=20)
     p.add_argument("--max-accuracy-drop", type=float, default=1.0)
     p.add_argument("--patience", type=int, help="stopping rule of phase 1 (default: the search's)")
+    p.add_argument("--startup-draws", type=int, metavar="N",
+                   help="variant: TPE start-up trials drawn from launchable configurations "
+                        "(default: the search's 6; 0: TPE's own uniform draws)")
     p.add_argument("--warm-start", action="store_true",
                    help="variant: enqueue hardware-informed bets after the references")
     p.add_argument("--budget", type=float, default=1800.0, help="phase-1 budget, seconds (1800)")
@@ -311,7 +316,8 @@ def main(argv: list[str] | None = None) -> int:
     land = synthetic(args.synthetic) if args.synthetic else \
         Landscape.load(args.landscape or default_landscape())
     out = compare(land, seeds=args.seeds, max_drop=args.max_accuracy_drop,
-                  patience=args.patience, budget_s=args.budget, warm_start=args.warm_start)
+                  patience=args.patience, budget_s=args.budget, warm_start=args.warm_start,
+                  startup_draws=args.startup_draws)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(_finite(out), indent=1))
     print(table(out))

@@ -24,8 +24,7 @@ from ..study.records import (DEFAULT_ROLE, REPEAT_ROLE, RUN_CPU_ROLE, SEARCH_ROL
                              record_trial, records)
 from ..study.owners import claim_trial
 from .options import Clock, SearchOptions, SearchResult
-from .references import (STARTUP_TRIALS, default_launch, launchable_draw, reference_configs,
-                         unseen)
+from .references import default_launch, launchable_draw, reference_configs, unseen
 from .shared import ConfigClaims, StudyLock
 
 # Study attribute: {knob: why} for the knobs a user's script overrides (script mode).
@@ -227,7 +226,7 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
                 break
             study.enqueue_trial(fresh)
             repeats = 0
-        if drawn < STARTUP_TRIALS:  # TPE's start-up, drawn from what can run here
+        if drawn < options.startup_draws:  # TPE's start-up, drawn from what can run here
             drawn += 1
             draw = launchable_draw(space, rng, lambda p: key(space.to_config(p)) in known,
                                    lambda p: ruled_out(space.to_config(p), space, topology))

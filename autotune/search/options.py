@@ -6,6 +6,7 @@ from typing import Protocol
 
 from ..study.evidence import QualityBook
 from ..study.records import Record
+from .references import STARTUP_TRIALS
 
 
 class Clock(Protocol):
@@ -31,6 +32,9 @@ class SearchOptions:
     verify_configs: int = 4          # default launch + candidates re-run in each verify round
     verify_rounds: int = 3
     seed: int = 0
+    # TPE's start-up trials, drawn by the search from launchable configurations (0: TPE's own
+    # uniform draws over the whole grid; benchmarks/README.md, "Search at scale", compares both)
+    startup_draws: int = STARTUP_TRIALS
     max_trials: int | None = None
     # Script mode: accuracy is whatever the script reported with its speed (maybe nothing); it
     # constrains only when both the trial and the default launch reported one.
