@@ -35,7 +35,7 @@ RECORDED = Path(__file__).resolve().parent / "data" / "landscape-6607f14616f2.js
 
 def simulate(name: str, seeds: int, budget_s: float = 1800.0, max_drop: float = 1.0,
              params: Params = Params(), space: str = "cpu", say=print,
-             startup_draws: int | None = None) -> dict[str, Any]:
+             startup_draws: int | None = None, warm_start: bool = False) -> dict[str, Any]:
     topology, hw = machines()[name]
     t0 = time.perf_counter()
     land = model_landscape(name, topology, hw, params, space_name=space)
@@ -44,7 +44,7 @@ def simulate(name: str, seeds: int, budget_s: float = 1800.0, max_drop: float = 
     say(f"{name}: space {land.data['space']['size']} configs, oracle {oracle:.0f}/s "
         f"(any layout: {best_any:.0f}/s), built in {time.perf_counter() - t0:.0f}s; searching...")
     out = compare(land, seeds=seeds, max_drop=max_drop, budget_s=budget_s,
-                  startup_draws=startup_draws)
+                  startup_draws=startup_draws, warm_start=warm_start)
     s = out["summary"]
     stops = [r["at_default_stop"] for r in out["runs"]["autotune"]]
     a95, r95, g95 = (s[k]["trials_95"]["median"] for k in ("autotune", "random", "grid"))
@@ -116,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--startup-draws", type=int, metavar="N",
                    help="variant: TPE start-up trials drawn from launchable configurations "
                         "(default: the search's 6; 0: TPE's own uniform draws)")
+    p.add_argument("--warm-start", action="store_true",
+                   help="variant: enqueue search_efficiency's hardware-informed bets first")
     p.add_argument("--calibrate", action="store_true",
                    help="only the model's fit on the recorded landscape and the published shapes")
     p.add_argument("--refit", action="store_true", help="with --calibrate: fit again (~1 minute)")
@@ -144,13 +146,13 @@ def main(argv: list[str] | None = None) -> int:
     out_path.parent.mkdir(parents=True, exist_ok=True)
     for name in names:
         res = simulate(name, args.seeds, args.budget, space=args.space,
-                       startup_draws=args.startup_draws)
+                       startup_draws=args.startup_draws, warm_start=args.warm_start)
         rows.append(res["row"])
         results[name] = res
         print(markdown([res["row"]], args.seeds).splitlines()[-3], flush=True)
         # written after every machine: an interrupted run keeps what it finished
         summary = {"seeds": args.seeds, "budget_s": args.budget, "space": args.space, "rows": rows,
-                   "startup_draws": args.startup_draws,
+                   "startup_draws": args.startup_draws, "warm_start": args.warm_start,
                    "calibration": calibration_report(),
                    "replays": {n: {k: v for k, v in r["replay"].items() if k != "runs"}
                                for n, r in results.items()}}
