@@ -1,4 +1,9 @@
-"""Two guards for the whole suite, so that one stuck test cannot eat a CI run.
+"""The layout rule and two guards for the whole suite, so that one stuck test cannot eat a CI run.
+
+- tests/unit/ and tests/benchmarks/ are fast tests without real trials; every test in
+  tests/integration/ (real processes, servers, browsers) is marked slow here, and a unit test
+  marked slow is an error: it belongs in tests/integration/. tests/ itself is put on sys.path so
+  that the shared helpers (paths, results_study, search_harness, ...) import from every folder.
 
 - Every test has a wall-clock limit (AUTOTUNE_TEST_TIMEOUT seconds, 600 unless set; 0 turns it
   off). Past it, the stacks of every thread go to stderr and the test fails with a one-line reason,
@@ -18,6 +23,19 @@ import warnings
 
 import psutil
 import pytest
+
+TESTS = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, TESTS)
+
+
+def pytest_collection_modifyitems(config, items):
+    integration = os.path.join(TESTS, "integration") + os.sep
+    for item in items:
+        if str(item.path).startswith(integration):
+            item.add_marker(pytest.mark.slow)
+        elif item.get_closest_marker("slow"):
+            raise pytest.UsageError(f"{item.nodeid} is marked slow: a test with real processes "
+                                    "belongs in tests/integration/, not with the fast tests")
 
 LIMIT_S = float(os.environ.get("AUTOTUNE_TEST_TIMEOUT", "600"))
 

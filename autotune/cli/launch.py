@@ -90,8 +90,9 @@ def run(args: argparse.Namespace) -> int:
     scan = _scan(args.script, tuned)
     plan = plan_launch(config, topology, program, log_dir=log_dir, base_env=base_env, port=port,
                        nodes=nodes, local_rank_arg=scan.local_rank_arg)
-    more += [f"{f.where} {f.what}: {f.knob}={getattr(config, f.knob, '?')} will not act ({f.fix})"
-             for f in scan.findings if f.overrides]
+    tuned_value = {"threads": "auto" if config.threads is None else config.threads}
+    more += [f"{f.where} {f.what}: {f.knob}={tuned_value.get(f.knob, getattr(config, f.knob, '?'))}"
+             f" will not act ({f.fix})" for f in scan.findings if f.overrides]
     for note in notes + more:
         _say(f"note: {note}")
     if nodes:

@@ -1,0 +1,188 @@
+"""`autotune dashboard`: a real optuna-dashboard server on a real study, loaded in Debian's headless
+Chromium; plus where it binds, its warning when exposed, and the note the search saves."""
+from __future__ import annotations
+
+from paths import REPO
+import html
+import os
+import re
+import selectors
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import optuna
+import psutil
+import pytest
+
+from autotune import dashboard
+from autotune.cli import main
+from results_study import study_copy
+
+CHROMIUM = "/usr/bin/chromium"
+URL_RE = re.compile(r"at (http://([^/\s]+):(\d+)/dashboard/studies/(\d+))")
+
+
+class Dashboard:
+    """`python -m autotune dashboard` in its own process, on a free port."""
+
+    def __init__(self, storage: str, *args: str):
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "autotune", "dashboard", "--storage", storage, "--port", "0",
+             *args], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.first_line = self._readline(self.proc.stdout, 60)
+        m = URL_RE.search(self.first_line)
+        if not m:
+            self.stop()
+            raise AssertionError(f"no URL in {self.first_line!r}; stderr: {self.proc.stderr.read()}")
+        self.url, self.host, self.port, self.study_id = m[1], m[2], int(m[3]), int(m[4])
+
+    def _readline(self, stream, timeout: float) -> str:
+        sel = selectors.DefaultSelector()
+        sel.register(stream, selectors.EVENT_READ)
+        if not sel.select(timeout):
+            self.stop()
+            raise AssertionError("the dashboard printed nothing")
+        return stream.readline()
+
+    def stop(self) -> tuple[int, str]:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)  # what Ctrl-C does
+        try:
+            _, err = self.proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            _, err = self.proc.communicate()
+        return self.proc.returncode, err
+
+
+@pytest.fixture
+def db(tmp_path):
+    return study_copy(tmp_path / "results")
+
+
+def page_text(url: str, tmp_path: Path, name: str, *extra: str) -> str:
+    """The rendered DOM's visible text. The charts render on timers: the virtual time budget
+    lets them finish before the DOM is dumped."""
+    profile = tmp_path / f"chromium-{name}"
+    profile.mkdir()
+    done = subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run",
+         f"--user-data-dir={profile}", "--virtual-time-budget=15000", *extra, "--dump-dom", url],
+        capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+    body = re.sub(r"<script.*?</script>|<style.*?</style>", " ", done.stdout, flags=re.S)
+    return re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", body)))
+
+
+@pytest.mark.slow
+def test_study_trials_and_note_render_in_headless_chromium(db, tmp_path):
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"{CHROMIUM} is missing (setup.sh installs Debian's chromium for this test)")
+    study = optuna.load_study(study_name=None, storage=f"sqlite:///{db}")
+    rec = study.user_attrs["recommendation"]
+    server = Dashboard(f"sqlite:///{db}")
+    try:
+        assert server.host == "127.0.0.1" and server.study_id == study._study_id
+        overview = page_text(server.url, tmp_path, "study")
+        assert f"{study.study_name} (id={study._study_id})" in overview
+        assert "throughput (samples/s)" in overview          # metric names, not "Objective 0"
+        assert "Pareto Front" in overview and "Hyperparameter Importance" in overview
+
+        trials = page_text(server.url + "/trials", tmp_path, "trials")
+        assert f"{len(study.trials)} Trials" in trials        # every trial, failed ones included
+        assert "Trial 0 Complete" in trials and "Trial 1 Complete" in trials
+        assert "role reference:default" in trials             # the first trial's user attributes
+        # a failed trial, selected by number: its outcome and reason are there to read
+        failed = next(t for t in study.trials if t.user_attrs.get("outcome") == "timeout")
+        detail = page_text(f"{server.url}/trials?numbers={failed.number}", tmp_path, "failed")
+        assert f"Trial {failed.number} (trial_id=" in detail
+        assert "outcome timeout" in detail and failed.user_attrs["reason"] in detail
+
+        note = page_text(server.url + "/note", tmp_path, "note")
+        assert rec["headline"] in note
+        assert "Launch command" in note
+        # the code block is syntax-highlighted into many spans: compare without whitespace
+        command = next(line for line in reversed(rec["command"].splitlines())
+                       if "autotune.worker" in line)
+        assert "".join(command.split()) in "".join(note.split())
+        assert "autotune export --format" in note
+    finally:
+        rc, err = server.stop()
+    assert rc == 0 and "dashboard stopped" in err and "Traceback" not in err
+
+
+def test_binds_to_loopback_only_by_default(db):
+    server = Dashboard(f"sqlite:///{db}")
+    try:
+        listening = [c.laddr for c in psutil.Process(server.proc.pid).net_connections("inet")
+                     if c.status == psutil.CONN_LISTEN]
+        assert listening == [("127.0.0.1", server.port)]
+    finally:
+        rc, err = server.stop()
+    assert rc == 0 and "warning" not in err
+
+
+def test_warns_when_exposed_to_the_network(db):
+    server = Dashboard(f"sqlite:///{db}", "--host", "0.0.0.0")
+    try:
+        warning = server._readline(server.proc.stderr, 30)
+    finally:
+        server.stop()
+    assert "exposed to the network: anyone who can reach it can read and edit the study" in warning
+    assert server.host == socket.gethostname()
+
+
+def test_busy_port_is_one_line_error(db, capsys):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        rc = main(["dashboard", "--storage", f"sqlite:///{db}", "--port", str(s.getsockname()[1])])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "cannot listen on 127.0.0.1:" in err
+
+
+def test_note_and_metric_names_written_by_the_search(db):
+    from optuna_dashboard import get_note
+    study = optuna.load_study(study_name=None, storage=f"sqlite:///{db}")
+    rec = study.user_attrs["recommendation"]
+    note = get_note(study)
+    assert rec["headline"] in note and rec["command"].splitlines()[-1] in note
+    assert study.metric_names == dashboard.METRIC_NAMES
+
+
+def test_prepare_writes_a_missing_note_once(db):
+    from optuna_dashboard import get_note, save_note
+    study = optuna.load_study(study_name=None, storage=f"sqlite:///{db}")
+    save_note(study, "")
+    dashboard.prepare(study)
+    assert study.user_attrs["recommendation"]["headline"] in get_note(study)
+    save_note(study, "my own words")
+    dashboard.prepare(study)                                     # a user's note is kept
+    assert get_note(study) == "my own words"
+
+
+@pytest.mark.parametrize("host, loopback", [("127.0.0.1", True), ("localhost", True),
+                                            ("::1", True), ("127.0.0.2", True),
+                                            ("0.0.0.0", False), ("::", False),
+                                            ("192.168.1.5", False), ("example.com", False)])
+def test_is_loopback(host, loopback):
+    assert dashboard.is_loopback(host) is loopback
+
+
+def test_chromium_is_installed_for_the_browser_test():
+    """Not a silent skip: CI (setup.sh --test installs Debian's chromium) fails without a working
+    browser; elsewhere the skip says that the browser test is not run."""
+    import subprocess
+    browser = shutil.which("chromium") or CHROMIUM
+    if not os.path.exists(browser):
+        if os.environ.get("CI"):
+            pytest.fail(f"{CHROMIUM} is missing under CI: setup.sh --test should install it")
+        pytest.skip(f"{CHROMIUM} is missing; test_study_trials_and_note_render_in_headless_chromium "
+                    "skips too")
+    out = subprocess.run([browser, "--version"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "Chromium" in out.stdout, out.stderr[-500:]

@@ -1,0 +1,179 @@
+"""Real trials across two "hosts": network namespaces with their own address, sshd and CPUs
+(scripts/testhosts.sh). Every launch goes through a real launcher (ssh + torchrun, Open MPI's
+mpirun); afterwards no process of a trial may be left in either namespace."""
+from __future__ import annotations
+
+from paths import REPO
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from autotune.cli import main
+
+pytestmark = pytest.mark.slow
+ROOT = REPO
+SCRIPT = ROOT / "scripts" / "testhosts.sh"
+NAMESPACES = ("atth1", "atth2")
+
+
+@pytest.fixture(scope="module")
+def hosts(tmp_path_factory):
+    """Two namespace hosts th1, th2 (one CPU each here); yields the ssh config to reach them."""
+    if os.geteuid() != 0:
+        pytest.skip("namespace test hosts need root (ip netns, veth, sshd)")
+    d = tmp_path_factory.mktemp("testhosts") / "h"
+    env = {**os.environ, "AUTOTUNE_TESTHOSTS_DIR": str(d)}
+    up = subprocess.run([str(SCRIPT), "up", "2"], env=env, capture_output=True, text=True,
+                        timeout=180)
+    assert up.returncode == 0, up.stderr
+    try:
+        yield str(d / "ssh_config")
+    finally:
+        subprocess.run([str(SCRIPT), "down"], env=env, capture_output=True, timeout=120)
+
+
+def leftovers(wait_s: float = 10.0) -> dict[str, list[str]]:
+    """Processes other than sshd in each namespace host, after waiting up to `wait_s`."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        found = {}
+        for ns in NAMESPACES:
+            pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True,
+                                  text=True).stdout.split()
+            names = []
+            for pid in pids:
+                try:
+                    p = psutil.Process(int(pid))
+                    if p.name() != "sshd" and p.status() != psutil.STATUS_ZOMBIE:
+                        names.append(f"{pid} {' '.join(p.cmdline())[:120]}")
+                except psutil.Error:
+                    pass
+            found[ns] = names
+        if not any(found.values()) or time.monotonic() > deadline:
+            return found
+        time.sleep(0.5)
+
+
+def run_json(capsys, *argv: str) -> tuple[int, dict]:
+    rc = main(["run", "--json", *argv])
+    out = [x for x in capsys.readouterr().out.splitlines() if x.startswith("{")]
+    return rc, json.loads(out[-1])
+
+
+@pytest.mark.parametrize("launcher", ["ssh", "mpirun"])
+def test_two_host_gloo_trial_by_each_launcher(hosts, launcher, tmp_path, capsys):
+    rc, out = run_json(capsys, "--hosts", "th1:1,th2:1", "--ssh-config", hosts,
+                       "--launcher", launcher, "--set", "nnodes=2", "--set", "nproc=2",
+                       "--set", "threads=1", "--set", "binding=taskset", "--seconds", "2",
+                       "--results", str(tmp_path))
+    assert rc == 0 and out["outcome"] == "ok", out
+    assert out["measurement"]["throughput"] > 0
+    ranks = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("trials/*/rank[01].json"))]
+    # Each rank ran in its own host, bound to that host's CPU (th1 has CPU 0, th2 CPU 1 here).
+    assert [r["world_size"] for r in ranks] == [2, 2]
+    assert sorted(tuple(r["in_force"]["affinity"]) for r in ranks) == [(0,), (1,)] or \
+        os.cpu_count() != 2
+    assert leftovers() == {ns: [] for ns in NAMESPACES}
+
+
+@pytest.mark.parametrize("launcher", ["ssh", "mpirun"])
+def test_hung_trial_leaves_no_process_on_any_host(hosts, launcher, tmp_path, capsys):
+    rc, out = run_json(capsys, "--hosts", "th1,th2", "--ssh-config", hosts,
+                       "--launcher", launcher, "--set", "nnodes=2", "--set", "nproc=2",
+                       "--timeout", "20", "--results", str(tmp_path), "--",
+                       sys.executable, "-c", "import time; time.sleep(600)")
+    assert rc == 1 and out["outcome"] == "timeout", out
+    assert leftovers() == {ns: [] for ns in NAMESPACES}
+
+
+def test_a_rank_crashing_on_one_host_stops_the_other_host(hosts, tmp_path, capsys):
+    crash = ("import os, sys, time\n"
+             "if os.environ['AUTOTUNE_PLAN_INDEX'] == '1': sys.exit('rank 1 gives up')\n"
+             "time.sleep(600)")
+    rc, out = run_json(capsys, "--hosts", "th1,th2", "--ssh-config", hosts,
+                       "--set", "nnodes=2", "--set", "nproc=2", "--timeout", "90",
+                       "--results", str(tmp_path), "--", sys.executable, "-c", crash)
+    assert rc == 1 and out["outcome"] == "crash", out
+    assert "rank 1 gives up" in out["log_tail"]
+    assert leftovers() == {ns: [] for ns in NAMESPACES}
+
+
+def test_unreachable_host_and_refused_ssh_are_one_line_errors(hosts, tmp_path, capsys):
+    cfg = Path(hosts).read_text().replace("th2", "thdown").replace("10.231.77.12", "10.231.77.99")
+    down = tmp_path / "ssh_config"
+    down.write_text(cfg + "\nHost threfused\n  HostName 10.231.77.1\n  Port 1\n  BatchMode yes\n")
+    for host, needle in (("threfused", "ssh refused the connection"),
+                         ("thdown", "host unreachable")):
+        rc = main(["run", "--hosts", f"th1,{host}", "--ssh-config", str(down), "--set", "nnodes=2",
+                   "--set", "nproc=2", "--results", str(tmp_path)])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert rc == 2 and needle in err[-1] and err[-1].startswith("autotune: error:"), err
+
+
+def test_rendezvous_port_in_use_on_the_first_host_is_one_line(hosts, tmp_path, capsys):
+    port = 29777
+    code = (f"import socket,time; s=socket.socket(); s.bind(('',{port})); s.listen(); "
+            "print('bound', flush=True); time.sleep(60)")
+    holder = subprocess.Popen(["ssh", "-F", hosts, "th1", "--", "timeout", "40", "python3", "-c",
+                               shlex.quote(code)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "bound"
+        rc = main(["run", "--hosts", "th1,th2", "--ssh-config", hosts, "--master-port", str(port),
+                   "--set", "nnodes=2", "--set", "nproc=2", "--results", str(tmp_path)])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert rc == 2 and err[-1] == (f"autotune: error: port {port} is in use on th1; "
+                                       "pick another --master-port"), err
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+# One binding: the search's only choice is then nnodes (1 or 2 hosts), which it adds itself.
+SPACE = """name: tiny-hosts
+knobs:
+  binding:
+    choices: [taskset]
+fixed:
+  threads: 1
+  nproc_per_node: 1
+constraints: []
+"""
+
+
+def test_search_across_two_hosts_recommends_and_its_exports_run(hosts, tmp_path, monkeypatch,
+                                                                capsys):
+    monkeypatch.chdir(tmp_path)    # exported commands run their ranks in the search's directory
+    space = tmp_path / "space.yaml"
+    space.write_text(SPACE)
+    rc = main(["search", "--hosts", "th1:1,th2:1", "--ssh-config", hosts, "--space", str(space),
+               "--budget", "6m", "--seconds", "1", "--verify-rounds", "1", "--json",
+               "--workload", "mlp", "--quality-samples", "2048", "--quality-seeds", "2",
+               "--results", str(tmp_path / "res")])
+    captured = capsys.readouterr()
+    assert rc == 0 and captured.out, captured.err[-3000:]
+    summary = json.loads(captured.out)
+    assert rc == 0 and summary["recommendation"] is not None, summary
+    assert "verified" in summary["recommendation"]
+    assert leftovers() == {ns: [] for ns in NAMESPACES}
+    import optuna
+    study = optuna.load_study(study_name=summary["study"],
+                              storage=f"sqlite:///{tmp_path / 'res' / 'autotune.db'}")
+    spanning = [t.number for t in study.trials if t.user_attrs.get("config", {}).get("nnodes") == 2
+                and t.user_attrs.get("outcome") == "ok"]
+    assert spanning, "no trial spanned both hosts"
+    for fmt, trial in (("torchrun", None), ("mpirun", spanning[0]), ("torchrun", spanning[0])):
+        argv = ["export", "--results", str(tmp_path / "res"), "--format", fmt, "--seconds", "1"]
+        assert main(argv + (["--trial", str(trial)] if trial is not None else [])) == 0
+        text = capsys.readouterr().out
+        run = subprocess.run(["bash", "-c", text], capture_output=True, text=True, timeout=240)
+        lines = [json.loads(x) for x in run.stdout.splitlines() if x.startswith("{")]
+        assert run.returncode == 0 and lines and all(x["status"] == "ok" for x in lines), \
+            (fmt, run.stdout[-2000:], run.stderr[-2000:])
+    assert leftovers() == {ns: [] for ns in NAMESPACES}

@@ -1,0 +1,31 @@
+"""The pipeline composed once (autotune.tune): the request checked once, and a whole real search
+driven through `search()` without argparse, as the CLI drives it."""
+from __future__ import annotations
+
+import tempfile
+
+import pytest
+
+from autotune.errors import AutotuneError, WorkloadError
+from autotune.tune import SearchRequest, check_workload, search
+
+
+@pytest.mark.parametrize("bad, message", [
+    ({"max_accuracy_drop": -1.0}, r"--max-accuracy-drop -1.0: must be a number >= 0"),
+    ({"quality_seeds": 1}, r"--quality-seeds 1: at least 2 seeds"),
+    ({"quality_samples": 0}, r"--quality-samples 0: must be positive"),
+    ({"verify_rounds": 0}, r"--verify-rounds 0: must be at least 1"),
+])
+def test_request_is_checked_once_with_the_flags_names(bad, message):
+    with pytest.raises(AutotuneError, match=message):
+        SearchRequest(budget_s=60.0, **bad)
+
+
+def test_workload_label_names_the_study_and_script_flags_need_a_script():
+    assert check_workload("mlp") == "mlp"
+    with pytest.raises(WorkloadError, match="--metric reads a script's output"):
+        check_workload("mlp", metric="x: ([0-9.]+)")
+    with pytest.raises(WorkloadError, match="no_such_module"):
+        check_workload("no_such_module:build")
+
+

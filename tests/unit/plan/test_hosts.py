@@ -1,0 +1,279 @@
+"""Hosts across machines: the parsers (literal text), the plans and the exports (no processes)."""
+from __future__ import annotations
+
+from paths import TESTS
+import argparse
+import dataclasses
+import shlex
+from pathlib import Path
+
+import pytest
+
+from autotune.bind import pick, plan_index, rank_env
+from autotune.cli._hosts import hosts_from_args
+from autotune.config import Config
+from autotune.errors import ConfigError
+from autotune.export.command import launch_command, render
+from autotune.plan.hosts import (Host, differences, expand_nodelist, expand_tasks_per_node,
+                            interface_of, network_of, parse_hostfile, parse_hosts, slurm_hosts,
+                            ssh_hostname)
+from autotune.plan.cluster import (Cluster, build_cluster_plan, cluster_from_json, cluster_to_json,
+                                infeasible_reason)
+from autotune.probe import probe
+from autotune.probe.topology import Capabilities
+
+MACHINES = TESTS / "fixtures" / "machines"
+CAPS = Capabilities(allocators={"jemalloc": "/lib/libjemalloc.so.2", "tcmalloc": None},
+                    omp_runtimes={"libgomp": None, "libiomp5": None},
+                    backends=("gloo", "ccl"), numactl=True, numactl_membind=True, taskset=True)
+
+
+def machine(name: str = "xeon-2s-icx"):
+    topo = probe(str(MACHINES / name), collect_capabilities=False)
+    return dataclasses.replace(topo, capabilities=CAPS)
+
+
+def cluster(launcher: str = "ssh", n: int = 2, **kw) -> Cluster:
+    topo = machine()
+    return Cluster(hosts=tuple(Host(name=f"node{i}", slots=kw.pop("slots", None))
+                               for i in range(1, n + 1)),
+                   addresses=tuple(f"10.0.0.{i}" for i in range(1, n + 1)),
+                   topologies=(topo,) * n, launcher=launcher, iface="ib0",
+                   subnet="10.0.0.0/24", ssh_config="/etc/at/ssh_config", python="/v/bin/python",
+                   cwd="/work", **kw)
+
+
+def cplan(config: Config, c: Cluster, **kw):
+    return build_cluster_plan(config, c, workdir="/r/t1", master_port=29555,
+                              base_env={"PATH": "/usr/bin", "SECRET": "x"}, trial_id="t1", **kw)
+
+
+# ---------------------------------------------------------------- parsers
+
+def test_hosts_option_with_and_without_slots():
+    assert parse_hosts("a:2, b:4") == (Host(name="a", slots=2), Host(name="b", slots=4))
+    assert parse_hosts("root@a,b") == (Host(name="root@a"), Host(name="b"))
+
+
+@pytest.mark.parametrize("text, needle", [("a,,b", "empty host name"), ("a:x", "whole number"),
+                                          ("a:0", "at least 1"), ("a,a", "named twice"),
+                                          ("-oProxy=x", "not a host name"), ("a b", "not a host")])
+def test_hosts_option_errors_name_the_problem(text, needle):
+    with pytest.raises(ConfigError, match=needle):
+        parse_hosts(text)
+
+
+def test_hostfile_open_mpi_and_deepspeed_format():
+    text = "# cluster\nnode1 slots=8\nnode2 slots=8 max_slots=16  # big\n\nnode3\n"
+    assert parse_hostfile(text) == (Host(name="node1", slots=8), Host(name="node2", slots=8),
+                                    Host(name="node3"))
+    with pytest.raises(ConfigError, match="hf:2: unknown field 'gpus'"):
+        parse_hostfile("a slots=1\nb gpus=2\n", where="hf")
+    with pytest.raises(ConfigError, match="no hosts"):
+        parse_hostfile("# nothing\n")
+
+
+@pytest.mark.parametrize("text, names", [
+    ("node[01-03,07]", ("node01", "node02", "node03", "node07")),
+    ("a1,b[8-10]", ("a1", "b8", "b9", "b10")),
+    ("r[1-2]-ib[0-1]", ("r1-ib0", "r1-ib1", "r2-ib0", "r2-ib1")),
+    ("gpu[009-011],cpu5", ("gpu009", "gpu010", "gpu011", "cpu5")),
+])
+def test_slurm_compressed_nodelist(text, names):
+    assert expand_nodelist(text) == names
+
+
+@pytest.mark.parametrize("text", ["n[3-1]", "n[a-b]", "n[1-]", "a,,b"])
+def test_bad_nodelist_is_an_error(text):
+    with pytest.raises(ConfigError):
+        expand_nodelist(text)
+
+
+def test_slurm_allocation_with_tasks_per_node():
+    assert expand_tasks_per_node("2(x3),1") == (2, 2, 2, 1)
+    env = {"SLURM_JOB_NODELIST": "n[1-3]", "SLURM_TASKS_PER_NODE": "4(x2),2"}
+    assert slurm_hosts(env) == (Host(name="n1", slots=4), Host(name="n2", slots=4),
+                                Host(name="n3", slots=2))
+    assert slurm_hosts({"SLURM_JOB_NODELIST": "n[1-2]", "SLURM_NTASKS_PER_NODE": "8"}) == (
+        Host(name="n1", slots=8), Host(name="n2", slots=8))
+    assert slurm_hosts({}) is None
+
+
+def _args(**kw):
+    base = dict(hosts=None, hostfile=None, launcher=None, ssh_config=None, iface=None,
+                master_port=None)
+    return argparse.Namespace(**{**base, **kw})
+
+
+def test_hosts_from_args_sources(tmp_path):
+    assert hosts_from_args(_args(), env={}) is None
+    # One node of SLURM is this machine: the single-host path stays as it was.
+    assert hosts_from_args(_args(), env={"SLURM_JOB_NODELIST": "n1"}) is None
+    hosts, launcher = hosts_from_args(_args(), env={"SLURM_JOB_NODELIST": "n[1-2]"})
+    assert launcher == "srun" and [h.name for h in hosts] == ["n1", "n2"]
+    hf = tmp_path / "hosts"
+    hf.write_text("x slots=2\ny slots=2\n")
+    assert hosts_from_args(_args(hostfile=str(hf), launcher="mpirun"), env={})[1] == "mpirun"
+    with pytest.raises(ConfigError, match="not both"):
+        hosts_from_args(_args(hosts="a", hostfile=str(hf)), env={})
+    with pytest.raises(ConfigError, match="need --hosts"):
+        hosts_from_args(_args(launcher="mpirun"), env={})
+    with pytest.raises(ConfigError, match="(?i)no such file"):
+        hosts_from_args(_args(hostfile=str(tmp_path / "nope")), env={})
+
+
+IP_ADDR = """1: lo    inet 127.0.0.1/8 scope host lo\\       valid_lft forever
+2: eth0    inet 192.0.2.2/24 brd 192.0.2.255 scope global eth0\\       valid_lft forever
+3: ib0@if7    inet 10.0.0.1/16 scope global ib0\\       valid_lft forever"""
+
+
+def test_interface_and_subnet_holding_the_first_hosts_address():
+    assert interface_of(IP_ADDR, "10.0.0.1") == "ib0"
+    assert network_of(IP_ADDR, "10.0.0.1") == "10.0.0.0/16"
+    assert interface_of(IP_ADDR, "10.9.9.9") is None
+    assert ssh_hostname("user root\nhostname 10.231.77.11\nport 22\n") == "10.231.77.11"
+
+
+def test_hosts_that_differ_are_named_with_the_difference():
+    a = machine().to_json()
+    b = {**a, "physical_cores": a["physical_cores"] // 2, "usable_cpus": [0]}
+    c = {**a, "allocators": {"jemalloc": "/other/path/libjemalloc.so.2", "tcmalloc": None}}
+    assert differences({"n1": a, "n2": c}) == []    # a library elsewhere is still the library
+    diff = differences({"n1": a, "n2": b})
+    assert diff and diff[0].startswith("n2: physical_cores")
+
+
+# ---------------------------------------------------------------- plans across hosts
+
+def test_ssh_plan_runs_one_torchrun_per_host_with_c10d_rendezvous():
+    c = cluster()
+    p = cplan(Config(nproc=4, nnodes=2, binding="numactl"), c)
+    assert [h for h, _argv, _log in p.launchers] == ["node1", "node2"]
+    for i, (_h, argv, _log) in enumerate(p.launchers):
+        assert argv[:3] == ("ssh", "-F", "/etc/at/ssh_config")
+        remote = shlex.split(argv[-1])
+        assert remote[:3] == ["cd", "/work", "&&"]
+        for arg in ("--nnodes=2", "--nproc-per-node=2", "--rdzv-backend=c10d",
+                    "--rdzv-endpoint=10.0.0.1:29555", f"--local-addr=10.0.0.{i + 1}",
+                    f"--rdzv-conf=is_host={int(i == 0)},join_timeout=60", f"--node-rank={i}"):
+            assert arg in remote
+        assert "GLOO_SOCKET_IFNAME=ib0" in remote and "AUTOTUNE_TRIAL_MARKER=t1" in remote
+        assert "SECRET=x" not in remote            # only what a rank needs is forwarded
+    # 4 planned ranks, each host's two bound to its own sockets; expectations in plan order.
+    assert [r.mem_node for r in p.ranks] == [0, 1, 0, 1]
+    assert len(p.request.ranks) == 4 and p.request.config["nnodes"] == 2
+    assert p.ranks[0].env["MASTER_ADDR"] == "10.0.0.1"
+    assert len(p.host_kill) == 2 and p.host_kill[1][-1].endswith("autotune.run.remote kill t1")
+
+
+def test_mpirun_plan_is_one_open_mpi_command_with_env_and_per_rank_binding():
+    p = cplan(Config(nproc=4, nnodes=2, binding="taskset", allocator="jemalloc"), cluster("mpirun"))
+    (_h, argv, _log), = p.launchers
+    argv = list(argv)
+    assert argv[:4] == ["mpirun", "--allow-run-as-root", "-np", "4"]
+    assert argv[argv.index("-H") + 1] == "node1:2,node2:2"
+    assert argv[argv.index("--map-by") + 1] == "ppr:2:node"
+    assert "oob_tcp_if_include" in argv and "10.0.0.0/24" in argv
+    xs = [argv[i + 1] for i, a in enumerate(argv) if a == "-x"]
+    assert "MASTER_ADDR=10.0.0.1" in xs and any(x.startswith("LD_PRELOAD=") for x in xs)
+    cpus = next(a for a in argv if a.startswith("--cpus="))
+    assert len(cpus.split(";")) == 4 and "--tool=taskset" in argv
+
+
+def test_srun_plan_passes_env_through_env_not_export():
+    p = cplan(Config(nproc=2, nnodes=2, allocator="jemalloc"), cluster("srun"))
+    (_h, argv, _log), = p.launchers
+    assert argv[0] == "srun" and "--ntasks-per-node=1" in argv and "--nodelist=node1,node2" in argv
+    assert not any(a.startswith("--export") for a in argv)     # MALLOC_CONF has commas
+    assert any(a.startswith("MALLOC_CONF=") for a in argv)
+
+
+@pytest.mark.parametrize("config, c, needle", [
+    (Config(nproc=3, nnodes=3), cluster(), "only 2 host"),
+    (Config(nproc=2, nnodes=2, backend="mpi"), cluster(), "needs the mpirun launcher"),
+    (Config(nproc=8, nnodes=2), cluster(slots=2), "has 2 slot"),
+])
+def test_infeasible_across_hosts(config, c, needle):
+    assert needle in infeasible_reason(config, c)
+
+
+def test_nnodes_without_hosts_is_refused_and_keys_of_old_studies_stay():
+    assert "nnodes" not in Config().key()
+    assert "nnodes=2" in Config(nproc=2, nnodes=2).key()
+    with pytest.raises(ConfigError, match="multiple of nnodes"):
+        Config(nproc=3, nnodes=2)
+
+
+def test_cluster_survives_the_study_round_trip():
+    c = cluster()
+    assert cluster_from_json(cluster_to_json(c)) == c
+
+
+# ---------------------------------------------------------------- the rank shim
+
+def test_shim_maps_every_launchers_rank_variables():
+    ompi = {"OMPI_COMM_WORLD_RANK": "3", "OMPI_COMM_WORLD_SIZE": "4",
+            "OMPI_COMM_WORLD_LOCAL_RANK": "1", "OMPI_COMM_WORLD_LOCAL_SIZE": "2"}
+    assert rank_env(ompi) == {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1",
+                              "LOCAL_WORLD_SIZE": "2"}
+    assert plan_index({**ompi, **rank_env(ompi)}, None) == 3
+    slurm = {"SLURM_PROCID": "2", "SLURM_NTASKS": "4", "SLURM_LOCALID": "0"}
+    assert rank_env(slurm)["RANK"] == "2"
+    # torchrun across hosts: the node rank the plan gave, not the rendezvous order.
+    assert plan_index({"RANK": "0", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"}, 1) == 3
+    assert plan_index({"RANK": "5", "LOCAL_RANK": "1"}, None) == 1
+    assert pick("0-3;4-7", 1, "cpus") == "4-7" and pick("x", 5, "cpus") == "x"
+
+
+# ---------------------------------------------------------------- exports
+
+def test_export_formats_across_hosts():
+    c = cluster()
+    config = Config(nproc=4, nnodes=2, binding="numactl")
+    cmd = launch_command(config, c.topologies[0], program=("python", "train.py"), cluster=c)
+    torchrun = render(cmd, "torchrun")
+    assert torchrun.count("--nnodes=2") == 2 and "--rdzv-endpoint=10.0.0.1:29500" in torchrun
+    assert "AUTOTUNE_TRIAL_MARKER" not in torchrun and "--rank-log" not in torchrun
+    mpirun = render(cmd, "mpirun")
+    assert "mpirun --allow-run-as-root -np 4 -H node1:2,node2:2" in mpirun
+    script = render(cmd, "slurm")
+    assert script.startswith("#!/bin/bash\n") and "#SBATCH --nodes=2" in script
+    assert "#SBATCH --ntasks-per-node=2" in script and "\nsrun " in script
+    assert "export MASTER_ADDR=$(scontrol show hostnames" in script
+    assert "MASTER_ADDR=10.0.0.1" not in script        # the allocation decides, not the study
+    with pytest.raises(ConfigError, match="json exports one machine"):
+        render(cmd, "json")
+
+
+def test_single_host_torchrun_export_keeps_per_rank_ccl_env():
+    topo = machine()
+    cmd = launch_command(Config(nproc=2, backend="ccl", binding="numactl"), topo,
+                         program=("python", "train.py"))
+    text = render(cmd, "torchrun")
+    affinity = [e["CCL_WORKER_AFFINITY"] for e, _argv in cmd.ranks]
+    assert len(set(affinity)) == 2
+    assert "--env=CCL_WORKER_AFFINITY=" + ";".join(affinity) in shlex.split(text.splitlines()[-1])
+    mpirun = render(cmd, "mpirun")        # a single machine exports to mpirun too
+    assert "-np 2" in mpirun and "CCL_WORKER_AFFINITY=" + ";".join(affinity) in mpirun
+
+
+@pytest.mark.parametrize("launcher, tool", [("mpirun", "openmpi-bin"), ("srun", "slurm-client"),
+                                            ("ssh", "openssh-client")])
+def test_missing_launcher_is_one_line(launcher, tool, tmp_path, monkeypatch, capsys):
+    from autotune.cli import main
+    monkeypatch.setenv("PATH", str(tmp_path))          # nothing on PATH
+    rc = main(["run", "--hosts", "a,b", "--launcher", launcher, "--set", "nnodes=2",
+               "--set", "nproc=2", "--results", str(tmp_path)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and f"apt-get install {tool}" in err[0]
+    assert not (tmp_path / "trials").exists()
+
+
+def test_mpi_backend_only_under_mpirun():
+    from autotune.run.trial import TrialSettings, trial_infeasible
+    topo = dataclasses.replace(machine(), capabilities=dataclasses.replace(
+        CAPS, backends=("gloo", "mpi")))
+    assert "started by mpirun" in trial_infeasible(Config(backend="mpi"), topo, TrialSettings())
+    c = dataclasses.replace(cluster("mpirun"), topologies=(topo, topo))
+    assert trial_infeasible(Config(nproc=2, nnodes=2, backend="mpi"), topo,
+                            TrialSettings(cluster=c)) is None

@@ -1,0 +1,254 @@
+"""The search loop and verification, driven by a deterministic evaluator and a simulated clock.
+
+The loop takes its evaluator as a value (real trials in production, a recorded landscape in the
+benchmarks); here it is a formula, so every assertion is exact. Storage is a real SQLite file.
+"""
+from __future__ import annotations
+
+import dataclasses
+import random
+from pathlib import Path
+
+import optuna
+import pytest
+
+from autotune.run import outcome as R
+from autotune.config import Config
+from autotune.errors import WorkloadError
+from autotune.probe import probe
+from autotune.measure.quality import math_class
+from autotune.recommend.verify import pick_candidates, verify
+from autotune.search.loop import run_search
+from autotune.search.options import SearchOptions
+from autotune.run.outcome import TrialResult
+from autotune.search.references import (STARTUP_TRIALS, launchable_draw, make_sampler,
+                                        reference_configs)
+from autotune.study.records import DEFAULT_ROLE, RUN_CPU_ROLE
+from autotune.space.resolve import find_space, load_space, resolve
+from autotune.study.storage import open_storage, open_study
+from autotune.study.records import records
+from autotune.probe.topology import Capabilities
+from two_core import space, topo  # noqa: F401 - fixtures: a 2-core machine and its space
+
+
+
+class Sim:
+    """A machine where bf16, two ranks and tcmalloc help, batch 64 costs accuracy."""
+
+    def __init__(self, trial_s: float = 10.0, noise: dict | None = None):
+        self.t = 0.0
+        self.trial_s = trial_s
+        self.calls: list[tuple[str, str]] = []
+        self.configs: list[tuple[Config, str]] = []
+        self.quality: list[tuple[str, int]] = []      # (math class, seed) of each quality run
+        self.noise = noise or {}
+
+    def elapsed(self) -> float:
+        return self.t
+
+    def speed(self, c: Config) -> float:
+        s = 100.0 * (1.6 if c.precision == "bf16" else 1.0) * (1.08 if c.allocator == "tcmalloc" else 1.0)
+        s *= {1: 1.0, 2: 1.3}[c.nproc] * (1.0 if c.threads in (None, 2 // c.nproc) else 0.6)
+        s *= {32: 1.0, 64: 1.1, 128: 1.2}[c.global_batch]
+        return s * (1.04 if c.binding != "none" else 1.0)
+
+    def __call__(self, c: Config, mode: str, seed: int = 0,
+                 samples: int | None = None) -> TrialResult:
+        self.calls.append((c.key(), mode))
+        self.configs.append((c, mode))
+        self.t += self.trial_s
+        if mode == "accuracy":
+            self.quality.append((math_class(c, batchnorm=True), seed))
+            # seed-to-seed noise of 0.2 points around a mean that falls with the global batch
+            noise = (0.0, 0.002, -0.002)[seed % 3]
+            return TrialResult(outcome=R.OK, accuracy=0.80 - 0.0001 * c.global_batch + noise,
+                               seconds=self.trial_s)
+        factor = self.noise.pop(c.key(), 1.0) if self.noise else 1.0
+        return TrialResult(outcome=R.OK, throughput=self.speed(c) * factor, seconds=self.trial_s)
+
+
+def new_study(tmp_path, name="s"):
+    return open_study(open_storage(f"sqlite:///{tmp_path}/study.db"), name, sampler=make_sampler(0))
+
+
+def test_references_first_never_twice_accuracy_once_per_math(tmp_path, topo, space):
+    sim = Sim()
+    study = new_study(tmp_path)
+    res = run_search(study, space=space, topology=topo, evaluate=sim, clock=sim,
+                     options=SearchOptions(budget_s=600, min_trial_s=10, patience=100))
+    thr = [k for k, mode in sim.calls if mode == "throughput"]
+    assert thr[0] == Config().key()
+    assert thr[1] == reference_configs(topo, Config())[1][1].key()
+    assert len(thr) == len(set(thr)), "a configuration ran twice"
+    assert sim.quality[:3] == [(math_class(Config(), batchnorm=True), s) for s in (0, 1, 2)], \
+        "the noise floor (3 seeds of the default launch) comes first"
+    assert len(sim.quality) == len(set(sim.quality)), "a (math class, seed) measured twice"
+    assert res.stop_reason == "budget" and sim.t <= 600
+    roles = {r.role for r in records(study)}
+    assert {DEFAULT_ROLE, RUN_CPU_ROLE, "search"} <= roles
+
+
+def test_infeasible_configs_are_recorded_with_a_violated_constraint_not_run(tmp_path, topo, space):
+    sim = Sim()
+    study = new_study(tmp_path)
+    run_search(study, space=space, topology=topo, evaluate=sim, clock=sim,
+               options=SearchOptions(budget_s=900, min_trial_s=10, patience=100))
+    ruled_out = [t for t in study.trials if t.user_attrs.get("outcome") == R.INFEASIBLE]
+    assert ruled_out, "a 2-core space with threads x nproc combinations has infeasible points"
+    for t in ruled_out:
+        assert t.constraints["feasible"] > 0 and t.system_attrs["constraints"] == [1.0]
+        assert t.user_attrs["config_key"] not in {k for k, _ in sim.calls}
+        assert "exceeds" in t.user_attrs["reason"] or "violates" in t.user_attrs["reason"]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_sampler_start_up_is_drawn_from_launchable_configs(tmp_path, topo, space, seed):
+    """A quarter of this 2-core grid cannot run (2 ranks x 2 threads), so six uniform draws would
+    all run with odds of 0.75**6 = 18%; three seeds passing by chance, 0.6%."""
+    sim = Sim()
+    study = open_study(open_storage(f"sqlite:///{tmp_path}/study.db"), "s",
+                       sampler=make_sampler(seed))
+    run_search(study, space=space, topology=topo, evaluate=sim, clock=sim,
+               options=SearchOptions(budget_s=10**6, min_trial_s=10, seed=seed,
+                                     max_trials=2 + STARTUP_TRIALS))
+    search = [t for t in study.trials if t.user_attrs.get("role") == "search"]
+    assert len(search) == STARTUP_TRIALS
+    assert all(t.user_attrs["outcome"] == R.OK for t in search)
+    assert len({t.user_attrs["config_key"] for t in search}) == STARTUP_TRIALS
+
+
+def test_a_launchable_draw_gives_up_when_nothing_can_run(space):
+    assert launchable_draw(space, random.Random(0), seen=lambda p: False,
+                           ruled_out=lambda p: "nothing runs here", tries=50) is None
+    seen = launchable_draw(space, random.Random(0), seen=lambda p: p["precision"] == "fp32")
+    assert seen is not None and seen["precision"] == "bf16"
+
+
+def test_resume_runs_nothing_already_measured(tmp_path, topo, space):
+    sim = Sim()
+    study = new_study(tmp_path)
+    run_search(study, space=space, topology=topo, evaluate=sim, clock=sim,
+               options=SearchOptions(budget_s=200, min_trial_s=10, patience=100,
+                                     quality_samples=500))
+    first = {k for k, m in sim.calls if m == "throughput"}
+    sim2 = Sim()
+    again = new_study(tmp_path)  # same storage, same name: resumed
+    run_search(again, space=space, topology=topo, evaluate=sim2, clock=sim2,
+               options=SearchOptions(budget_s=200, min_trial_s=10, patience=100,
+                                     quality_samples=500))
+    second = {k for k, m in sim2.calls if m == "throughput"}
+    assert first and second and not first & second
+    assert sim.quality and not set(sim.quality) & set(sim2.quality)  # stored and reused
+
+
+def test_stagnation_stops_early_and_the_best_is_found(tmp_path, topo, space):
+    sim = Sim()
+    study = new_study(tmp_path)
+    # stagnation may stop a search only after half its budget (SearchOptions.stagnation_after):
+    # a budget of 120 trials of 10 s, which the space does not exhaust first
+    res = run_search(study, space=space, topology=topo, evaluate=sim, clock=sim,
+                     options=SearchOptions(budget_s=1200, min_trial_s=10, patience=15))
+    assert res.stop_reason == "stagnated", res.stop_reason
+    assert 600 <= sim.elapsed() < 1200
+    best = max(r.throughput for r in res.records if r.feasible)
+    oracle = max(sim.speed(space.to_config(p)) for p in space.grid() if not space.violations(p))
+    assert best >= 0.95 * oracle
+
+
+def test_accuracy_tolerance_excludes_configs_that_lose_too_much(tmp_path, topo, space):
+    sim = Sim()
+    study = new_study(tmp_path)
+    res = run_search(study, space=space, topology=topo, evaluate=sim, clock=sim,
+                     options=SearchOptions(budget_s=1500, min_trial_s=10, patience=100,
+                                           max_accuracy_drop=0.5))
+    # default 0.7968 ± 0.002 (global batch 32). Global batch 64 loses 0.32 pp, within 0.5 pp;
+    # 128 loses 0.96 pp, beyond 0.5 pp plus the noise (t(4) x 0.16 pp = 0.35 pp): rejected.
+    judged = [r for r in res.records if r.outcome == R.OK
+              and r.result.quality in ("accepted", "rejected")]
+    assert {r.config.global_batch for r in judged} == {32, 64, 128}
+    for r in judged:
+        assert r.feasible == (r.config.global_batch <= 64), r.config
+        assert r.result.quality_n == 3
+
+
+def test_a_workload_that_fails_at_once_stops_the_search(tmp_path, topo, space):
+    calls = []
+
+    def broken(c, mode):
+        calls.append(c)
+        return TrialResult(outcome=R.WORKLOAD_ERROR, reason="ImportError: no module named mypkg",
+                           log_tail="ModuleNotFoundError: No module named 'mypkg'")
+    sim = Sim()
+    with pytest.raises(WorkloadError, match="mypkg"):
+        run_search(new_study(tmp_path), space=space, topology=topo, evaluate=broken, clock=sim,
+                   options=SearchOptions(budget_s=600))
+    assert len(calls) == 1
+
+
+def test_verification_recommends_only_what_holds_up(tmp_path, topo, space):
+    sim = Sim()
+    study = new_study(tmp_path)
+    res = run_search(study, space=space, topology=topo, evaluate=sim, clock=sim,
+                     options=SearchOptions(budget_s=800, min_trial_s=10, patience=100))
+    cands = pick_candidates(res.records)
+    assert len(cands) >= 2
+    # The slowest candidate had a lucky run in the search: seen 3x faster than it really is.
+    fluke = dataclasses.replace(cands[-1], result=dataclasses.replace(
+        cands[-1].result, throughput=cands[0].throughput * 3))
+    rec = verify([fluke] + cands[:-1], res.default, sim, rounds=3)
+    assert rec.verified and rec.rounds == 3
+    by_key = {v.config.key(): v for v in rec.candidates}
+    assert by_key[fluke.config.key()].shrink < 0.5  # re-measured far below what the search saw
+    truly_best = max(cands, key=lambda c: sim.speed(c.config))
+    assert rec.config == truly_best.config
+    assert rec.speedup == pytest.approx(sim.speed(rec.config) / sim.speed(Config()))
+    assert rec.headline().startswith(f"verified speedup {rec.speedup:.2f}x")
+
+
+def test_a_candidate_that_does_not_beat_the_default_in_most_rounds_is_not_recommended(topo):
+    sim = Sim()
+    default = dataclasses.replace(_rec(Config(), sim), role=DEFAULT_ROLE)
+    lucky = _rec(Config(allocator="tcmalloc"), sim)  # truly 1.08x
+    # Round 1 and 2: machine noise makes it lose to the default; round 3 it wins big.
+    sim.noise = {}
+    factors = iter([0.9, 0.9, 2.0])
+
+    def noisy(c, mode):
+        ev = sim(c, mode)
+        if c == lucky.config:
+            return dataclasses.replace(ev, throughput=sim.speed(Config()) * next(factors))
+        return ev
+    rec = verify([lucky], default, noisy, rounds=3)
+    assert rec.config == Config() and "lower quartile" in rec.note
+
+
+def test_verification_interleaves_default_and_candidates(topo):
+    sim = Sim()
+    default = dataclasses.replace(_rec(Config(), sim), role=DEFAULT_ROLE)
+    a = _rec(Config(precision="bf16"), sim)
+    b = _rec(Config(allocator="tcmalloc"), sim)
+    sim.calls.clear()
+    verify([a, b], default, sim, rounds=2)
+    order = [k for k, _ in sim.calls]
+    d, ka, kb = default.config.key(), a.config.key(), b.config.key()
+    assert order == [d, ka, kb, kb, ka, d]
+
+
+def test_no_candidate_beating_the_default_recommends_the_default(topo):
+    sim = Sim()
+    default = dataclasses.replace(_rec(Config(), sim), role=DEFAULT_ROLE)
+    slow = _rec(Config(threads=1), sim)
+    rec = verify([slow], default, sim, rounds=2)
+    assert rec.config == Config() and rec.speedup == 1.0
+    assert rec.headline().startswith("no verified speedup")
+
+
+def _rec(config, sim):
+    from autotune.study.records import Record
+    return Record(config=config, feasible=True, role="search",
+                  result=TrialResult(outcome=R.OK, throughput=sim.speed(config), accuracy=0.8))
+
+
+def test_sampler_is_optuna_tpe_multivariate():
+    s = make_sampler(3)
+    assert isinstance(s, optuna.samplers.TPESampler)
