@@ -227,9 +227,9 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
             study.enqueue_trial(fresh)
             repeats = 0
         if drawn < options.startup_draws:  # TPE's start-up, drawn from what can run here
-            drawn += 1
             draw = launchable_draw(space, rng, lambda p: key(space.to_config(p)) in known,
                                    lambda p: ruled_out(space.to_config(p), space, topology))
+            drawn = drawn + 1 if draw is not None else options.startup_draws  # none left: stop
             if draw is not None:
                 study.enqueue_trial(draw)
         trial = study.ask(distributions)
@@ -243,10 +243,10 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
         if seen is not None:
             # Never run a configuration twice: tell the sampler what it already measured.
             repeats += 1
-            record_trial(study, config=config, result=TrialResult(
-                outcome=seen.outcome, reason=seen.reason, throughput=seen.throughput,
-                accuracy=seen.accuracy, reused_from=seen.number),
-                violation=0.0 if seen.feasible else 1.0, role=REPEAT_ROLE, trial=trial)
+            # the measurement it reuses, whole (a script's metric too), and where it came from
+            mirror = replace(seen.result, accuracy=seen.accuracy, reused_from=seen.number)
+            record_trial(study, config=config, result=mirror,
+                         violation=0.0 if seen.feasible else 1.0, role=REPEAT_ROLE, trial=trial)
             continue
         repeats = 0
         rec = evaluate_and_record(config, SEARCH_ROLE, trial=trial)

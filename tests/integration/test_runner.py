@@ -312,7 +312,7 @@ def test_missing_binary_is_a_crash_not_an_exception(tmp_path):
 
 CHILD = textwrap.dedent("""
     import sys, pathlib
-    sys.path[:0] = [{repo!r}, {tests!r}]
+    sys.path[:0] = [{repo!r}, {tests!r}, {here!r}]
     from test_runner import make_plan
     from autotune.run.runner import interrupt_on_sigterm, run_plan
     tmp = pathlib.Path({tmp!r})
@@ -331,7 +331,8 @@ CHILD = textwrap.dedent("""
 def start_runner(tmp: Path, fault: str = "hang_collective") -> subprocess.Popen[str]:
     """A runner in its own Python process, mid-trial (rank 1 hung, rank 0 in all_reduce)."""
     tmp.mkdir(exist_ok=True)
-    code = CHILD.format(repo=str(REPO), tests=str(REPO / "tests"), tmp=str(tmp), fault=fault)
+    code = CHILD.format(repo=str(REPO), tests=str(TESTS), here=str(TESTS / "integration"),
+                        tmp=str(tmp), fault=fault)
     child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True)
     log1 = tmp / "logs" / "rank1.log"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from paths import REPO
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -66,7 +67,8 @@ def test_script_that_sets_its_own_threads_is_tuned_with_its_time_and_accuracy(tm
     first = caught[0]
     assert first.user_attrs["config"]["threads"] == 1
     assert any(o["busy_threads"] > 1 for o in first.user_attrs["observed"])
-    assert "did not act: threads=1 planned; rank 0 ran" in err
+    # whichever rank was sampled busier (the order of trials depends on the sampler's draws)
+    assert re.search(r"did not act: threads=1 planned; rank \d+ ran", err), err
     assert "not varying threads any more" in err
     assert set(study.user_attrs[OVERRIDES_ATTR]) >= {"threads", "kmp_affinity"}
     # 3. threads is not varied afterwards: every later trial leaves it to the script.

@@ -24,7 +24,7 @@ from autotune.run.outcome import TrialResult
 from autotune.search.references import (STARTUP_TRIALS, launchable_draw, make_sampler,
                                         reference_configs)
 from autotune.study.records import DEFAULT_ROLE, RUN_CPU_ROLE
-from autotune.space.resolve import find_space, load_space, resolve
+from autotune.space.resolve import find_space, load_space, parse_space, resolve
 from autotune.study.storage import open_storage, open_study
 from autotune.study.records import records
 from autotune.probe.topology import Capabilities
@@ -122,6 +122,34 @@ def test_a_launchable_draw_gives_up_when_nothing_can_run(space):
                            ruled_out=lambda p: "nothing runs here", tries=50) is None
     seen = launchable_draw(space, random.Random(0), seen=lambda p: p["precision"] == "fp32")
     assert seen is not None and seen["precision"] == "bf16"
+
+
+def test_a_repeat_row_mirrors_the_measurement_it_reuses(tmp_path, topo):
+    """Two configurations and a sampler that keeps proposing them: the repeat rows carry the
+    original's measurement whole (a script's metric as printed too), and where it came from."""
+    tiny = resolve(parse_space("name: tiny\nknobs:\n  allocator: [default, tcmalloc]\n",
+                               source="tiny.yaml"), topo)
+
+    def evaluate(c: Config, mode: str, seed: int = 0, samples: int | None = None) -> TrialResult:
+        sim.t += 10.0
+        if mode == "accuracy":
+            return TrialResult(outcome=R.OK, accuracy=0.8, seconds=10.0)
+        return TrialResult(outcome=R.OK, throughput=1 / (0.3 if c.allocator == "tcmalloc" else 0.4),
+                           seconds=10.0, cpu_share=0.97, metric_source="--metric",
+                           metric_shown=f"{0.3 if c.allocator == 'tcmalloc' else 0.4} "
+                                        "(--metric, lower is better)")
+    sim = Sim()
+    study = new_study(tmp_path)
+    run_search(study, space=tiny, topology=topo, evaluate=evaluate, clock=sim,
+               options=SearchOptions(budget_s=10**6, min_trial_s=10, patience=100))
+    by_number = {t.number: t for t in study.trials}
+    repeats = [t for t in study.trials if t.user_attrs.get("role") == "repeat"]
+    assert repeats, "the sampler proposed a measured configuration at least once"
+    for t in repeats:
+        original = by_number[t.user_attrs["reused_from"]]
+        assert t.values == original.values
+        for field in ("outcome", "metric_shown", "metric_source", "cpu_share", "config_key"):
+            assert t.user_attrs[field] == original.user_attrs[field], field
 
 
 def test_resume_runs_nothing_already_measured(tmp_path, topo, space):
