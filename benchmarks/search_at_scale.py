@@ -30,7 +30,7 @@ from .model_machines import (calibrate, extended_optimum, fit_report, machines, 
 from .search_efficiency import RESULTS, _finite, compare
 
 # the Zen 5 machine's landscape (AMD EPYC family 26, 2 cores, 2026-11-24)
-RECORDED = Path(__file__).resolve().parent / "data" / "landscape-6607f14616f2.json"
+RECORDED = Path(__file__).resolve().parent / "data" / "landscape-115e441fefef.json"
 
 
 def simulate(name: str, seeds: int, budget_s: float = 1800.0, max_drop: float = 1.0,

@@ -43,7 +43,13 @@ SYSFS_GLOBS = (
     "devices/system/node/node[0-9]*/cpulist",
     "devices/system/node/node[0-9]*/meminfo",
     "devices/system/node/node[0-9]*/distance",
+    "devices/system/memory/block_size_bytes",
+    "devices/system/node/node[0-9]*/memory_blocks",   # in a capture (see MEMORY_BLOCKS)
 )
+# Written by the collector: how many memory blocks the kernel has placed on a node (its memoryN
+# links). The node's meminfo lags on VMs that initialise memory after boot (6.6 GiB, then 15.7 of
+# the same 24 GiB), which moved this machine's fingerprint in the middle of a session.
+MEMORY_BLOCKS = "memory_blocks"
 GPU_QUERY_ARGV = ("nvidia-smi", "--query-gpu=index,name,memory.total",
                   "--format=csv,noheader,nounits")
 GPU_TOPO_ARGV = ("nvidia-smi", "topo", "-m")
@@ -75,6 +81,10 @@ def collect_machine(sysfs_root: str | None = None) -> RawMachine:
     for pattern in SYSFS_GLOBS:
         for path in sorted(glob.glob(os.path.join(root, pattern))):
             files[os.path.relpath(path, root)] = read_text(path)
+    for node in sorted(glob.glob(os.path.join(root, "devices/system/node/node[0-9]*"))):
+        blocks = len(glob.glob(os.path.join(node, "memory[0-9]*")))
+        if blocks:
+            files[os.path.join(os.path.relpath(node, root), MEMORY_BLOCKS)] = f"{blocks}\n"
     if sysfs_root is None:
         files.update(_live_extras(has_nodes=any(p.startswith("devices/system/node/node")
                                                 for p in files)))

@@ -168,9 +168,24 @@ def parse_nodes(files: Mapping[str, str], online: tuple[int, ...], *, root: str
         cpus = parse_cpulist(files.get(f"{base}/cpulist", ""), where=f"{root}/{base}/cpulist")
         meminfo = files.get(f"{base}/meminfo")
         mem = parse_node_meminfo(meminfo, where=f"{root}/{base}/meminfo") if meminfo else 0
+        mem = max(mem, _block_bytes(files, base, root=root))
         nodes.append(NumaNode(id=nid, cpus=tuple(c for c in cpus if c in online_set),
                               memory_bytes=mem))
     return tuple(nodes), _distances(files, ids, root=root)
+
+
+def _block_bytes(files: Mapping[str, str], base: str, *, root: str) -> int:
+    """A node's memory as the kernel's memory blocks on it (what is installed; 0 when not
+    collected): its meminfo MemTotal can lag far behind on VMs that initialise memory late."""
+    blocks = files.get(f"{base}/memory_blocks")
+    size = files.get("devices/system/memory/block_size_bytes")
+    if not blocks or not size:
+        return 0
+    try:
+        return int(blocks) * int(size.strip(), 16)   # block_size_bytes is hexadecimal
+    except ValueError:
+        raise ProbeError(f"{root}/{base}: memory blocks {blocks.strip()!r} x "
+                         f"{size.strip()!r} is not a size") from None
 
 
 def _distances(files: Mapping[str, str], ids: tuple[int, ...], *, root: str

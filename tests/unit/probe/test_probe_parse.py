@@ -65,6 +65,28 @@ def test_node_meminfo_and_proc_meminfo():
         parse_node_meminfo("Node 0 MemFree: 1 kB\n")
 
 
+def test_a_node_is_sized_by_its_memory_blocks_while_its_meminfo_lags(tmp_path):
+    """This VM's node 0 meminfo said 6.6 GiB at one probe and 15.7 GiB at the next, of the same
+    192 blocks of 128 MiB: the fingerprint moved and the machine's own landscape and studies
+    became another machine's. The blocks the kernel placed on the node do not move."""
+    prints = set()
+    for kib in (6908116, 16476372):   # the two MemTotal readings, in kB
+        root = tmp_path / str(kib)
+        shutil.copytree(os.path.join(MACHINES, "live-epyc-zen5-2cpu"), root)
+        node = root / "devices/system/node/node0"
+        (node / "meminfo").write_text(f"Node 0 MemTotal: {kib} kB\nNode 0 MemFree: 1 kB\n")
+        for block in range(192):   # a live node holds memoryN links; a capture, their count
+            (node / f"memory{block}").mkdir()
+        (root / "devices/system/memory").mkdir()
+        (root / "devices/system/memory/block_size_bytes").write_text("8000000\n")
+        t = probe(str(root), collect_capabilities=False)
+        assert t.numa_nodes[0].memory_bytes == 24 * GIB
+        prints.add(t.fingerprint())
+    assert len(prints) == 1
+    # without the blocks (older captures), the meminfo is what there is
+    assert machine("live-epyc-zen5-2cpu").numa_nodes[0].memory_bytes == 5990612 * 1024
+
+
 @pytest.mark.parametrize("text, quota", [
     ("max 100000\n", None),
     ("200000 100000\n", 2.0),
