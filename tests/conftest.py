@@ -27,6 +27,13 @@ import pytest
 TESTS = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, TESTS)
 
+# A suite started in the background (`cmd &` in a script) inherits SIGINT ignored, and so does
+# every process it starts: the tests that press Ctrl-C on a search, a launch or the dashboard then
+# wait in vain (the dashboard is killed after 30 s, the search runs to its end). A handler set
+# here is reset to the default in each child at exec, so Ctrl-C works again in both.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 
 def pytest_collection_modifyitems(config, items):
     integration = os.path.join(TESTS, "integration") + os.sep
