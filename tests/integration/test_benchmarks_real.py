@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import pytest
-from benchmarks import landscape, overhead, search_efficiency, speedup
+from benchmarks import landscape, overhead, speedup
 
 
 @pytest.mark.slow

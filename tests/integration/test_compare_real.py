@@ -6,18 +6,11 @@ from __future__ import annotations
 from paths import REPO
 import json
 import sys
-from pathlib import Path
 import pytest
-from autotune.run import outcome as R
 from autotune.cli import main
-from autotune.recommend.compare import Comparison, Window, compare, describe
-from autotune.config import Config
+from autotune.recommend.compare import compare
 from autotune.measure.stats import ratio_stats
-from autotune.run.outcome import TrialResult
-from benchmarks.intel_ab import compare_argv
 from results_study import live_topology
-
-
 
 
 @pytest.mark.slow

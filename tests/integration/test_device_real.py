@@ -6,10 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 from autotune.worker import device
-from autotune.worker import in_force as inforce
 from autotune.worker import data as pipeline
-from autotune.plan.launch_plan import RankExpect
-from autotune.worker.workloads import get_workload, rank_slice
+from autotune.worker.workloads import get_workload
 
 
 @pytest.mark.slow

@@ -4,32 +4,23 @@
 from __future__ import annotations
 
 from paths import REPO
-import dataclasses
 import json
 import os
-import shlex
 import socket
 import subprocess
 import sys
-from pathlib import Path
-import optuna
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import settings
 from autotune.run import outcome as R
 from autotune.cli import main
 from autotune.config import Config
 from autotune.export.command import launch_command, render
 from autotune.worker.in_force import differences
 from autotune.plan.build import build_plan
-from autotune.plan.feasible import infeasible_reason
-from autotune.probe import probe
-from autotune.plan.feasible import ruled_out
-from autotune.space.resolve import find_space, load_space, resolve
 from autotune.study.storage import describe_study, open_storage, open_study, study_name
 from autotune.run.outcome import TrialResult
 from autotune.study.records import record_trial
-from results_study import live_topology, study_copy
+from results_study import live_topology
 
 
 def export(capsys, *argv):
@@ -37,10 +28,12 @@ def export(capsys, *argv):
     out, err = capsys.readouterr()
     return rc, out, err
 
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
 
 # A stand-in trainer: joins the process group as a training script would (the backend in force is
 # part of the plan), then reports what it has in force.

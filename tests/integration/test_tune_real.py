@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import tempfile
 import pytest
-from autotune.errors import AutotuneError, WorkloadError
-from autotune.tune import SearchRequest, check_workload, search
+from autotune.tune import SearchRequest, search
 
 
 @pytest.mark.slow

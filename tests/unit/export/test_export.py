@@ -176,20 +176,6 @@ def test_ld_preload_names_only_libraries_the_probe_found():
     assert infeasible_reason(Config(allocator="jemalloc"), bare)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-# A stand-in trainer: joins the process group as a training script would (the backend in force is
-# part of the plan), then reports what it has in force.
-_PROBE = ("import json, os, torch, torch.distributed as dist; from autotune.worker import in_force; "
-          "dist.init_process_group('gloo'); seen = in_force.collect('fp32'); "
-          "seen['backend'] = dist.get_backend(); dist.barrier(); dist.destroy_process_group(); "
-          "json.dump(seen, open('rank%s.json' % os.environ['RANK'], 'w'))")
-
-
 # ---- bad input: one line on stderr, exit 2, no traceback, nothing written -----------------------
 
 SECRET = "s3cretpw"
