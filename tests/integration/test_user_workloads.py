@@ -140,9 +140,10 @@ def test_entry_point_returning_the_wrong_type_stops_before_any_trial(tmp_path):
 
 @pytest.mark.slow
 def test_entry_point_is_tuned_and_exported(tmp_path):
-    # tcmalloc against the default allocator: a margin (1.3x-1.6x here) far above the noise of a
-    # 1-round verification, and the same arithmetic, so the accuracy gate cannot reject the winner
-    # by chance (global batch 16/64 did: a 1-point accuracy draw decided whether 64 survived)
+    # tcmalloc against the default allocator: the same arithmetic, so the accuracy gate plays no
+    # part. Which one wins is chance here: on the Zen 5 machine this small MLP measured 0.91x,
+    # 1.04x and 1.09x with tcmalloc in three 1-round verifications (1 s windows), so the test
+    # checks that both were tuned and that the export carries whichever was recommended
     s = space(tmp_path, "name: entry\nknobs:\n  allocator: [default, tcmalloc]\n"
                         "fixed:\n  threads: 1\nconstraints: []\n")
     # short quality runs: under load the default's 3-seed noise floor at 16384 samples took the
@@ -159,8 +160,8 @@ def test_entry_point_is_tuned_and_exported(tmp_path):
     rc, text, err, _ = cli(tmp_path, "export", "--results", str(tmp_path / "results"))
     assert rc == 0, err
     assert "-m autotune.worker --workload benchmarks.workloads.entry:build" in text
-    assert rec["config"]["allocator"] == "tcmalloc", rec
-    assert "libtcmalloc" in text, text
+    assert rec["verified"], rec
+    assert ("libtcmalloc" in text) == (rec["config"]["allocator"] == "tcmalloc"), (rec, text)
     # every measured search trial stores the CPU share its window got (the report's busy flag)
     import optuna
     study = optuna.load_study(study_name=summary["study"],
@@ -170,6 +171,7 @@ def test_entry_point_is_tuned_and_exported(tmp_path):
           and t.user_attrs.get("role") != "repeat"]
     assert ok and all(0 < t.user_attrs["cpu_share"] <= 1.5 for t in ok), \
         [t.user_attrs.get("cpu_share") for t in ok]
+    assert {t.user_attrs["config"]["allocator"] for t in ok} == {"default", "tcmalloc"}
 
 
 @pytest.mark.slow
