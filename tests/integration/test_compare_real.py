@@ -8,7 +8,6 @@ import json
 import sys
 import pytest
 from autotune.cli import main
-from autotune.recommend.compare import compare
 from autotune.measure.stats import ratio_stats
 from results_study import live_topology
 

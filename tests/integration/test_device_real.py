@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-from autotune.worker import device
 from autotune.worker import data as pipeline
 from autotune.worker.workloads import get_workload
 

@@ -6,12 +6,11 @@ from __future__ import annotations
 from paths import REPO
 import json
 import os
-import socket
 import subprocess
 import sys
 import pytest
-from hypothesis import settings
 from autotune.run import outcome as R
+from autotune.run.runner import free_port
 from autotune.cli import main
 from autotune.config import Config
 from autotune.export.command import launch_command, render
@@ -27,12 +26,6 @@ def export(capsys, *argv):
     rc = main(["export", *argv])
     out, err = capsys.readouterr()
     return rc, out, err
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # A stand-in trainer: joins the process group as a training script would (the backend in force is
@@ -58,7 +51,7 @@ def test_running_the_exported_command_reproduces_the_configuration(tmp_path, cap
     rc, text, _ = export(capsys, "--storage", url, "--trial", "0", "--seconds", "1")
     assert rc == 0
     # the rendezvous port is the only thing changed: 29500 may be in use by another test
-    text = text.replace("MASTER_PORT=29500", f"MASTER_PORT={_free_port()}")
+    text = text.replace("MASTER_PORT=29500", f"MASTER_PORT={free_port()}")
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     done = subprocess.run(["bash", "-c", text], cwd=run_dir, capture_output=True, text=True,
@@ -86,7 +79,7 @@ def test_exported_environment_and_binding_are_in_force(tmp_path):
                     allocator=alloc)
     program = (sys.executable, "-c", _PROBE)
     text = render(launch_command(config, topo, program=program), "shell")
-    text = text.replace("MASTER_PORT=29500", f"MASTER_PORT={_free_port()}")
+    text = text.replace("MASTER_PORT=29500", f"MASTER_PORT={free_port()}")
     done = subprocess.run(["bash", "-c", text], cwd=tmp_path, capture_output=True, text=True,
                           timeout=180, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert done.returncode == 0, done.stderr[-2000:]

@@ -27,6 +27,7 @@ from autotune.export.launch import (Nodes, Tuned, exit_code, from_manifest, over
 from autotune.probe.parse import format_cpulist
 from autotune.probe import probe
 from autotune.recommend.verify import Recommendation
+from autotune.run.runner import free_port
 from autotune.run.tee import prefix
 from autotune.study.storage import describe_study, open_storage, open_study, study_name
 from results_study import live_topology, make_study, study_copy
@@ -339,7 +340,7 @@ def test_two_launches_form_one_job_across_nodes(tmp_path):
         dist.destroy_process_group()
     """)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests")])}
-    port = str(_free_port())
+    port = str(free_port())
     procs = [subprocess.Popen([sys.executable, "-m", "autotune", "launch", "--storage",
                                f"sqlite:///{db}", "--nproc-per-node", "2", "--nnodes", "2",
                                "--node-rank", str(node), "--master-addr", "127.0.0.1",
@@ -353,13 +354,6 @@ def test_two_launches_form_one_job_across_nodes(tmp_path):
         assert f"this host is node {node} (ranks {2 * node}-{2 * node + 1} of 4)" in err
         for local in (0, 1):
             assert f"[rank{local}]: world 4 rank {2 * node + local} sum 6" in out
-
-
-def _free_port() -> int:
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_a_script_is_read_as_script_mode_reads_it(db, tmp_path, capsys):

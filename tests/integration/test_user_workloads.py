@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-import autotune
 from autotune.config import Config
 from autotune.errors import WorkloadError
 from autotune.measure.script import fill, placeholders, script_metric

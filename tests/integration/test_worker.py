@@ -2,14 +2,13 @@
 from paths import REPO
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
+from autotune.run.runner import free_port
 from autotune.plan.launch_plan import (EXIT_BACKEND_UNAVAILABLE, EXIT_BAD_CONFIG, EXIT_WORKLOAD_ERROR,
                                  RankExpect, WorkerRequest)
 
@@ -23,19 +22,13 @@ JEMALLOC_CONF = ("oversize_threshold:1,background_thread:true,metadata_thp:auto,
 FAST = dict(warmup_steps=2, target_seconds=1.0, min_steps=5)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def launch(tmp_path, request, *, env=None, rank_env=None, prefix=None, timeout=60.0):
     """Spawn every rank as the runner would; kill them all on timeout. -> (codes, results, logs)"""
     req_path = tmp_path / "request.json"
     req_path.write_text(json.dumps(request.to_json()))
     world = len(request.ranks)
     base = {**os.environ, "PYTHONPATH": str(ROOT), "MASTER_ADDR": "127.0.0.1",
-            "MASTER_PORT": str(_free_port()), "WORLD_SIZE": str(world), **(env or {})}
+            "MASTER_PORT": str(free_port()), "WORLD_SIZE": str(world), **(env or {})}
     procs = []
     for r in range(world):
         renv = {**base, "RANK": str(r), "LOCAL_RANK": str(r),

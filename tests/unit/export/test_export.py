@@ -8,7 +8,6 @@ import dataclasses
 import json
 import os
 import shlex
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -22,8 +21,6 @@ from autotune.run import outcome as R
 from autotune.cli import main
 from autotune.config import Config
 from autotune.export.command import launch_command, render
-from autotune.worker.in_force import differences
-from autotune.plan.build import build_plan
 from autotune.plan.feasible import infeasible_reason
 from autotune.probe import probe
 from autotune.plan.feasible import ruled_out
