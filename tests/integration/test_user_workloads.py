@@ -140,9 +140,10 @@ def test_entry_point_returning_the_wrong_type_stops_before_any_trial(tmp_path):
 @pytest.mark.slow
 def test_entry_point_is_tuned_and_exported(tmp_path):
     # tcmalloc against the default allocator: the same arithmetic, so the accuracy gate plays no
-    # part. Which one wins is chance here: on the Zen 5 machine this small MLP measured 0.91x,
-    # 1.04x and 1.09x with tcmalloc in three 1-round verifications (1 s windows), so the test
-    # checks that both were tuned and that the export carries whichever was recommended
+    # part. Which one wins is chance: on the 2-core AMD EPYC family 25 (Zen 4) this small MLP
+    # measured 0.91x, 1.04x and 1.09x with tcmalloc in three 1-round verifications (1 s windows,
+    # 2026-11-24), so the test checks that both were tuned and that the export carries whichever
+    # was recommended
     s = space(tmp_path, "name: entry\nknobs:\n  allocator: [default, tcmalloc]\n"
                         "fixed:\n  threads: 1\nconstraints: []\n")
     # short quality runs: under load the default's 3-seed noise floor at 16384 samples took the
