@@ -12,7 +12,8 @@ PY="${PYTHON:-python3}"
 want_test=0
 [ "${1:-}" = "--test" ] && want_test=1
 
-debs="libjemalloc2 libgoogle-perftools4 numactl"
+# libfabric1 and g++: the ccl backend (oneCCL's transport, and its one-time build)
+debs="libjemalloc2 libgoogle-perftools4 numactl libfabric1 g++"
 # chromium: the dashboard test; postgresql: the shared-search test; openssh-server, openmpi-bin,
 # iproute2: the multi-host tests over namespace hosts (scripts/testhosts.sh); slurm-wlm, munge:
 # srun and the sbatch export.
@@ -38,4 +39,11 @@ fi
 extras=""
 [ $want_test = 1 ] && extras="[test,postgres]"
 .venv/bin/pip install -q -e ".$extras"
+# The ccl backend (autotune/comm/ccl): oneCCL's runtime from PyPI, compiled against this torch
+# once (about a minute) and cached; a later set-up finds it built. Without it autotune uses gloo.
+if ! .venv/bin/python -m autotune.comm.ccl status >/dev/null 2>&1; then
+    echo "setup: setting up the ccl backend (oneCCL runtime from PyPI, one build for this torch)"
+    { .venv/bin/python -m autotune.comm.ccl install >/dev/null && .venv/bin/python -m autotune.comm.ccl build >/dev/null; } ||
+        echo "setup: warning: the ccl backend is not available; autotune goes on with gloo ($(.venv/bin/python -m autotune.comm.ccl status 2>&1 | tail -1))"
+fi
 echo "setup: ready ($(.venv/bin/python -c 'import torch; print("torch", torch.__version__)'))"

@@ -20,6 +20,11 @@ DEVICES = ("cpu", "cuda")
 # Where a GPU rank's CPUs come from, named as torchrun's --numa-binding modes (torch/numa/binding.py)
 NUMA_BINDINGS = ("none", "node", "socket", "exclusive", "core-complex")
 
+# oneCCL's own knobs (used only with backend=ccl; see autotune/comm/ccl/env.py for what each does)
+CCL_WORKER_AFFINITIES = ("shared", "dedicated")
+CCL_YIELDS = ("sched_yield", "pause", "sleep")
+CCL_MAX_WORKERS = 4
+
 LR_RULES = ("linear", "sqrt", "none")
 # The global batch of the default launch. Learning rates of workloads are tuned for it, and the
 # lr_rule scales them for another global batch (see measure/quality.py).
@@ -54,6 +59,12 @@ class Config:
     dataloader_workers: int = 0         # DataLoader worker processes per rank (0: in the rank)
     pin_memory: bool = False            # page-locked host batches (faster host-to-GPU copies)
     nnodes: int = 1                     # hosts the nproc ranks are spread over (with --hosts)
+    # backend=ccl only: oneCCL progress workers per rank (CCL_WORKER_COUNT), where they run
+    # (CCL_WORKER_AFFINITY: on the rank's own cores, or on cores of their own), how they wait
+    # (CCL_YIELD). With another backend they mean nothing and keep their defaults.
+    ccl_workers: int = 1
+    ccl_worker_affinity: str = "shared"
+    ccl_yield: str = "sched_yield"
 
     def __post_init__(self) -> None:
         _positive("nproc", self.nproc)
@@ -72,6 +83,9 @@ class Config:
         if not isinstance(self.dataloader_workers, int) or isinstance(self.dataloader_workers, bool) \
                 or self.dataloader_workers < 0:
             raise ConfigError(f"dataloader_workers={self.dataloader_workers!r}: must be an integer >= 0")
+        if not isinstance(self.ccl_workers, int) or isinstance(self.ccl_workers, bool) \
+                or not 1 <= self.ccl_workers <= CCL_MAX_WORKERS:
+            raise ConfigError(f"ccl_workers={self.ccl_workers!r}: must be an integer from 1 to {CCL_MAX_WORKERS}")
         if not isinstance(self.kmp_blocktime, int) or isinstance(self.kmp_blocktime, bool) \
                 or self.kmp_blocktime < 0:
             raise ConfigError(f"kmp_blocktime={self.kmp_blocktime!r}: must be an integer >= 0 (ms)")
@@ -171,9 +185,13 @@ KNOB_TABLE: dict[str, Knob] = {
     "dataloader_workers": Knob("int", trainer_flag=True),
     "pin_memory": Knob("bool", trainer_flag=True),
     "nnodes": Knob("int"),
+    "ccl_workers": Knob("int"),
+    "ccl_worker_affinity": Knob("str", CCL_WORKER_AFFINITIES),
+    "ccl_yield": Knob("str", CCL_YIELDS),
 }
 KNOBS: tuple[str, ...] = tuple(f.name for f in fields(Config))
 assert tuple(KNOB_TABLE) == KNOBS, "KNOB_TABLE and Config's fields differ"
+CCL_KNOBS = ("ccl_workers", "ccl_worker_affinity", "ccl_yield")
 INT_KNOBS = tuple(k for k, v in KNOB_TABLE.items() if v.kind == "int")
 BOOL_KNOBS = tuple(k for k, v in KNOB_TABLE.items() if v.kind == "bool")
 IN_PROCESS_KNOBS = tuple(k for k, v in KNOB_TABLE.items() if v.in_process)

@@ -97,7 +97,7 @@ def render(t: Topology, *, source: str | None = None) -> str:
     out.append("openmp")
     out += _paths(caps.omp_runtimes, missing="not found", none_as={"libgomp": "torch default"})
     out.append(f"backends     {', '.join(caps.backends) or 'none'}"
-               + (f"; ccl: {caps.ccl_problem}" if caps.ccl_problem else ""))
+               + (f"; ccl: unavailable ({caps.ccl_problem})" if caps.ccl_problem else ""))
     out.append(f"torch        {caps.torch_version or 'not importable'}; ipex: "
                + (caps.ipex_version or caps.ipex_problem or "not installed")
                + f"; torchvision: {'yes' if caps.torchvision else 'no'}")

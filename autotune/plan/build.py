@@ -9,6 +9,9 @@ import os
 import sys
 
 from ..bind import command as bind_command
+from ..comm.ccl.env import CCL_ENV
+from ..comm.ccl.env import rank_env as ccl_rank_env
+from ..comm.ccl.env import script_env as ccl_script_env
 from ..config import REFERENCE_GLOBAL_BATCH, Config
 from ..errors import ConfigError
 from ..probe.topology import Topology
@@ -27,7 +30,7 @@ JEMALLOC_CONF = ("oversize_threshold:1,background_thread:true,metadata_thp:auto,
 # Variables the plan owns: inherited values would silently change what a trial measures.
 OWNED_ENV = ("LD_PRELOAD", "MALLOC_CONF", "OMP_NUM_THREADS", "KMP_AFFINITY", "KMP_BLOCKTIME",
              "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-             "CCL_WORKER_COUNT", "CCL_WORKER_AFFINITY", "CCL_ATL_TRANSPORT", "GOMP_CPU_AFFINITY",
+             *CCL_ENV, "GOMP_CPU_AFFINITY",
              "GROUP_RANK", "ROLE_RANK", "ROLE_NAME", "GROUP_WORLD_SIZE", "ROLE_WORLD_SIZE",
              "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
              *CUDA_ENV)
@@ -65,9 +68,9 @@ def build_plan(config: Config, topology: Topology, *, workload: str = "cnn",
     expects, ranks = [], []
     request_path = os.path.join(workdir, "request.json")
     for rank, pl in enumerate(placements):
-        # The process may run on its compute cores plus the oneCCL worker's core; OpenMP is
-        # kept off the latter by GOMP_CPU_AFFINITY (see ccl_env).
-        cpus = tuple(sorted(pl.cpus + ((pl.ccl_cpu,) if pl.ccl_cpu is not None else ())))
+        # The process may run on its compute cores plus its oneCCL workers' dedicated cores;
+        # OpenMP is kept off the latter by GOMP_CPU_AFFINITY (see ccl_env).
+        cpus = tuple(sorted(set(pl.cpus) | set(pl.ccl_cpus)))
         mem_node = pl.node if membind_ok and pl.node is not None else None
         expects.append(RankExpect(cpus=cpus if bound else None, threads=pl.threads,
                                   allocator=config.allocator, omp_runtime=config.omp_runtime,
@@ -85,7 +88,9 @@ def build_plan(config: Config, topology: Topology, *, workload: str = "cnn",
         if script:
             env.update(torchrun_env(rank, config.nproc, trial_id))
         if config.backend == "ccl":
-            env.update(ccl_env(pl))
+            env.update(ccl_env(config, pl, rank, placements, bound))
+            if script:   # `import oneccl_bindings_for_pytorch` finds autotune's stand-in
+                env.update(ccl_script_env(base_env))
         per_rank = (f"{local_rank_arg}={rank}",) if local_rank_arg and program else ()
         argv = (*binding_prefix(config.binding if bound else "none", cpus, mem_node),
                 *(program or (python, "-m", "autotune.worker", "--request", request_path)),
@@ -101,6 +106,10 @@ def build_plan(config: Config, topology: Topology, *, workload: str = "cnn",
     threads = {str(p.threads) for p in placements if p.threads is not None}
     if threads:
         shown["OMP_NUM_THREADS"] = ",".join(sorted(threads))
+    for key in CCL_ENV if config.backend == "ccl" else ():
+        values = [r.env[key] for r in ranks if key in r.env]
+        if values:   # one value, or each rank's in rank order (CCL_LOCAL_RANK)
+            shown[key] = values[0] if len(set(values)) == 1 else ",".join(values)
     return LaunchPlan(ranks=tuple(ranks), request_path=request_path, request=request,
                       timeout_s=timeout_s, grace_s=grace_s, master_port=master_port,
                       workdir=workdir, env_delta=shown, script=script)
@@ -143,7 +152,14 @@ def binding_prefix(binding: str, cpus: tuple[int, ...], mem_node: int | None) ->
     return tuple(bind_command(tool, format_cpulist(cpus), None if mem_node is None else str(mem_node), []))
 
 
-def ccl_env(pl: Placement) -> dict[str, str]:
-    """oneCCL's environment: one worker thread pinned to the core the placement set aside."""
-    return {"CCL_WORKER_COUNT": "1", "CCL_WORKER_AFFINITY": str(pl.ccl_cpu),
-            "CCL_ATL_TRANSPORT": "ofi", "GOMP_CPU_AFFINITY": format_cpulist(pl.cpus)}
+def ccl_env(config: Config, pl: Placement, rank: int, placements: list[Placement],
+            bound: bool) -> dict[str, str]:
+    """oneCCL's environment for one rank of this host: its knobs, and every local rank's worker
+    cores in local-rank order (oneCCL takes its own slice by CCL_LOCAL_RANK)."""
+    dedicated = config.ccl_worker_affinity == "dedicated"
+    workers = tuple(c for p in placements for c in p.ccl_cpus) if bound or dedicated else None
+    env = ccl_rank_env(local_rank=rank, local_size=len(placements), workers=config.ccl_workers,
+                       yield_mode=config.ccl_yield, worker_cpus=workers, iface="lo")
+    if dedicated and pl.cpus:   # OpenMP stays on the compute cores, off the workers'
+        env["GOMP_CPU_AFFINITY"] = format_cpulist(pl.cpus)
+    return env

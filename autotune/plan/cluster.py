@@ -31,7 +31,10 @@ MARKER = "AUTOTUNE_TRIAL_MARKER"
 FORWARD = ("PATH", "PYTHONPATH", "VIRTUAL_ENV", "HOME", "LANG")
 _LAUNCHER_OWNED = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "AUTOTUNE_RESULT",
                    "MASTER_ADDR", "MASTER_PORT",
-                   "AUTOTUNE_REPORT")
+                   "AUTOTUNE_REPORT",
+                   # a host's plan says "lo"; across hosts collective_env names the real interface,
+                   # or the backend picks the one that reaches MASTER_ADDR (comm/ccl/env.py)
+                   "CCL_KVS_IFACE", "FI_TCP_IFACE")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,7 +80,8 @@ def collective_env(iface: str | None) -> dict[str, str]:
     if not iface:
         return {}
     return {"GLOO_SOCKET_IFNAME": iface, "NCCL_SOCKET_IFNAME": iface, "TP_SOCKET_IFNAME": iface,
-            "CCL_SOCKET_IFNAME": iface, "FI_TCP_IFACE": iface, "I_MPI_HYDRA_IFACE": iface}
+            "CCL_SOCKET_IFNAME": iface, "CCL_KVS_IFACE": iface, "FI_TCP_IFACE": iface,
+            "I_MPI_HYDRA_IFACE": iface}
 
 
 def infeasible_reason(config: Config, cluster: Cluster) -> str | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import Config
+from ..config import CCL_KNOBS, Config
 from ..errors import ConfigError
 from ..probe.topology import Core, Topology
 from .gpu import gpu_ranks
@@ -17,7 +17,9 @@ class Placement:
     cores: tuple[Core, ...]
     cpus: tuple[int, ...]
     threads: int | None
-    ccl_cpu: int | None = None  # the core taken out of the compute set for oneCCL's worker
+    # Where this rank's oneCCL progress workers run (backend=ccl): cores of their own taken out
+    # of the compute set (ccl_worker_affinity=dedicated), or the rank's last compute CPUs (shared).
+    ccl_cpus: tuple[int, ...] = ()
 
 
 def canonical(config: Config, topology: Topology) -> Config:
@@ -29,6 +31,8 @@ def canonical(config: Config, topology: Topology) -> Config:
     except ConfigError:
         return config
     out = config
+    if config.backend != "ccl":   # oneCCL's knobs mean nothing to another backend
+        out = out.with_(**{k: getattr(Config(), k) for k in CCL_KNOBS})
     if config.device == "cuda" and config.numa_binding == "none" and config.binding != "none":
         out = out.with_(binding="none")   # the tool has no CPU set to apply
     if out.nproc_per_node is not None and config.device == "cpu":
@@ -78,9 +82,10 @@ def placements(config: Config, topology: Topology) -> list[Placement]:
         counts = [config.nproc // used + (1 if i < config.nproc % used else 0) for i in range(used)]
 
     smt = config.binding.endswith("_smt")
-    # oneCCL progresses collectives on its own worker thread; it gets a core of its own, taken
-    # out of the rank's compute set, or it competes with the OpenMP threads every step.
-    ccl = 1 if config.backend == "ccl" else 0
+    # oneCCL progresses collectives on worker threads of its own. "dedicated" gives them cores
+    # taken out of the rank's compute set (counted against the machine); "shared" lets them run
+    # beside the compute threads on the rank's last cores, where CCL_YIELD decides how politely.
+    ccl = config.ccl_workers if config.backend == "ccl" and config.ccl_worker_affinity == "dedicated" else 0
     cap = topology.num_usable_cores() if topology.cpu_quota is not None else None
     out: list[Placement] = []
     for node, count in zip(node_ids, counts):
@@ -88,9 +93,10 @@ def placements(config: Config, topology: Topology) -> list[Placement]:
         if cap is not None:  # a cgroup quota smaller than the cpuset: plan on that many cores
             cores = cores[:max(1, cap // len(counts))]
         per_rank = len(cores) // count
-        if ccl and per_rank < 2:
-            raise ConfigError(f"backend ccl needs 2 cores per rank (one for the oneCCL worker); "
-                              f"{count} ranks on NUMA node {node} get {per_rank}")
+        if ccl and per_rank < ccl + 1:
+            raise ConfigError(f"ccl_worker_affinity=dedicated with ccl_workers={ccl} needs {ccl + 1} "
+                              f"cores per rank ({ccl} for oneCCL's workers); {count} ranks on NUMA "
+                              f"node {node} get {per_rank}")
         if per_rank < 1:
             raise ConfigError(f"{count} ranks on NUMA node {node} but it has only "
                               f"{len(cores)} usable physical core(s)")
@@ -107,12 +113,24 @@ def placements(config: Config, topology: Topology) -> list[Placement]:
             per_rank = need_cores
         for i in range(count):
             mine = tuple(cores[i * per_rank:(i + 1) * per_rank])
-            ccl_cpu = mine[-1].cpus[0] if ccl else None
-            compute = mine[:-1] if ccl else mine
+            compute = mine[:len(mine) - ccl]
             cpus = tuple(sorted(c for core in compute for c in (core.cpus if smt else core.cpus[:1])))
+            ccl_cpus = _ccl_cpus(config, mine[len(mine) - ccl:] if ccl else (), cpus)
             threads = want
             if threads is None and (config.nproc > 1 or config.binding != "none"):
                 threads = len(cpus)  # torch would otherwise start one thread per visible core
             out.append(Placement(node=node, cores=compute, cpus=cpus, threads=threads,
-                                 ccl_cpu=ccl_cpu))
+                                 ccl_cpus=ccl_cpus))
     return out
+
+
+def _ccl_cpus(config: Config, own: tuple[Core, ...] | list[Core], compute: tuple[int, ...]) -> tuple[int, ...]:
+    """One CPU per oneCCL worker: its dedicated cores, else the rank's last compute CPUs
+    (repeated when there are more workers than CPUs)."""
+    if config.backend != "ccl":
+        return ()
+    if own:
+        return tuple(core.cpus[0] for core in own)
+    if not compute:
+        return ()
+    return tuple(compute[-1 - (i % len(compute))] for i in range(config.ccl_workers))

@@ -24,10 +24,29 @@ ALLOCATOR_FIX = {
     "tcmalloc": "apt-get install libgoogle-perftools4 (or conda install gperftools)",
 }
 IOMP_NAMES = ("libiomp5.so",)
-CCL_MISSING = ("oneccl_bind_pt not installed: it is not on PyPI and deprecated upstream; "
-               "the ccl backend is planned but not offered")
+CCL_MISSING = ("the ccl backend is not set up here; fix: ./setup.sh, or "
+               "python -m autotune.comm.ccl build")
 _LDCONFIG_LINE = re.compile(r"^\s*(\S+)\s+\(([^)]*)\)\s+=>\s+(\S+)\s*$")
 _ARCH_TAG = {"x86_64": "x86-64", "aarch64": "AArch64", "ppc64le": "64bit", "s390x": "64bit"}
+
+
+def _ccl_problem(results: dict[str, Any]) -> str | None:
+    """Why the ccl backend cannot be used, from `python -m autotune.comm.ccl status` (which
+    knows both Intel's bindings and autotune's own build) or, in older captures, from the
+    import of Intel's bindings alone."""
+    status = results.get("ccl_status")
+    if status is not None:
+        if _ok(status):
+            return None
+        text = (status.get("stdout") or "").strip()
+        m = re.match(r"ccl: unavailable \((.*)\)$", text.splitlines()[-1] if text else "")
+        return m.group(1) if m else f"ccl status check failed: {_tail(status)}"
+    ccl_import = results.get("import:oneccl_bindings_for_pytorch")
+    if ccl_import is None:
+        return CCL_MISSING
+    if not _ok(ccl_import):
+        return f"oneccl_bindings_for_pytorch fails to import: {_tail(ccl_import)}"
+    return None
 
 
 def parse_ldconfig(text: str, machine: str = "x86_64") -> dict[str, str]:
@@ -117,13 +136,8 @@ def build_capabilities(raw: dict[str, Any], *, num_gpus: int = 0
         warnings.append(f"{num_gpus} GPU(s) found but this torch cannot use CUDA (a CPU-only "
                         f"build?): GPU trials are not offered")
 
-    ccl_problem = None
-    ccl_import = results.get("import:oneccl_bindings_for_pytorch")
-    if ccl_import is None:
-        ccl_problem = CCL_MISSING
-    elif not _ok(ccl_import):
-        ccl_problem = f"oneccl_bindings_for_pytorch fails to import: {_tail(ccl_import)}"
-    elif torch_info.get("distributed"):
+    ccl_problem = _ccl_problem(results)
+    if ccl_problem is None and torch_info.get("distributed"):
         backends.append("ccl")
     if torch_info.get("mpi"):
         backends.append("mpi")

@@ -76,6 +76,8 @@ def _collect_capabilities(cpu: int, node: int, _env_key: tuple) -> dict[str, Any
     for module in OPTIONAL_MODULES:
         if importlib.util.find_spec(module) is not None:
             jobs[f"import:{module}"] = [sys.executable, "-c", f"import {module}"]
+    # the ccl backend: Intel's bindings or autotune's own build (autotune/comm/ccl), loadable?
+    jobs["ccl_status"] = [sys.executable, "-m", "autotune.comm.ccl", "status"]
     tools = {name: shutil.which(name) for name in ("numactl", "taskset", "ldconfig")}
     if tools["numactl"]:
         jobs["numactl_physcpubind"] = [tools["numactl"], f"--physcpubind={cpu}", "true"]

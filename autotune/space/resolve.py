@@ -137,7 +137,7 @@ def _unavailable(knob: str, value: Any, topology: Topology, names: Mapping[str, 
     if knob == "omp_runtime" and value not in names["found_omp_runtimes"]:
         return f"Intel OpenMP ({value}) not found ({_INSTALL['libiomp5']})"
     if knob == "backend" and value not in caps.backends:
-        return {"ccl": caps.ccl_problem or "oneCCL bindings not found (pip install oneccl_bind_pt)",
+        return {"ccl": caps.ccl_problem or "the ccl backend is not set up (python -m autotune.comm.ccl build)",
                 "nccl": "needs NVIDIA GPUs and a CUDA build of torch",
                 "mpi": "this torch was built without MPI"}.get(value, f"{value} backend not available")
     if knob == "binding" and value not in names["found_bindings"]:

@@ -18,17 +18,14 @@ def backend_problem(backend: str) -> str | None:
         ok = dist.is_nccl_available() and torch.cuda.is_available()
         return None if ok else "nccl needs CUDA devices, none available"
     if backend == "ccl":
-        # Importing the bindings is what registers "ccl" with torch.distributed, so it must
-        # happen before init_process_group. torch_ccl is the bindings' older import name.
-        errors = []
-        for mod in ("oneccl_bindings_for_pytorch", "torch_ccl"):
-            try:
-                __import__(mod)
-                return None
-            except Exception as exc:  # noqa: BLE001 - broken bindings are as unavailable as missing
-                errors.append(f"{mod}: {type(exc).__name__}: {exc}")
-        return ("ccl needs oneccl_bindings_for_pytorch (pip package oneccl_bind_pt, not on PyPI, "
-                "deprecated upstream), which does not import (" + "; ".join(errors) + ")")
+        # Registering is what makes init_process_group("ccl") work: Intel's bindings where they
+        # are installed, else autotune's own build (autotune/comm/ccl).
+        from ..comm import ccl
+        try:
+            ccl.register()
+            return None
+        except Exception as exc:  # noqa: BLE001 - a broken build is as unavailable as a missing one
+            return str(exc)
     return f"unknown backend {backend!r}"
 
 

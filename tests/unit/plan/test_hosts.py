@@ -250,11 +250,12 @@ def test_single_host_torchrun_export_keeps_per_rank_ccl_env():
     cmd = launch_command(Config(nproc=2, backend="ccl", binding="numactl"), topo,
                          program=("python", "train.py"))
     text = render(cmd, "torchrun")
-    affinity = [e["CCL_WORKER_AFFINITY"] for e, _argv in cmd.ranks]
-    assert len(set(affinity)) == 2
-    assert "--env=CCL_WORKER_AFFINITY=" + ";".join(affinity) in shlex.split(text.splitlines()[-1])
+    # every local rank gets the whole host's worker cores; oneCCL takes its own by CCL_LOCAL_RANK
+    local = [e["CCL_LOCAL_RANK"] for e, _argv in cmd.ranks]
+    assert local == ["0", "1"] and "CCL_WORKER_COUNT=1" in text
+    assert "--env=CCL_LOCAL_RANK=0;1" in shlex.split(text.splitlines()[-1])
     mpirun = render(cmd, "mpirun")        # a single machine exports to mpirun too
-    assert "-np 2" in mpirun and "CCL_WORKER_AFFINITY=" + ";".join(affinity) in mpirun
+    assert "-np 2" in mpirun and "CCL_LOCAL_RANK=0;1" in mpirun
 
 
 @pytest.mark.parametrize("launcher, tool", [("mpirun", "openmpi-bin"), ("srun", "slurm-client"),

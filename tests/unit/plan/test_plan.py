@@ -151,12 +151,24 @@ def test_infeasible_configs_are_ruled_out_with_a_reason(config, caps, message):
 
 def test_ccl_plan_reserves_a_core_for_the_ccl_worker():
     topo = machine("xeon-2s-icx", backends=("gloo", "ccl"))
-    r0, r1 = plan(Config(nproc=2, backend="ccl", binding="numactl"), topo).ranks
+    r0, r1 = plan(Config(nproc=2, backend="ccl", binding="numactl",
+                         ccl_worker_affinity="dedicated"), topo).ranks
     assert r0.env["CCL_WORKER_COUNT"] == "1" and r0.env["CCL_ATL_TRANSPORT"] == "ofi"
-    ccl_core = int(r1.env["CCL_WORKER_AFFINITY"])
+    assert r0.env["CCL_WORKER_AFFINITY"] == r1.env["CCL_WORKER_AFFINITY"]  # the host's list
+    assert (r0.env["CCL_LOCAL_RANK"], r1.env["CCL_LOCAL_RANK"]) == ("0", "1")
+    ccl_core = int(r1.env["CCL_WORKER_AFFINITY"].split(",")[1])   # rank 1's slice
     assert ccl_core in r1.cpus and ccl_core in range(32, 64)  # bound with the rank...
     assert str(ccl_core) not in r1.env["GOMP_CPU_AFFINITY"].split(",")  # ...but not computing
     assert r1.env["OMP_NUM_THREADS"] == str(len(r1.cpus) - 1)
+
+
+def test_ccl_shared_workers_sit_on_the_ranks_last_core():
+    topo = machine("xeon-2s-icx", backends=("gloo", "ccl"))
+    r0, r1 = plan(Config(nproc=2, backend="ccl", binding="numactl", ccl_workers=2), topo).ranks
+    workers = [int(c) for c in r0.env["CCL_WORKER_AFFINITY"].split(",")]
+    assert workers[:2] == [r0.cpus[-1], r0.cpus[-2]] and workers[2:] == [r1.cpus[-1], r1.cpus[-2]]
+    assert "GOMP_CPU_AFFINITY" not in r0.env and r0.env["OMP_NUM_THREADS"] == str(len(r0.cpus))
+    assert r0.env["CCL_WORKER_COUNT"] == "2" and r0.env["CCL_YIELD"] == "sched_yield"
 
 
 def test_dry_run_cli_plans_against_a_captured_machine(capsys):
@@ -191,35 +203,41 @@ def test_bad_run_input_is_one_line_exit_2(argv, needle, capsys):
 
 # ---- oneCCL plans on multi-socket machines ------------------------------------------------------
 def _ccl_invariants(ranks) -> None:
-    """oneCCL's worker thread sits on a core of the rank's own binding that none of any rank's
-    OpenMP threads use (else every all-reduce competes with a GEMM thread)."""
+    """With dedicated workers, oneCCL's worker thread sits on a core of the rank's own binding
+    that none of any rank's OpenMP threads use (else every all-reduce competes with a GEMM
+    thread). Every rank of a host gets the host's list; CCL_LOCAL_RANK picks its own entry."""
     from autotune.probe.parse import parse_cpulist
     compute = [set(parse_cpulist(r.env["GOMP_CPU_AFFINITY"])) for r in ranks]
+    listed = [int(c) for c in ranks[0].env["CCL_WORKER_AFFINITY"].split(",")]
+    assert len(listed) == len(ranks)
     for r, mine in zip(ranks, compute):
         assert r.env["CCL_WORKER_COUNT"] == "1" and r.env["CCL_ATL_TRANSPORT"] == "ofi"
-        worker = int(r.env["CCL_WORKER_AFFINITY"])
+        worker = listed[int(r.env["CCL_LOCAL_RANK"])]
         assert worker in r.cpus                            # within the rank's binding
         assert all(worker not in c for c in compute)       # disjoint from every rank's threads
         assert mine <= set(r.cpus) and r.env["OMP_NUM_THREADS"] == str(len(mine))
-    assert len({int(r.env["CCL_WORKER_AFFINITY"]) for r in ranks}) == len(ranks)
+    assert len(set(listed)) == len(ranks)
     assert all(not (a & b) for i, a in enumerate(compute) for b in compute[i + 1:])
 
 
 @pytest.mark.parametrize("name,config,nodes", [
     # EPYC 7763 in NPS4: 4 nodes x 16 cores, one rank per node
-    ("epyc-7763-nps4", Config(nproc=4, backend="ccl", binding="numactl"), [0, 1, 2, 3]),
+    ("epyc-7763-nps4", Config(nproc=4, backend="ccl", binding="numactl", ccl_worker_affinity="dedicated"), [0, 1, 2, 3]),
     # ... and 2 ranks per node, 8 cores each (7 compute + the oneCCL worker)
-    ("epyc-7763-nps4", Config(nproc=8, nproc_per_node=2, backend="ccl", binding="numactl"),
+    ("epyc-7763-nps4", Config(nproc=8, nproc_per_node=2, backend="ccl", binding="numactl",
+                               ccl_worker_affinity="dedicated"),
      [0, 0, 1, 1, 2, 2, 3, 3]),
     # 2-socket Ice Lake, 2 ranks per socket
-    ("xeon-2s-icx", Config(nproc=4, nproc_per_node=2, backend="ccl", binding="numactl"),
+    ("xeon-2s-icx", Config(nproc=4, nproc_per_node=2, backend="ccl", binding="numactl",
+                           ccl_worker_affinity="dedicated"),
      [0, 0, 1, 1]),
     ("xeon-2s-icx", Config(nproc=4, nproc_per_node=2, backend="ccl", binding="numactl_smt",
-                           omp_runtime="libiomp5"), [0, 0, 1, 1]),
+                           omp_runtime="libiomp5", ccl_worker_affinity="dedicated"), [0, 0, 1, 1]),
     # Sapphire Rapids Max in flat mode: HBM-only nodes 2 and 3 never get ranks
-    ("spr-max-hbm-flat", Config(nproc=2, backend="ccl", binding="numactl"), [0, 1]),
+    ("spr-max-hbm-flat", Config(nproc=2, backend="ccl", binding="numactl",
+                                ccl_worker_affinity="dedicated"), [0, 1]),
     ("spr-max-hbm-flat", Config(nproc=4, nproc_per_node=2, threads=8, backend="ccl",
-                                binding="taskset"), [0, 0, 1, 1]),
+                                binding="taskset", ccl_worker_affinity="dedicated"), [0, 0, 1, 1]),
 ])
 def test_ccl_plans_on_multi_socket_machines(name, config, nodes):
     topo = machine(name, backends=("gloo", "ccl"))
@@ -236,20 +254,42 @@ def test_ccl_plans_on_multi_socket_machines(name, config, nodes):
 
 def test_ccl_with_one_core_per_rank_is_infeasible():
     topo = machine("epyc-7763-nps4", backends=("gloo", "ccl"))
-    config = Config(nproc=64, nproc_per_node=16, backend="ccl", binding="numactl")
+    config = Config(nproc=64, nproc_per_node=16, backend="ccl", binding="numactl",
+                    ccl_worker_affinity="dedicated")
     reason = infeasible_reason(config, topo)
-    assert reason and "ccl needs 2 cores per rank" in reason
-    with pytest.raises(ConfigError, match="oneCCL worker"):
+    assert reason and "needs 2 cores per rank" in reason
+    with pytest.raises(ConfigError, match="oneCCL's workers"):
         plan(config, topo)
     # threads that fill the rank's cores leave none for the worker either
-    assert "exceeds" in infeasible_reason(Config(nproc=4, threads=16, backend="ccl"), topo)
+    assert "exceeds" in infeasible_reason(Config(nproc=4, threads=16, backend="ccl",
+                                                 ccl_worker_affinity="dedicated"), topo)
+    # shared workers need no core of their own
+    assert infeasible_reason(config.with_(ccl_worker_affinity="shared", global_batch=64), topo) is None
+
+
+def test_ccl_knob_mixes_ruled_out_before_launch():
+    topo = machine("xeon-2s-icx", backends=("gloo", "ccl"))
+    why = infeasible_reason(Config(nproc=2, backend="ccl", ccl_yield="pause"), topo)
+    assert "busy-waits" in why
+    assert infeasible_reason(Config(nproc=2, backend="ccl", ccl_yield="pause",
+                                    ccl_worker_affinity="dedicated"), topo) is None
+    assert "ccl_workers=2 needs 3 cores" in infeasible_reason(
+        Config(nproc=32, backend="ccl", ccl_workers=2, ccl_worker_affinity="dedicated"), topo)
+    with pytest.raises(ConfigError, match="ccl_workers=9"):
+        Config(backend="ccl", ccl_workers=9)
+
+
+def test_ccl_knobs_mean_nothing_to_gloo():
+    topo = machine("xeon-2s-icx", backends=("gloo", "ccl"))
+    assert canonical(Config(nproc=2, ccl_workers=2, ccl_yield="sleep"), topo) == canonical(Config(nproc=2), topo)
+    assert canonical(Config(nproc=2, backend="ccl", ccl_workers=2), topo).ccl_workers == 2
 
 
 def test_ccl_not_offered_says_why():
     from autotune.probe.capabilities import CCL_MISSING
     topo = machine("xeon-2s-icx", ccl_problem=CCL_MISSING)
     reason = infeasible_reason(Config(backend="ccl"), topo)
-    assert "not on PyPI" in reason
+    assert "python -m autotune.comm.ccl build" in reason
 
 
 def test_two_spellings_of_one_launch_are_one_configuration():

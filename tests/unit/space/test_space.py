@@ -438,7 +438,7 @@ BAD_ON_THIS_MACHINE = [
     ("knobs:\n  threads: ['usable_cores // gpus']\n", LAPTOP,
      "x.yaml: knobs.threads[0]: division by zero in 'usable_cores // gpus'"),
     ("knobs:\n  threads: [1]\nfixed:\n  backend: ccl\n", LAPTOP,
-     "x.yaml: fixed.backend: ccl cannot run here: oneCCL bindings not found (pip install oneccl_bind_pt)"),
+     "x.yaml: fixed.backend: ccl cannot run here: the ccl backend is not set up (python -m autotune.comm.ccl build)"),
     ("knobs:\n  threads: [4, 8]\n", LAPTOP,
      "x.yaml: constraints: no combination of the choices satisfies them on this machine "
      "(threads * nproc <= usable_cores)"),

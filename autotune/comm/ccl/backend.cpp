@@ -1,0 +1,482 @@
+// A c10d backend named "ccl" over the oneCCL runtime from PyPI (oneccl-cpu), for CPU tensors.
+//
+// Why it exists: Intel's bindings (oneccl_bind_pt) are not on PyPI and stop at torch 2.8; the
+// runtime is on PyPI and exports only the C++ v1 API, so a little C++ is compiled once per torch
+// (autotune/comm/ccl/build.py) and registered with torch.distributed.Backend.register_backend.
+//
+// Asynchrony: every collective is queued to one progress thread per process group, which starts
+// it on the communicator and polls its event, so the caller (DDP's autograd hooks) goes on
+// computing while the bucket is reduced. Only that thread touches the communicator: oneCCL does
+// not promise that one communicator may be driven from two threads at once.
+//
+// Timeouts: the progress thread gives each collective the group's timeout (or the op's own).
+// oneCCL has no deadline of its own: a peer that died leaves the event pending for ever, so the
+// thread fails the op's future with a clear error, marks the group broken, and fails every
+// later op at once. A broken communicator is leaked, not destroyed: its destructor would wait
+// for the dead peer.
+#include <torch/extension.h>
+#include <pybind11/chrono.h>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include <oneapi/ccl.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Future = c10::ivalue::Future;
+
+ccl::datatype ccl_type(at::ScalarType t) {
+    switch (t) {
+        case at::kFloat: return ccl::datatype::float32;
+        case at::kDouble: return ccl::datatype::float64;
+        case at::kBFloat16: return ccl::datatype::bfloat16;
+        case at::kHalf: return ccl::datatype::float16;
+        case at::kChar: return ccl::datatype::int8;
+        case at::kByte: return ccl::datatype::uint8;
+        case at::kShort: return ccl::datatype::int16;
+        case at::kInt: return ccl::datatype::int32;
+        case at::kLong: return ccl::datatype::int64;
+        case at::kUInt16: return ccl::datatype::uint16;
+        case at::kUInt32: return ccl::datatype::uint32;
+        case at::kUInt64: return ccl::datatype::uint64;
+        default: TORCH_CHECK(false, "ccl: dtype ", t, " is not supported (floating and integer types are)");
+    }
+}
+
+// AVG is a SUM followed by a division on this side: oneCCL's own avg is not implemented for
+// every datatype on CPU, and a division after the sum gives the same result gloo users compute.
+ccl::reduction ccl_op(const c10d::ReduceOp& op) {
+    switch (op) {
+        case c10d::ReduceOp::SUM: return ccl::reduction::sum;
+        case c10d::ReduceOp::AVG: return ccl::reduction::sum;
+        case c10d::ReduceOp::PRODUCT: return ccl::reduction::prod;
+        case c10d::ReduceOp::MIN: return ccl::reduction::min;
+        case c10d::ReduceOp::MAX: return ccl::reduction::max;
+        default: TORCH_CHECK(false, "ccl: reduce op ", (int)op, " is not supported (SUM, AVG, PRODUCT, MIN, MAX are)");
+    }
+}
+
+void average(at::Tensor& t, int size) {
+    if (at::isFloatingType(t.scalar_type())) t.div_(size);
+    else t.div_(size, "trunc");   // integer AVG truncates, as integer division does in C
+}
+
+void check_cpu(const at::Tensor& t) {
+    TORCH_CHECK(t.device().is_cpu(), "ccl: this backend reduces CPU tensors; got one on ", t.device());
+    TORCH_CHECK(!t.is_sparse(), "ccl: sparse tensors are not supported");
+}
+
+// Surfaces in Python as torch.distributed.DistBackendError, as gloo's and nccl's failures do.
+std::exception_ptr dist_error(const std::string& msg) {
+    return std::make_exception_ptr(
+        c10::DistBackendError(c10::SourceLocation{__func__, __FILE__, (uint32_t)__LINE__}, msg));
+}
+
+c10::intrusive_ptr<Future> tensor_future() {
+    return c10::make_intrusive<Future>(c10::ListType::create(c10::TensorType::get()));
+}
+
+class CclWork : public c10d::Work {
+public:
+    CclWork(c10::intrusive_ptr<Future> fut, std::vector<at::Tensor> result, c10d::OpType type)
+            : c10d::Work(-1, type), fut_(std::move(fut)), result_(std::move(result)) {}
+
+    bool isCompleted() override { return fut_->completed(); }
+    bool isSuccess() const override { return fut_->completed() && !fut_->hasError(); }
+    std::exception_ptr exception() const override { return fut_->exception_ptr(); }
+    std::vector<at::Tensor> result() override { return result_; }
+    c10::intrusive_ptr<Future> getFuture() override { return fut_; }
+
+    bool wait(std::chrono::milliseconds timeout) override {
+        if (timeout == kNoTimeout) {
+            fut_->wait();
+        } else {
+            auto until = Clock::now() + timeout;
+            while (!fut_->completed()) {
+                TORCH_CHECK(Clock::now() < until, "ccl: wait() timed out after ", timeout.count(), " ms");
+                std::this_thread::sleep_for(std::chrono::microseconds(200));
+            }
+        }
+        if (fut_->hasError()) std::rethrow_exception(fut_->exception_ptr());
+        return true;
+    }
+
+private:
+    c10::intrusive_ptr<Future> fut_;
+    std::vector<at::Tensor> result_;
+};
+
+// One queued collective: how to start it, what to do after it (copy-out, AVG), and its future.
+struct Op {
+    std::string name;
+    std::function<ccl::event(ccl::communicator&)> start;
+    std::function<void()> finish;
+    c10::intrusive_ptr<Future> fut;
+    std::vector<at::Tensor> result;
+    std::chrono::milliseconds timeout;
+};
+
+} // namespace
+
+class CclBackend : public c10d::Backend {
+public:
+    CclBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+               std::chrono::milliseconds timeout)
+            : c10d::Backend(rank, size), timeout_(timeout) {
+        static std::once_flag once;
+        std::call_once(once, [] { ccl::init(); });
+        // Rank 0 opens oneCCL's key-value service; the others learn its address through the
+        // process group's own store, so no MPI or extra rendezvous is needed.
+        std::shared_ptr<ccl::kvs> kvs;
+        if (rank == 0) {
+            kvs = ccl::create_main_kvs();
+            auto a = kvs->get_address();
+            store->set("autotune_ccl_kvs", std::vector<uint8_t>(a.begin(), a.end()));
+        } else {
+            auto v = store->get("autotune_ccl_kvs");
+            TORCH_CHECK(v.size() == ccl::kvs::address_max_size, "ccl: bad key-value service address");
+            ccl::kvs::address_type a;
+            std::copy(v.begin(), v.end(), a.begin());
+            kvs = ccl::create_kvs(a);
+        }
+        comm_ = std::make_unique<ccl::communicator>(ccl::create_communicator(size, rank, kvs));
+        thread_ = std::thread([this] { progress(); });
+    }
+
+    ~CclBackend() override {
+        {
+            std::lock_guard<std::mutex> g(mu_);
+            stop_ = true;
+        }
+        cv_.notify_all();
+        if (thread_.joinable()) thread_.join();
+        if (broken_) (void)comm_.release();   // its destructor would wait for the dead peer
+    }
+
+    const std::string getBackendName() const override { return "ccl"; }
+
+    c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& ts,
+                                             const c10d::AllreduceOptions& o) override {
+        TORCH_CHECK(ts.size() == 1, "ccl: one tensor per allreduce");
+        auto t = ts[0];
+        check_cpu(t);
+        auto buf = t.contiguous();
+        auto type = ccl_type(t.scalar_type());
+        auto red = ccl_op(o.reduceOp);
+        bool avg = o.reduceOp == c10d::ReduceOp::AVG;
+        int size = getSize();
+        return enqueue("allreduce", o.timeout, {t}, c10d::OpType::ALLREDUCE,
+            [buf, type, red](ccl::communicator& c) {
+                return ccl::allreduce(buf.data_ptr(), buf.data_ptr(), buf.numel(), type, red, c);
+            },
+            [t, buf, avg, size]() mutable {
+                if (avg) average(buf, size);
+                if (!buf.is_same(t)) t.copy_(buf);
+            });
+    }
+
+    c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& ts,
+                                             const c10d::BroadcastOptions& o) override {
+        TORCH_CHECK(ts.size() == 1, "ccl: one tensor per broadcast");
+        auto t = ts[0];
+        check_cpu(t);
+        auto buf = t.contiguous();
+        auto type = ccl_type(t.scalar_type());
+        int root = (int)o.rootRank;
+        return enqueue("broadcast", o.timeout, {t}, c10d::OpType::BROADCAST,
+            [buf, type, root](ccl::communicator& c) {
+                return ccl::broadcast(buf.data_ptr(), buf.numel(), type, root, c);
+            },
+            [t, buf]() mutable { if (!buf.is_same(t)) t.copy_(buf); });
+    }
+
+    c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& ts,
+                                          const c10d::ReduceOptions& o) override {
+        TORCH_CHECK(ts.size() == 1, "ccl: one tensor per reduce");
+        auto t = ts[0];
+        check_cpu(t);
+        auto buf = t.contiguous();
+        auto type = ccl_type(t.scalar_type());
+        auto red = ccl_op(o.reduceOp);
+        bool avg = o.reduceOp == c10d::ReduceOp::AVG && (int)o.rootRank == getRank();
+        int root = (int)o.rootRank, size = getSize();
+        return enqueue("reduce", o.timeout, {t}, c10d::OpType::REDUCE,
+            [buf, type, red, root](ccl::communicator& c) {
+                return ccl::reduce(buf.data_ptr(), buf.data_ptr(), buf.numel(), type, red, root, c);
+            },
+            [t, buf, avg, size]() mutable {
+                if (avg) average(buf, size);
+                if (!buf.is_same(t)) t.copy_(buf);
+            });
+    }
+
+    // all_gather into a list: gathered into one flat buffer, then copied to the list's tensors.
+    c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outs,
+                                             std::vector<at::Tensor>& ins,
+                                             const c10d::AllgatherOptions& o) override {
+        TORCH_CHECK(ins.size() == 1 && outs.size() == 1, "ccl: one tensor per allgather");
+        TORCH_CHECK((int)outs[0].size() == getSize(), "ccl: allgather needs one output per rank");
+        auto in = ins[0].contiguous();
+        check_cpu(in);
+        for (auto& out : outs[0]) {
+            TORCH_CHECK(out.numel() == in.numel() && out.scalar_type() == in.scalar_type(),
+                        "ccl: allgather outputs must match the input's size and dtype");
+        }
+        auto flat = at::empty({(int64_t)getSize(), in.numel()}, in.options());
+        auto type = ccl_type(in.scalar_type());
+        auto list = outs[0];
+        return enqueue("allgather", o.timeout, list, c10d::OpType::ALLGATHER,
+            [in, flat, type](ccl::communicator& c) {
+                return ccl::allgather(in.data_ptr(), flat.data_ptr(), in.numel(), type, c);
+            },
+            [flat, list]() mutable {
+                for (size_t r = 0; r < list.size(); ++r) list[r].copy_(flat[r].view_as(list[r]));
+            });
+    }
+
+    // all_gather_into_tensor
+    c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& out, at::Tensor& in,
+                                                   const c10d::AllgatherOptions& o) override {
+        check_cpu(in);
+        TORCH_CHECK(out.numel() == in.numel() * getSize(), "ccl: output must be world_size times the input");
+        auto src = in.contiguous();
+        auto dst = out.contiguous();
+        auto type = ccl_type(in.scalar_type());
+        return enqueue("allgather_into_tensor", o.timeout, {out}, c10d::OpType::_ALLGATHER_BASE,
+            [src, dst, type](ccl::communicator& c) {
+                return ccl::allgather(src.data_ptr(), dst.data_ptr(), src.numel(), type, c);
+            },
+            [out, dst]() mutable { if (!dst.is_same(out)) out.copy_(dst); });
+    }
+
+    // reduce_scatter from a list: the list is laid out flat, one slice per rank.
+    c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outs,
+                                                  std::vector<std::vector<at::Tensor>>& ins,
+                                                  const c10d::ReduceScatterOptions& o) override {
+        TORCH_CHECK(outs.size() == 1 && ins.size() == 1, "ccl: one tensor per reduce_scatter");
+        TORCH_CHECK((int)ins[0].size() == getSize(), "ccl: reduce_scatter needs one input per rank");
+        auto out = outs[0];
+        check_cpu(out);
+        std::vector<at::Tensor> flat_in;
+        for (auto& t : ins[0]) flat_in.push_back(t.reshape({-1}));
+        auto src = at::cat(flat_in);
+        return scatter_reduced("reduce_scatter", o, src, out, c10d::OpType::REDUCE_SCATTER);
+    }
+
+    // reduce_scatter_tensor
+    c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& out, at::Tensor& in,
+                                                        const c10d::ReduceScatterOptions& o) override {
+        check_cpu(in);
+        TORCH_CHECK(in.numel() == out.numel() * getSize(), "ccl: input must be world_size times the output");
+        return scatter_reduced("reduce_scatter_tensor", o, in.contiguous(), out,
+                               c10d::OpType::_REDUCE_SCATTER_BASE);
+    }
+
+    // all_to_all_single, equal or uneven splits along dimension 0
+    c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& out, at::Tensor& in,
+                                                 std::vector<int64_t>& out_splits,
+                                                 std::vector<int64_t>& in_splits,
+                                                 const c10d::AllToAllOptions& o) override {
+        check_cpu(in);
+        auto src = in.contiguous();
+        auto dst = out.contiguous();
+        auto type = ccl_type(in.scalar_type());
+        int size = getSize();
+        if (out_splits.empty() && in_splits.empty()) {
+            TORCH_CHECK(src.numel() % size == 0 && src.numel() == dst.numel(),
+                        "ccl: all_to_all needs equal sizes divisible by the world size");
+            size_t count = src.numel() / size;
+            return enqueue("alltoall", o.timeout, {out}, c10d::OpType::ALLTOALL_BASE,
+                [src, dst, type, count](ccl::communicator& c) {
+                    return ccl::alltoall(src.data_ptr(), dst.data_ptr(), count, type, c);
+                },
+                [out, dst]() mutable { if (!dst.is_same(out)) out.copy_(dst); });
+        }
+        int64_t row_in = in.dim() ? src.numel() / std::max<int64_t>(1, in.size(0)) : 1;
+        int64_t row_out = out.dim() ? dst.numel() / std::max<int64_t>(1, out.size(0)) : 1;
+        std::vector<size_t> send(size), recv(size);
+        for (int r = 0; r < size; ++r) {
+            send[r] = (in_splits.empty() ? in.size(0) / size : in_splits[r]) * row_in;
+            recv[r] = (out_splits.empty() ? out.size(0) / size : out_splits[r]) * row_out;
+        }
+        return enqueue("alltoallv", o.timeout, {out}, c10d::OpType::ALLTOALL_BASE,
+            [src, dst, type, send, recv](ccl::communicator& c) {
+                return ccl::alltoallv(src.data_ptr(), send, dst.data_ptr(), recv, type, c);
+            },
+            [out, dst]() mutable { if (!dst.is_same(out)) out.copy_(dst); });
+    }
+
+    // all_to_all over lists: equal shapes are packed, exchanged and unpacked.
+    c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outs, std::vector<at::Tensor>& ins,
+                                            const c10d::AllToAllOptions& o) override {
+        int size = getSize();
+        TORCH_CHECK((int)outs.size() == size && (int)ins.size() == size, "ccl: all_to_all needs one tensor per rank");
+        for (int r = 0; r < size; ++r) {
+            check_cpu(ins[r]);
+            TORCH_CHECK(ins[r].numel() == ins[0].numel() && outs[r].numel() == ins[0].numel(),
+                        "ccl: all_to_all over lists needs tensors of one size (use all_to_all_single for uneven splits)");
+        }
+        std::vector<at::Tensor> flat_in;
+        for (auto& t : ins) flat_in.push_back(t.reshape({-1}));
+        auto src = at::cat(flat_in);
+        auto dst = at::empty_like(src);
+        auto type = ccl_type(src.scalar_type());
+        size_t count = ins[0].numel();
+        auto list = outs;
+        return enqueue("alltoall", o.timeout, list, c10d::OpType::ALLTOALL,
+            [src, dst, type, count](ccl::communicator& c) {
+                return ccl::alltoall(src.data_ptr(), dst.data_ptr(), count, type, c);
+            },
+            [dst, list, count]() mutable {
+                for (size_t r = 0; r < list.size(); ++r)
+                    list[r].copy_(dst.narrow(0, r * count, count).view_as(list[r]));
+            });
+    }
+
+    c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& o) override {
+        return enqueue("barrier", o.timeout, {}, c10d::OpType::BARRIER,
+                       [](ccl::communicator& c) { return ccl::barrier(c); }, [] {});
+    }
+
+    bool broken() const { return broken_; }
+
+private:
+    c10::intrusive_ptr<c10d::Work> scatter_reduced(const char* name, const c10d::ReduceScatterOptions& o,
+                                                   at::Tensor src, at::Tensor out, c10d::OpType type_id) {
+        auto dst = out.contiguous();
+        auto type = ccl_type(src.scalar_type());
+        auto red = ccl_op(o.reduceOp);
+        bool avg = o.reduceOp == c10d::ReduceOp::AVG;
+        int size = getSize();
+        return enqueue(name, o.timeout, {out}, type_id,
+            [src, dst, type, red](ccl::communicator& c) {
+                return ccl::reduce_scatter(src.data_ptr(), dst.data_ptr(), dst.numel(), type, red, c);
+            },
+            [out, dst, avg, size]() mutable {
+                if (avg) average(dst, size);
+                if (!dst.is_same(out)) out.copy_(dst);
+            });
+    }
+
+    c10::intrusive_ptr<c10d::Work> enqueue(std::string name, std::chrono::milliseconds timeout,
+                                           std::vector<at::Tensor> result, c10d::OpType type,
+                                           std::function<ccl::event(ccl::communicator&)> start,
+                                           std::function<void()> finish) {
+        auto fut = tensor_future();
+        auto work = c10::make_intrusive<CclWork>(fut, result, type);
+        if (timeout == c10d::kUnsetTimeout) timeout = timeout_;
+        {
+            std::lock_guard<std::mutex> g(mu_);
+            if (broken_) {
+                fut->setError(dist_error("ccl: " + name + " refused: " + broken_reason_));
+                return work;
+            }
+            queue_.push_back(Op{std::move(name), std::move(start), std::move(finish), fut,
+                                std::move(result), timeout});
+        }
+        cv_.notify_one();
+        return work;
+    }
+
+    void progress() {
+        for (;;) {
+            Op op;
+            {
+                std::unique_lock<std::mutex> g(mu_);
+                cv_.wait(g, [this] { return stop_ || !queue_.empty(); });
+                if (queue_.empty()) return;   // stop_ and nothing left
+                op = std::move(queue_.front());
+                queue_.pop_front();
+            }
+            run(op);
+        }
+    }
+
+    void run(Op& op) {
+        if (broken_) {
+            fail(op, dist_error("ccl: " + op.name + " refused: " + broken_reason_));
+            return;
+        }
+        try {
+            auto ev = op.start(*comm_);
+            if (!await(ev, op)) return;
+            op.finish();
+            op.fut->markCompleted(c10::IValue(op.result));
+        } catch (...) {
+            fail(op, std::current_exception());
+        }
+    }
+
+    // Polls the event: spins briefly (small all-reduces finish in tens of microseconds), then
+    // sleeps in growing steps so a long wait costs no core. False when the deadline passed.
+    bool await(ccl::event& ev, Op& op) {
+        auto begin = Clock::now();
+        auto until = begin + op.timeout;
+        auto nap = std::chrono::microseconds(20);
+        for (int spins = 0; !ev.test(); ++spins) {
+            auto now = Clock::now();
+            if (now >= until) {
+                std::string why = op.name + " timed out after " + std::to_string(op.timeout.count()) +
+                    " ms on rank " + std::to_string(getRank()) + " of " + std::to_string(getSize()) +
+                    ": a peer rank died or stopped calling collectives; this process group is unusable";
+                {
+                    std::lock_guard<std::mutex> g(mu_);
+                    broken_ = true;
+                    broken_reason_ = why;
+                }
+                fail(op, dist_error("ccl: " + why));
+                // An unfinished event's destructor waits for it, that is for ever: leak it.
+                (void)new ccl::event(std::move(ev));
+                return false;
+            }
+            if (now - begin < std::chrono::microseconds(200)) {
+                std::this_thread::yield();
+            } else {
+                std::this_thread::sleep_for(nap);
+                nap = std::min(nap * 2, std::chrono::microseconds(1000));
+            }
+        }
+        return true;
+    }
+
+    static void fail(Op& op, std::exception_ptr e) {
+        if (!op.fut->completed()) op.fut->setError(e);
+    }
+
+    std::chrono::milliseconds timeout_;
+    std::unique_ptr<ccl::communicator> comm_;
+    std::thread thread_;
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::deque<Op> queue_;
+    bool stop_ = false;
+    std::atomic<bool> broken_{false};
+    std::string broken_reason_;
+};
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+    py::object base = py::module::import("torch._C._distributed_c10d").attr("Backend");
+    py::class_<CclBackend, c10d::Backend, c10::intrusive_ptr<CclBackend>>(m, "CclBackend")
+        .def("broken", &CclBackend::broken);
+    m.def("create",
+          [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+             std::chrono::milliseconds timeout) -> c10::intrusive_ptr<c10d::Backend> {
+              py::gil_scoped_release nogil;
+              return c10::make_intrusive<CclBackend>(store, rank, size, timeout);
+          },
+          py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"));
+    m.def("runtime_version", [] {
+        auto v = ccl::get_library_version();
+        return std::to_string(v.major) + "." + std::to_string(v.minor) + "." + std::to_string(v.update);
+    });
+}

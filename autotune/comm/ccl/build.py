@@ -1,0 +1,183 @@
+"""Finding the oneCCL runtime, and compiling backend.cpp against it once per torch.
+
+The runtime comes from PyPI: `oneccl-cpu` (libccl.so.1) and `oneccl-cpu-devel` (headers), which
+pip installs under the environment's prefix (lib/, include/). libccl.so.1 also needs
+libccl.so.2, which only the 92 MB `oneccl` wheel carries; `install.py` copies that one file
+beside it. libfabric comes from Debian (libfabric1).
+
+The compiled module is cached under ~/.cache/autotune/ccl/<key>/, where the key hashes the
+source, torch's version, Python's version and the runtime's path: a second set-up, search or
+import loads it without compiling. Compiling takes about a minute on 2 cores, so only set-up
+(`python -m autotune.comm.ccl build`) compiles; everything else asks `cached_extension()`.
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import importlib.machinery
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+from ...errors import AutotuneError
+
+SOURCE = Path(__file__).with_name("backend.cpp")
+RUNTIME_VERSION = "2022.2.0"   # oneccl-cpu / oneccl-cpu-devel / oneccl (for libccl.so.2)
+FIX_RUNTIME = "./setup.sh, or: python -m autotune.comm.ccl install"
+
+
+class CclUnavailable(AutotuneError):
+    """The ccl backend cannot be built or loaded here; the message says why and the fix."""
+
+
+def runtime_prefixes() -> list[Path]:
+    """Where a oneCCL runtime may be: CCL_ROOT (a oneAPI install), then this Python's prefix."""
+    out = []
+    if os.environ.get("CCL_ROOT"):
+        out.append(Path(os.environ["CCL_ROOT"]))
+    out += [Path(sys.prefix), Path(sys.base_prefix)]
+    return list(dict.fromkeys(out))
+
+
+def runtime_dir() -> Path | None:
+    """The prefix holding lib/libccl.so.1 and include/oneapi/ccl.hpp, or None."""
+    for prefix in runtime_prefixes():
+        if (prefix / "lib" / "libccl.so.1").exists() and \
+                (prefix / "include" / "oneapi" / "ccl.hpp").exists():
+            return prefix
+    return None
+
+
+def libfabric_present() -> bool:
+    for d in ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib",
+              "/usr/local/lib"):
+        if os.path.exists(os.path.join(d, "libfabric.so.1")):
+            return True
+    return any((p / "lib" / "libfabric.so.1").exists() for p in runtime_prefixes())
+
+
+def runtime_problem() -> str | None:
+    """What is missing for the runtime (not the compiled module), with the fix; None if nothing."""
+    prefix = runtime_dir()
+    if prefix is None:
+        return f"the oneCCL runtime is not installed (libccl.so.1 and its headers); fix: {FIX_RUNTIME}"
+    if not (prefix / "lib" / "libccl.so.2").exists():
+        return (f"{prefix}/lib/libccl.so.2 is missing (only the oneccl wheel carries it); "
+                "fix: python -m autotune.comm.ccl install")
+    if not libfabric_present():
+        return "libfabric is not installed; fix: apt-get install libfabric1"
+    return None
+
+
+def cache_root() -> Path:
+    base = os.environ.get("AUTOTUNE_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "autotune")
+    return Path(base) / "ccl"
+
+
+def cache_key() -> str:
+    import torch
+    h = hashlib.sha256()
+    h.update(SOURCE.read_bytes())
+    for part in (torch.__version__, getattr(torch.version, "git_version", ""), sys.version,
+                 str(runtime_dir()), RUNTIME_VERSION):
+        h.update(str(part).encode())
+    return f"torch{torch.__version__.replace('+', '_')}-{h.hexdigest()[:12]}"
+
+
+def module_name() -> str:
+    return "autotune_ccl_" + cache_key().split("-")[-1]
+
+
+def cached_extension() -> Path | None:
+    """The compiled module for this torch, source and runtime, if it was built."""
+    if runtime_dir() is None:
+        return None
+    path = cache_root() / cache_key() / (module_name() + _suffix())
+    return path if path.exists() else None
+
+
+def load_extension():
+    """Import the cached module (never compiles)."""
+    path = cached_extension()
+    if path is None:
+        raise CclUnavailable(f"ccl: {runtime_problem() or 'the ccl extension is not built for this torch'}; "
+                             "fix: ./setup.sh, or python -m autotune.comm.ccl build")
+    name = path.name[: -len(_suffix())]
+    if name in sys.modules:
+        return sys.modules[name]
+    import torch  # noqa: F401 - the module links against torch's libraries, loaded by this import
+    loader = importlib.machinery.ExtensionFileLoader(name, str(path))
+    spec = importlib.util.spec_from_file_location(name, str(path), loader=loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    sys.modules[name] = module
+    return module
+
+
+def build(*, log=print) -> Path:
+    """Compile backend.cpp unless this torch already has it; returns the module's path.
+
+    One build at a time per cache folder (a file lock): two ranks or two set-ups started together
+    wait for the first instead of compiling twice."""
+    problem = runtime_problem()
+    if problem:
+        raise CclUnavailable(f"ccl: {problem}")
+    cxx = _compiler()
+    folder = cache_root() / cache_key()
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / (module_name() + _suffix())
+    with open(folder / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if target.exists():
+            return target
+        log(f"ccl: compiling the oneCCL backend for torch {_torch_version()} (about a minute, once)")
+        partial = folder / (target.name + ".partial")
+        argv = compile_command(cxx, partial)
+        done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if done.returncode:
+            (folder / "build.log").write_text(" ".join(argv) + "\n" + done.stdout)
+            tail = done.stdout.strip().splitlines()[-3:]
+            raise CclUnavailable(f"ccl: compiling the backend failed ({' | '.join(tail)}); "
+                                 f"full log: {folder / 'build.log'}")
+        os.replace(partial, target)   # atomic: a reader never loads a half-written module
+    return target
+
+
+def compile_command(cxx: str, output: Path) -> list[str]:
+    """g++ argv for the extension: torch's own extension flags, linked to libccl.so.1 with an
+    rpath, so no LD_LIBRARY_PATH is needed in the ranks."""
+    import torch
+    from torch.utils import cpp_extension
+    prefix = runtime_dir()
+    lib = prefix / "lib"
+    torch_lib = Path(torch.__file__).parent / "lib"
+    abi = int(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", True))
+    includes = [*cpp_extension.include_paths(), sysconfig.get_path("include"), str(prefix / "include")]
+    return [cxx, "-O2", "-std=c++20", "-fPIC", "-shared", "-w",
+            f"-D_GLIBCXX_USE_CXX11_ABI={abi}", "-DTORCH_API_INCLUDE_EXTENSION_H",
+            f"-DTORCH_EXTENSION_NAME={module_name()}",
+            *[f"-I{d}" for d in includes], str(SOURCE), "-o", str(output),
+            f"-L{torch_lib}", "-lc10", "-ltorch", "-ltorch_cpu", "-ltorch_python",
+            f"-L{lib}", "-l:libccl.so.1",
+            # DT_RPATH (not RUNPATH) also applies to libccl.so.1's own dependencies
+            "-Wl,--disable-new-dtags", f"-Wl,-rpath,{lib}", f"-Wl,-rpath,{torch_lib}"]
+
+
+def _compiler() -> str:
+    for candidate in (os.environ.get("CXX"), "g++", "c++", "clang++"):
+        if candidate and shutil.which(candidate):
+            return shutil.which(candidate)
+    raise CclUnavailable("ccl: no C++ compiler found to build the backend; fix: apt-get install g++")
+
+
+def _suffix() -> str:
+    return importlib.machinery.EXTENSION_SUFFIXES[0]
+
+
+def _torch_version() -> str:
+    import torch
+    return torch.__version__
