@@ -18,7 +18,7 @@ from typing import Any
 from . import expr as _expr
 from .spec import (DEFAULT_CONSTRAINTS, TOPOLOGY_INTS, Item, KnobSpec, Rule, SpaceSpec,
                           check_value, load_space, parse_space)
-from ..config import ALLOCATORS, BACKENDS, BINDINGS, PRECISIONS, Config
+from ..config import ALLOCATORS, BACKENDS, BINDINGS, CCL_WORKER_AFFINITIES, PRECISIONS, Config
 from ..errors import ConfigError, SpaceError
 from ..plan.gpu import gpu_node
 from ..plan.feasible import cpu_precision, precision_problem
@@ -126,7 +126,19 @@ def topology_names(topology: Topology) -> dict[str, Any]:
         "found_bindings": tuple(b for b in BINDINGS if bindings[b]),
         # the probe sets ipex_version only when IPEX imports and was built for this torch
         "found_ipex": ("off",) + (("on",) if caps.ipex_version else ()),
+        # oneCCL's knobs vary only where the ccl backend is usable; elsewhere each is its default,
+        # so a machine without ccl searches the same space as before it existed
+        **_ccl_names("ccl" in caps.backends),
     }
+
+
+def _ccl_names(ccl: bool) -> dict[str, Any]:
+    """Workers 1-2 (a second helps large all-reduces, costs a core), shared or dedicated cores,
+    and the two wait modes Intel's guides tune (pause only pays off on dedicated cores)."""
+    if not ccl:
+        return {"ccl_worker_max": 1, "ccl_affinities": ("shared",), "ccl_yields": ("sched_yield",)}
+    return {"ccl_worker_max": 2, "ccl_affinities": CCL_WORKER_AFFINITIES,
+            "ccl_yields": ("sched_yield", "pause")}
 
 
 def _unavailable(knob: str, value: Any, topology: Topology, names: Mapping[str, Any]) -> str | None:

@@ -17,11 +17,13 @@ from . import expr as _expr
 from ..config import BOOL_KNOBS, INT_KNOBS, KNOBS, Config, coerce
 from ..errors import ConfigError, SpaceError
 
-TOPOLOGY_INTS = ("usable_cores", "cores_per_node", "numa_nodes", "logical_cpus", "smt", "gpus")
+TOPOLOGY_INTS = ("usable_cores", "cores_per_node", "numa_nodes", "logical_cpus", "smt", "gpus",
+                 "ccl_worker_max")
 # Capability lists, each holding values of one knob.
 TOPOLOGY_LISTS = {"found_allocators": "allocator", "found_backends": "backend",
                   "found_omp_runtimes": "omp_runtime", "supported_precisions": "precision",
-                  "found_bindings": "binding", "found_ipex": "ipex"}
+                  "found_bindings": "binding", "found_ipex": "ipex",
+                  "ccl_affinities": "ccl_worker_affinity", "ccl_yields": "ccl_yield"}
 # Used when a file has no `constraints:` key; `constraints: []` means none at all.
 DEFAULT_CONSTRAINTS = ("threads * nproc <= usable_cores",)
 _TOP_KEYS = ("name", "description", "knobs", "fixed", "constraints")

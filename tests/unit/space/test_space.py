@@ -105,13 +105,17 @@ def test_cores_per_node_is_the_smallest_usable_node_and_quota_caps_it():
 
 
 # ---- the shipped spaces ------------------------------------------------------------------------
+# oneCCL's knobs where the ccl backend is not usable: one value each, so the space is unchanged
+NO_CCL = {"ccl_workers": (1,), "ccl_worker_affinity": ("shared",), "ccl_yield": ("sched_yield",)}
+
+
 def test_cpu_yaml_on_this_machine_exact_choices():
     space = resolve(load_space(CPU_YAML), LAPTOP)
     assert space.knobs == {
         "nproc_per_node": (1, 2), "threads": (1, 2, None), "binding": ("none", "taskset", "numactl"),
         "allocator": ("default", "jemalloc", "tcmalloc"), "omp_runtime": ("libgomp", "libiomp5"),
         "ipex": ("off",), "precision": ("fp32", "bf16"), "global_batch": (32, 64, 128),
-        "backend": ("gloo",)}
+        "backend": ("gloo",), **NO_CCL}
     assert space.fixed == {"lr_rule": "linear", "compile": False, "channels_last": False}
     assert space.size() == 648
     feasible = [p for p in space.grid() if not space.violations(p)]
@@ -128,7 +132,10 @@ def test_cpu_yaml_on_xeon_exact_choices():
     assert space.knobs["omp_runtime"] == ("libgomp",)
     assert space.knobs["precision"] == ("fp32", "bf16", "fp16")
     assert space.knobs["backend"] == ("gloo", "ccl")
-    assert space.size() == 32 * 8 * 5 * 2 * 1 * 3 * 3 * 2
+    # where ccl is usable its knobs vary: 1-2 workers, shared or dedicated cores, two wait modes
+    assert (space.knobs["ccl_workers"], space.knobs["ccl_worker_affinity"], space.knobs["ccl_yield"]) \
+        == ((1, 2), ("shared", "dedicated"), ("sched_yield", "pause"))
+    assert space.size() == 32 * 8 * 5 * 2 * 1 * 3 * 3 * 2 * (2 * 2 * 2)
     assert space.to_config({"nproc_per_node": 4, "threads": 8}).nproc == 8
     assert space.violations({"nproc_per_node": 4, "threads": 8}) == []
     assert space.violations({"nproc_per_node": 4, "threads": 16}) == ["threads * nproc <= usable_cores"]
@@ -140,7 +147,7 @@ def test_cpu_yaml_on_epyc_exact_choices():
         "nproc_per_node": tuple(range(1, 17)), "threads": (1, 2, 4, 8, 16, 32, 64, None),
         "binding": ("none", "taskset", "taskset_smt"), "allocator": ("default",),
         "omp_runtime": ("libgomp",), "ipex": ("off",), "precision": ("fp32",),
-        "global_batch": (32, 64, 128), "backend": ("gloo",)}
+        "global_batch": (32, 64, 128), "backend": ("gloo",), **NO_CCL}
     assert space.size() == 16 * 8 * 3 * 3
     assert space.to_config({"nproc_per_node": 2}).nproc == 8  # 2 per node x 4 compute nodes
 
