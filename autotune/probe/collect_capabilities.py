@@ -60,7 +60,8 @@ def collect_capabilities(*, cpu: int | None = None, node: int | None = None) -> 
         nodes = sorted(int(m.group(1)) for p in glob.glob("/sys/devices/system/node/node[0-9]*")
                        if (m := re.search(r"node(\d+)$", p)))
         node = nodes[0] if nodes else 0
-    key = (os.environ.get("CONDA_PREFIX"), os.environ.get("CXX"), os.environ.get("PATH"))
+    key = (os.environ.get("CONDA_PREFIX"), os.environ.get("CXX"), os.environ.get("PATH"),
+           os.environ.get("AUTOTUNE_CACHE"))   # where the ccl build is looked for
     return copy.deepcopy(_collect_capabilities(cpu, node, key))
 
 

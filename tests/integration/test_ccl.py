@@ -100,3 +100,53 @@ def test_status_names_the_provider():
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.strip() in ("ccl: available (autotune)",
                                                             "ccl: available (intel)")
+
+
+def test_a_script_written_for_intels_bindings_runs_unmodified(tmp_path):
+    """`import oneccl_bindings_for_pytorch` + init_process_group("ccl"), as Intel's examples
+    do, under `autotune launch` and as a script trial of `autotune run`."""
+    from autotune.cli import main
+    manifest = tmp_path / "ccl.json"
+    manifest.write_text(json.dumps({"format": "autotune-launch/1", "config": {
+        "nproc": 2, "threads": 1, "binding": "taskset", "backend": "ccl"}, "manifest": {}}))
+    logs = tmp_path / "logs"
+    cmd = [sys.executable, "-c", "import sys; from autotune.cli import main; sys.exit(main(sys.argv[1:]))",
+           "launch", "--config", str(manifest), "--force",
+           "--log-dir", str(logs), "--", sys.executable, str(TESTS / "ccl_script.py")]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=180, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    for rank in (0, 1):
+        text = (logs / f"rank{rank}.log").read_text()
+        assert f"rank {rank}: backend ccl provider autotune in sync True" in text
+    rc = main(["run", "--set", "backend=ccl", "--set", "nproc=2", "--set", "threads=1",
+               "--results", str(tmp_path / "results"), "--metric", r"samples/s: ([0-9.]+)",
+               "--json", "--", sys.executable, str(TESTS / "ccl_script.py")])
+    assert rc == 0
+
+
+def test_intels_own_package_is_used_where_installed(tmp_path):
+    """Intel's oneccl_bind_pt is not on PyPI, so a stand-in package of its name plays it here: it
+    registers "ccl" (over gloo) when imported. With it installed, the shim steps aside and
+    the script gets Intel's module, not autotune's build."""
+    site = tmp_path / "site" / "oneccl_bindings_for_pytorch"
+    site.mkdir(parents=True)
+    (site / "__init__.py").write_text(
+        "import torch.distributed as dist\n"
+        "from torch.distributed.distributed_c10d import ProcessGroupGloo\n"
+        "IS_INTEL_STAND_IN = True\n"
+        "dist.Backend.register_backend('ccl', lambda store, rank, size, timeout: "
+        "ProcessGroupGloo(store, rank, size, timeout), devices=['cpu'])\n")
+    probe = ("import oneccl_bindings_for_pytorch as m, torch.distributed as d\n"
+             "from autotune.comm import ccl\n"
+             "print(getattr(m, 'IS_INTEL_STAND_IN', False), ccl.provider(), 'ccl' in d.Backend.backend_list)")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ccl.shim_dir()), str(tmp_path / "site"),
+                                                        str(REPO)])}
+    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "intel", "True"]
+    # and without it, the shim registers autotune's own
+    env["PYTHONPATH"] = os.pathsep.join([str(ccl.shim_dir()), str(REPO)])
+    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0 and done.stdout.split() == ["False", "autotune", "True"], done.stderr

@@ -165,3 +165,38 @@ def test_every_case_is_listed_in_bad_input_md():
     table = (TESTS / "BAD_INPUT.md").read_text()
     missing = [case for case in CASES if f"[{case}]" not in table]
     assert not missing, f"cases missing from tests/BAD_INPUT.md: {missing}"
+
+
+def test_ccl_where_it_is_not_built_is_one_line_with_the_fix(results, capsys, monkeypatch):
+    """An empty build cache is a machine where setup.sh never built ccl: --set backend=ccl names
+    why and the fix, exits 2, launches nothing and leaves the study as it was."""
+    tmp, db = results
+    monkeypatch.setenv("AUTOTUNE_CACHE", str(tmp / "no-ccl-build"))
+    before = sha256(db)
+    for extra in ([], ["--dry-run"]):
+        rc = main(["run", "--set", "backend=ccl", "--set", "nproc=2", "--results",
+                   str(tmp / "results"), *extra])
+        err = capsys.readouterr().err
+        lines = err.strip().splitlines()
+        assert rc == 2 and len(lines) == 1 and "backend ccl not available here" in lines[0], err
+        assert "fix: " in lines[0] and "autotune.comm.ccl" in lines[0]
+    assert sha256(db) == before and not (tmp / "results" / "trials").exists()
+
+
+@pytest.mark.parametrize("argv, expect", [
+    (["run", "--set", "ccl_yield=spin", "--dry-run"], "ccl_yield='spin' is not valid; choose one of: sched_yield, pause, sleep"),
+    (["run", "--set", "ccl_workers=0", "--dry-run"], "ccl_workers=0: must be an integer from 1 to 4"),
+    (["run", "--set", "ccl_worker_affinity=core7", "--dry-run"], "choose one of: shared, dedicated"),
+    (["compare", "--a", "ccl_workers=lots", "--b", "backend=gloo"], "ccl_workers='lots' must be an integer"),
+])
+def test_unknown_ccl_knob_values_are_one_line(results, capsys, argv, expect):
+    tmp, db = results
+    before = sha256(db)
+    try:
+        rc = main([*argv, "--results", str(tmp / "results")])
+    except SystemExit as exc:
+        rc = exc.code
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert rc == 2 and len(lines) == 1 and expect in lines[0], err
+    assert sha256(db) == before and not (tmp / "results" / "trials").exists()
