@@ -86,12 +86,13 @@ def run(args: argparse.Namespace) -> int:
                         verify_rounds=args.verify_rounds, trial_timeout=args.trial_timeout,
                         allow_concurrent=args.allow_concurrent)
     label = check_workload_args(args)
-    cluster = cluster_from_args(args)
-    topology = cluster.topologies[0] if cluster else load_topology(None)
     progress = Progress(budget_s=req.budget_s, quiet=args.quiet or args.json, started=started)
     try:
-        tuned = search(req, label=label, topology=topology, cluster=cluster, progress=progress,
-                       started=started)
+        with progress:   # at a terminal, the live bar runs from the probe to the verdict
+            cluster = cluster_from_args(args)
+            topology = cluster.topologies[0] if cluster else load_topology(None)
+            tuned = search(req, label=label, topology=topology, cluster=cluster,
+                           progress=progress, started=started)
     except KeyboardInterrupt as exc:
         print(f"\nautotune: {str(exc) or 'interrupted'}; completed trials are kept in "
               f"{redact(req.url)}. Run the same command to resume.", file=sys.stderr)
