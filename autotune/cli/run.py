@@ -70,6 +70,11 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--set: {reason} (on {where})")
     settings: TrialSettings = settings_from_args(args, timeout_s=args.timeout, cluster=cluster)
     if args.dry_run:
+        if args.sysfs_root:   # a capture without its capabilities: say what was assumed
+            from ..probe.captured import CAPABILITIES
+            for warning in topology.warnings:
+                if CAPABILITIES in warning:
+                    print(f"note: {warning}", file=sys.stderr)
         plan = plan_trial(config, topology, settings, trial_id="dry-run", port=29500)
         if args.json:
             print(json.dumps({"config": config.to_dict(), "ranks": [
