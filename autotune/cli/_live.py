@@ -23,9 +23,10 @@ PHASES = ("probe", "search", "verify", "quality check")
 
 def wanted(*, quiet: bool, stream: TextIO) -> bool:
     """The bar only for a person at a terminal: not with --quiet/--json, not in CI (`CI` set,
-    as every CI service sets it), and only when both stdout and the progress stream are
-    terminals, so `autotune search > log` and `2> log` keep today's plain lines."""
-    if quiet or os.environ.get("CI"):
+    as every CI service sets it), not on a terminal that cannot move its cursor (TERM=dumb: an
+    editor's shell buffer), and only when both stdout and the progress stream are terminals, so
+    `autotune search > log` and `2> log` keep today's plain lines."""
+    if quiet or os.environ.get("CI") or os.environ.get("TERM") == "dumb":
         return False
     return _isatty(sys.stdout) and _isatty(stream)
 

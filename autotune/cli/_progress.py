@@ -36,8 +36,12 @@ class Progress:
         self.default_thr: float | None = None
         self.best: float | None = None
         self.bar = BarState(budget_s=budget_s, started=self.started)
-        self._live = LiveBar(self.bar, self.stream) \
-            if (wanted(quiet=quiet, stream=self.stream) if live is None else live) else None
+        self._live = None
+        if wanted(quiet=quiet, stream=self.stream) if live is None else live:
+            try:
+                self._live = LiveBar(self.bar, self.stream)
+            except ImportError:   # rich missing from a broken install: the plain lines suffice
+                self._live = None
 
     def __enter__(self) -> "Progress":
         if self._live is not None:

@@ -29,8 +29,10 @@ def search_argv(tmp: Path, name: str) -> list[str]:
 
 def env_for(tmp: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "CI"}
-    # TMPDIR under tmp keeps the machine lock private to the test
-    return {**env, "TMPDIR": str(tmp), "PYTHONPATH": str(REPO), **extra}
+    # TMPDIR under tmp keeps the machine lock private to the test; the terminal is a capable one
+    # whatever runs the suite (a CI runner may say TERM=dumb, which keeps the plain lines)
+    return {**env, "TMPDIR": str(tmp), "PYTHONPATH": str(REPO), "TERM": "xterm-256color",
+            **extra}
 
 
 def under_pty(argv: list[str], env: dict[str, str], timeout: float = 240) -> tuple[int, str]:

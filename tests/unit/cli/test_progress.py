@@ -107,6 +107,7 @@ class _Tty(io.StringIO):
 
 def test_the_bar_is_only_for_a_person_at_a_terminal(monkeypatch):
     monkeypatch.delenv("CI", raising=False)
+    monkeypatch.setenv("TERM", "xterm-256color")
     monkeypatch.setattr(sys, "stdout", _Tty())
     assert wanted(quiet=False, stream=_Tty())
     assert not wanted(quiet=True, stream=_Tty())              # --quiet, --json
@@ -114,5 +115,8 @@ def test_the_bar_is_only_for_a_person_at_a_terminal(monkeypatch):
     monkeypatch.setenv("CI", "true")
     assert not wanted(quiet=False, stream=_Tty())             # CI
     monkeypatch.delenv("CI")
+    monkeypatch.setenv("TERM", "dumb")
+    assert not wanted(quiet=False, stream=_Tty())             # no cursor movement
+    monkeypatch.setenv("TERM", "xterm-256color")
     monkeypatch.setattr(sys, "stdout", io.StringIO())         # > file
     assert not wanted(quiet=False, stream=_Tty())
