@@ -174,18 +174,25 @@ def metric_values(text: str, metric: str, *, percent: bool = False) -> list[floa
     return list(metric_matches(text, metric, percent=percent).values)
 
 
+def not_a_number(pattern: str, found: Matches, option: str = "--metric") -> str:
+    """Why a pattern that matched gave no number ("" when it gave one, or matched nothing): its
+    group (or match) and the matched text, so the pattern can be fixed."""
+    if not found.not_numbers or found.values:
+        return ""
+    whole, captured = found.not_numbers[0]
+    count = len(found.not_numbers)
+    what = f"its group is not a number: {captured!r}, in" if compile_metric(pattern).groups \
+        else "the match is not a number:"
+    return (f"{option} {pattern!r} matched {count} time{'s' if count > 1 else ''} in rank 0's "
+            f"output, but {what} the matched text {whole.strip()!r}")
+
+
 def _no_metric(metric: str, found: Matches, lower_is_better: bool) -> str:
     """Why a --metric pattern gave no score: it matched nothing, matched only text that is not a
     number (shown, so the pattern can be fixed), or only non-positive times."""
-    if found.not_numbers and not found.values:
-        whole, captured = found.not_numbers[0]
-        count = len(found.not_numbers)
-        what = f"its group is not a number: {captured!r}, in" if compile_metric(metric).groups \
-            else "the match is not a number:"
-        return (f"--metric {metric!r} matched {count} time{'s' if count > 1 else ''} in rank 0's "
-                f"output, but {what} the matched text {whole.strip()!r}")
-    return (f"no metric found in the output (--metric {metric!r} matched nothing"
-            f"{' positive' if lower_is_better and found.values else ''} in rank 0's output)")
+    return not_a_number(metric, found) or (
+        f"no metric found in the output (--metric {metric!r} matched nothing"
+        f"{' positive' if lower_is_better and found.values else ''} in rank 0's output)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -205,11 +212,16 @@ def script_metric(*, report: dict[str, Any] | None, log_text: str, metric: str |
     report = report or {}
     acc = report.get("accuracy")
     acc = float(acc) if isinstance(acc, (int, float)) else None
-    if acc is None and accuracy is not None:
-        found = metric_values(log_text, accuracy, percent=True)
-        acc = found[-1] if found else None
     sps = report.get("samples_per_sec")
-    if isinstance(sps, (int, float)) and sps > 0:
+    reported = isinstance(sps, (int, float)) and sps > 0
+    if acc is None and accuracy is not None:
+        matched = metric_matches(log_text, accuracy, percent=True)
+        acc = matched.values[-1] if matched.values else None
+        problem = not_a_number(accuracy, matched, "--accuracy")
+        if problem:   # a pattern that matches the wrong text: a broken run, not a missing number
+            return ScriptMetric(value=None, problem=problem, source="report" if reported else
+                                "pattern" if metric is not None else "wall_time")
+    if reported:
         return ScriptMetric(value=float(sps), source="report", accuracy=acc,
                             shown=f"{float(sps):.4g} samples/s (autotune.report)")
     if metric is not None:

@@ -78,3 +78,18 @@ def test_percent_with_a_space_or_outside_the_group_and_accuracy_with_separators(
     sm = script_metric(report=None, log_text="loss 1.5e-2 s\n", metric=r"loss (.+)",
                        wall_seconds=1.0, lower_is_better=True)
     assert sm.value == pytest.approx(1 / 0.015)
+
+
+def test_an_accuracy_pattern_that_matches_no_number_fails_the_run_with_its_text():
+    # a wrong --accuracy would otherwise leave every trial unjudged, silently
+    log = "throughput: 100 samples/s\nTest accuracy: pending\n"
+    sm = script_metric(report=None, log_text=log, metric=r"throughput: ([0-9.]+)",
+                       wall_seconds=1.0, accuracy=r"Test accuracy: (\w+)")
+    assert sm.value is None and sm.source == "pattern"
+    assert sm.problem == ("--accuracy 'Test accuracy: (\\\\w+)' matched 1 time in rank 0's output, "
+                          "but its group is not a number: 'pending', in the matched text "
+                          "'Test accuracy: pending'")
+    ok = script_metric(report=None, log_text=log + "Test accuracy: 93.5%\n",
+                       metric=r"throughput: ([0-9.]+)", wall_seconds=1.0,
+                       accuracy=r"Test accuracy: (\S+)")
+    assert (ok.value, ok.accuracy, ok.problem) == (100.0, pytest.approx(0.935), "")
