@@ -54,8 +54,8 @@ class BarState:
 
 
 def render_line(state: BarState, now: float) -> str:
-    """The bar's text beside the bar itself, e.g.
-    `search | 04:12/30:00 ETA 25:48 | trial 7 | best 1.32x (nproc=2 threads=1) | 6 run, 1 failed`."""
+    """The bar's text beside the bar itself, e.g. `search | 04:12/30:00 ETA 25:48 | trial 7 |
+    best 1.32x (nproc=2 threads=1) | 6 run, 1 failed`."""
     elapsed = max(0.0, now - state.started)
     left = max(0.0, state.budget_s - elapsed)
     parts = [state.phase, f"{format_seconds(elapsed)}/{format_seconds(state.budget_s)} "

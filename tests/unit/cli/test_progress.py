@@ -93,8 +93,9 @@ def test_the_bar_follows_phase_trial_and_best():
 def test_render_line_has_budget_eta_trial_best_and_counts():
     state = BarState(budget_s=1800.0, started=100.0, phase="verify", trial=7, best_ratio=1.3217,
                      best_config="nproc=2 threads=1", runs=6, failed=1)
-    assert render_line(state, now=352.0) == ("verify | 04:12/30:00 ETA 25:48 | trial 7 | best 1.32x "
-                                             "(nproc=2 threads=1) | 6 run, 1 failed")
+    assert render_line(state, now=352.0) == (
+        "verify | 04:12/30:00 ETA 25:48 | trial 7 | best 1.32x (nproc=2 threads=1) | "
+        "6 run, 1 failed")
     early = BarState(budget_s=60.0, started=0.0)
     assert render_line(early, now=0.4) == "probe | 00:00/01:00 ETA 01:00 | 0 run, 0 failed"
     assert render_line(early, now=75.0).startswith("probe | 01:15/01:00 ETA 00:00")
