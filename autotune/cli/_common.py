@@ -42,7 +42,9 @@ def add_workload_args(p: argparse.ArgumentParser, *, seconds_default: float | No
     p.add_argument("--metric", metavar="REGEX",
                    help="with `-- CMD` (your own script): a pattern over rank 0's output whose "
                         "(group) is the throughput, e.g. 'img/s: ([0-9.]+)'; the median of the "
-                        "matches counts. Not needed when the script calls autotune.report()")
+                        "matches counts. Numbers are read as printed: 6,508, 1.2e4, or with the "
+                        "unit left in ('([^ ]+ samples/s)'). Not needed when the script calls "
+                        "autotune.report()")
     p.add_argument("--lower-is-better", action="store_true",
                    help="with --metric: the number is a time or a loss, e.g. --metric "
                         "'Training time: ([0-9.]+)' --lower-is-better")

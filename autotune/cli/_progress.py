@@ -1,6 +1,7 @@
 """Progress of a long search on the terminal: elapsed against budget, trials done and failed,
 best so far against the default launch, and what is running now. Written to stderr so that
-stdout stays clean for `--json`."""
+stdout stays clean for `--json`. At a terminal the same lines scroll above a live bar
+(_live.py); anywhere else (a pipe, a file, CI, --quiet) they are the only output, unchanged."""
 from __future__ import annotations
 
 import sys
@@ -12,6 +13,7 @@ from ..search.budget import format_seconds
 from ..config import Config
 from ..study.records import DEFAULT_ROLE
 from ..measure.stats import busy
+from ._live import BarState, LiveBar, wanted
 
 
 def short(config: Config) -> str:
@@ -22,17 +24,42 @@ def short(config: Config) -> str:
 
 
 class Progress:
+    """`live`: draw the bar (None: when `_live.wanted` says a person is watching). Use it as a
+    context manager around the search: the bar runs between __enter__ and __exit__."""
+
     def __init__(self, *, budget_s: float, quiet: bool = False, started: float | None = None,
-                 stream: TextIO | None = None):
+                 stream: TextIO | None = None, live: bool | None = None):
         self.budget_s, self.quiet = budget_s, quiet
         self.started = started if started is not None else time.monotonic()
         self.stream = stream or sys.stderr
         self.done = self.failed = self.infeasible = 0
         self.default_thr: float | None = None
         self.best: float | None = None
+        self.bar = BarState(budget_s=budget_s, started=self.started)
+        self._live = None
+        if wanted(quiet=quiet, stream=self.stream) if live is None else live:
+            try:
+                self._live = LiveBar(self.bar, self.stream)
+            except ImportError:   # rich missing from a broken install: the plain lines suffice
+                self._live = None
+
+    def __enter__(self) -> "Progress":
+        if self._live is not None:
+            self._live.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        if self._live is not None:
+            self._live.stop()
 
     def _print(self, text: str) -> None:
         if not self.quiet:
+            self._out(text)
+
+    def _out(self, text: str) -> None:
+        if self._live is not None:
+            self._live.print(text)
+        else:
             print(text, file=self.stream, flush=True)
 
     def _clock(self) -> str:
@@ -43,7 +70,7 @@ class Progress:
 
     def warn(self, text: str) -> None:
         """Printed even with --quiet (stderr): it changes what the results mean."""
-        print(f"{self._clock()} {text}", file=self.stream, flush=True)
+        self._out(f"{self._clock()} {text}")
 
     def start(self, *, name: str, storage: str, space, stale: int, topology) -> None:
         self._print(f"autotune search: study {name} in {storage}")
@@ -55,8 +82,10 @@ class Progress:
             self._print(f"  note: {n}")
         if stale:
             self._print(f"  recovered {stale} trial(s) left running by a killed search (marked interrupted)")
+        self.bar.phase = "search"
 
     def event(self, kind: str, **info: Any) -> None:
+        self._follow(kind, info)
         if kind == "trial_start":
             self._print(f"{self._clock()} trial {info['number']} ({info['role']}): "
                         f"{short(info['config'])}")
@@ -75,6 +104,24 @@ class Progress:
             self._print(f"{self._clock()} confirming quality, seed {info['seed']}: "
                         f"{short(info['config'])}")
 
+    def _follow(self, kind: str, info: dict[str, Any]) -> None:
+        """The live bar's phase and what runs now (plain fields; see _live.BarState)."""
+        bar = self.bar
+        if kind == "trial_start":
+            bar.phase, bar.trial = "search", info["number"]
+            bar.now = f"trial {info['number']} ({info['role']}): {short(info['config'])}"
+        elif kind == "verify_start":
+            bar.phase = "verify"
+            bar.now = (f"round {info['round']}/{info['rounds']} ({info['role']}): "
+                       f"{short(info['config'])}")
+        elif kind == "quality_start":
+            bar.phase, bar.now = "quality check", f"seed {info['seed']}: {info['math_class']}"
+        elif kind == "confirm_start":
+            bar.phase = "quality check"
+            bar.now = f"confirming, seed {info['seed']}: {short(info['config'])}"
+        elif kind == "trial_end":   # a trial's quality runs end with it
+            bar.phase, bar.now = "search", ""
+
     def _trial_end(self, rec) -> None:
         if rec.outcome == R.INFEASIBLE:
             self.infeasible += 1
@@ -89,6 +136,7 @@ class Progress:
             ratio = rec.throughput / self.default_thr if self.default_thr else None
             if rec.feasible and (self.best is None or rec.throughput > self.best):
                 self.best = rec.throughput
+                self.bar.best_config = short(rec.config)
             acc = f", accuracy {rec.accuracy:.3f}" if rec.accuracy is not None else ""
             res = rec.result
             if res.quality_n:
@@ -108,6 +156,9 @@ class Progress:
                 what += f"\n{'':>13}    did not act: {message}"
         best = (f", best {self.best / self.default_thr:.2f}x"
                 if self.best and self.default_thr else "")
+        self.bar.runs, self.bar.failed = self.done, self.failed
+        if self.best and self.default_thr:
+            self.bar.best_ratio = self.best / self.default_thr
         self._print(f"{'':>13} -> {what} | {self.done} run, {self.failed} failed, "
                     f"{self.infeasible} ruled out{best}")
 

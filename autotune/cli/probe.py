@@ -4,7 +4,10 @@ IPEX/oneCCL, numactl/taskset and a C++ compiler, with a fix for every problem fo
 
   autotune probe                      the live machine, as a table
   autotune probe --json               the same as one JSON object (a stable contract)
-  autotune probe --capture DIR        write the files the probe reads into DIR
+  autotune probe --capture DIR        write the files the probe reads into DIR, and what this
+                                      machine can do (capabilities.json: torch's CUDA and
+                                      backends, libraries, tools), to plan for it from elsewhere
+                                      with `autotune run --sysfs-root DIR ... --dry-run`
   autotune probe --sysfs-root DIR     replay a capture (or any tree laid out like /sys)
 """
 from __future__ import annotations
@@ -30,7 +33,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(devices/system/cpu/..., devices/system/node/..., plus cpuinfo, "
                              "affinity, cpu.max and nvidia-smi files at its root)")
     parser.add_argument("--capture", metavar="DIR",
-                        help="write every file the probe reads into DIR for later --sysfs-root")
+                        help="write every file the probe reads, and this machine's capabilities "
+                             "(capabilities.json), into DIR for later --sysfs-root")
 
 
 def run(args: argparse.Namespace) -> int:

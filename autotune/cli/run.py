@@ -12,6 +12,9 @@ examples:
   autotune run --set nproc=2 --set threads=1 --dry-run
   autotune run --set allocator=tcmalloc --set precision=bf16 --json
   autotune run --sysfs-root captured/ --set nproc=4 --set binding=numactl --dry-run
+  autotune run --sysfs-root gpu-node/ --set device=cuda --set nproc=8 --set backend=nccl --dry-run
+      (the plan of a GPU node captured with `autotune probe --capture gpu-node`, printed on a
+      CPU login node: the capture's own torch, backends and libraries judge it)
   autotune run --set device=cuda --set nproc=8 --set numa_binding=node --set binding=numactl_smt
   autotune run --set nproc=2 --metric 'img/s: ([0-9.]+)' -- python train.py --bs {batch_size}
   autotune run --hosts node1:1,node2:1 --set nnodes=2 --set nproc=2    across two machines (ssh)
@@ -46,8 +49,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=positive_float, default=180.0, metavar="SECONDS",
                    help="kill the trial after this long (default: 180)")
     p.add_argument("--sysfs-root", metavar="DIR",
-                   help="plan against a captured machine (from `autotune probe --capture`); "
-                        "only with --dry-run")
+                   help="plan against a captured machine (from `autotune probe --capture`), "
+                        "judged by what that machine can do (its capabilities.json: torch's "
+                        "CUDA and backends, libraries, tools); only with --dry-run")
     add_host_args(p)
 
 
@@ -70,6 +74,11 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--set: {reason} (on {where})")
     settings: TrialSettings = settings_from_args(args, timeout_s=args.timeout, cluster=cluster)
     if args.dry_run:
+        if args.sysfs_root:   # a capture without its capabilities: say what was assumed
+            from ..probe.captured import CAPABILITIES
+            for warning in topology.warnings:
+                if CAPABILITIES in warning:
+                    print(f"note: {warning}", file=sys.stderr)
         plan = plan_trial(config, topology, settings, trial_id="dry-run", port=29500)
         if args.json:
             print(json.dumps({"config": config.to_dict(), "ranks": [

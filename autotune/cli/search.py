@@ -9,6 +9,10 @@ again, resumes without re-running what was measured. Several machines running th
 with one `--storage postgresql://...` share the study: each configuration runs on one of them,
 and the last to finish verifies and writes the recommendation for all.
 
+Progress goes to stderr: at a terminal, a live bar (budget and ETA, phase, trial number, best so
+far against the default launch, what runs now) under the per-trial lines; piped, in CI (CI set)
+or with --quiet, the per-trial lines alone.
+
 examples:
   autotune search --budget 30m
   autotune search --budget 10m --workload transformer --max-accuracy-drop 2
@@ -70,7 +74,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="run even if another search holds this machine (timings will suffer)")
     add_host_args(p)
     out = p.add_mutually_exclusive_group()
-    out.add_argument("--quiet", action="store_true", help="print only the final summary")
+    out.add_argument("--quiet", action="store_true",
+                     help="print only the final summary (no per-trial lines, no live bar)")
     out.add_argument("--json", action="store_true", help="print one JSON object at the end")
 
 
@@ -86,12 +91,13 @@ def run(args: argparse.Namespace) -> int:
                         verify_rounds=args.verify_rounds, trial_timeout=args.trial_timeout,
                         allow_concurrent=args.allow_concurrent)
     label = check_workload_args(args)
-    cluster = cluster_from_args(args)
-    topology = cluster.topologies[0] if cluster else load_topology(None)
     progress = Progress(budget_s=req.budget_s, quiet=args.quiet or args.json, started=started)
     try:
-        tuned = search(req, label=label, topology=topology, cluster=cluster, progress=progress,
-                       started=started)
+        with progress:   # at a terminal, the live bar runs from the probe to the verdict
+            cluster = cluster_from_args(args)
+            topology = cluster.topologies[0] if cluster else load_topology(None)
+            tuned = search(req, label=label, topology=topology, cluster=cluster,
+                           progress=progress, started=started)
     except KeyboardInterrupt as exc:
         print(f"\nautotune: {str(exc) or 'interrupted'}; completed trials are kept in "
               f"{redact(req.url)}. Run the same command to resume.", file=sys.stderr)

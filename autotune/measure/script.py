@@ -15,6 +15,8 @@ fallback prints seconds per run).
 Accuracy: autotune.report(accuracy=...), else the LAST match of `--accuracy REGEX` (the final
 evaluation); a `%` right after the number means percent, so 93.5% is stored as 0.935 like the
 built-in workloads' accuracy.
+Numbers are read as scripts print them (`6,508`, `1.2e4`, `12.5 ms`: parse_number); a pattern
+whose matches hold no number fails the trial with the text it matched, not "matched nothing".
 """
 from __future__ import annotations
 
@@ -110,23 +112,87 @@ def compile_metric(metric: str | None, option: str = "--metric") -> re.Pattern[s
     return pattern
 
 
-def metric_values(text: str, metric: str, *, percent: bool = False) -> list[float]:
-    """Every number the pattern captures in `text` (group 1, else the whole match). `percent`:
-    a number written with a trailing % (inside the group or right after it) is divided by 100."""
+# A number as scripts print it: an optional sign, digits with optional thousands separators
+# (`6,508`, `6_508`, `6'508`: groups of exactly three, so `1,5` is not read as 15; not spaces,
+# which also separate two numbers),
+# an optional fraction and exponent (`1.2e+03`), then whatever unit the pattern left in.
+_NUMBER = re.compile(r"[+-]?(?:(?:\d{1,3}(?:([,_'])\d{3})(?:\1\d{3})*|\d+)(?:\.\d*)?|\.\d+)"
+                     r"(?:[eE][+-]?\d+)?")
+
+
+def parse_number(text: str) -> float | None:
+    """The number `text` starts with, or None. What follows it may be a unit (`6,508 samples/s`,
+    `12.5ms`, `93.5%`) but not more digits or separators: `1,5`, `1.2.3` and `6 508` are not
+    numbers rather than guesses, and nan/inf are not throughputs."""
+    split = _split_number(text)
+    return None if split is None else split[0]
+
+
+def _split_number(text: str) -> tuple[float, str] | None:
+    """(the leading number, what follows it) or None; see parse_number."""
+    text = text.strip()
+    m = _NUMBER.match(text)
+    if m is None:
+        return None
+    rest = text[m.end():]
+    if rest[:1] and (rest[0] in ",._'" or rest.lstrip()[:1].isdigit()):
+        return None   # `1,5`, `1.2.3`, `6 508`: more digits follow, so which number is meant?
+    digits = m.group(0).replace(m.group(1), "") if m.group(1) else m.group(0)
+    return float(digits), rest
+
+
+@dataclass(frozen=True, kw_only=True)
+class Matches:
+    values: tuple[float, ...]                  # every match that held a number, in order
+    not_numbers: tuple[tuple[str, str], ...]   # (whole match, group) of every one that did not
+
+
+def metric_matches(text: str, metric: str, *, percent: bool = False) -> Matches:
+    """Every number the pattern captures in `text` (group 1, else the whole match), and the
+    matches that are not numbers. `percent`: a number written with a trailing % (inside the
+    group or right after it) is divided by 100."""
     pattern = compile_metric(metric)
     assert pattern is not None
     group = 1 if pattern.groups else 0
-    out = []
+    values: list[float] = []
+    not_numbers: list[tuple[str, str]] = []
     for m in pattern.finditer(text):
-        number = m.group(group).strip()
-        scale = 1.0
-        if percent and (number.endswith("%") or text[m.end(group):m.end(group) + 1] == "%"):
-            number, scale = number.rstrip("%").strip(), 0.01
-        try:
-            out.append(float(number) * scale)
-        except ValueError:
+        captured = m.group(group) or ""
+        split = _split_number(captured)
+        if split is None:
+            not_numbers.append((m.group(0), captured))
             continue
-    return out
+        number, rest = split
+        if percent and (rest.lstrip().startswith("%")
+                        or (not rest and text[m.end(group):m.end(group) + 1] == "%")):
+            number *= 0.01
+        values.append(number)
+    return Matches(values=tuple(values), not_numbers=tuple(not_numbers))
+
+
+def metric_values(text: str, metric: str, *, percent: bool = False) -> list[float]:
+    return list(metric_matches(text, metric, percent=percent).values)
+
+
+def not_a_number(pattern: str, found: Matches, option: str = "--metric") -> str:
+    """Why a pattern that matched gave no number ("" when it gave one, or matched nothing): its
+    group (or match) and the matched text, so the pattern can be fixed."""
+    if not found.not_numbers or found.values:
+        return ""
+    whole, captured = found.not_numbers[0]
+    count = len(found.not_numbers)
+    what = f"its group is not a number: {captured!r}, in" if compile_metric(pattern).groups \
+        else "the match is not a number:"
+    return (f"{option} {pattern!r} matched {count} time{'s' if count > 1 else ''} in rank 0's "
+            f"output, but {what} the matched text {whole.strip()!r}")
+
+
+def _no_metric(metric: str, found: Matches, lower_is_better: bool) -> str:
+    """Why a --metric pattern gave no score: it matched nothing, matched only text that is not a
+    number (shown, so the pattern can be fixed), or only non-positive times."""
+    return not_a_number(metric, found) or (
+        f"no metric found in the output (--metric {metric!r} matched nothing"
+        f"{' positive' if lower_is_better and found.values else ''} in rank 0's output)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -146,23 +212,26 @@ def script_metric(*, report: dict[str, Any] | None, log_text: str, metric: str |
     report = report or {}
     acc = report.get("accuracy")
     acc = float(acc) if isinstance(acc, (int, float)) else None
-    if acc is None and accuracy is not None:
-        found = metric_values(log_text, accuracy, percent=True)
-        acc = found[-1] if found else None
     sps = report.get("samples_per_sec")
-    if isinstance(sps, (int, float)) and sps > 0:
+    reported = isinstance(sps, (int, float)) and sps > 0
+    if acc is None and accuracy is not None:
+        matched = metric_matches(log_text, accuracy, percent=True)
+        acc = matched.values[-1] if matched.values else None
+        problem = not_a_number(accuracy, matched, "--accuracy")
+        if problem:   # a pattern that matches the wrong text: a broken run, not a missing number
+            return ScriptMetric(value=None, problem=problem, source="report" if reported else
+                                "pattern" if metric is not None else "wall_time")
+    if reported:
         return ScriptMetric(value=float(sps), source="report", accuracy=acc,
                             shown=f"{float(sps):.4g} samples/s (autotune.report)")
     if metric is not None:
-        raw = metric_values(log_text, metric)
+        found = metric_matches(log_text, metric)
+        raw = found.values
         if lower_is_better:
             raw = [v for v in raw if v > 0]   # 0 s or a 0 loss cannot be inverted into a score
         if not raw:
             return ScriptMetric(value=None, source="pattern", accuracy=acc,
-                                problem=f"no metric found in the output (--metric {metric!r} "
-                                        "matched nothing"
-                                        f"{' positive' if lower_is_better else ''} in rank 0's "
-                                        "output)")
+                                problem=_no_metric(metric, found, lower_is_better))
         median = statistics.median(raw)
         scores = [1.0 / v for v in raw] if lower_is_better else raw
         return ScriptMetric(value=1.0 / median if lower_is_better else median, source="pattern",

@@ -17,10 +17,13 @@ Capture layout (a directory laid out like /sys, plus a few named files at its ro
     nvidia-smi-query-gpu.csv    nvidia-smi --query-gpu=index,name,memory.total
                                            --format=csv,noheader,nounits
     nvidia-smi-topo-m.txt       nvidia-smi topo -m
+    capabilities.json           what the machine can do: torch's CUDA and backends, libraries,
+                                tools (raw facts; captured.py)
 
 Every file is optional except devices/system/cpu/online. On replay, a missing affinity means
-"all online CPUs" and missing nvidia-smi files mean "no GPUs". Capabilities (libraries, tools,
-backends) always describe the machine running autotune, also when replaying a capture.
+"all online CPUs" and missing nvidia-smi files mean "no GPUs". Capabilities on replay are the
+captured machine's (capabilities.json); a capture without that file gets this machine's, with
+CUDA and NCCL assumed for the GPUs it lists (and a warning saying so).
 """
 from __future__ import annotations
 
@@ -34,6 +37,7 @@ from . import gpu as _gpu
 from . import parse as _parse
 from .capabilities import build_capabilities
 from . import collect_capabilities as _collect_caps
+from . import captured as _captured
 
 __all__ = ["probe", "capture", "topology_from_files", "torch_build"]
 
@@ -44,8 +48,12 @@ def probe(sysfs_root: str | None = None, *, collect_capabilities: bool = True) -
     topo = topology_from_files(_collect.collect_machine(sysfs_root))
     if not collect_capabilities:
         return topo
-    caps, cap_warnings = build_capabilities(_collect_caps.collect_capabilities(),
-                                            num_gpus=len(topo.gpus))
+    if sysfs_root is None:
+        caps, cap_warnings = build_capabilities(_collect_caps.collect_capabilities(),
+                                                num_gpus=len(topo.gpus))
+    else:   # judged by what the captured machine can do, not by the one replaying it
+        caps, cap_warnings = _captured.replay_capabilities(
+            sysfs_root, len(topo.gpus), _collect_caps.collect_capabilities)
     return dataclasses.replace(topo, capabilities=caps, warnings=topo.warnings + cap_warnings)
 
 
@@ -89,9 +97,16 @@ def capture(dest_dir: str, *, sysfs_root: str | None = None) -> list[str]:
 
     Returns the written paths. dest_dir must be new or empty. The capture is checked by parsing
     it before anything is written, so a capture that would not replay is never left behind.
+    The live machine's capability facts go in with it; a capture of a capture copies its facts
+    (never this machine's, which would be another machine's).
     """
     raw = _collect.collect_machine(sysfs_root)
     topology_from_files(raw)
+    facts = (_collect_caps.collect_capabilities() if sysfs_root is None
+             else _captured.read_facts(sysfs_root))
+    files = dict(raw.files)
+    if facts is not None:
+        files[_captured.CAPABILITIES] = _captured.facts_text(facts)
     dest = os.path.abspath(dest_dir)
     if os.path.exists(dest) and not os.path.isdir(dest):
         raise ProbeError(f"capture directory {dest}: exists and is not a directory")
@@ -100,7 +115,7 @@ def capture(dest_dir: str, *, sysfs_root: str | None = None) -> list[str]:
         raise ProbeError(f"capture directory {dest}: not empty; capture into a new directory")
     written = []
     try:
-        for rel, text in sorted(raw.files.items()):
+        for rel, text in sorted(files.items()):
             path = os.path.join(dest, rel)
             os.makedirs(os.path.dirname(path), exist_ok=True)
             with open(path, "w", encoding="utf-8") as f:

@@ -193,21 +193,6 @@ class QualityBook:
         ns = ev.noise_scale() if ev else None
         return ns.b_noise if ns else None
 
-    def target(self) -> float | None:
-        """The quality time-to-accuracy is measured to: the default's mean less the tolerance."""
-        d = self.default_sample()
-        if d is None:
-            return None
-        sign = 1.0 if self.lower_is_better else -1.0
-        return d.mean + sign * self.tolerance_pp / 100.0
-
-    def samples_to_target(self, config: Config) -> int | None:
-        ev, target = self.evidence(config), self.target()
-        if ev is None or target is None:
-            return None
-        return Q.samples_to_target(ev.curves(self.seeds), target,
-                                   lower_is_better=self.lower_is_better)
-
     def run_seconds(self, config: Config) -> float | None:
         """Typical length of one quality run of this class (or of the default's), for budgeting."""
         for ev in (self.evidence(config), self.evidence(self.base)):

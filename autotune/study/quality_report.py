@@ -1,5 +1,13 @@
 """The quality side of `autotune report`: the noise floor, and for each configuration its
-quality with the noise, the time to reach the default launch's quality, and goodput.
+quality with the noise, the time to reach a common quality target, and goodput.
+
+The target is the default launch's quality less the tolerance, lowered to the lowest final
+quality of an accepted class when one ends below it: the gate accepts a class whose loss is
+within the tolerance *plus the seed noise*, so on a short search with noisy seeds no fast class
+reached the default's target and the column said "not reached" on every row. Lowered, every
+accepted configuration has a time and the rows compare; the line above the table says which
+target was used and why. With no learning curves at all (a script reports one final number) the
+column is dropped with its reason.
 
 Pure apart from reading the study's user attributes (written by evidence.QualityBook).
 """
@@ -29,14 +37,26 @@ class QualityFacts:
         return dict(self.__dict__)
 
 
+@dataclass(frozen=True, kw_only=True)
+class Target:
+    value: float | None    # the quality time-to-target is measured to; None: no such column
+    why: str               # one line: how it was chosen, or why the column is dropped
+
+
 def verdict(study_attrs: dict[str, Any], result: TrialResult) -> str:
     """The gate's answer for a trial's class with everything stored now (a class measured after
     the trial was recorded included): accepted, rejected, pending or failed."""
     cls = result.math_class
+    return (class_verdict(study_attrs, cls) if cls else None) or result.quality or "pending"
+
+
+def class_verdict(study_attrs: dict[str, Any], cls: str) -> str | None:
+    """accepted, rejected, pending or failed for a stored class; None when the class or the
+    noise floor is not stored."""
     floor = study_attrs.get(NOISE_FLOOR_ATTR) or {}
-    ev = stored_classes(study_attrs).get(cls) if cls else None
+    ev = stored_classes(study_attrs).get(cls)
     if ev is None or not floor.get("values"):
-        return result.quality or "pending"
+        return None
     if ev.failed and ev.sample() is None:
         return "failed"
     if cls == floor.get("math_class"):
@@ -50,18 +70,52 @@ def verdict(study_attrs: dict[str, Any], result: TrialResult) -> str:
     return "rejected" if v.reject else "accepted"
 
 
+def curve_end(curves: list[list[tuple[int, float]]]) -> float | None:
+    """The last point of the seeds' mean learning curve (as Q.samples_to_target averages it)."""
+    if not curves or min(len(c) for c in curves) == 0:
+        return None
+    n = min(len(c) for c in curves)
+    return sum(c[n - 1][1] for c in curves) / len(curves)
+
+
+def target(study_attrs: dict[str, Any]) -> Target:
+    """The time-to-accuracy target of a study, or why there is none (see the module doc)."""
+    floor = study_attrs.get(NOISE_FLOOR_ATTR) or {}
+    if floor.get("mean") is None:
+        return Target(value=None, why="time to target: not shown, the default launch's quality "
+                                      "was not measured")
+    classes = stored_classes(study_attrs)
+    base = classes.get(floor.get("math_class", ""))
+    if base is None or curve_end(base.curves()) is None:
+        return Target(value=None, why="time to target: not shown, the quality runs stored no "
+                                      "learning curve (a script reports only its final accuracy)")
+    tol = float((study_attrs.get("settings") or {}).get("max_accuracy_drop", 1.0))
+    wanted = floor["mean"] - tol / 100.0
+    ends = {cls: end for cls, ev in classes.items()
+            if class_verdict(study_attrs, cls) == "accepted"
+            and (end := curve_end(ev.curves())) is not None}
+    lowest = min(ends, key=ends.__getitem__, default=None)
+    told = f"the default launch's quality {floor['mean']:.4f} less {tol:g} pp"
+    if lowest is None or ends[lowest] >= wanted:
+        return Target(value=wanted, why=f"time to target {wanted:.4f}: {told}")
+    return Target(value=ends[lowest], why=(
+        f"time to target {ends[lowest]:.4f}: the lowest final quality of an accepted class "
+        f"({lowest}), as {told} = {wanted:.4f} is not reached by every accepted class"))
+
+
 def facts(study_attrs: dict[str, Any], result: TrialResult, throughput: float,
-          global_batch: int) -> QualityFacts | None:
+          global_batch: int, goal: Target | None = None) -> QualityFacts | None:
+    """`goal`: the study's target (computed once for a table; `target(study_attrs)` if None)."""
     classes = stored_classes(study_attrs)
     cls = result.math_class
     if cls is None:
         return None
     ev: ClassEvidence | None = classes.get(cls)
     floor = study_attrs.get(NOISE_FLOOR_ATTR) or {}
-    tol = float((study_attrs.get("settings") or {}).get("max_accuracy_drop", 1.0))
     sample = ev.sample() if ev else None
-    target = floor["mean"] - tol / 100.0 if floor.get("mean") is not None else None
-    to_target = Q.samples_to_target(ev.curves(), target) if ev and target is not None else None
+    goal = goal or target(study_attrs)
+    to_target = Q.samples_to_target(ev.curves(), goal.value) \
+        if ev and goal.value is not None else None
     b_noise = floor.get("b_noise")
     reference = int((study_attrs.get("settings") or {}).get("reference_batch",
                                                              REFERENCE_GLOBAL_BATCH))
@@ -87,10 +141,13 @@ def noise_floor_line(study_attrs: dict[str, Any]) -> str:
             f"{tol:g} pp plus the noise (one-sided Welch t-test, 5%){gns}")
 
 
-def table(rows: list[tuple[int, float, float | None, QualityFacts | None, str]]) -> list[str]:
-    """rows: (trial, samples/s, x default, facts, knobs) -> text lines."""
+def table(rows: list[tuple[int, float, float | None, QualityFacts | None, str]],
+          with_target: bool = True) -> list[str]:
+    """rows: (trial, samples/s, x default, facts, knobs) -> text lines; `with_target`: False
+    drops the time-to-target column (the study has no target; its reason is said above)."""
     lines = [f"  {'trial':>5}  {'samples/s':>10}  {'x def':>6}  {'quality ± sd (n)':>20}  "
-             f"{'verdict':>8}  {'to target':>9}  {'goodput':>8}  knobs"]
+             f"{'verdict':>8}  " + (f"{'to target':>9}  " if with_target else "") +
+             f"{'goodput':>8}  knobs"]
     for number, thr, x, f, knobs in rows:
         if f is None:
             q, verdict, ttt, gp = "-", "-", "-", "-"
@@ -101,6 +158,6 @@ def table(rows: list[tuple[int, float, float | None, QualityFacts | None, str]])
                 if f.mean is not None else "-"
             gp = f"{f.goodput:.1f}" if f.goodput is not None else "-"
         xs = f"{x:.2f}x" if x else "-"
-        lines.append(f"  {number:>5}  {thr:>10.1f}  {xs:>6}  {q:>20}  {verdict:>8}  {ttt:>9}  "
-                     f"{gp:>8}  {knobs}")
+        lines.append(f"  {number:>5}  {thr:>10.1f}  {xs:>6}  {q:>20}  {verdict:>8}  " +
+                     (f"{ttt:>9}  " if with_target else "") + f"{gp:>8}  {knobs}")
     return lines

@@ -120,12 +120,13 @@ class Report:
                        "is never recommended alone: verification re-measures it")
         quality = self.extra.get("quality")
         if quality is not None:
-            out += ["", "quality (seeded runs per math class; time to reach the default launch's "
-                    "quality less the tolerance; goodput = samples/s x statistical efficiency):",
-                    f"  {self.extra.get('noise_floor', '')}"]
+            goal = self.extra.get("target") or {}
+            out += ["", "quality (seeded runs per math class; time to reach a common target; "
+                    "goodput = samples/s x statistical efficiency):",
+                    f"  {self.extra.get('noise_floor', '')}", f"  {goal.get('why', '')}"]
             out += QR.table([(q["trial"], q["throughput"], q["x_default"],
                               QR.QualityFacts(**q["facts"]) if q["facts"] else None, q["knobs"])
-                             for q in quality])
+                             for q in quality], with_target=goal.get("value") is not None)
         out += ["", "throughput/accuracy Pareto front (feasible trials, none better in both):"]
         out += _table(self.pareto, self.unit) if self.pareto else ["  no feasible trial"]
         out += ["", "which knobs mattered for throughput (PED-ANOVA over feasible search trials):"]
@@ -135,6 +136,8 @@ class Report:
             for knob, value in self.importances.items():
                 bar = "#" * round(20 * value / top)
                 out.append(f"  {knob:<{width}}  {value:6.3f}  {bar}")
+            if self.importance_note:
+                out.append(f"  ({self.importance_note})")
         else:
             out.append(f"  {self.importance_note}")
         out += ["", "failures by reason:"]
@@ -180,13 +183,15 @@ def _quality_extra(attrs: dict[str, Any], recs: list[Record], rows: list[Row]) -
     if not any(k.startswith("quality:") for k in attrs):
         return {}
     by_number = {r.number: r for r in recs}
+    goal = QR.target(attrs)
     out = []
     for row in rows:
         r = by_number[row.number]
-        f = QR.facts(attrs, r.result, row.throughput, r.config.global_batch)
+        f = QR.facts(attrs, r.result, row.throughput, r.config.global_batch, goal)
         out.append({"trial": row.number, "throughput": row.throughput, "x_default": row.x_default,
                     "facts": f.to_json() if f else None, "knobs": _knobs(row.changes)})
-    return {"quality": out, "noise_floor": QR.noise_floor_line(attrs)}
+    return {"quality": out, "noise_floor": QR.noise_floor_line(attrs),
+            "target": {"value": goal.value, "why": goal.why}}
 
 
 def _script_facts(attrs: dict[str, Any]) -> dict[str, Any]:
@@ -257,20 +262,33 @@ def importance(study: optuna.Study) -> tuple[dict[str, float] | None, str]:
     if len(chosen) < MIN_IMPORTANCE_TRIALS:
         return None, (f"not enough data: {len(chosen)} feasible search trial(s), at least "
                       f"{MIN_IMPORTANCE_TRIALS} needed; run a longer search")
-    varied = {k for k in chosen[0].params if len({repr(t.params.get(k)) for t in chosen}) > 1}
+    varied, fixed = varied_knobs(chosen)
     if not varied:
         return None, "every feasible search trial used the same knob values"
     # A single-objective "maximize" copy rather than `target=lambda t: t.values[0]`: with a
     # target, PED-ANOVA ranks knobs by how they reach *low* values, the wrong end for throughput.
+    # Only the knobs that varied: one that held one value cannot have mattered, and listing it
+    # at 0.000 reads as "measured, no effect".
     sub = optuna.create_study(direction="maximize")
     for t in chosen:
         sub.add_trial(optuna.trial.create_trial(
-            params=t.params, distributions=t.distributions, value=t.values[0]))
+            params={k: t.params[k] for k in varied},
+            distributions={k: t.distributions[k] for k in varied}, value=t.values[0]))
     try:
         result = get_param_importances(sub, evaluator=PedAnovaImportanceEvaluator())
     except (ValueError, RuntimeError, ZeroDivisionError) as exc:
         return None, f"importances could not be computed from {len(chosen)} trials: {exc}"
-    return {k: float(v) for k, v in result.items()}, ""
+    note = f"not ranked, one value in every trial: {', '.join(fixed)}" if fixed else ""
+    return {k: float(v) for k, v in result.items()}, note
+
+
+def varied_knobs(trials: list) -> tuple[list[str], list[str]]:
+    """(knobs that took more than one value, knobs that held one) over trials' params. A knob
+    some trials lack (a conditional one) is left out of both: the evaluator needs it in all."""
+    common = set.intersection(*(set(t.params) for t in trials)) if trials else set()
+    names = [k for k in trials[0].params if k in common] if trials else []
+    varied = [k for k in names if len({repr(t.params[k]) for t in trials}) > 1]
+    return varied, [k for k in names if k not in varied]
 
 
 def failures(recs: list[Record]) -> list[Failure]:

@@ -96,6 +96,33 @@ def test_run_scores_a_script_by_its_report(tmp_path):
     assert res["measurement"]["throughput"] == 100.0        # rank 0's report is the score
 
 
+@pytest.mark.slow   # a real trial of a script
+def test_run_reads_numbers_as_scripts_print_them(tmp_path):
+    # the line of an unmodified public DDP benchmark (issue 28): a thousands separator, the
+    # unit left in by a wide pattern, and a warm-up line whose figure is not a number yet
+    script = tmp_path / "bench.py"
+    script.write_text("print('Throughput       : n/a samples/s')\n"
+                      "print('Throughput       : 6,508 samples/s')\n"
+                      "print('Throughput       : 1.2e4 samples/s')\n"
+                      "print('Throughput       : 7,000 samples/s')\n")
+    argv = ("run", "--set", "threads=1", "--json", "--results", str(tmp_path / "r"))
+    rc, out, err, _ = cli(tmp_path, *argv, "--metric", r"Throughput\s*:\s*([0-9,]+) samples/s",
+                          "--", sys.executable, str(script))
+    assert rc == 0, out + err
+    res = json.loads(out)
+    assert res["metric_source"] == "pattern" and res["measurement"]["throughput"] == 6754.0
+    rc, out, err, _ = cli(tmp_path, *argv, "--metric", r"Throughput\s*:\s*(.+)",
+                          "--", sys.executable, str(script))
+    assert rc == 0 and json.loads(out)["measurement"]["throughput"] == 7000.0, out + err
+    # a pattern whose group holds no number anywhere: the reason names the text it matched
+    rc, out, err, _ = cli(tmp_path, *argv, "--metric", r"Throughput\s*:\s*(\S+) samples",
+                          "--", sys.executable, "-c", "print('Throughput : n/a samples/s')")
+    res = json.loads(out)
+    assert rc == 1 and res["outcome"] == "workload_error", out + err
+    assert "its group is not a number: 'n/a', in the matched text 'Throughput : n/a samples'" \
+        in res["reason"], res["reason"]
+
+
 # ---------------------------------------------------------------- fail fast, fail clearly
 
 def _fails_fast(rc: int, err: str, secs: float, *needles: str, limit: float = 45) -> None:

@@ -1,0 +1,123 @@
+"""Search progress: the plain lines a pipe, a file, CI and --quiet get (unchanged by the live
+bar), and what the live bar shows, driven by the search's real events and records."""
+from __future__ import annotations
+
+import io
+import re
+import sys
+
+from autotune.cli._live import BarState, render_line, wanted
+from autotune.cli._progress import Progress
+from autotune.config import Config
+from autotune.run import outcome as R
+from autotune.run.outcome import TrialResult
+from autotune.study.records import DEFAULT_ROLE, SEARCH_ROLE, Record
+
+FAST = Config(nproc=2, threads=1)
+
+
+def events(p: Progress) -> None:
+    """A short search as the loop and verification report it."""
+    p.event("trial_start", config=Config(), role=DEFAULT_ROLE, number=0)
+    p.event("trial_end", record=Record(config=Config(), role=DEFAULT_ROLE, number=0, feasible=True,
+                                       result=TrialResult(outcome=R.OK, throughput=50.0)),
+            seconds=3.0)
+    p.event("trial_start", config=FAST, role=SEARCH_ROLE, number=1)
+    p.event("quality_start", config=FAST, math_class="global_batch=32,precision=fp32", seed=0)
+    p.event("trial_end", record=Record(config=FAST, role=SEARCH_ROLE, number=1, feasible=True,
+                                       result=TrialResult(outcome=R.OK, throughput=80.0)),
+            seconds=3.0)
+    p.event("trial_start", config=Config(threads=2), role=SEARCH_ROLE, number=2)
+    p.event("trial_end", record=Record(config=Config(threads=2), role=SEARCH_ROLE, number=2,
+                                       result=TrialResult(outcome=R.CRASH, reason="rank 1 died")),
+            seconds=1.0)
+    p.event("note", text="verifying 1 candidate(s)")
+    p.event("verify_start", config=FAST, role=SEARCH_ROLE, round=1, rounds=3)
+    p.event("confirm_start", config=FAST, seed=100)
+
+
+# Today's lines, clocks aside (they tick): a pipe and a file get exactly these.
+PLAIN = """\
+[MM:SS/01:00] trial 0 (reference:default): default launch
+              -> 50.0 samples/s (1.00x default) | 1 run, 0 failed, 0 ruled out, best 1.00x
+[MM:SS/01:00] trial 1 (search): nproc=2 threads=1
+[MM:SS/01:00] quality run, seed 0: global_batch=32,precision=fp32
+              -> 80.0 samples/s (1.60x default) | 2 run, 0 failed, 0 ruled out, best 1.60x
+[MM:SS/01:00] trial 2 (search): threads=2
+              -> crash: rank 1 died | 3 run, 1 failed, 0 ruled out, best 1.60x
+[MM:SS/01:00] verifying 1 candidate(s)
+[MM:SS/01:00] verify round 1/3 (search): nproc=2 threads=1
+[MM:SS/01:00] confirming quality, seed 100: nproc=2 threads=1
+"""
+
+
+def test_plain_lines_off_a_terminal_are_today_s_lines():
+    stream = io.StringIO()
+    with Progress(budget_s=60.0, stream=stream) as p:   # a StringIO is no terminal: no bar
+        assert p._live is None
+        events(p)
+    text = re.sub(r"^\[\d\d:\d\d/", "[MM:SS/", stream.getvalue(), flags=re.M)
+    assert text == PLAIN and "\x1b" not in text
+
+
+def test_quiet_prints_nothing_but_warnings():
+    stream = io.StringIO()
+    with Progress(budget_s=60.0, stream=stream, quiet=True) as p:
+        events(p)
+        p.warn("warning: the script sets OMP_NUM_THREADS")
+    assert stream.getvalue().endswith("] warning: the script sets OMP_NUM_THREADS\n")
+    assert stream.getvalue().count("\n") == 1
+
+
+def test_the_bar_follows_phase_trial_and_best():
+    p = Progress(budget_s=60.0, stream=io.StringIO(), quiet=True)
+    bar = p.bar
+    assert bar.phase == "probe"
+    p.event("trial_start", config=Config(), role=DEFAULT_ROLE, number=0)
+    assert (bar.phase, bar.trial, bar.now) == ("search", 0,
+                                               "trial 0 (reference:default): default launch")
+    p.event("trial_end", record=Record(config=Config(), role=DEFAULT_ROLE, number=0, feasible=True,
+                                       result=TrialResult(outcome=R.OK, throughput=50.0)))
+    p.event("trial_start", config=FAST, role=SEARCH_ROLE, number=1)
+    p.event("quality_start", config=FAST, math_class="global_batch=32,precision=fp32", seed=2)
+    assert (bar.phase, bar.now) == ("quality check", "seed 2: global_batch=32,precision=fp32")
+    p.event("trial_end", record=Record(config=FAST, role=SEARCH_ROLE, number=1, feasible=True,
+                                       result=TrialResult(outcome=R.OK, throughput=80.0)))
+    assert (bar.phase, bar.best_ratio, bar.best_config) == ("search", 1.6, "nproc=2 threads=1")
+    p.event("verify_start", config=FAST, role=SEARCH_ROLE, round=2, rounds=3)
+    assert (bar.phase, bar.now) == ("verify", "round 2/3 (search): nproc=2 threads=1")
+    p.event("confirm_start", config=FAST, seed=101)
+    assert (bar.phase, bar.now) == ("quality check", "confirming, seed 101: nproc=2 threads=1")
+
+
+def test_render_line_has_budget_eta_trial_best_and_counts():
+    state = BarState(budget_s=1800.0, started=100.0, phase="verify", trial=7, best_ratio=1.3217,
+                     best_config="nproc=2 threads=1", runs=6, failed=1)
+    assert render_line(state, now=352.0) == (
+        "verify | 04:12/30:00 ETA 25:48 | trial 7 | best 1.32x (nproc=2 threads=1) | "
+        "6 run, 1 failed")
+    early = BarState(budget_s=60.0, started=0.0)
+    assert render_line(early, now=0.4) == "probe | 00:00/01:00 ETA 01:00 | 0 run, 0 failed"
+    assert render_line(early, now=75.0).startswith("probe | 01:15/01:00 ETA 00:00")
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_bar_is_only_for_a_person_at_a_terminal(monkeypatch):
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.setenv("TERM", "xterm-256color")
+    monkeypatch.setattr(sys, "stdout", _Tty())
+    assert wanted(quiet=False, stream=_Tty())
+    assert not wanted(quiet=True, stream=_Tty())              # --quiet, --json
+    assert not wanted(quiet=False, stream=io.StringIO())      # 2> file
+    monkeypatch.setenv("CI", "true")
+    assert not wanted(quiet=False, stream=_Tty())             # CI
+    monkeypatch.delenv("CI")
+    monkeypatch.setenv("TERM", "dumb")
+    assert not wanted(quiet=False, stream=_Tty())             # no cursor movement
+    monkeypatch.setenv("TERM", "xterm-256color")
+    monkeypatch.setattr(sys, "stdout", io.StringIO())         # > file
+    assert not wanted(quiet=False, stream=_Tty())
