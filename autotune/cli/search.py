@@ -14,7 +14,7 @@ examples:
   autotune search --budget 10m --workload transformer --max-accuracy-drop 2
   autotune search --budget 1h --storage postgresql://me@db/autotune --space my_space.yaml
       (the same command on several identical machines: one shared search; pip install
-      'autotune[postgres]' for the driver)
+      'psycopg[binary]' for the driver)
   autotune search --budget 10m --workload mypkg.train:build       your model (see README)
   autotune search --budget 30m --metric 'img/s: ([0-9.]+)' -- python train.py --bs {batch_size}
   autotune search --budget 10m --metric 'Training time: ([0-9.]+)' --lower-is-better \
