@@ -36,6 +36,13 @@ if ! .venv/bin/python -c "import torch" >/dev/null 2>&1; then
     echo "setup: installing torch 2.13.0 (CPU build)"
     .venv/bin/pip install -q torch==2.13.0
 fi
+# Until 2026-11 the distribution was called `autotune`, like an unrelated PyPI package that also
+# installs an `autotune` module; either would shadow this one, so a .venv set up before the rename
+# (or one that got the other package) loses it first.
+if .venv/bin/pip show -q autotune >/dev/null 2>&1; then
+    echo "setup: removing the distribution named 'autotune' (this project is now ddp-autotune)"
+    .venv/bin/pip uninstall -y -q autotune
+fi
 extras=""
 [ $want_test = 1 ] && extras="[test,postgres]"
 .venv/bin/pip install -q -e ".$extras"

@@ -1,11 +1,11 @@
-"""Interleaved A/B of one knob in real trials: IPEX on/off, libiomp5/libgomp (README, "The Intel stack").
+"""Interleaved A/B of one knob in real trials: IPEX on/off, libiomp5/libgomp (docs/backends.md, "The Intel stack").
 
     python -m benchmarks.intel_ab --python PY --a ipex=on --b ipex=off --set precision=bf16 --rounds 3
 
 A thin wrapper over `autotune compare` (autotune/recommend/compare.py: the rounds, the ratio statistics and
 the verdict are the verification's own code) that runs it under another interpreter: PY may be
 another environment (scripts/intel-env.sh) whose torch IPEX matches. Options other than --python
-are passed through unchanged; the default window is 3 s, as the README's measurements used.
+are passed through unchanged; the default window is 3 s, as the measurements in docs/benchmarks.md used.
 """
 from __future__ import annotations
 

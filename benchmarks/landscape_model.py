@@ -54,7 +54,7 @@ class Hardware:
 
 @dataclass(frozen=True, kw_only=True)
 class Params:
-    # -- calibrated on this machine's recorded landscape (calibrate(); README has the fit) ------
+    # -- calibrated on this machine's recorded landscape (calibrate(); docs/benchmarks.md has the fit) ------
     # (`python3 -m benchmarks.search_at_scale --calibrate --refit`: R^2 0.93 on log throughput
     # over the 326 launched configurations of the Zen 5 machine's landscape, 2026-11-24; the
     # Zen 4 machine's landscape had given 1.8 ms, bf16 1.65, tcmalloc 1.28, R^2 0.85)

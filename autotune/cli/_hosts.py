@@ -10,7 +10,7 @@ from ..plan.hosts import LAUNCHERS, Host, parse_hostfile, parse_hosts, slurm_hos
 
 
 def add_host_args(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("across machines (see README: Across machines)")
+    g = p.add_argument_group("across machines (see docs/clusters.md)")
     g.add_argument("--hosts", metavar="H1:SLOTS,H2:SLOTS",
                    help="run trials across these hosts (ssh names; slots = ranks a host may take)")
     g.add_argument("--hostfile", metavar="FILE",

@@ -27,7 +27,7 @@ GIB = 1024 ** 3
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true",
-                        help="print one JSON object (keys documented in the README)")
+                        help="print one JSON object (keys documented in docs/how-it-works.md)")
     parser.add_argument("--sysfs-root", metavar="DIR",
                         help="read a captured tree laid out like /sys instead of this machine "
                              "(devices/system/cpu/..., devices/system/node/..., plus cpuinfo, "

@@ -18,8 +18,8 @@ examples:
   autotune search --budget 10m --workload transformer --max-accuracy-drop 2
   autotune search --budget 1h --storage postgresql://me@db/autotune --space my_space.yaml
       (the same command on several identical machines: one shared search; pip install
-      'autotune[postgres]' for the driver)
-  autotune search --budget 10m --workload mypkg.train:build       your model (see README)
+      'psycopg[binary]' for the driver)
+  autotune search --budget 10m --workload mypkg.train:build       your model (see docs/scripts.md)
   autotune search --budget 30m --metric 'img/s: ([0-9.]+)' -- python train.py --bs {batch_size}
   autotune search --budget 10m --metric 'Training time: ([0-9.]+)' --lower-is-better \
       --accuracy 'Test accuracy: ([0-9.]+)%' -- python train.py
@@ -59,7 +59,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "floor (default: 3, at least 2)")
     p.add_argument("--quality-samples", type=int, default=None, metavar="N",
                    help="training samples per quality run (default: 16384 for the built-in cnn, "
-                        "chosen from measurements: see README, Quality evidence)")
+                        "chosen from measurements: see docs/benchmarks.md)")
     p.add_argument("--accuracy", metavar="REGEX", help=ACCURACY_HELP + "; held to "
                    "--max-accuracy-drop against the default launch")
     p.add_argument("--seed", type=int, default=0, help="sampler seed (default: 0)")

@@ -192,7 +192,7 @@ class Topology:
         }
 
     def to_json(self) -> dict[str, Any]:
-        """The stable `autotune probe --json` contract (documented in README)."""
+        """The stable `autotune probe --json` contract (documented in docs/how-it-works.md)."""
         caps = self.capabilities
         return {
             "schema_version": SCHEMA_VERSION,

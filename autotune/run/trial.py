@@ -40,7 +40,7 @@ class TrialSettings:
     workload_args: dict[str, Any] = field(default_factory=dict)
     target_seconds: float = 5.0
     warmup_steps: int = 3
-    # Training samples of one quality run. Measured on the built-in cnn (benchmarks/README.md):
+    # Training samples of one quality run. Measured on the built-in cnn (docs/benchmarks.md):
     # at 4096 one seed's accuracy varied by 4 points; at this length the seeds agree to about
     # half a point while the task is still far from saturated.
     accuracy_samples: int = QUALITY_SAMPLES

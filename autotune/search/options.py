@@ -33,7 +33,7 @@ class SearchOptions:
     verify_rounds: int = 3
     seed: int = 0
     # TPE's start-up trials, drawn by the search from launchable configurations (0: TPE's own
-    # uniform draws over the whole grid; benchmarks/README.md, "Search at scale", compares both)
+    # uniform draws over the whole grid; docs/benchmarks.md, "Search at scale", compares both)
     startup_draws: int = STARTUP_TRIALS
     max_trials: int | None = None
     # Script mode: accuracy is whatever the script reported with its speed (maybe nothing); it

@@ -36,7 +36,7 @@ def launchable_draw(space, rng: random.Random, seen: Callable[[dict[str, Any]], 
     grid, and on large machines most of it cannot run (a quarter of the grid on 2 cores, 97.5%
     of it on a simulated SNC3 socket: ranks x threads beyond the cores, batches the ranks cannot
     split): its six random trials then measured almost nothing, and the model started from
-    constraint violations alone (benchmarks/README.md, "Search at scale"). Ruled-out draws cost a
+    constraint violations alone (docs/benchmarks.md, "Search at scale"). Ruled-out draws cost a
     planner call each, no trial."""
     for _ in range(tries):
         params = {k: rng.choice(list(v)) for k, v in space.knobs.items()}

@@ -74,7 +74,7 @@ def open_storage(url: str, *, create_under: str | None = None) -> optuna.storage
             _tune_sqlite(storage)
         return storage
     except ImportError:
-        hint = " (pip install 'autotune[postgres]')" if url.startswith("postgresql") else ""
+        hint = " (pip install 'psycopg[binary]')" if url.startswith("postgresql") else ""
         raise StorageError(f"storage {redact(url)}: no database driver for this URL{hint}") \
             from None
     except Exception as exc:  # SQLAlchemy/driver errors: many types, one message for the user

@@ -55,7 +55,7 @@ class WorkloadSpec:
 
 
 # Training samples of one quality run of the built-in cnn, chosen from measurements
-# (benchmarks/README.md, "Quality evidence"): long enough that seeds agree to about half a point,
+# (docs/benchmarks.md, "Quality runs and the accuracy gate"): long enough that seeds agree to about half a point,
 # short enough that three seeds fit in a 10-minute search.
 QUALITY_SAMPLES = 16384
 

@@ -1,5 +1,5 @@
 """The benchmarks start and write their tables (the measurements themselves are not tests:
-benchmarks/README.md has the commands and the figures). Tiny settings throughout."""
+docs/benchmarks.md has the commands and the figures). Tiny settings throughout."""
 from __future__ import annotations
 
 import json

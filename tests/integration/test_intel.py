@@ -1,7 +1,7 @@
 """The Intel stack for real: IPEX on and off, and torchvision's ResNet-50, in the second environment
 (torch 2.8.0 + intel-extension-for-pytorch 2.8.0 + torchvision 0.23) that scripts/intel-env.sh
 builds under ~/.cache/autotune. Skipped where that environment was never built; `.ci/run` builds
-or reuses it (README, "The Intel stack").
+or reuses it (docs/backends.md, "The Intel stack").
 
 Everything goes through subprocesses of that environment's python: the test process runs the main
 environment's torch, which IPEX 2.8 refuses.
