@@ -83,6 +83,25 @@ def test_two_host_gloo_trial_by_each_launcher(hosts, launcher, tmp_path, capsys)
     assert leftovers() == {ns: [] for ns in NAMESPACES}
 
 
+def test_two_host_ccl_trial_uses_the_hosts_interface(hosts, tmp_path, capsys):
+    """oneCCL across the namespace hosts: its key-value service and libfabric listen on the
+    interface that reaches the other host (eth0 there), and each rank ran over ccl."""
+    from autotune.comm import ccl
+    if ccl.problem():
+        pytest.skip(f"ccl unavailable here: {ccl.problem()}")
+    args = ("--hosts", "th1:1,th2:1", "--ssh-config", hosts, "--set", "nnodes=2", "--set",
+            "nproc=2", "--set", "threads=1", "--set", "binding=taskset", "--set", "backend=ccl")
+    assert main(["run", *args, "--dry-run", "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    envs = [r["env"] for r in plan["ranks"]]
+    assert {e["CCL_KVS_IFACE"] for e in envs} == {"eth0"} == {e["FI_TCP_IFACE"] for e in envs}
+    rc, out = run_json(capsys, *args, "--seconds", "2", "--results", str(tmp_path))
+    assert rc == 0 and out["outcome"] == "ok", out
+    ranks = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("trials/*/rank[01].json"))]
+    assert [r["in_force"]["backend"] for r in ranks] == ["ccl", "ccl"]
+    assert leftovers() == {ns: [] for ns in NAMESPACES}
+
+
 @pytest.mark.parametrize("launcher", ["ssh", "mpirun"])
 def test_hung_trial_leaves_no_process_on_any_host(hosts, launcher, tmp_path, capsys):
     rc, out = run_json(capsys, "--hosts", "th1,th2", "--ssh-config", hosts,
