@@ -150,3 +150,33 @@ def test_intels_own_package_is_used_where_installed(tmp_path):
     done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0 and done.stdout.split() == ["False", "autotune", "True"], done.stderr
+
+
+def test_an_exported_ccl_command_runs_as_pasted(tmp_path):
+    """export's shell text for a ccl configuration carries oneCCL's environment and the stand-in
+    that registers the backend: pasted into bash, an Intel-style script trains over ccl."""
+    from autotune.config import Config
+    from autotune.export.command import launch_command, render
+    from autotune.probe import probe
+    cmd = launch_command(Config(nproc=2, threads=1, binding="taskset", backend="ccl"), probe(),
+                         program=(sys.executable, str(TESTS / "ccl_script.py")), script=True,
+                         port=free_port())
+    text = render(cmd, "shell")
+    assert "CCL_WORKER_COUNT=1" in text and f"PYTHONPATH={ccl.shim_dir()}" in text
+    done = subprocess.run(["bash", "-c", text], capture_output=True, text=True, timeout=180,
+                          cwd=tmp_path, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    for rank in (0, 1):
+        assert f"rank {rank}: backend ccl provider autotune in sync True" in done.stdout
+
+
+def test_the_backend_benchmark_writes_its_table(tmp_path):
+    """benchmarks/backends.py end to end at the smallest settings (no figures are judged here)."""
+    from benchmarks import backends
+    out = tmp_path / "b.json"
+    assert backends.main(["--ranks", "2", "--sizes", "4096", "--rounds", "1", "--skip-ddp",
+                          "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["machine"]["fingerprint"] and data["machine"]["cpu family"]
+    (row,) = data["allreduce"][0]["rows"]
+    assert row["bytes"] == 4096 and row["gloo_us"] > 0 and row["ccl_us"] > 0
