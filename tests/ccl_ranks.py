@@ -72,7 +72,21 @@ def collectives(rank: int, world: int, gloo, cc) -> list[str]:
         if not torch.allclose(got.double(), want, rtol=1e-2):
             bad.append(f"all_reduce AVG {name}")
         bad += _moves(rank, world, gloo, cc, dtype, name)
+    bad += asynchronous(world, cc)
     return bad
+
+
+def asynchronous(world: int, cc) -> list[str]:
+    """A collective returns before it is done (it runs on the group's progress thread), so the
+    caller computes meanwhile, as DDP's backward does between buckets; its future completes."""
+    big = torch.ones(4 << 20)                       # 16 MB: milliseconds of work on any machine
+    work = dist.all_reduce(big, group=cc, async_op=True)
+    returned_early = not work.is_completed()
+    busy = torch.randn(256, 256) @ torch.randn(256, 256)   # the caller's own compute, meanwhile
+    fut = work.get_future()
+    work.wait()
+    ok = returned_early and fut.done() and busy.shape == (256, 256) and bool(torch.all(big == world))
+    return [] if ok else [f"async: returned early {returned_early}, future done {fut.done()}"]
 
 
 def gloo_or(fn, fallback):
