@@ -22,6 +22,7 @@ from .measure.script_scan import held_from_scan, scan_command, script_notes, scr
 from .plan.cluster import Cluster
 from .probe.topology import Topology
 from .recommend.choose import recommend, shared_recommendation
+from .run.idle import IDLE_DEADLINE_S
 from .run.runner import interrupt_on_sigterm, reap_orphans
 from .run.trial import TrialSettings, live_evaluator
 from .search.budget import plan_budget
@@ -58,6 +59,7 @@ class SearchRequest:
     verify_rounds: int = 3
     trial_timeout: float | None = None
     allow_concurrent: bool = False
+    idle_timeout: float = IDLE_DEADLINE_S       # see run/idle.py
 
     def __post_init__(self) -> None:
         if not math.isfinite(self.max_accuracy_drop) or self.max_accuracy_drop < 0:
@@ -187,7 +189,7 @@ def search(req: SearchRequest, *, label: str | None = None, topology: Topology |
                              results_dir=req.results,
                              timeout_s=req.trial_timeout or max(30.0, budget_s / 4),
                              accuracy_samples=req.quality_samples or quality_samples,
-                             cluster=cluster)
+                             cluster=cluster, idle_s=req.idle_timeout)
     scan = scan_command(req.script) if req.script else None
     lock = None if req.allow_concurrent else MachineLock(topology.fingerprint()).acquire()
     # Shared: other searches may use this study at once (a database server, or --allow-concurrent

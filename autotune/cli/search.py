@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
                         quality_seeds=args.quality_seeds, quality_samples=args.quality_samples,
                         seed=args.seed, max_trials=args.max_trials,
                         verify_rounds=args.verify_rounds, trial_timeout=args.trial_timeout,
-                        allow_concurrent=args.allow_concurrent)
+                        allow_concurrent=args.allow_concurrent, idle_timeout=args.idle_timeout)
     label = check_workload_args(args)
     cluster = cluster_from_args(args)
     topology = cluster.topologies[0] if cluster else load_topology(None)

@@ -28,6 +28,10 @@ class RunResult:
     wall_seconds: float = 0.0
     launched_at: float = 0.0            # time.time() just before the first rank was spawned
     rank_results: tuple[dict[str, Any], ...] = field(default_factory=tuple)  # by rank, as written
+    # What happened after training that did not change the outcome: a rank ended as stuck
+    # (run/idle.py), an abort in teardown after the result was in.
+    notes: tuple[str, ...] = ()
+    signalled: tuple[int, ...] = ()     # ranks the runner itself ended (teardown, stuck)
 
     @property
     def ok(self) -> bool:
@@ -77,6 +81,7 @@ class TrialResult:
     quality_n: int | None = None             # how many seeds they are
     quality_verdict: str | None = None       # the gate's verdict, as text
     reused_from: int | None = None           # a repeat: the trial whose measurement it mirrors
+    note: str = ""                           # what happened in teardown (RunResult.notes)
 
     @property
     def ok(self) -> bool:

@@ -23,7 +23,7 @@ STORED_KEYS = {
     "step_iqr_s", "throughput_iqr", "startup_s", "timed_share", "timed_steps", "peak_rss_mb",
     "seed", "curve", "gns", "metric_source", "metric_note", "metric_shown", "observed", "unacted",
     "overridden", "math_class", "quality", "quality_sd", "quality_n", "quality_verdict",
-    "reused_from"}
+    "reused_from", "note"}
 
 # No field at its default: a field added to TrialResult must be given a value here.
 FULL = TrialResult(
@@ -37,7 +37,8 @@ FULL = TrialResult(
     unacted=("threads=1 planned; rank 0 ran 2 busy threads",),
     overridden={"threads": "threads=1 planned; rank 0 ran 2 busy threads"},
     math_class="gb32-fp32", quality="accepted", quality_sd=0.002, quality_n=3,
-    quality_verdict="within 1 pp", reused_from=4)
+    quality_verdict="within 1 pp", reused_from=4,
+    note="rank 1 idle for 30 s after rank 0 exited; ended (it sat in futex_do_wait)")
 
 
 def _study(tmp_path) -> optuna.Study:
