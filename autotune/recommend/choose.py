@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import time
 
+from ..measure.contention import DISTURBED_SHARE
 from ..measure.stats import BUSY_CPU_SHARE
 from ..run import outcome as R
 from ..search.shared import Workers
@@ -64,8 +65,9 @@ def recommend(result, evaluate, *, rounds: int, script_mode: bool, time_left, pr
         alone = [c for c in candidates if trusted_alone(c)]
         if not alone:
             progress.note("no recommendation: no budget left to verify, and the best candidates "
-                          "were measured while the machine was busy (cpu_share below "
-                          f"{BUSY_CPU_SHARE}); run the same command again to verify them")
+                          "were measured while other processes took their cores (over "
+                          f"{DISTURBED_SHARE:.0%}, or cpu_share below {BUSY_CPU_SHARE}); run "
+                          "the same command again to verify them")
             return None
         return unverified(alone[0], default, "no budget left to verify")
     progress.note(f"verifying {len(candidates)} candidate(s) against the default launch, "

@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 from ..run import outcome as R
 from ..config import Config
+from ..measure.contention import disturbed
 from ..measure.stats import RatioStats, Stats, busy, ratio_stats
 from ..run.outcome import Evaluate, TrialResult
 from ..study.records import DEFAULT_ROLE, RUN_CPU_ROLE, Record
@@ -219,8 +220,11 @@ def _choose(verified: list[Verified], default: Record, rounds: int,
 
 
 def trusted_alone(r: Record) -> bool:
-    """Whether one search measurement may stand without verification: not when the machine was
-    busy during its window (cpu_share below BUSY_CPU_SHARE); verification re-measures those."""
+    """Whether one search measurement may stand without verification: not when other processes
+    took its cores while it was timed (measure/contention.py; for a trial stored before that was
+    measured, a cpu_share below BUSY_CPU_SHARE); verification re-measures those."""
+    if r.result.outside_share is not None:
+        return not disturbed(r.result.outside_share)
     return not busy(r.result.cpu_share)
 
 

@@ -23,6 +23,7 @@ from typing import Any
 import psutil
 
 from .classify import classify, declared_outcome, describe_exit, rank_failure, root_cause
+from .cpu_ledger import CpuLedger, trial_cpus
 from .idle import IDLE_DEADLINE_S, IdleWatch
 from ..plan.launch_plan import LaunchPlan
 from .outcome import CRASH, OK, RunResult
@@ -103,6 +104,7 @@ class _Trial:
         self.signalled: set[int] = set()
         self.ended: set[int] = set()                 # ranks ended as stuck after a clean exit
         self.known: dict[int, psutil.Process] = {}   # every descendant ever seen, by pid
+        self.rank_procs: list[psutil.Process] = []
         self.scanned_at = 0.0
 
     def spawn(self, *, pipe: bool = False) -> None:
@@ -113,6 +115,8 @@ class _Trial:
                 self.procs.append(subprocess.Popen(
                     rp.argv, env=rp.env, stdout=subprocess.PIPE if pipe else log,
                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True))
+            with contextlib.suppress(psutil.Error):
+                self.rank_procs.append(psutil.Process(self.procs[-1].pid))
 
     def poll(self) -> list[int]:
         """Record ranks that exited since the last poll, and remember every live descendant."""
@@ -138,6 +142,10 @@ class _Trial:
             for child in kids.get(stack.pop(), ()):
                 self.known.setdefault(child.pid, child)
                 stack.append(child.pid)
+
+    def tracked(self) -> list[psutil.Process]:
+        """Every process of the trial seen so far: the ranks and their descendants."""
+        return [*self.rank_procs, *self.known.values()]
 
     def running(self) -> list[int]:
         return [r for r, c in enumerate(self.codes[:len(self.procs)]) if c is None]
@@ -257,6 +265,7 @@ def run_plan(plan: LaunchPlan, *, on_start: Callable[[list[int]], None] | None =
         Path(rp.result_path).parent.mkdir(parents=True, exist_ok=True)
         Path(rp.result_path).unlink(missing_ok=True)   # a stale result would read as success
     trial = _Trial(plan)
+    ledger = CpuLedger(trial_cpus(plan))
     timed_out = False
     launched_at = time.time()
     start = time.monotonic()
@@ -272,6 +281,7 @@ def run_plan(plan: LaunchPlan, *, on_start: Callable[[list[int]], None] | None =
         watch = IdleWatch([p.pid for p in trial.procs], [rp.log_path for rp in plan.ranks], idle_s)
         all_results_at: float | None = None
         while not spawn_error:
+            ledger.sample(trial.tracked())
             failed = any(rank_failure(r, trial.codes[r], _result_of(plan, r, trial.codes[r]))
                          for r in trial.poll() if r not in trial.ended)
             if not trial.running():
@@ -294,6 +304,7 @@ def run_plan(plan: LaunchPlan, *, on_start: Callable[[list[int]], None] | None =
                     trial.teardown(plan.grace_s)
                     break
             time.sleep(POLL_S)
+        ledger.sample(trial.tracked(), force=True)
     finally:
         with _signals_held():
             if trial.running():
@@ -326,6 +337,7 @@ def run_plan(plan: LaunchPlan, *, on_start: Callable[[list[int]], None] | None =
                      exit_codes=tuple(trial.codes), wall_seconds=time.monotonic() - start,
                      launched_at=launched_at, notes=tuple(notes),
                      signalled=tuple(sorted(trial.signalled)),
+                     cpu_samples=tuple(ledger.samples), num_cpus=len(ledger.cpus),
                      rank_results=tuple(r if isinstance(r, dict) else {} for r in results))
 
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from . import outcome as R
 from ..config import Config
 from ..errors import ConfigError
+from ..measure.contention import Contention, contention
 from ..measure.stats import Measurement, Stats, aggregate, quantile
 from ..measure.observe import RankObservation, Sampler
 from ..measure.unacted import Unacted, compare
@@ -274,11 +275,22 @@ def live_evaluator(topology: Topology, settings: TrialSettings, *,
                 state["timeout"] = max(30.0, 4.0 * run.wall_seconds)
         else:
             fields["log_tail"] = run.log_tail
+        if (c := timed_contention(run)) is not None:
+            fields.update(own_share=round(c.own_share, 4), outside_share=round(c.outside_share, 4))
         return TrialResult(outcome=run.outcome, reason=run.reason, mode=mode,
                            throughput=m.throughput if m else None,
                            accuracy=m.accuracy if m else None, seconds=run.wall_seconds,
                            note="; ".join(run.notes), **fields)
     return evaluate
+
+
+def timed_contention(run: RunResult) -> Contention | None:
+    """Contention over rank 0's timed window (a script has none: its whole run)."""
+    r0 = run.rank_results[0] if run.rank_results else {}
+    start, end = r0.get("timed_start_at"), r0.get("timed_end_at")
+    if not (isinstance(start, (int, float)) and isinstance(end, (int, float))):
+        start, end = run.launched_at, run.launched_at + run.wall_seconds
+    return contention(run.cpu_samples, float(start), float(end), run.num_cpus)
 
 
 def observed_fields(observations, unacted) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from optuna.distributions import CategoricalDistribution
 
 from ..config import Config
 from ..errors import WorkloadError
+from ..measure.contention import describe_outside, disturbed
 from ..plan.placement import canonical
 from ..plan.feasible import ruled_out
 from ..probe.topology import Topology
@@ -123,6 +124,8 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
                     record_trial(study, config=config, result=stopped, role=role, trial=trial)
                 raise
             measured += 1
+            if ev.outcome == R.OK and disturbed(ev.outside_share) and left() >= 1.2 * ev.seconds:
+                ev = remeasure(config, ev)
             if ev.outcome == R.OK:
                 durations.append(ev.seconds)
         acc, violation, judged = None, 0.0, {}
@@ -143,6 +146,22 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
         if ev.overridden:
             hold(ev.overridden)
         return rec
+
+    def remeasure(config: Config, first: TrialResult) -> TrialResult:
+        """Once more, for a trial whose cores other processes took: the less disturbed of the
+        two stands, and its note says so (a still-disturbed one stays marked by its share)."""
+        nonlocal measured
+        on_event("note", text=f"re-measuring: {describe_outside(first.outside_share or 0.0)} "
+                              "while it was timed")
+        second = evaluate(config, "throughput")
+        measured += 1
+        keep, other = second, first
+        if second.outcome != R.OK or (second.outside_share or 0.0) > (first.outside_share or 0.0):
+            keep, other = first, second
+        share = other.outside_share
+        why = ("measured twice; " + (f"in the other run {describe_outside(share)}"
+                                      if share is not None else f"the other run: {other.outcome}"))
+        return replace(keep, note="; ".join(n for n in (keep.note, why) if n))
 
     def quality_cost(config: Config, throughput: float) -> float:
         seen = book.run_seconds(config)

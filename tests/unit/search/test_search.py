@@ -280,3 +280,47 @@ def _rec(config, sim):
 def test_sampler_is_optuna_tpe_multivariate():
     s = make_sampler(3)
     assert isinstance(s, optuna.samplers.TPESampler)
+
+
+class Disturbed(Sim):
+    """The machine of Sim, where other processes took the cores during the first run of some
+    configurations (their throughput halved then, with the share the runner would measure)."""
+
+    def __init__(self, hit: set[str]):
+        super().__init__()
+        self.hit = set(hit)
+
+    def __call__(self, c: Config, mode: str, seed: int = 0, samples: int | None = None):
+        res = super().__call__(c, mode, seed, samples)
+        if mode != "throughput":
+            return res
+        if c.key() in self.hit:
+            self.hit.discard(c.key())
+            return dataclasses.replace(res, throughput=res.throughput / 2, outside_share=0.45)
+        return dataclasses.replace(res, outside_share=0.01)
+
+
+def test_a_disturbed_trial_is_measured_again_once_and_the_quieter_run_stands(tmp_path, topo, space):
+    sim = Disturbed({Config().key()})
+    study = new_study(tmp_path)
+    res = run_search(study, space=space, topology=topo, evaluate=sim, clock=sim,
+                     options=SearchOptions(budget_s=600, min_trial_s=10, patience=100))
+    thr = [k for k, mode in sim.calls if mode == "throughput"]
+    assert thr[:2] == [Config().key(), Config().key()], "re-measured right away"
+    assert thr.count(Config().key()) == 2                  # once, not until quiet
+    d = res.default.result
+    assert d.throughput == sim.speed(Config()) and d.outside_share == 0.01
+    assert "measured twice; in the other run other processes took 45% of the trial cores" in d.note
+    stored = next(r for r in records(study) if r.role == DEFAULT_ROLE)
+    assert stored.result.outside_share == 0.01 and "measured twice" in stored.result.note
+
+
+def test_without_budget_a_disturbed_trial_stays_marked_and_never_decides_alone(tmp_path, topo, space):
+    from autotune.recommend.verify import trusted_alone
+    sim = Disturbed({Config().key()})
+    study = new_study(tmp_path)
+    # min_trial_s 10 and trials of 10 s: with 11 s of budget only the first run fits
+    res = run_search(study, space=space, topology=topo, evaluate=sim, clock=sim,
+                     options=SearchOptions(budget_s=11, min_trial_s=10, patience=100))
+    assert [k for k, m in sim.calls if m == "throughput"] == [Config().key()]
+    assert res.default.result.outside_share == 0.45 and not trusted_alone(res.default)
