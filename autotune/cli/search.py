@@ -63,7 +63,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="stop the search after N measured trials (references included), "
                         "then verify")
     p.add_argument("--verify-rounds", type=int, default=3, metavar="N",
-                   help="interleaved verification rounds (default: 3)")
+                   help="interleaved verification rounds, at least; more (up to 4x) while the "
+                        "speedup's 95%% interval is wider than ±10%% and the budget allows. A "
+                        "speedup that never settles is shown as a range, with what other "
+                        "processes took of the cores (default: 3)")
     p.add_argument("--trial-timeout", type=positive_float, metavar="S",
                    help="kill a trial after this long (default: 4x the first trial, at least 30s)")
     p.add_argument("--allow-concurrent", action="store_true",

@@ -84,8 +84,14 @@ def recommend(result, evaluate, *, rounds: int, script_mode: bool, time_left, pr
                 answers[cls] = confirm_quality(book, config, time_left=time_left,
                                                samples=quality_samples, on_event=progress.event)
             return answers[cls]
+    # Rounds past the asked ones must not eat the seeded confirmation of a winner that
+    # changes the math: keep what it would cost.
+    keep_s = 0.0
+    if book is not None:
+        from ..study.evidence import CONFIRM_SEEDS
+        keep_s = 2 * (book.run_seconds(book.base) or 0.0) * len(CONFIRM_SEEDS)
     rec = verify(candidates, default, evaluate, rounds=rounds, time_left=time_left,
-                 on_event=progress.event, accept=accept)
+                 on_event=progress.event, accept=accept, keep_s=keep_s)
     if book is not None and book.default_sample() is not None:
         d = book.default_sample()
         rec = dataclasses.replace(rec, extra={**rec.extra, "noise_floor":

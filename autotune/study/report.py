@@ -108,6 +108,8 @@ class Report:
         if rec:
             out.append("")
             out.append(rec.get("headline") or "recommendation stored")
+            if (rec.get("settling") or {}).get("text"):
+                out.append(f"  verification: {rec['settling']['text']}")
             if rec.get("vs_run_cpu"):
                 out.append(f"  {rec['vs_run_cpu']:.2f}x over torch's launcher heuristic "
                            "(run_cpu; torchrun --numa-binding=node on GPUs)")
