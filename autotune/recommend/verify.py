@@ -88,6 +88,9 @@ class Recommendation:
     def headline(self) -> str:
         if not self.verified:
             return f"unverified speedup {self.speedup:.2f}x over the default launch ({self.note})"
+        if (self.default_wins or self.config == Config()) and not self.settled:
+            return (f"no verified speedup: the best candidate measured "
+                    f"{self.settling.describe()}; run `autotune verify` when the machine is quiet")
         if self.default_wins or self.config == Config():
             return (f"no verified speedup: the default launch is the best configuration found "
                     f"({self.note})" if self.note else "no verified speedup over the default launch")
@@ -250,7 +253,7 @@ def _choose(verified: list[Verified], default: Record, rounds: int,
                               verified=True, accuracy=default.accuracy,
                               default_accuracy=default.accuracy, default_throughput=d_med,
                               throughput=d_med, candidates=tuple(verified), note=note,
-                              default_wins=True)
+                              default_wins=True, settling=best.settling if best else None)
     win = holding[0]
     vs_run_cpu = None
     if run_cpu is not None and run_cpu is not win and len(run_cpu.throughputs) == len(win.throughputs) \
