@@ -147,6 +147,8 @@ class Progress:
             print("no recommendation (see messages above)", file=out)
             return
         print(rec.headline(), file=out)
+        if rec.settling is not None and rec.settled:
+            print(f"  verification: {rec.settling.describe()}", file=out)
         if rec.vs_run_cpu:
             print(f"  {rec.vs_run_cpu:.2f}x over torch's launcher heuristic "
                   "(run_cpu; torchrun --numa-binding=node on GPUs)", file=out)
