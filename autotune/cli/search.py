@@ -57,7 +57,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="training samples per quality run (default: 16384 for the built-in cnn, "
                         "chosen from measurements: see README, Quality evidence)")
     p.add_argument("--accuracy", metavar="REGEX", help=ACCURACY_HELP + "; held to "
-                   "--max-accuracy-drop against the default launch")
+                   "--max-accuracy-drop against the default launch. A script that takes a seed "
+                   "({seed} in the command, or $AUTOTUNE_SEED read by the script) is first run "
+                   "on the default launch with each of --quality-seeds seeds: their spread is "
+                   "the gate's noise floor; without a seed the gate compares single runs")
     p.add_argument("--seed", type=int, default=0, help="sampler seed (default: 0)")
     p.add_argument("--max-trials", type=int_at_least(1), metavar="N",
                    help="stop the search after N measured trials (references included), "

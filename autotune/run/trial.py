@@ -27,7 +27,7 @@ from .idle import IDLE_DEADLINE_S
 from .classify import abort_in_teardown
 from .runner import free_port, run_plan
 from .rank_output import read_tail
-from ..measure.script import compile_metric, fill, script_metric
+from ..measure.script import SEED_ENV, compile_metric, fill, script_metric
 from ..probe.topology import Topology
 from ..worker.workloads import QUALITY_SAMPLES
 
@@ -91,7 +91,7 @@ def plan_trial(config: Config, topology: Topology, settings: TrialSettings, *,
                seed: int = 0) -> LaunchPlan:
     trial_id = trial_id or f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
     workdir = os.path.abspath(os.path.join(settings.results_dir, "trials", trial_id))
-    program = fill(settings.command, config) if settings.command else None
+    program = fill(settings.command, config, seed) if settings.command else None
     if settings.cluster is not None:
         from ..plan.cluster import build_cluster_plan
         from .remote import free_port_on
@@ -104,7 +104,7 @@ def plan_trial(config: Config, topology: Topology, settings: TrialSettings, *,
             workload_args=settings.workload_args, mode=mode,
             target_seconds=settings.target_seconds, warmup_steps=settings.warmup_steps,
             accuracy_samples=settings.accuracy_samples, seed=seed)
-    return build_plan(config, topology, workload=settings.workload, program=program,
+    plan = build_plan(config, topology, workload=settings.workload, program=program,
                       script=program is not None,
                       workload_args=settings.workload_args, workdir=workdir,
                       master_port=port if port is not None else free_port(),
@@ -113,6 +113,11 @@ def plan_trial(config: Config, topology: Topology, settings: TrialSettings, *,
                       target_seconds=settings.target_seconds, warmup_steps=settings.warmup_steps,
                       accuracy_samples=settings.accuracy_samples, trial_id=trial_id, seed=seed,
                       local_rank_arg=settings.local_rank_arg)
+    if not plan.script:
+        return plan
+    # A script reads its seed from the environment when its command has no {seed}.
+    return replace(plan, ranks=tuple(replace(r, env={**r.env, SEED_ENV: str(seed)})
+                                     for r in plan.ranks))
 
 
 def trial_infeasible(config: Config, topology: Topology, settings: TrialSettings) -> str | None:

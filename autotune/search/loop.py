@@ -15,6 +15,7 @@ from optuna.distributions import CategoricalDistribution
 from ..config import Config
 from ..errors import WorkloadError
 from ..measure.contention import describe_outside, disturbed
+from ..measure.quality import Sample, single_run_gate
 from ..plan.placement import canonical
 from ..plan.feasible import ruled_out
 from ..probe.topology import Topology
@@ -30,6 +31,9 @@ from .shared import ConfigClaims, StudyLock
 
 # Study attribute: {knob: why} for the knobs a user's script overrides (script mode).
 OVERRIDES_ATTR = "script_overrides"
+# Study attribute: the default launch's --accuracy over seeds ({"seeds", "values"}), or {"note"}
+# saying why the gate has no noise floor (script mode).
+SCRIPT_FLOOR_ATTR = "script_noise_floor"
 
 
 def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Evaluate,
@@ -132,9 +136,17 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
         if ev.outcome == R.OK and options.reported_accuracy:
             acc = ev.accuracy
             base_rec = known.get(key(base))
+            floor = script_floor(config, ev) if role == DEFAULT_ROLE else stored_floor()
+            if role == DEFAULT_ROLE and floor is not None:
+                judged = {"quality_sd": floor.sd, "quality_n": floor.n}
             # With --accuracy the script promised a number: missing it fails the rule, as a
             # built-in workload's missing accuracy does.
-            if role != DEFAULT_ROLE and (acc is not None or options.accuracy_required) \
+            if role != DEFAULT_ROLE and acc is not None and floor is not None:
+                verdict = single_run_gate(floor, acc, options.max_accuracy_drop)
+                violation = verdict.margin_pp if verdict.reject else min(0.0, verdict.margin_pp)
+                judged = {"quality": "rejected" if verdict.reject else "accepted",
+                          "quality_verdict": verdict.describe()}
+            elif role != DEFAULT_ROLE and (acc is not None or options.accuracy_required) \
                     and base_rec and base_rec.accuracy is not None:
                 violation = _accuracy_violation(acc, base_rec.accuracy, options.max_accuracy_drop)
         elif ev.outcome == R.OK:
@@ -146,6 +158,30 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
         if ev.overridden:
             hold(ev.overridden)
         return rec
+
+    def stored_floor() -> Sample | None:
+        values = (study.user_attrs.get(SCRIPT_FLOOR_ATTR) or {}).get("values") or []
+        return Sample(tuple(values)) if len(values) >= 2 else None
+
+    def script_floor(config: Config, first: TrialResult) -> Sample | None:
+        """The default launch's --accuracy over options.script_seeds: measured once (seed 0 is
+        the reference run itself), kept on the study for resumes and the report."""
+        if stored_floor() is not None or len(options.script_seeds) < 2 or first.accuracy is None:
+            return stored_floor()
+        more = options.script_seeds[1:]
+        if left() < first.seconds * len(more):
+            on_event("note", text="no budget for the script's accuracy noise floor: the gate "
+                                  "compares single measurements")
+            return None
+        values, seeds = [first.accuracy], [options.script_seeds[0]]
+        for seed in more:
+            on_event("note", text=f"accuracy noise floor: default launch, seed {seed}")
+            ev = evaluate(config, "throughput", seed=seed)
+            if ev.outcome == R.OK and ev.accuracy is not None:
+                values.append(ev.accuracy)
+                seeds.append(seed)
+        study.set_user_attr(SCRIPT_FLOOR_ATTR, {"seeds": seeds, "values": values})
+        return stored_floor()
 
     def remeasure(config: Config, first: TrialResult) -> TrialResult:
         """Once more, for a trial whose cores other processes took: the less disturbed of the

@@ -214,7 +214,20 @@ def _script_facts(attrs: dict[str, Any]) -> dict[str, Any]:
         what = "score = 1 / wall seconds per run (or autotune.report()), start-up included"
     notes = [what] + [f"not tuned, the script sets its own {k}: {why}"
                       for k, why in (attrs.get("script_overrides") or {}).items()]
-    return {"unit": "score", "script_notes": tuple(notes)}
+    floor = _script_floor_line(attrs.get("script_noise_floor") or {})
+    return {"unit": "score", "script_notes": tuple(notes + ([floor] if floor else []))}
+
+
+def _script_floor_line(floor: dict[str, Any]) -> str:
+    """The script's --accuracy noise floor over seeds, or why the gate has none."""
+    values = floor.get("values") or []
+    if len(values) >= 2:
+        from ..measure.quality import Sample
+        s = Sample(tuple(values))
+        seeds = ", ".join(str(x) for x in floor.get("seeds") or [])
+        return (f"accuracy noise floor: the default launch measured {s.describe()} over seeds "
+                f"{seeds}; the gate allows --max-accuracy-drop plus this noise")
+    return floor.get("note") or ""
 
 
 def _rows(recs: list[Record], default_thr: float | None, attrs: dict[str, Any]) -> list[Row]:

@@ -327,3 +327,48 @@ def test_without_budget_a_disturbed_trial_stays_marked_and_never_decides_alone(t
                      options=SearchOptions(budget_s=11, min_trial_s=10, patience=100))
     assert [k for k, m in sim.calls if m == "throughput"] == [Config().key()]
     assert res.default.result.outside_share == 0.45 and not trusted_alone(res.default)
+
+
+class ScriptSim(Sim):
+    """Script mode: accuracy comes with each speed run; the default launch's varies with the
+    seed (0.80, 0.81, 0.82), bf16 loses 10 points, tcmalloc 2 points."""
+
+    def __call__(self, c: Config, mode: str, seed: int = 0, samples: int | None = None):
+        res = super().__call__(c, "throughput")
+        drop = (0.10 if c.precision == "bf16" else 0.0) + (0.02 if c.allocator == "tcmalloc" else 0.0)
+        return dataclasses.replace(res, accuracy=0.80 + 0.01 * seed - drop, metric_source="pattern")
+
+
+def test_a_scripts_accuracy_gate_has_a_noise_floor_over_seeds(tmp_path, topo, space):
+    from autotune.search.loop import SCRIPT_FLOOR_ATTR
+    sim = ScriptSim()
+    study = new_study(tmp_path)
+    res = run_search(study, space=space, topology=topo, evaluate=sim, clock=sim,
+                     options=SearchOptions(budget_s=900, min_trial_s=10, patience=100,
+                                           reported_accuracy=True, accuracy_required=True,
+                                           script_seeds=(0, 1, 2)))
+    default = Config()
+    assert sim.calls[:3] == [(default.key(), "throughput")] * 3   # reference, then seeds 1, 2
+    floor = study.user_attrs[SCRIPT_FLOOR_ATTR]
+    assert floor["seeds"] == [0, 1, 2] and floor["values"] == pytest.approx([0.80, 0.81, 0.82])
+    assert res.default.result.quality_n == 3
+    assert res.default.result.quality_sd == pytest.approx(0.01)
+    by = {r.config: r for r in res.records}
+    tc = next(r for c, r in by.items() if c.allocator == "tcmalloc" and c.precision == "fp32")
+    bf = next(r for c, r in by.items() if c.precision == "bf16")
+    # 3 pp below the floor's mean: within 1 pp + noise (about 5 pp); 11 pp: rejected
+    assert tc.result.quality == "accepted" and "+ noise" in tc.result.quality_verdict
+    assert bf.result.quality == "rejected" and not bf.feasible
+
+
+def test_without_seeds_the_script_gate_compares_single_measurements(tmp_path, topo, space):
+    sim = ScriptSim()
+    study = new_study(tmp_path)
+    res = run_search(study, space=space, topology=topo, evaluate=sim, clock=sim,
+                     options=SearchOptions(budget_s=600, min_trial_s=10, patience=100,
+                                           reported_accuracy=True, accuracy_required=True))
+    assert [k for k, _ in sim.calls].count(Config().key()) == 1
+    tc = next(r for r in res.records if r.config.allocator == "tcmalloc"
+              and r.config.precision == "fp32")
+    # 2 pp below the default's one run: over the 1 pp tolerance, no noise to excuse it
+    assert tc.result.quality is None and not tc.feasible
