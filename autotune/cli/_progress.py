@@ -68,6 +68,8 @@ class Progress:
             self._print(f"{self._clock()} not varying {info['knob']} any more: {info['why']}")
         elif kind == "note":
             self.note(info["text"])
+        elif kind == "warn":
+            self.warn(f"warning: {info['text']}")
         elif kind == "verify_start":
             self._print(f"{self._clock()} verify round {info['round']}/{info['rounds']} "
                         f"({info['role']}): {short(info['config'])}")

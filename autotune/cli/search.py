@@ -41,7 +41,11 @@ from ._progress import Progress
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--budget", default="30m", metavar="TIME",
                    help="wall-clock budget for the whole command, verification included: "
-                        "90s, 30m, 1h30m (default: 30m)")
+                        "90s, 30m, 1h30m (default: 30m). When the first trial shows it cannot "
+                        "cover the noise floor, a few trials and verification, a warning says "
+                        "so and how long to use (\"4m is too short here: ...; use at least "
+                        "7m\"); the search goes on, and the same command with a longer budget "
+                        "resumes what it measured")
     add_workload_args(p, seconds_default=None)
     p.add_argument("--space", metavar="FILE",
                    help="search-space YAML (default: search_spaces/cpu.yaml, gpu.yaml with GPUs)")

@@ -25,6 +25,7 @@ from ..study.evidence import CONFIRM_SEEDS, QualityBook
 from ..study.records import (DEFAULT_ROLE, REPEAT_ROLE, RUN_CPU_ROLE, SEARCH_ROLE, Record,
                              record_trial, records)
 from ..study.owners import claim_trial
+from .budget import phase_costs, too_short
 from .options import Clock, SearchOptions, SearchResult
 from .references import default_launch, launchable_draw, reference_configs, unseen
 from .shared import ConfigClaims, StudyLock
@@ -132,6 +133,8 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
                 ev = remeasure(config, ev)
             if ev.outcome == R.OK:
                 durations.append(ev.seconds)
+        if role == DEFAULT_ROLE and ev.outcome == R.OK and ev.throughput:
+            warn_if_too_short(config, ev)
         acc, violation, judged = None, 0.0, {}
         if ev.outcome == R.OK and options.reported_accuracy:
             acc = ev.accuracy
@@ -158,6 +161,21 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
         if ev.overridden:
             hold(ev.overridden)
         return rec
+
+    def warn_if_too_short(config: Config, ev: TrialResult) -> None:
+        """Said once, from the first trial's cost, before the noise floor spends the budget."""
+        if options.reported_accuracy:
+            runs = max(0, len(options.script_seeds) - 1) if stored_floor() is None else 0
+            per_run = ev.seconds
+        else:
+            runs = len(book.missing_seeds(config))
+            per_run = quality_cost(config, ev.throughput or 0.0) / max(runs, 1)
+        costs = phase_costs(spent_s=clock.elapsed(), trial_s=ev.seconds, quality_run_s=per_run,
+                            quality_runs=runs, verify_rounds=options.verify_rounds)
+        message = too_short(costs, options.budget_s)
+        if message:
+            on_event("warn", text=f"{message}. Going on: what is measured is kept, and the same "
+                                  "command with a longer --budget resumes it")
 
     def stored_floor() -> Sample | None:
         values = (study.user_attrs.get(SCRIPT_FLOOR_ATTR) or {}).get("values") or []

@@ -372,3 +372,35 @@ def test_without_seeds_the_script_gate_compares_single_measurements(tmp_path, to
               and r.config.precision == "fp32")
     # 2 pp below the default's one run: over the 1 pp tolerance, no noise to excuse it
     assert tc.result.quality is None and not tc.feasible
+
+
+def test_the_issues_short_budget_is_named_before_the_noise_floor_spends_it():
+    from autotune.search.budget import phase_costs, too_short
+    # across 2 namespace hosts: the default trial and each of 3 quality runs took about 40 s
+    costs = phase_costs(spent_s=45, trial_s=40, quality_run_s=40, quality_runs=3, verify_rounds=3)
+    assert costs.noise_floor_s == 120 and costs.verification_s == 240
+    assert too_short(costs, 240) == ("4m is too short here: verification alone takes about 4m; "
+                                     "use at least 12m")
+    assert too_short(costs, 15 * 60) is None
+    floor_heavy = phase_costs(spent_s=10, trial_s=5, quality_run_s=60, quality_runs=3,
+                              verify_rounds=1)
+    assert too_short(floor_heavy, 120).startswith("2m is too short here: the noise floor alone "
+                                                  "takes about 3m; use at least 5m")
+
+
+def test_a_search_warns_once_at_its_first_trial_when_the_budget_is_too_short(tmp_path, topo, space):
+    sim, events = Sim(trial_s=30.0), []
+    run_search(new_study(tmp_path), space=space, topology=topo, evaluate=sim, clock=sim,
+               options=SearchOptions(budget_s=150, min_trial_s=10, patience=100),
+               on_event=lambda kind, **info: events.append((kind, info)))
+    warnings = [info["text"] for kind, info in events if kind == "warn"]
+    assert len(warnings) == 1 and "is too short here" in warnings[0]
+    assert "Going on" in warnings[0]
+    starts = [i for i, (kind, _) in enumerate(events) if kind == "trial_start"]
+    warned = next(i for i, (kind, _) in enumerate(events) if kind == "warn")
+    assert starts[0] < warned < starts[1]          # from the first trial, before anything else
+    sim, events = Sim(trial_s=10.0), []
+    run_search(new_study(tmp_path, "long"), space=space, topology=topo, evaluate=sim, clock=sim,
+               options=SearchOptions(budget_s=1800, min_trial_s=10, patience=100),
+               on_event=lambda kind, **info: events.append((kind, info)))
+    assert not [1 for kind, _ in events if kind == "warn"]
