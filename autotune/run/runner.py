@@ -313,6 +313,14 @@ def run_plan(plan: LaunchPlan, *, on_start: Callable[[list[int]], None] | None =
     if spawn_error:
         return RunResult(outcome=CRASH, reason=spawn_error, exit_codes=tuple(trial.codes),
                          wall_seconds=time.monotonic() - start, launched_at=launched_at)
+    return _judged(plan, trial, timed_out=timed_out, notes=notes, ledger=ledger,
+                   wall_seconds=time.monotonic() - start, launched_at=launched_at)
+
+
+def _judged(plan: LaunchPlan, trial: _Trial, *, timed_out: bool, notes: list[str],
+            ledger: CpuLedger, wall_seconds: float, launched_at: float) -> RunResult:
+    """The finished trial classified, with the failing rank's log tail and the notes on what
+    happened after training (ranks ended as stuck, a crash after the result was in)."""
     results = [_result_of(plan, r, trial.codes[r]) for r in range(len(plan.ranks))]
     for r in trial.ended:   # a script's rank stuck after a peer's clean exit had finished training
         if plan.script and results[r] is None:
@@ -321,9 +329,9 @@ def run_plan(plan: LaunchPlan, *, on_start: Callable[[list[int]], None] | None =
     outcome, reason = classify(trial.codes, results, tails, timed_out, exit_order=trial.exit_order,
                                signalled=trial.signalled, timeout_s=plan.timeout_s)
     if outcome == OK:
-        notes += [f"{describe_exit(r, c)} after its result was in (in teardown); the "
-                  "measurement stands" for r, c in enumerate(trial.codes)
-                  if c not in (0, None) and r not in trial.signalled]
+        notes = notes + [f"{describe_exit(r, c)} after its result was in (in teardown); the "
+                         "measurement stands" for r, c in enumerate(trial.codes)
+                         if c not in (0, None) and r not in trial.signalled]
     log_tail = ""
     if outcome != OK:
         root = root_cause(trial.codes, results, tails, exit_order=trial.exit_order,
@@ -334,11 +342,8 @@ def run_plan(plan: LaunchPlan, *, on_start: Callable[[list[int]], None] | None =
         log_tail = "\n".join(f"--- rank {r} ({plan.ranks[r].log_path}) ---\n{tails[r]}"
                              for r in shown)
     return RunResult(outcome=outcome, reason=reason, log_tail=log_tail,
-                     exit_codes=tuple(trial.codes), wall_seconds=time.monotonic() - start,
+                     exit_codes=tuple(trial.codes), wall_seconds=wall_seconds,
                      launched_at=launched_at, notes=tuple(notes),
                      signalled=tuple(sorted(trial.signalled)),
                      cpu_samples=tuple(ledger.samples), num_cpus=len(ledger.cpus),
                      rank_results=tuple(r if isinstance(r, dict) else {} for r in results))
-
-
-
