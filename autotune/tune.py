@@ -17,16 +17,17 @@ from typing import Any
 from .config import Config
 from .errors import AutotuneError, WorkloadError
 from .export.recommendation import save_recommendation
-from .measure.script import check_command, placeholders, restrict_space
+from .measure.script import check_command, placeholders, restrict_space, takes_seed
 from .measure.script_scan import held_from_scan, scan_command, script_notes, script_settings
 from .plan.cluster import Cluster
 from .probe.topology import Topology
 from .recommend.choose import recommend, shared_recommendation
+from .run.idle import IDLE_DEADLINE_S
 from .run.runner import interrupt_on_sigterm, reap_orphans
 from .run.trial import TrialSettings, live_evaluator
 from .search.budget import plan_budget
 from .search.lock import MachineLock
-from .search.loop import OVERRIDES_ATTR, run_search
+from .search.loop import OVERRIDES_ATTR, SCRIPT_FLOOR_ATTR, run_search
 from .search.options import SearchOptions, SearchResult
 from .search.references import make_sampler
 from .search.shared import StudyLock, Workers
@@ -34,6 +35,10 @@ from .space.resolve import default_space_path, find_space, load_space, resolve
 from .study.provenance import Here, check_resumable, not_resumed
 from .study.storage import (default_storage, describe_study, open_storage, open_study, redact, study_name)
 from .study.owners import fail_stale_running
+
+
+NO_SEED_NOTE = ("the script takes no seed ({seed} in the command, or $AUTOTUNE_SEED read by the "
+                "script): the accuracy gate compares single measurements, with no noise floor")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,6 +63,7 @@ class SearchRequest:
     verify_rounds: int = 3
     trial_timeout: float | None = None
     allow_concurrent: bool = False
+    idle_timeout: float = IDLE_DEADLINE_S       # see run/idle.py
 
     def __post_init__(self) -> None:
         if not math.isfinite(self.max_accuracy_drop) or self.max_accuracy_drop < 0:
@@ -187,8 +193,10 @@ def search(req: SearchRequest, *, label: str | None = None, topology: Topology |
                              results_dir=req.results,
                              timeout_s=req.trial_timeout or max(30.0, budget_s / 4),
                              accuracy_samples=req.quality_samples or quality_samples,
-                             cluster=cluster)
+                             cluster=cluster, idle_s=req.idle_timeout)
     scan = scan_command(req.script) if req.script else None
+    # A script's --accuracy gets a noise floor over seeds when the script can take a seed.
+    seeded = bool(req.script and req.accuracy and takes_seed(req.script))
     lock = None if req.allow_concurrent else MachineLock(topology.fingerprint()).acquire()
     # Shared: other searches may use this study at once (a database server, or --allow-concurrent
     # on a file); then configurations are claimed through the study and one worker verifies.
@@ -241,6 +249,9 @@ def search(req: SearchRequest, *, label: str | None = None, topology: Topology |
                 study.set_user_attr("script_scan", scan.to_json())
                 study.set_user_attr("script_warning", scan.warning())
                 script_notes(progress, req, dropped, scan)
+                if req.accuracy and not seeded:
+                    study.set_user_attr(SCRIPT_FLOOR_ATTR, {"note": NO_SEED_NOTE})
+                    progress.note(NO_SEED_NOTE)
             evaluate = live_evaluator(topology, settings, time_left=time_left,
                                       adapt_timeout=req.trial_timeout is None)
 
@@ -248,7 +259,8 @@ def search(req: SearchRequest, *, label: str | None = None, topology: Topology |
                 def elapsed(self) -> float:
                     return elapsed()
 
-            options = SearchOptions(budget_s=budget_s, verify_reserve_s=bp.verify_reserve_s,
+            options = SearchOptions(script_seeds=tuple(range(req.quality_seeds)) if seeded else (),
+                                    budget_s=budget_s, verify_reserve_s=bp.verify_reserve_s,
                                     min_trial_s=bp.min_trial_s, verify_rounds=req.verify_rounds,
                                     max_accuracy_drop=req.max_accuracy_drop, seed=req.seed,
                                     max_trials=req.max_trials,

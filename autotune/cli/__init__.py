@@ -17,6 +17,7 @@ COMMANDS = {
     "export": ("export", "print the tuned launch command"),
     "launch": ("launch", "run your training command with the tuned configuration"),
     "compare": ("compare", "interleaved A/B of two configurations on your workload"),
+    "verify": ("verify", "measure the recommendation against the default launch again"),
     "dashboard": ("dashboard", "open the study in optuna-dashboard"),
 }
 
@@ -28,6 +29,7 @@ typical session on a new machine:
   autotune export --format shell      the tuned command again, ready to paste
   autotune launch -- python train.py  run your training with the tuned configuration
   autotune compare --a allocator=tcmalloc --b allocator=default    check one change yourself
+  autotune verify                     re-measure the recommendation (after a busy search)
 run `autotune COMMAND --help` for the options of each command."""
 
 

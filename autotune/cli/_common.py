@@ -17,6 +17,16 @@ def positive_float(text: str) -> float:
     return value
 
 
+def non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} must be 0 or more")
+    return value
+
+
 def int_at_least(minimum: int, what: str = "a whole number"):
     """An argparse type: an integer >= minimum, with a one-line message otherwise."""
     def parse(text: str) -> int:
@@ -48,7 +58,18 @@ def add_workload_args(p: argparse.ArgumentParser, *, seconds_default: float | No
     p.add_argument("--lower-is-better", action="store_true",
                    help="with --metric: the number is a time or a loss, e.g. --metric "
                         "'Training time: ([0-9.]+)' --lower-is-better")
+    add_idle_arg(p)
     p.set_defaults(script=None)   # filled by main() from everything after `--`
+
+
+def add_idle_arg(p: argparse.ArgumentParser) -> None:
+    from ..run.idle import IDLE_DEADLINE_S
+    p.add_argument("--idle-timeout", type=non_negative_float, default=IDLE_DEADLINE_S,
+                   metavar="S",
+                   help="once a rank has exited cleanly, a rank that then uses no CPU and prints "
+                        "nothing for S seconds is stuck (gloo's teardown, typically): it is ended, "
+                        "named with where it sat, and counts as finished; a rank still computing "
+                        f"is left alone; 0: never end one (default: {IDLE_DEADLINE_S:g})")
 
 
 ACCURACY_HELP = ("with `-- CMD`: a pattern over rank 0's output whose (group) is the script's "
@@ -67,7 +88,7 @@ def check_workload_args(args: argparse.Namespace) -> str:
 def settings_from_args(args: argparse.Namespace, **overrides) -> TrialSettings:
     return TrialSettings(**{**script_settings(args), "workload": args.workload,
                             "target_seconds": args.seconds, "results_dir": args.results,
-                            **overrides})
+                            "idle_s": args.idle_timeout, **overrides})
 
 
 def accuracy_pattern(args: argparse.Namespace) -> str | None:

@@ -12,6 +12,7 @@ from ..run import outcome as R
 from ..search.budget import format_seconds
 from ..config import Config
 from ..study.records import DEFAULT_ROLE
+from ..measure.contention import describe_outside, disturbed
 from ..measure.stats import busy
 from ._live import BarState, LiveBar, wanted
 
@@ -35,6 +36,7 @@ class Progress:
         self.done = self.failed = self.infeasible = 0
         self.default_thr: float | None = None
         self.best: float | None = None
+        self.warned_busy = False
         self.bar = BarState(budget_s=budget_s, started=self.started)
         self._live = None
         if wanted(quiet=quiet, stream=self.stream) if live is None else live:
@@ -95,6 +97,8 @@ class Progress:
             self._print(f"{self._clock()} not varying {info['knob']} any more: {info['why']}")
         elif kind == "note":
             self.note(info["text"])
+        elif kind == "warn":
+            self.warn(f"warning: {info['text']}")
         elif kind == "verify_start":
             self._print(f"{self._clock()} verify round {info['round']}/{info['rounds']} "
                         f"({info['role']}): {short(info['config'])}")
@@ -147,8 +151,14 @@ class Progress:
             # run), never as samples/s it did not measure.
             shown = res.metric_shown or f"{rec.throughput:.1f} samples/s"
             what = shown + (f" ({ratio:.2f}x default)" if ratio else "") + acc
-            if busy(res.cpu_share):
+            if disturbed(res.outside_share):
+                what += (f" [disturbed: {describe_outside(res.outside_share)}; verification "
+                         "re-measures it if it is a candidate]")
+                self._warn_busy(res.outside_share)
+            elif res.outside_share is None and busy(res.cpu_share):
                 what += f" [busy: cpu_share {res.cpu_share:.2f}, re-measured if a candidate]"
+            if res.note:
+                what += f"\n{'':>13}    note: {res.note}"
             if not rec.feasible:
                 what += (f" [quality rejected: {res.quality_verdict}]"
                          if res.quality_verdict else " [outside accuracy tolerance]")
@@ -161,6 +171,16 @@ class Progress:
             self.bar.best_ratio = self.best / self.default_thr
         self._print(f"{'':>13} -> {what} | {self.done} run, {self.failed} failed, "
                     f"{self.infeasible} ruled out{best}")
+
+    def _warn_busy(self, outside_share: float) -> None:
+        """Once per run: the machine is not quiet, how much, and what to do about it."""
+        if self.warned_busy:
+            return
+        self.warned_busy = True
+        self.warn(f"this machine is busy: {describe_outside(outside_share)} during a timed "
+                  "trial. Disturbed trials are re-measured when the budget allows and never "
+                  "decide alone; for figures you can trust, run `autotune verify` when the "
+                  "machine is quiet")
 
     def finish(self, result, rec, command: str | None, elapsed: float,
                overridden: dict[str, str] | None = None, stored: dict | None = None) -> None:
@@ -180,6 +200,8 @@ class Progress:
             print("no recommendation (see messages above)", file=out)
             return
         print(rec.headline(), file=out)
+        if rec.settling is not None and rec.settled:
+            print(f"  verification: {rec.settling.describe()}", file=out)
         if rec.vs_run_cpu:
             print(f"  {rec.vs_run_cpu:.2f}x over torch's launcher heuristic "
                   "(run_cpu; torchrun --numa-binding=node on GPUs)", file=out)

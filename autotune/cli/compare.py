@@ -1,8 +1,10 @@
 """Compare two configurations yourself: real timed runs of A and B, interleaved (A B, B A, ...),
 on the built-in workload, your entry point (--workload module:function) or your script (after
-`--`). Prints each window's throughput and the CPU share it received, the median per-round A/B
-ratio with its spread (half the IQR), and "inconclusive" when the spread crosses 1.0. The same
-statistics as the search's verification, from the same code.
+`--`). Prints each window's throughput, the CPU share it received and the share of its cores
+other processes took, the median per-round A/B ratio with its spread (half the IQR), and
+"inconclusive" when the spread crosses 1.0. The same statistics as the search's verification,
+from the same code: the ratio is settled only when quiet rounds agree within ±10%, and windows
+that other processes disturbed are named in a warning.
 
 --a and --b take the knobs of `autotune run --set` (repeatable); --set applies to both; B without
 --b is the configuration --set alone describes.

@@ -5,6 +5,10 @@ configuration is the study's verified recommendation, or a manifest written by
 
 Each rank's output is shown prefixed with its rank and kept in --log-dir. Ctrl-C and other signals
 go to every rank; when one rank fails the others are stopped; the exit code is the worst rank's.
+Once a rank has exited cleanly, a rank that then sits idle (no CPU use, no output) for
+--idle-timeout seconds is stuck in teardown (gloo's destroy_process_group, typically): it is
+ended, the warning names it and where it sat, and it counts as finished (exit 0 when every other
+rank exited 0). A rank still computing, say writing a checkpoint, is left alone.
 A recommendation measured on other hardware or another torch, a study without a verified
 recommendation, or a manifest from another machine is refused (exit 2); --force overrides.
 
@@ -26,7 +30,8 @@ import time
 from ..errors import ConfigError
 from ..export.launch import (Nodes, default_log_dir, describe, from_manifest, from_study,
                       in_force_lines, override, plan_launch, program_for, refusals)
-from ._common import add_study_args, int_at_least, load_topology, open_study_from_args
+from ._common import (add_idle_arg, add_study_args, int_at_least, load_topology,
+                      open_study_from_args)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -54,6 +59,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="watch the ranks compute for this long, then say from outside whether each planned "
                         "knob acted (threads, binding, allocator, OpenMP, memory policy); "
                         "0: do not check (default: 15)")
+    add_idle_arg(p)
     p.set_defaults(script=None)
 
 
@@ -107,10 +113,14 @@ def run(args: argparse.Namespace) -> int:
         return 0
     check = _InForce(plan, args.check_seconds)
     try:
-        result = run_attached(plan, echo=sys.stdout, on_start=check.start, on_poll=check.poll)
+        result = run_attached(plan, echo=sys.stdout, on_start=check.start, on_poll=check.poll,
+                              idle_s=args.idle_timeout)
     finally:
         check.report()   # a run shorter than --check-seconds: what was seen before it ended
-    code = exit_code(result.exit_codes, result.stopped_by_us)
+    for stuck in result.stuck:
+        _say(f"warning: {stuck.message}; it counts as finished")
+    code = exit_code(result.exit_codes, result.stopped_by_us,
+                     ended=tuple(s.rank for s in result.stuck))
     codes = ", ".join(f"rank {r}: {c}" for r, c in enumerate(result.exit_codes))
     _say(f"{'done' if code == 0 else 'failed'} in {result.wall_seconds:.1f}s ({codes}); "
          f"logs in {log_dir}")

@@ -107,9 +107,26 @@ def run(args: argparse.Namespace) -> int:
     return 0 if out.ok and (acc is None or acc.ok) else 1
 
 
+def _contention_lines(out) -> list[str]:
+    """The trial cores' shares over the timed window, and what happened in teardown."""
+    from ..measure.contention import describe_outside, disturbed
+    from ..run.trial import timed_contention
+    lines = [f"note: {n}" for n in out.run.notes]
+    c = timed_contention(out.run)
+    if c is not None:
+        lines.append(f"trial cores: {c.own_share:.0%} used by the trial, {c.outside_share:.0%} "
+                     "by other processes" + (f" [disturbed: {describe_outside(c.outside_share)};"
+                                             " measure again]" if disturbed(c.outside_share)
+                                             else ""))
+    return lines
+
+
 def _as_json(out, acc) -> dict:
     m = out.measurement
-    return {"config": out.config.to_dict(), "outcome": out.outcome, "reason": out.run.reason,
+    from ..run.trial import timed_contention
+    c = timed_contention(out.run)
+    return {"own_share": c.own_share if c else None,
+            "outside_share": c.outside_share if c else None, "notes": list(out.run.notes),"config": out.config.to_dict(), "outcome": out.outcome, "reason": out.run.reason,
             "log_tail": out.run.log_tail if not out.ok else "",
             "wall_seconds": out.run.wall_seconds,
             "measurement": m.to_dict() if m else None, "metric_source": out.metric_source,
@@ -133,9 +150,11 @@ def _as_text(out, acc) -> str:
         lines += [f"did not act: {u.message}" for u in out.unacted]
         if m.accuracy is not None:
             lines.append(f"accuracy (reported): {m.accuracy:.4g}")
+        lines += _contention_lines(out)
         lines.append(f"wall time: {out.run.wall_seconds:.1f}s")
         return "\n".join(lines)
     lines.append(describe_measurement(m))
+    lines += _contention_lines(out)
     if acc is not None:
         lines.append(f"accuracy: {acc.measurement.accuracy:.3f}" if acc.ok
                      else f"accuracy: failed ({acc.outcome}: {acc.run.reason})")

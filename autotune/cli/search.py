@@ -45,7 +45,11 @@ from ._progress import Progress
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--budget", default="30m", metavar="TIME",
                    help="wall-clock budget for the whole command, verification included: "
-                        "90s, 30m, 1h30m (default: 30m)")
+                        "90s, 30m, 1h30m (default: 30m). When the first trial shows it cannot "
+                        "cover the noise floor, a few trials and verification, a warning says "
+                        "so and how long to use (\"4m is too short here: ...; use at least "
+                        "7m\"); the search goes on, and the same command with a longer budget "
+                        "resumes what it measured")
     add_workload_args(p, seconds_default=None)
     p.add_argument("--space", metavar="FILE",
                    help="search-space YAML (default: search_spaces/cpu.yaml, gpu.yaml with GPUs)")
@@ -61,13 +65,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="training samples per quality run (default: 16384 for the built-in cnn, "
                         "chosen from measurements: see docs/benchmarks.md)")
     p.add_argument("--accuracy", metavar="REGEX", help=ACCURACY_HELP + "; held to "
-                   "--max-accuracy-drop against the default launch")
+                   "--max-accuracy-drop against the default launch. A script that takes a seed "
+                   "({seed} in the command, or $AUTOTUNE_SEED read by the script) is first run "
+                   "on the default launch with each of --quality-seeds seeds: their spread is "
+                   "the gate's noise floor; without a seed the gate compares single runs")
     p.add_argument("--seed", type=int, default=0, help="sampler seed (default: 0)")
     p.add_argument("--max-trials", type=int_at_least(1), metavar="N",
                    help="stop the search after N measured trials (references included), "
                         "then verify")
     p.add_argument("--verify-rounds", type=int, default=3, metavar="N",
-                   help="interleaved verification rounds (default: 3)")
+                   help="interleaved verification rounds, at least; more (up to 4x) while the "
+                        "speedup's 95%% interval is wider than ±10%% and the budget allows. A "
+                        "speedup that never settles is shown as a range, with what other "
+                        "processes took of the cores (default: 3)")
     p.add_argument("--trial-timeout", type=positive_float, metavar="S",
                    help="kill a trial after this long (default: 4x the first trial, at least 30s)")
     p.add_argument("--allow-concurrent", action="store_true",
@@ -89,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
                         quality_seeds=args.quality_seeds, quality_samples=args.quality_samples,
                         seed=args.seed, max_trials=args.max_trials,
                         verify_rounds=args.verify_rounds, trial_timeout=args.trial_timeout,
-                        allow_concurrent=args.allow_concurrent)
+                        allow_concurrent=args.allow_concurrent, idle_timeout=args.idle_timeout)
     label = check_workload_args(args)
     progress = Progress(budget_s=req.budget_s, quiet=args.quiet or args.json, started=started)
     try:

@@ -210,10 +210,13 @@ def default_log_dir(results: str) -> str:
     return os.path.abspath(os.path.join(results, "launch", stamp))
 
 
-def exit_code(codes: tuple[int | None, ...], stopped_by_us: tuple[int, ...] = ()) -> int:
+def exit_code(codes: tuple[int | None, ...], stopped_by_us: tuple[int, ...] = (),
+              ended: tuple[int, ...] = ()) -> int:
     """The worst rank's exit code, shell-style (a signal N is 128+N). Ranks the runner stopped
-    because another had failed do not count: the one that failed first is the reason."""
-    failed = [(r, c if c is not None else 1) for r, c in enumerate(codes) if c != 0]
+    because another had failed do not count: the one that failed first is the reason. Ranks
+    `ended` as stuck after another's clean exit (run/idle.py) count as finished."""
+    failed = [(r, c if c is not None else 1) for r, c in enumerate(codes)
+              if c != 0 and r not in ended]
     if not failed:
         return 0
     own = [c for r, c in failed if r not in stopped_by_us] or [c for _, c in failed]

@@ -170,6 +170,20 @@ def gate(default: Sample, candidate: Sample, tolerance_pp: float, *, scale: floa
     return Verdict(reject=reject, drop_pp=drop, noise_pp=noise, tolerance_pp=tolerance_pp, df=df)
 
 
+def single_run_gate(default: Sample, value: float, tolerance_pp: float, *,
+                    scale: float = 100.0) -> Verdict:
+    """The gate for a configuration measured once (a script's accuracy, reported with its speed)
+    against the default launch's seeds: the one run is as noisy as one of the default's, so the
+    noise is t x sd x sqrt(1/n + 1), a prediction interval for one new run."""
+    if default.n < 2:
+        raise ValueError("the single-run gate needs the default launch's spread: 2 seeds or more")
+    drop = (default.mean - value) * scale
+    df = default.n - 1
+    noise = t95(df) * default.sd * scale * math.sqrt(1 / default.n + 1)
+    return Verdict(reject=drop > tolerance_pp + noise, drop_pp=drop, noise_pp=noise,
+                   tolerance_pp=tolerance_pp, df=df)
+
+
 def welch_df(var_a: float, var_b: float, n_a: int, n_b: int) -> float:
     """Welch-Satterthwaite degrees of freedom (var_* are the squared standard errors)."""
     if n_a < 2 and n_b < 2:

@@ -44,8 +44,15 @@ def knob_names() -> list[str]:
     return [f.name for f in fields(Config)]
 
 
+# Not a knob: the seed of a quality run (the script's noise floor over seeds), also given to every
+# script rank as $AUTOTUNE_SEED. 0 outside the noise floor's runs, and in exports and launches.
+SEED = "seed"
+SEED_ENV = "AUTOTUNE_SEED"
+
+
 def placeholders(template: tuple[str, ...]) -> list[str]:
-    """Knob names used as {knob} in the command (in order, once each); unknown ones raise."""
+    """Knob names used as {knob} in the command (in order, once each; {seed} is not a knob and
+    not listed); unknown ones raise."""
     used: list[str] = []
     for arg in template:
         try:
@@ -54,7 +61,7 @@ def placeholders(template: tuple[str, ...]) -> list[str]:
             raise WorkloadError(f"command argument {arg!r}: {exc} (write {{{{ and }}}} for "
                                 "literal braces)") from None
         for _, name, _, _ in parsed:
-            if name is None:
+            if name is None or name == SEED:
                 continue
             if name not in knob_names():
                 raise WorkloadError(f"command placeholder {{{name}}} is not a knob; knobs: "
@@ -64,10 +71,26 @@ def placeholders(template: tuple[str, ...]) -> list[str]:
     return used
 
 
-def fill(template: tuple[str, ...], config: Config) -> tuple[str, ...]:
+def fill(template: tuple[str, ...], config: Config, seed: int = 0) -> tuple[str, ...]:
     values = {k: _text(v) for k, v in config.to_dict().items()}
     values["batch_size"] = str(config.micro_batch)
+    values[SEED] = str(seed)
     return tuple(arg.format(**values) for arg in template)
+
+
+def takes_seed(template: tuple[str, ...]) -> bool:
+    """Whether the script can be given a seed: {seed} in the command, or $AUTOTUNE_SEED read by
+    the Python script it runs."""
+    if any("{" + SEED + "}" in arg for arg in template):
+        return True
+    for arg in template[1:]:
+        if arg.endswith(".py") and os.path.isfile(arg):
+            try:
+                with open(arg, encoding="utf-8", errors="replace") as f:
+                    return SEED_ENV in f.read()
+            except OSError:
+                return False
+    return False
 
 
 def _text(value: Any) -> str:

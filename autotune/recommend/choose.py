@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import time
 
+from ..measure.contention import DISTURBED_SHARE
 from ..measure.stats import BUSY_CPU_SHARE
 from ..run import outcome as R
 from ..search.shared import Workers
@@ -64,8 +65,9 @@ def recommend(result, evaluate, *, rounds: int, script_mode: bool, time_left, pr
         alone = [c for c in candidates if trusted_alone(c)]
         if not alone:
             progress.note("no recommendation: no budget left to verify, and the best candidates "
-                          "were measured while the machine was busy (cpu_share below "
-                          f"{BUSY_CPU_SHARE}); run the same command again to verify them")
+                          "were measured while other processes took their cores (over "
+                          f"{DISTURBED_SHARE:.0%}, or cpu_share below {BUSY_CPU_SHARE}); run "
+                          "the same command again to verify them")
             return None
         return unverified(alone[0], default, "no budget left to verify")
     progress.note(f"verifying {len(candidates)} candidate(s) against the default launch, "
@@ -82,8 +84,14 @@ def recommend(result, evaluate, *, rounds: int, script_mode: bool, time_left, pr
                 answers[cls] = confirm_quality(book, config, time_left=time_left,
                                                samples=quality_samples, on_event=progress.event)
             return answers[cls]
+    # Rounds past the asked ones must not eat the seeded confirmation of a winner that
+    # changes the math: keep what it would cost.
+    keep_s = 0.0
+    if book is not None:
+        from ..study.evidence import CONFIRM_SEEDS
+        keep_s = 2 * (book.run_seconds(book.base) or 0.0) * len(CONFIRM_SEEDS)
     rec = verify(candidates, default, evaluate, rounds=rounds, time_left=time_left,
-                 on_event=progress.event, accept=accept)
+                 on_event=progress.event, accept=accept, keep_s=keep_s)
     if book is not None and book.default_sample() is not None:
         d = book.default_sample()
         rec = dataclasses.replace(rec, extra={**rec.extra, "noise_floor":

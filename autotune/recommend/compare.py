@@ -14,6 +14,8 @@ from typing import Any, Callable
 from ..run import outcome as R
 from ..config import Config
 from ..measure.stats import RatioStats, Stats, ratio_stats
+from ..measure.contention import disturbed
+from .settle import Settling, settle
 from .verify import interleave
 from ..run.outcome import Evaluate
 
@@ -27,6 +29,7 @@ class Window:
     throughput: float | None = None
     cpu_share: float | None = None  # CPU time received / (window x threads); None for scripts
     reason: str = ""
+    outside_share: float | None = None  # of its cores taken by other processes (contention.py)
 
     def __post_init__(self) -> None:
         if self.side not in ("A", "B"):
@@ -54,6 +57,20 @@ class Comparison:
         return ratio_stats([a for a, _ in pairs], [b for _, b in pairs]) if pairs else None
 
     @property
+    def settling(self) -> Settling | None:
+        """The same verdict as verification's: settled only on quiet, agreeing rounds."""
+        rounds = [(a, b) for a, b in zip(self.side("A"), self.side("B"))
+                  if a.outcome == R.OK and b.outcome == R.OK and a.throughput and b.throughput]
+        return settle([a.throughput / b.throughput for a, b in rounds],
+                      [max(s) if (s := [w.outside_share for w in (a, b)
+                                        if w.outside_share is not None]) else None
+                       for a, b in rounds])
+
+    @property
+    def disturbed_windows(self) -> int:
+        return sum(disturbed(w.outside_share) for w in self.windows)
+
+    @property
     def verdict(self) -> str:
         s = self.stats
         if s is None:
@@ -75,7 +92,9 @@ class Comparison:
                 "q3": s.q3 if s else None, "spread": s.spread if s else None,
                 "rounds": s.n if s else 0, "verdict": self.verdict,
                 "cpu_share": {k: Stats.of(v).to_dict() if v else None
-                              for k, v in shares.items()}}
+                              for k, v in shares.items()},
+                "outside_share": [w.outside_share for w in self.windows],
+                "settling": self.settling.to_json() if self.settling else None}
 
 
 def compare(a: Config, b: Config, evaluate: Evaluate, *, rounds: int,
@@ -92,7 +111,7 @@ def compare(a: Config, b: Config, evaluate: Evaluate, *, rounds: int,
             order.append(Window(side=side, round=rnd + 1, outcome=ev.outcome,
                                 throughput=ev.throughput if ok else None,
                                 cpu_share=ev.cpu_share if ok else None,
-                                reason=ev.reason))
+                                reason=ev.reason, outside_share=ev.outside_share))
     return Comparison(a=a, b=b, windows=tuple(order))
 
 
@@ -107,6 +126,9 @@ def describe(c: Comparison, unit: str = "samples/s") -> str:
     for w in c.windows:
         if w.outcome == R.OK:
             share = f"cpu share {w.cpu_share:.2f}" if w.cpu_share is not None else "cpu share n/a"
+            if w.outside_share is not None:
+                share += f", {w.outside_share:.0%} of its cores taken by other processes" + (
+                    " [disturbed]" if disturbed(w.outside_share) else "")
             lines.append(f"round {w.round} {w.side}: {w.throughput:10.2f} {unit}   {share}")
         else:
             lines.append(f"round {w.round} {w.side}: {w.outcome} ({w.reason})")
@@ -119,4 +141,11 @@ def describe(c: Comparison, unit: str = "samples/s") -> str:
     why = {"inconclusive": " (one round has no spread)" if s.n < 2 else
            " (the spread crosses 1.0: run more --rounds, on a quieter machine)"}
     lines.append(f"verdict: {c.verdict}{why.get(c.verdict, '')}")
+    settling = c.settling
+    if settling is not None:
+        lines.append(f"ratio: {settling.describe()}")
+    if c.disturbed_windows:
+        lines.append(f"warning: other processes took the cores in {c.disturbed_windows} of "
+                     f"{len(c.windows)} windows; these ratios say as much about that load as "
+                     "about A and B: compare again when the machine is quiet")
     return "\n".join(lines)

@@ -12,14 +12,18 @@ from typing import Any, Callable
 
 from ..run import outcome as R
 from ..config import Config
+from ..measure.contention import disturbed
 from ..measure.stats import RatioStats, Stats, busy, ratio_stats
 from ..run.outcome import Evaluate, TrialResult
 from ..study.records import DEFAULT_ROLE, RUN_CPU_ROLE, Record
+from .settle import Settling, settle
 
 # A candidate "holds up" when it beats the default launch by at least MIN_GAIN in the median
 # round and in at least 3 of 4 rounds (its lower quartile stays above 1). Ratios within a round
 # are compared, not absolute speeds: a machine that slowed down since the search slows both.
 MIN_GAIN = 1.02
+# Verification goes on past the asked rounds, while unsettled, up to this many times as many.
+MAX_ROUNDS_FACTOR = 4
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -30,6 +34,12 @@ class Verified:
     throughputs: tuple[float, ...]     # per completed round
     baselines: tuple[float, ...]       # the default launch's throughput in the same rounds
     accuracy: float | None = None
+    # per round: the larger share other processes took in its two windows (None: not measured)
+    outside: tuple[float | None, ...] = ()
+
+    @property
+    def settling(self) -> Settling | None:
+        return settle(self.ratios, self.outside or (None,) * len(self.ratios))
 
     @property
     def ratios(self) -> tuple[float, ...]:
@@ -69,13 +79,24 @@ class Recommendation:
     note: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
     default_wins: bool = False         # no candidate beat the default launch (CPU or GPU default)
+    settling: Settling | None = None   # whether the winner's ratio is settled (recommend/settle)
+
+    @property
+    def settled(self) -> bool:
+        return self.settling is None or self.settling.settled
 
     def headline(self) -> str:
         if not self.verified:
             return f"unverified speedup {self.speedup:.2f}x over the default launch ({self.note})"
+        if (self.default_wins or self.config == Config()) and not self.settled:
+            return (f"no verified speedup: the best candidate measured "
+                    f"{self.settling.describe()}; run `autotune verify` when the machine is quiet")
         if self.default_wins or self.config == Config():
             return (f"no verified speedup: the default launch is the best configuration found "
                     f"({self.note})" if self.note else "no verified speedup over the default launch")
+        if not self.settled:
+            return (f"faster than the default launch, by how much is {self.settling.describe()}; "
+                    "run `autotune verify` when the machine is quiet for a figure")
         return f"verified speedup {self.speedup:.2f}x over the default launch (±{self.spread:.2f})"
 
     def to_json(self) -> dict[str, Any]:
@@ -83,10 +104,12 @@ class Recommendation:
                 "rounds": self.rounds, "verified": self.verified, "vs_run_cpu": self.vs_run_cpu,
                 "accuracy": self.accuracy, "default_accuracy": self.default_accuracy,
                 "throughput": self.throughput, "default_throughput": self.default_throughput,
-                "headline": self.headline(), "note": self.note,
+                "headline": self.headline(), "note": self.note, "settled": self.settled,
+                "settling": self.settling.to_json() if self.settling else None,
                 "candidates": [{"config": v.config.to_dict(), "role": v.role,
                                 "search_throughput": v.search_throughput,
                                 "throughputs": list(v.throughputs), "ratios": list(v.ratios),
+                                "outside_share": list(v.outside),
                                 "shrink": v.shrink, "holds": v.holds} for v in self.candidates]}
 
 
@@ -119,15 +142,20 @@ def pick_candidates(records: list[Record], n: int = 3) -> list[Record]:
 def interleave(lineup: list[tuple[str, Config]], evaluate: Evaluate, *, rounds: int,
                time_left: Callable[[], float] = lambda: float("inf"),
                on_event: Callable[..., None] = lambda kind, **info: None,
-               ) -> list[list[TrialResult]]:
+               max_rounds: int | None = None,
+               enough: Callable[[list[list[TrialResult]]], bool] = lambda results: True,
+               keep_s: float = 0.0) -> list[list[TrialResult]]:
     """Rounds of every (role, config) in turn, the order reversed every other round (A B C,
     C B A, ...: position effects cancel over pairs of rounds); stops early when another round
-    won't fit. Returns, per lineup entry, its evaluation in each completed round. Verification
-    and `autotune compare` both measure through this."""
+    won't fit. After `rounds` rounds, more (up to `max_rounds`) until `enough(results)`, each
+    only while two rounds' time is left beyond `keep_s`. Returns, per lineup entry, its evaluation in each
+    completed round. Verification and `autotune compare` both measure through this."""
     results: list[list[TrialResult]] = [[] for _ in lineup]
     done, round_s = 0, 0.0
-    for rnd in range(rounds):
+    for rnd in range(max(rounds, max_rounds or rounds)):
         if done and time_left() < round_s * 1.1:
+            break
+        if rnd >= rounds and (enough(results) or time_left() - keep_s < round_s * 2):
             break
         order = list(range(len(lineup)))
         if rnd % 2:
@@ -135,7 +163,8 @@ def interleave(lineup: list[tuple[str, Config]], evaluate: Evaluate, *, rounds: 
         spent = 0.0
         for i in order:
             role, config = lineup[i]
-            on_event("verify_start", config=config, role=role, round=rnd + 1, rounds=rounds)
+            on_event("verify_start", config=config, role=role, round=rnd + 1,
+                     rounds=max(rounds, rnd + 1))
             ev = evaluate(config, "throughput")
             spent += ev.seconds
             results[i].append(ev)
@@ -147,26 +176,50 @@ def interleave(lineup: list[tuple[str, Config]], evaluate: Evaluate, *, rounds: 
 def verify(candidates: list[Record], default: Record, evaluate: Evaluate, *,
            rounds: int = 3, time_left: Callable[[], float] = lambda: float("inf"),
            on_event: Callable[..., None] = lambda kind, **info: None,
-           accept: Callable[[Config], tuple[bool, str]] | None = None) -> Recommendation:
-    """Interleaved rounds of default + candidates (D A B C, C B A D, ...). `accept(config) ->
-    (ok, text)` is asked, fastest first, of the candidates that hold up: the seeded quality
-    confirmation of one that changes the math (see confirm_quality)."""
+           accept: Callable[[Config], tuple[bool, str]] | None = None,
+           max_rounds: int | None = None, keep_s: float = 0.0) -> Recommendation:
+    """Interleaved rounds of default + candidates (D A B C, C B A D, ...): `rounds` of them,
+    then more (up to `max_rounds`, default MAX_ROUNDS_FACTOR x rounds) while the leader's ratio
+    is not settled (recommend/settle.py) and the budget, less `keep_s`, allows. `accept(config) -> (ok, text)`
+    is asked, fastest first, of the candidates that hold up: the seeded quality confirmation of
+    one that changes the math (see confirm_quality)."""
     lineup = [default] + list(candidates)
     evals = interleave([(r.role, r.config) for r in lineup], evaluate, rounds=rounds,
-                       time_left=time_left, on_event=on_event)
+                       time_left=time_left, on_event=on_event,
+                       max_rounds=max_rounds if max_rounds is not None else MAX_ROUNDS_FACTOR * rounds,
+                       enough=lambda evs: _settled_enough(_verified(lineup, evs)), keep_s=keep_s)
     results: dict[int, list[float | None]] = {
         i: [ev.throughput if ev.outcome == R.OK else None for ev in evs]
         for i, evs in enumerate(evals)}
-    done = len(evals[0])
-    default_thr = results[0]
-    verified = []
-    for i, rec in enumerate(lineup[1:], start=1):
-        pairs = [(c, d) for c, d in zip(results[i], default_thr) if c and d]
-        verified.append(Verified(config=rec.config, role=rec.role,
-                                 search_throughput=rec.throughput, accuracy=rec.accuracy,
-                                 throughputs=tuple(c for c, _ in pairs),
-                                 baselines=tuple(d for _, d in pairs)))
-    return _choose(verified, default, done, results, accept)
+    return _choose(_verified(lineup, evals), default, len(evals[0]), results, accept)
+
+
+def _verified(lineup: list[Record], evals: list[list[TrialResult]]) -> list[Verified]:
+    """Each candidate's completed rounds, paired with the default launch's in the same round."""
+    def ok(ev: TrialResult) -> bool:
+        return ev.outcome == R.OK and bool(ev.throughput)
+
+    out = []
+    for rec, evs in zip(lineup[1:], evals[1:]):
+        rounds = [(c, d) for c, d in zip(evs, evals[0]) if ok(c) and ok(d)]
+        out.append(Verified(
+            config=rec.config, role=rec.role, search_throughput=rec.throughput,
+            accuracy=rec.accuracy, throughputs=tuple(c.throughput for c, _ in rounds),
+            baselines=tuple(d.throughput for _, d in rounds),
+            outside=tuple(max(shares) if (shares := [s for s in (c.outside_share, d.outside_share)
+                                                     if s is not None]) else None
+                          for c, d in rounds)))
+    return out
+
+
+def _settled_enough(verified: list[Verified]) -> bool:
+    """More rounds would not change the answer: the leading candidate's ratio is settled, or
+    even its interval's top stays under MIN_GAIN (the default launch wins)."""
+    leader = max((v for v in verified if v.ratios), key=lambda v: v.ratio.median, default=None)
+    if leader is None:
+        return True
+    s = leader.settling
+    return s is not None and (s.settled or (s.interval is not None and s.interval[1] < MIN_GAIN))
 
 
 def _choose(verified: list[Verified], default: Record, rounds: int,
@@ -200,7 +253,7 @@ def _choose(verified: list[Verified], default: Record, rounds: int,
                               verified=True, accuracy=default.accuracy,
                               default_accuracy=default.accuracy, default_throughput=d_med,
                               throughput=d_med, candidates=tuple(verified), note=note,
-                              default_wins=True)
+                              default_wins=True, settling=best.settling if best else None)
     win = holding[0]
     vs_run_cpu = None
     if run_cpu is not None and run_cpu is not win and len(run_cpu.throughputs) == len(win.throughputs) \
@@ -208,8 +261,10 @@ def _choose(verified: list[Verified], default: Record, rounds: int,
         vs_run_cpu = ratio_stats(win.throughputs, run_cpu.throughputs).median
     elif run_cpu is win:
         vs_run_cpu = 1.0
-    stats = win.ratio
-    return Recommendation(config=win.config, speedup=stats.median, spread=stats.spread,
+    stats, settling = win.ratio, win.settling
+    speedup = settling.ratio if settling and settling.settled and settling.ratio else stats.median
+    return Recommendation(config=win.config, speedup=speedup, spread=stats.spread,
+                          settling=settling,
                           rounds=rounds, verified=True, vs_run_cpu=vs_run_cpu,
                           accuracy=win.accuracy, default_accuracy=default.accuracy,
                           default_throughput=d_med,
@@ -219,8 +274,11 @@ def _choose(verified: list[Verified], default: Record, rounds: int,
 
 
 def trusted_alone(r: Record) -> bool:
-    """Whether one search measurement may stand without verification: not when the machine was
-    busy during its window (cpu_share below BUSY_CPU_SHARE); verification re-measures those."""
+    """Whether one search measurement may stand without verification: not when other processes
+    took its cores while it was timed (measure/contention.py; for a trial stored before that was
+    measured, a cpu_share below BUSY_CPU_SHARE); verification re-measures those."""
+    if r.result.outside_share is not None:
+        return not disturbed(r.result.outside_share)
     return not busy(r.result.cpu_share)
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..plan.launch_plan import LaunchPlan
+from .idle import IDLE_DEADLINE_S, IdleWatch, Stuck
 from .runner import POLL_S, _signals_held, _Trial
 
 
@@ -30,21 +31,25 @@ class Attached:
     stopped_by_us: tuple[int, ...] = ()     # ranks the runner signalled after another failed
     received: tuple[int, ...] = ()          # signals received and forwarded
     wall_seconds: float = 0.0
+    stuck: tuple[Stuck, ...] = ()           # ranks ended idle after another's clean exit
 
 
 def run_attached(plan: LaunchPlan, *, echo: TextIO | None = None,
                  on_start: Callable[[list[int]], None] | None = None,
-                 on_poll: Callable[[], None] | None = None) -> Attached:
+                 on_poll: Callable[[], None] | None = None,
+                 idle_s: float = IDLE_DEADLINE_S) -> Attached:
     """Run `plan` in the foreground with no time limit (a launch, not a trial): output teed to
     the rank logs and `echo` with a rank prefix, signals forwarded, and when one rank fails the
     others are stopped (they would wait in a collective forever). `on_poll` runs every poll while
-    ranks run (the launch's in-force check). Call from the main thread."""
+    ranks run (the launch's in-force check). A rank idle for `idle_s` after another exited
+    cleanly is ended (run/idle.py), the others left running. Call from the main thread."""
     from .tee import Tee, prefix
     for rp in plan.ranks:
         Path(rp.log_path).parent.mkdir(parents=True, exist_ok=True)
         Path(rp.log_path).write_bytes(b"")
     trial, tee = _Trial(plan), Tee(echo)
     received: list[int] = []
+    stuck: list[Stuck] = []
 
     def forward(signum: int, _frame: Any) -> None:
         received.append(signum)
@@ -61,15 +66,20 @@ def run_attached(plan: LaunchPlan, *, echo: TextIO | None = None,
             tee.follow(p.stdout, rp.log_path, prefix(rp.rank, len(plan.ranks)))
         if on_start is not None:
             on_start([p.pid for p in trial.procs])
+        watch = IdleWatch([p.pid for p in trial.procs], [rp.log_path for rp in plan.ranks], idle_s)
         stop_at: float | None = None
         while trial.running():
             new = trial.poll()
             stops = [s for s in received if s in _STOPPING]
             # After the user's Ctrl-C, ranks exiting non-zero is expected: the others keep their
             # grace period (to save a checkpoint, say) instead of getting SIGTERM at once.
-            if not stops and any(trial.codes[r] != 0 for r in new):
+            if not stops and trial.failed_alone(new):
                 trial.teardown(plan.grace_s)
                 break
+            if not stops and (found := watch.check(trial.codes, trial.exit_order)):
+                stuck += found
+                trial.end([s.rank for s in found], plan.grace_s)
+                continue
             if stops and stop_at is None:   # the ranks got the signal; give them time to stop
                 stop_at = time.monotonic() + plan.grace_s
             if len(stops) > 1 or (stop_at is not None and time.monotonic() > stop_at):
@@ -87,4 +97,5 @@ def run_attached(plan: LaunchPlan, *, echo: TextIO | None = None,
             trial.sweep()
             tee.join()
     return Attached(exit_codes=tuple(trial.codes), stopped_by_us=tuple(sorted(trial.signalled)),
-                    received=tuple(received), wall_seconds=time.monotonic() - start)
+                    received=tuple(received), wall_seconds=time.monotonic() - start,
+                    stuck=tuple(stuck))

@@ -23,7 +23,7 @@ _VICTIM_RE = re.compile(
 _DELIBERATE = (EXIT_BAD_CONFIG, EXIT_BACKEND_UNAVAILABLE, EXIT_WORKLOAD_ERROR)
 
 
-def _describe_exit(rank: int, code: int) -> str:
+def describe_exit(rank: int, code: int) -> str:
     if code < 0:
         try:
             name = signal.Signals(-code).name
@@ -56,7 +56,7 @@ def rank_failure(rank: int, code: int | None, result: Any) -> str | None:
     if code is None:
         return None
     if code != 0:
-        return _describe_exit(rank, code)
+        return describe_exit(rank, code)
     if result is None:
         return f"rank {rank} exited 0 without a result"
     if not isinstance(result, dict):
@@ -132,3 +132,38 @@ def classify(exit_codes: Sequence[int | None], rank_results: Sequence[Any],
     if said_out in (UNAVAILABLE, WORKLOAD_ERROR):
         return said_out, f"{why}: {said}"
     return CRASH, f"{why}: {said}" if said else why
+
+
+# gloo's teardown after the process group was left undestroyed; not an error of the training.
+_TEARDOWN_ABORT_RE = re.compile(r"^.*terminate called without an active exception.*$", re.M)
+_ERROR_LINE_RE = re.compile(r"Traceback \(most recent call last\)|\b\w*(Error|Exception)\b|"
+                            r"terminate called after throwing|Assertion|Segmentation fault|what\(\):")
+
+
+def _shows_error(text: str) -> bool:
+    return bool(_ERROR_LINE_RE.search(_TEARDOWN_ABORT_RE.sub("", text)))
+
+
+def abort_in_teardown(exit_codes: Sequence[int | None], log_tails: Sequence[str], *,
+                      rank0_after_last_metric: str | None,
+                      signalled: Collection[int] = ()) -> str | None:
+    """A note when a script trial's only failures are SIGABRTs after rank 0 printed its last
+    metric line (None otherwise: the crash stands).
+
+    `rank0_after_last_metric`: rank 0's output after its last metric match (None: no match, so
+    the abort cannot be placed after the training). Aborting after training finished is gloo's
+    teardown ("terminate called without an active exception"); an error printed after the last
+    metric line, or an abort before any, is a crash of the training itself.
+    """
+    aborted = [r for r, c in enumerate(exit_codes) if c == -signal.SIGABRT and r not in signalled]
+    if not aborted or rank0_after_last_metric is None:
+        return None
+    if any(c != 0 and r not in signalled and r not in aborted for r, c in enumerate(exit_codes)):
+        return None
+    if _shows_error(rank0_after_last_metric):
+        return None
+    if any(_shows_error(log_tails[r]) for r in aborted if r != 0 and r < len(log_tails)):
+        return None
+    who = ", ".join(str(r) for r in aborted)
+    return (f"rank {who} killed by SIGABRT after rank 0's last metric line (in teardown); "
+            "the measurement stands")

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from ..measure.contention import CpuSample
+
 # A failed trial is a result, not a crash: every launch ends in exactly one of these.
 OK = "ok"
 CRASH = "crash"              # non-zero exit or killed by a signal
@@ -28,6 +30,13 @@ class RunResult:
     wall_seconds: float = 0.0
     launched_at: float = 0.0            # time.time() just before the first rank was spawned
     rank_results: tuple[dict[str, Any], ...] = field(default_factory=tuple)  # by rank, as written
+    # What happened after training that did not change the outcome: a rank ended as stuck
+    # (run/idle.py), an abort in teardown after the result was in.
+    notes: tuple[str, ...] = ()
+    signalled: tuple[int, ...] = ()     # ranks the runner itself ended (teardown, stuck)
+    # The trial's cores as the runner saw them (measure/contention.py): contention over a window
+    cpu_samples: tuple[CpuSample, ...] = ()
+    num_cpus: int = 0
 
     @property
     def ok(self) -> bool:
@@ -51,6 +60,10 @@ class TrialResult:
     seconds: float = 0.0                     # wall time the evaluation cost (budgeting)
     mode: str | None = None                  # "throughput" | "accuracy"; None: not launched
     cpu_share: float | None = None           # rank 0's CPU time / (window x threads): < 1 is busy
+    # The trial cores' capacity over the timed window (measure/contention.py): used by the
+    # trial's own processes, and taken by processes outside them (over DISTURBED_SHARE: disturbed)
+    own_share: float | None = None
+    outside_share: float | None = None
     log_tail: str = ""                       # the ranks' last output, for a failed run
     # The timed window of an ok run (measure.stats.Measurement)
     step_median_s: float | None = None       # rank 0's median step time
@@ -77,6 +90,7 @@ class TrialResult:
     quality_n: int | None = None             # how many seeds they are
     quality_verdict: str | None = None       # the gate's verdict, as text
     reused_from: int | None = None           # a repeat: the trial whose measurement it mirrors
+    note: str = ""                           # what happened in teardown (RunResult.notes)
 
     @property
     def ok(self) -> bool:

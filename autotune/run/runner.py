@@ -22,7 +22,9 @@ from typing import Any
 
 import psutil
 
-from .classify import classify, declared_outcome, rank_failure, root_cause
+from .classify import classify, declared_outcome, describe_exit, rank_failure, root_cause
+from .cpu_ledger import CpuLedger, trial_cpus
+from .idle import IDLE_DEADLINE_S, IdleWatch
 from ..plan.launch_plan import LaunchPlan
 from .outcome import CRASH, OK, RunResult
 from .rank_output import _MAX_TAIL_RANKS, _result_of, read_tail
@@ -100,7 +102,9 @@ class _Trial:
         self.codes: list[int | None] = [None] * len(plan.ranks)
         self.exit_order: list[int] = []
         self.signalled: set[int] = set()
+        self.ended: set[int] = set()                 # ranks ended as stuck after a clean exit
         self.known: dict[int, psutil.Process] = {}   # every descendant ever seen, by pid
+        self.rank_procs: list[psutil.Process] = []
         self.scanned_at = 0.0
 
     def spawn(self, *, pipe: bool = False) -> None:
@@ -111,6 +115,8 @@ class _Trial:
                 self.procs.append(subprocess.Popen(
                     rp.argv, env=rp.env, stdout=subprocess.PIPE if pipe else log,
                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True))
+            with contextlib.suppress(psutil.Error):
+                self.rank_procs.append(psutil.Process(self.procs[-1].pid))
 
     def poll(self) -> list[int]:
         """Record ranks that exited since the last poll, and remember every live descendant."""
@@ -137,6 +143,10 @@ class _Trial:
                 self.known.setdefault(child.pid, child)
                 stack.append(child.pid)
 
+    def tracked(self) -> list[psutil.Process]:
+        """Every process of the trial seen so far: the ranks and their descendants."""
+        return [*self.rank_procs, *self.known.values()]
+
     def running(self) -> list[int]:
         return [r for r, c in enumerate(self.codes[:len(self.procs)]) if c is None]
 
@@ -161,6 +171,27 @@ class _Trial:
                 break
             time.sleep(POLL_S)
         self._signal_all(signal.SIGKILL)
+
+    def end(self, ranks: list[int], grace: float) -> None:
+        """SIGTERM these ranks' groups (stuck ones: the others keep running), SIGKILL after
+        `grace`. Their deaths are the runner's doing, not a failure of theirs."""
+        self.ended.update(ranks)
+        self.signalled.update(ranks)
+        for r in ranks:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.procs[r].pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and any(self.codes[r] is None for r in ranks):
+            self.poll()
+            time.sleep(POLL_S)
+        for r in ranks:
+            if self.codes[r] is None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(self.procs[r].pid, signal.SIGKILL)
+
+    def failed_alone(self, new: list[int]) -> bool:
+        """A rank among `new` exited non-zero on its own (not one the runner ended)."""
+        return any(self.codes[r] != 0 for r in new if r not in self.ended)
 
     def sweep(self) -> None:
         """Last line of defence: kill anything still carrying this trial's env, then reap ranks."""
@@ -217,8 +248,12 @@ def _signals_held() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
-def run_plan(plan: LaunchPlan, *, on_start: Callable[[list[int]], None] | None = None) -> RunResult:
+def run_plan(plan: LaunchPlan, *, on_start: Callable[[list[int]], None] | None = None,
+             idle_s: float = IDLE_DEADLINE_S) -> RunResult:
     """Run every rank of `plan`, classify the outcome; no process of the trial survives the call.
+
+    A rank idle for `idle_s` after another exited cleanly is ended (run/idle.py); a script's rank
+    ended so counts as finished, and the result's notes say so (0: never end idle ranks).
 
     A KeyboardInterrupt (Ctrl-C, or Interrupted from interrupt_on_sigterm) propagates, but only
     after every process of the trial is gone.
@@ -230,10 +265,12 @@ def run_plan(plan: LaunchPlan, *, on_start: Callable[[list[int]], None] | None =
         Path(rp.result_path).parent.mkdir(parents=True, exist_ok=True)
         Path(rp.result_path).unlink(missing_ok=True)   # a stale result would read as success
     trial = _Trial(plan)
+    ledger = CpuLedger(trial_cpus(plan))
     timed_out = False
     launched_at = time.time()
     start = time.monotonic()
     spawn_error = ""
+    notes: list[str] = []
     try:
         try:
             trial.spawn()
@@ -241,13 +278,19 @@ def run_plan(plan: LaunchPlan, *, on_start: Callable[[list[int]], None] | None =
             spawn_error = f"rank {len(trial.procs)} could not be started: {e}"
         if on_start is not None and not spawn_error:
             on_start([p.pid for p in trial.procs])
+        watch = IdleWatch([p.pid for p in trial.procs], [rp.log_path for rp in plan.ranks], idle_s)
         all_results_at: float | None = None
         while not spawn_error:
+            ledger.sample(trial.tracked())
             failed = any(rank_failure(r, trial.codes[r], _result_of(plan, r, trial.codes[r]))
-                         for r in trial.poll())
+                         for r in trial.poll() if r not in trial.ended)
             if not trial.running():
                 break
             now = time.monotonic()
+            if not failed and (stuck := watch.check(trial.codes, trial.exit_order)):
+                trial.end([s.rank for s in stuck], plan.grace_s)
+                notes += [s.message for s in stuck]
+                continue
             if failed:          # the others may wait in a collective forever
                 trial.teardown(plan.grace_s)
                 break
@@ -261,6 +304,7 @@ def run_plan(plan: LaunchPlan, *, on_start: Callable[[list[int]], None] | None =
                     trial.teardown(plan.grace_s)
                     break
             time.sleep(POLL_S)
+        ledger.sample(trial.tracked(), force=True)
     finally:
         with _signals_held():
             if trial.running():
@@ -269,10 +313,25 @@ def run_plan(plan: LaunchPlan, *, on_start: Callable[[list[int]], None] | None =
     if spawn_error:
         return RunResult(outcome=CRASH, reason=spawn_error, exit_codes=tuple(trial.codes),
                          wall_seconds=time.monotonic() - start, launched_at=launched_at)
+    return _judged(plan, trial, timed_out=timed_out, notes=notes, ledger=ledger,
+                   wall_seconds=time.monotonic() - start, launched_at=launched_at)
+
+
+def _judged(plan: LaunchPlan, trial: _Trial, *, timed_out: bool, notes: list[str],
+            ledger: CpuLedger, wall_seconds: float, launched_at: float) -> RunResult:
+    """The finished trial classified, with the failing rank's log tail and the notes on what
+    happened after training (ranks ended as stuck, a crash after the result was in)."""
     results = [_result_of(plan, r, trial.codes[r]) for r in range(len(plan.ranks))]
+    for r in trial.ended:   # a script's rank stuck after a peer's clean exit had finished training
+        if plan.script and results[r] is None:
+            results[r] = {"status": OK, "script": True}
     tails = [read_tail(rp.log_path) for rp in plan.ranks]
     outcome, reason = classify(trial.codes, results, tails, timed_out, exit_order=trial.exit_order,
                                signalled=trial.signalled, timeout_s=plan.timeout_s)
+    if outcome == OK:
+        notes = notes + [f"{describe_exit(r, c)} after its result was in (in teardown); the "
+                         "measurement stands" for r, c in enumerate(trial.codes)
+                         if c not in (0, None) and r not in trial.signalled]
     log_tail = ""
     if outcome != OK:
         root = root_cause(trial.codes, results, tails, exit_order=trial.exit_order,
@@ -283,9 +342,8 @@ def run_plan(plan: LaunchPlan, *, on_start: Callable[[list[int]], None] | None =
         log_tail = "\n".join(f"--- rank {r} ({plan.ranks[r].log_path}) ---\n{tails[r]}"
                              for r in shown)
     return RunResult(outcome=outcome, reason=reason, log_tail=log_tail,
-                     exit_codes=tuple(trial.codes), wall_seconds=time.monotonic() - start,
-                     launched_at=launched_at,
+                     exit_codes=tuple(trial.codes), wall_seconds=wall_seconds,
+                     launched_at=launched_at, notes=tuple(notes),
+                     signalled=tuple(sorted(trial.signalled)),
+                     cpu_samples=tuple(ledger.samples), num_cpus=len(ledger.cpus),
                      rank_results=tuple(r if isinstance(r, dict) else {} for r in results))
-
-
-

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from . import outcome as R
 from ..config import Config
 from ..errors import ConfigError
+from ..measure.contention import Contention, contention
 from ..measure.stats import Measurement, Stats, aggregate, quantile
 from ..measure.observe import RankObservation, Sampler
 from ..measure.unacted import Unacted, compare
@@ -22,9 +23,11 @@ from ..plan.build import build_plan
 from ..plan.feasible import infeasible_reason
 from ..plan.launch_plan import LaunchPlan
 from .outcome import RunResult
+from .idle import IDLE_DEADLINE_S
+from .classify import abort_in_teardown
 from .runner import free_port, run_plan
 from .rank_output import read_tail
-from ..measure.script import fill, script_metric
+from ..measure.script import SEED_ENV, compile_metric, fill, script_metric
 from ..probe.topology import Topology
 from ..worker.workloads import QUALITY_SAMPLES
 
@@ -55,6 +58,9 @@ class TrialSettings:
     local_rank_arg: str | None = None     # the script takes --local-rank: each rank gets its own
     self_launching: bool = False          # the script starts its own workers: launch it once
     cluster: "Cluster | None" = None      # the hosts a trial spans (None: this machine only)
+    # A rank idle this long after another exited cleanly is stuck in teardown and ended
+    # (run/idle.py); 0: never.
+    idle_s: float = IDLE_DEADLINE_S
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -85,7 +91,7 @@ def plan_trial(config: Config, topology: Topology, settings: TrialSettings, *,
                seed: int = 0) -> LaunchPlan:
     trial_id = trial_id or f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
     workdir = os.path.abspath(os.path.join(settings.results_dir, "trials", trial_id))
-    program = fill(settings.command, config) if settings.command else None
+    program = fill(settings.command, config, seed) if settings.command else None
     if settings.cluster is not None:
         from ..plan.cluster import build_cluster_plan
         from .remote import free_port_on
@@ -98,7 +104,7 @@ def plan_trial(config: Config, topology: Topology, settings: TrialSettings, *,
             workload_args=settings.workload_args, mode=mode,
             target_seconds=settings.target_seconds, warmup_steps=settings.warmup_steps,
             accuracy_samples=settings.accuracy_samples, seed=seed)
-    return build_plan(config, topology, workload=settings.workload, program=program,
+    plan = build_plan(config, topology, workload=settings.workload, program=program,
                       script=program is not None,
                       workload_args=settings.workload_args, workdir=workdir,
                       master_port=port if port is not None else free_port(),
@@ -107,6 +113,11 @@ def plan_trial(config: Config, topology: Topology, settings: TrialSettings, *,
                       target_seconds=settings.target_seconds, warmup_steps=settings.warmup_steps,
                       accuracy_samples=settings.accuracy_samples, trial_id=trial_id, seed=seed,
                       local_rank_arg=settings.local_rank_arg)
+    if not plan.script:
+        return plan
+    # A script reads its seed from the environment when its command has no {seed}.
+    return replace(plan, ranks=tuple(replace(r, env={**r.env, SEED_ENV: str(seed)})
+                                     for r in plan.ranks))
 
 
 def trial_infeasible(config: Config, topology: Topology, settings: TrialSettings) -> str | None:
@@ -143,11 +154,12 @@ def run_trial(config: Config, topology: Topology, settings: TrialSettings, *,
         if plan.script:
             return _script_outcome(config, mode, plan, run, settings)
     elif not plan.script:
-        run = run_plan(plan)
+        run = run_plan(plan, idle_s=settings.idle_s)
     else:
         samplers: list[Sampler] = []
         try:
-            run = run_plan(plan, on_start=lambda pids: samplers.append(Sampler(pids).start()))
+            run = run_plan(plan, on_start=lambda pids: samplers.append(Sampler(pids).start()),
+                           idle_s=settings.idle_s)
         finally:
             observed = tuple(samplers[0].stop()) if samplers else ()
         out = _script_outcome(config, mode, plan, run, settings)
@@ -168,19 +180,21 @@ def run_trial(config: Config, topology: Topology, settings: TrialSettings, *,
 def _script_outcome(config: Config, mode: str, plan: LaunchPlan, run: RunResult,
                     settings: TrialSettings) -> TrialOutcome:
     """Score a finished script run (see measure/script.py for the order of preference)."""
-    if not run.ok:
-        return TrialOutcome(config=config, mode=mode, run=run, measurement=None)
     rank0 = plan.ranks[0]
-    report = None
-    with contextlib.suppress(OSError, ValueError):
-        with open(rank0.env["AUTOTUNE_REPORT"], encoding="utf-8") as f:
-            report = json.load(f)
     log_text = ""
     with contextlib.suppress(OSError):
         with open(rank0.log_path, "rb") as f:
             f.seek(0, os.SEEK_END)
             f.seek(max(0, f.tell() - (4 << 20)))   # a chatty script: the last 4 MiB suffice
             log_text = f.read().decode("utf-8", errors="replace")
+    if not run.ok:
+        run = _aborted_in_teardown(run, plan, settings, log_text)
+    if not run.ok:
+        return TrialOutcome(config=config, mode=mode, run=run, measurement=None)
+    report = None
+    with contextlib.suppress(OSError, ValueError):
+        with open(rank0.env["AUTOTUNE_REPORT"], encoding="utf-8") as f:
+            report = json.load(f)
     sm = script_metric(report=report if isinstance(report, dict) else None, log_text=log_text,
                        metric=settings.metric, wall_seconds=run.wall_seconds,
                        accuracy=settings.accuracy, lower_is_better=settings.lower_is_better)
@@ -198,6 +212,23 @@ def _script_outcome(config: Config, mode: str, plan: LaunchPlan, run: RunResult,
                     world_size=config.nproc)
     return TrialOutcome(config=config, mode=mode, run=run, measurement=m, metric_source=sm.source,
                         metric_shown=sm.shown)
+
+
+def _aborted_in_teardown(run: RunResult, plan: LaunchPlan, settings: TrialSettings,
+                         log_text: str) -> RunResult:
+    """A crash that was only SIGABRT after rank 0's last --metric line counts as ok, with a note
+    (gloo aborts in teardown now and then; the training was measured in full)."""
+    pattern = compile_metric(settings.metric) if run.outcome == R.CRASH else None
+    last = None
+    for last in (pattern.finditer(log_text) if pattern else ()):
+        pass
+    note = abort_in_teardown(
+        run.exit_codes, [read_tail(rp.log_path) for rp in plan.ranks],
+        rank0_after_last_metric=log_text[last.end():] if last else None,
+        signalled=run.signalled)
+    if note is None:
+        return run
+    return replace(run, outcome=R.OK, reason="", log_tail="", notes=(*run.notes, note))
 
 
 def live_evaluator(topology: Topology, settings: TrialSettings, *,
@@ -249,11 +280,22 @@ def live_evaluator(topology: Topology, settings: TrialSettings, *,
                 state["timeout"] = max(30.0, 4.0 * run.wall_seconds)
         else:
             fields["log_tail"] = run.log_tail
+        if (c := timed_contention(run)) is not None:
+            fields.update(own_share=round(c.own_share, 4), outside_share=round(c.outside_share, 4))
         return TrialResult(outcome=run.outcome, reason=run.reason, mode=mode,
                            throughput=m.throughput if m else None,
                            accuracy=m.accuracy if m else None, seconds=run.wall_seconds,
-                           **fields)
+                           note="; ".join(run.notes), **fields)
     return evaluate
+
+
+def timed_contention(run: RunResult) -> Contention | None:
+    """Contention over rank 0's timed window (a script has none: its whole run)."""
+    r0 = run.rank_results[0] if run.rank_results else {}
+    start, end = r0.get("timed_start_at"), r0.get("timed_end_at")
+    if not (isinstance(start, (int, float)) and isinstance(end, (int, float))):
+        start, end = run.launched_at, run.launched_at + run.wall_seconds
+    return contention(run.cpu_samples, float(start), float(end), run.num_cpus)
 
 
 def observed_fields(observations, unacted) -> dict[str, Any]:

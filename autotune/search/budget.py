@@ -70,3 +70,51 @@ def plan_budget(total_s: float, *, startup_s: float = 4.0) -> BudgetPlan:
     reserve = min(0.25 * total_s, 4 * 3 * trial_s)  # up to 3 rounds x (3 candidates + default)
     return BudgetPlan(total_s=total_s, target_seconds=window, verify_reserve_s=reserve,
                       min_trial_s=trial_s * 1.5)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PhaseCosts:
+    """What the rest of a search costs at least, estimated from its first trial (seconds)."""
+    spent_s: float            # the budget already used (start-up and the first trial)
+    noise_floor_s: float      # the default launch's seeded quality runs
+    trials_s: float           # the other reference and a few sampled configurations
+    verification_s: float     # the asked rounds of the default and one candidate
+    confirmation_s: float = 0.0  # seeded confirmation of a winner that changes the math
+
+    @property
+    def minimum_s(self) -> float:
+        return (self.spent_s + self.noise_floor_s + self.trials_s + self.verification_s
+                + self.confirmation_s)
+
+    def phases(self) -> dict[str, float]:
+        return {"the noise floor": self.noise_floor_s, "the trials": self.trials_s,
+                "verification": self.verification_s, "the quality confirmation":
+                self.confirmation_s}
+
+
+# Sampled configurations a search needs at least to be worth verifying.
+MIN_SEARCH_TRIALS = 3
+
+
+def phase_costs(*, spent_s: float, trial_s: float, quality_run_s: float, quality_runs: int,
+                verify_rounds: int) -> PhaseCosts:
+    """The least the search still needs: its noise floor, the run_cpu reference and
+    MIN_SEARCH_TRIALS sampled trials, and `verify_rounds` rounds of two configurations."""
+    return PhaseCosts(spent_s=spent_s, noise_floor_s=quality_run_s * quality_runs,
+                      trials_s=trial_s * (1 + MIN_SEARCH_TRIALS),
+                      verification_s=2 * trial_s * verify_rounds)
+
+
+def too_short(costs: PhaseCosts, budget_s: float) -> str | None:
+    """"4m is too short here: the noise floor alone takes about 2m; use at least 7m", or None
+    when the budget covers the minimum."""
+    if costs.minimum_s <= budget_s:
+        return None
+    name, biggest = max(costs.phases().items(), key=lambda kv: kv[1])
+    at_least = -(-costs.minimum_s * 1.2 // 60)     # whole minutes, rounded up, with 20% slack
+    return (f"{_minutes(budget_s)} is too short here: {name} alone takes about "
+            f"{_minutes(biggest)}; use at least {at_least:.0f}m")
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.0f}m" if seconds >= 90 else f"{seconds:.0f}s"

@@ -40,6 +40,9 @@ class SearchOptions:
     # constrains only when both the trial and the default launch reported one.
     reported_accuracy: bool = False
     accuracy_required: bool = False      # script mode with --accuracy REGEX
+    # Script mode with --accuracy and a script that takes a seed: the default launch is run with
+    # these seeds first, and their spread is the accuracy gate's noise floor (as built-ins have).
+    script_seeds: tuple[int, ...] = ()
     # Script mode: knobs the static scan found overridden ({knob: file:line and why}).
     overridden: dict[str, str] = field(default_factory=dict)
 

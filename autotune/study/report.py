@@ -17,6 +17,7 @@ from . import quality_report as QR
 from ..run import outcome as R
 from .evidence import stored_classes
 from .report_format import _changes, _clip, _knobs, _machine, _num, _table
+from ..measure.contention import DISTURBED_SHARE, disturbed
 from ..measure.stats import BUSY_CPU_SHARE, busy
 from .records import (DEFAULT_ROLE, REPEAT_ROLE, RUN_CPU_ROLE, SEARCH_ROLE, Record,
                       has_record, record_of)
@@ -34,16 +35,23 @@ class Row:
     feasible: bool                   # within the accuracy tolerance (and every other constraint)
     changes: dict[str, Any]          # knobs that differ from the default launch
     cpu_share: float | None = None   # of rank 0's threads' CPU time it got; None = not recorded
+    outside_share: float | None = None  # of its cores taken by other processes (contention.py)
+
+    @property
+    def disturbed(self) -> bool:
+        return disturbed(self.outside_share)
 
     @property
     def busy(self) -> bool:
-        return busy(self.cpu_share)
+        """Disturbed; for a trial stored before contention was measured, a low cpu_share."""
+        return self.disturbed if self.outside_share is not None else busy(self.cpu_share)
 
     def to_json(self) -> dict[str, Any]:
         return {"trial": self.number, "role": self.role, "throughput": self.throughput,
                 "x_default": self.x_default, "accuracy": self.accuracy,
                 "feasible": self.feasible, "changes": self.changes,
-                "cpu_share": self.cpu_share, "busy": self.busy}
+                "cpu_share": self.cpu_share, "outside_share": self.outside_share,
+                "busy": self.busy}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -100,6 +108,8 @@ class Report:
         if rec:
             out.append("")
             out.append(rec.get("headline") or "recommendation stored")
+            if (rec.get("settling") or {}).get("text"):
+                out.append(f"  verification: {rec['settling']['text']}")
             if rec.get("vs_run_cpu"):
                 out.append(f"  {rec['vs_run_cpu']:.2f}x over torch's launcher heuristic "
                            "(run_cpu; torchrun --numa-binding=node on GPUs)")
@@ -115,9 +125,11 @@ class Report:
         out += _table(self.top, self.unit) if self.top else ["  none completed"]
         busy_rows = sum(r.busy for r in self.top)
         if busy_rows:
-            out.append(f"  [busy]: {busy_rows} measured while the machine was busy (rank 0 got "
-                       f"less than {BUSY_CPU_SHARE:.0%} of its threads' CPU time); such a figure "
-                       "is never recommended alone: verification re-measures it")
+            out.append(f"  [busy]: {busy_rows} measured while the machine was busy (other "
+                       f"processes took over {DISTURBED_SHARE:.0%} of the trial cores or, in "
+                       f"older trials, rank 0 got less than {BUSY_CPU_SHARE:.0%} of its threads' "
+                       "CPU time); such a figure is never recommended alone: verification "
+                       "re-measures it")
         quality = self.extra.get("quality")
         if quality is not None:
             goal = self.extra.get("target") or {}
@@ -207,7 +219,20 @@ def _script_facts(attrs: dict[str, Any]) -> dict[str, Any]:
         what = "score = 1 / wall seconds per run (or autotune.report()), start-up included"
     notes = [what] + [f"not tuned, the script sets its own {k}: {why}"
                       for k, why in (attrs.get("script_overrides") or {}).items()]
-    return {"unit": "score", "script_notes": tuple(notes)}
+    floor = _script_floor_line(attrs.get("script_noise_floor") or {})
+    return {"unit": "score", "script_notes": tuple(notes + ([floor] if floor else []))}
+
+
+def _script_floor_line(floor: dict[str, Any]) -> str:
+    """The script's --accuracy noise floor over seeds, or why the gate has none."""
+    values = floor.get("values") or []
+    if len(values) >= 2:
+        from ..measure.quality import Sample
+        s = Sample(tuple(values))
+        seeds = ", ".join(str(x) for x in floor.get("seeds") or [])
+        return (f"accuracy noise floor: the default launch measured {s.describe()} over seeds "
+                f"{seeds}; the gate allows --max-accuracy-drop plus this noise")
+    return floor.get("note") or ""
 
 
 def _rows(recs: list[Record], default_thr: float | None, attrs: dict[str, Any]) -> list[Row]:
@@ -223,7 +248,7 @@ def _rows(recs: list[Record], default_thr: float | None, attrs: dict[str, Any]) 
                         x_default=r.throughput / default_thr if default_thr else None,
                         accuracy=accuracy_of(r, attrs), feasible=feasible,
                         changes=_changes(r.config.to_dict()),
-                        cpu_share=r.result.cpu_share))
+                        cpu_share=r.result.cpu_share, outside_share=r.result.outside_share))
     return rows
 
 

@@ -46,7 +46,9 @@ def _table(rows: tuple[Row, ...] | list[Row], unit: str = "samples/s") -> list[s
         x = "-" if r.x_default is None else f"{r.x_default:.2f}x"
         acc = "-" if r.accuracy is None else f"{r.accuracy:.4f}"
         tag = f"  [{r.role.split(':')[1]}]" if r.role.startswith("reference:") else ""
-        if r.busy:
+        if r.busy and r.outside_share is not None:
+            tag += f"  [busy: {r.outside_share:.0%} of its cores taken by other processes]"
+        elif r.busy:
             tag += f"  [busy: cpu_share {r.cpu_share:.2f}]"
         lines.append(f"  {r.number:>5}  {r.throughput:>10.1f}  {x:>9}  {acc:>8}  "
                      f"{'ok' if r.feasible else 'no':>3}  {_knobs(r.changes)}{tag}")

@@ -84,6 +84,8 @@ CASES = {
     "verify_rounds_zero": (["--verify-rounds", "0"], "--verify-rounds 0: must be at least 1"),
     "seconds_zero": (["--seconds", "0"], "'0' must be greater than 0"),
     "trial_timeout_text": (["--trial-timeout", "soon"], "'soon' is not a number"),
+    "idle_timeout_negative": (["--idle-timeout=-1"], "--idle-timeout: '-1' must be 0 or more"),
+    "idle_timeout_text": (["--idle-timeout", "later"], "'later' is not a number"),
     "seed_text": (["--seed", "x"], "invalid int value: 'x'"),
 }
 

@@ -310,3 +310,18 @@ def test_dashboard_note_of_a_script_study_shows_a_score_not_samples():
     assert "- score: 0.5 (default launch 0.25" in note_markdown("s", rec, None, "score")
     assert "samples/s" not in note_markdown("s", rec, None, "score")
     assert "- throughput: 0.5 samples/s" in note_markdown("s", rec, None)
+
+
+def test_a_script_gets_its_seed_through_the_command_or_its_environment(tmp_path):
+    from autotune.config import Config
+    from autotune.measure.script import fill, placeholders, takes_seed
+    assert placeholders(("python", "t.py", "--seed", "{seed}", "--threads", "{threads}")) == \
+        ["threads"]                                    # {seed} is not a knob
+    assert fill(("t.py", "--seed", "{seed}"), Config(), 2) == ("t.py", "--seed", "2")
+    assert fill(("t.py", "--seed", "{seed}"), Config()) == ("t.py", "--seed", "0")
+    assert takes_seed(("python", "t.py", "--seed={seed}"))
+    reads = tmp_path / "reads.py"
+    reads.write_text("import os\nseed = int(os.environ.get('AUTOTUNE_SEED', 0))\n")
+    plain = tmp_path / "plain.py"
+    plain.write_text("print('no seed here')\n")
+    assert takes_seed(("python", str(reads))) and not takes_seed(("python", str(plain)))

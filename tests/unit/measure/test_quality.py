@@ -130,3 +130,15 @@ def test_samples_to_target_interpolates_the_mean_curve():
     assert Q.samples_to_target(curves, 0.95) is None
     assert Q.samples_to_target(curves, 0.40) == 1000
     assert Q.samples_to_target([[(10, 2.0), (20, 1.0)]], 1.5, lower_is_better=True) == 15
+
+
+def test_single_run_gate_uses_the_default_launchs_spread_over_seeds():
+    from autotune.measure.quality import Sample, single_run_gate, t95
+    default = Sample((0.80, 0.81, 0.82))                 # mean 0.81, sd 0.01
+    noise = t95(2) * 1.0 * (1 / 3 + 1) ** 0.5             # points
+    v = single_run_gate(default, 0.79, 1.0)              # 2 pp lower: within 1 pp + noise
+    assert not v.reject and v.drop_pp == pytest.approx(2.0) and v.noise_pp == pytest.approx(noise)
+    far = single_run_gate(default, 0.81 - (1.0 + noise + 0.5) / 100, 1.0)
+    assert far.reject and far.margin_pp == pytest.approx(0.5)
+    with pytest.raises(ValueError):
+        single_run_gate(Sample((0.8,)), 0.8, 1.0)

@@ -4,6 +4,7 @@ one line, and real short runs of tcmalloc against the default allocator (structu
 statistics checked, never the timing)."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -59,7 +60,8 @@ def test_rounds_alternate_and_the_ratio_is_verifications():
     assert "A: allocator=tcmalloc" in text and "B: allocator=default" in text
     assert "round 2 B:" in text and "cpu share 0.93" in text
     assert f"median {c.stats.median:.3f}x (±{c.stats.spread:.3f}" in text
-    assert text.endswith("verdict: A is faster")
+    assert "\nverdict: A is faster\n" in text
+    assert text.endswith("ratio: 1.30x (95% interval 1.28-1.33x, 4 rounds)")  # settled, quiet
 
 
 def test_a_spread_that_crosses_one_is_inconclusive():
@@ -107,3 +109,18 @@ def test_bad_input_is_one_line_and_runs_nothing(tmp_path, capsys, argv, expect):
     assert not (tmp_path / "res").exists()
 
 
+
+
+def test_windows_whose_cores_other_processes_took_are_named_and_unsettle_the_ratio():
+    class Loaded(Machine):
+        def __call__(self, config, mode):
+            ev = super().__call__(config, mode)
+            return dataclasses.replace(ev, outside_share=0.42)
+    c = compare(A, B, Loaded({"tcmalloc": 130.0, "default": 100.0}), rounds=3)
+    assert c.disturbed_windows == 6 and not c.settling.settled
+    text = describe(c)
+    assert "42% of its cores taken by other processes [disturbed]" in text
+    assert "ratio: unsettled: 1.3-1.3x over 3 rounds; other processes took 42% of the trial cores" in text
+    assert text.endswith("compare again when the machine is quiet")
+    data = c.to_json()
+    assert data["outside_share"] == [0.42] * 6 and data["settling"]["settled"] is False

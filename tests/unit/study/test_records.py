@@ -23,12 +23,12 @@ STORED_KEYS = {
     "step_iqr_s", "throughput_iqr", "startup_s", "timed_share", "timed_steps", "peak_rss_mb",
     "seed", "curve", "gns", "metric_source", "metric_note", "metric_shown", "observed", "unacted",
     "overridden", "math_class", "quality", "quality_sd", "quality_n", "quality_verdict",
-    "reused_from"}
+    "reused_from", "note", "own_share", "outside_share"}
 
 # No field at its default: a field added to TrialResult must be given a value here.
 FULL = TrialResult(
     outcome=R.OK, reason="", throughput=123.5, accuracy=0.791, seconds=12.3456,
-    mode="throughput", cpu_share=0.93, log_tail="last lines", step_median_s=0.031,
+    mode="throughput", cpu_share=0.93, own_share=0.46, outside_share=0.38, log_tail="last lines", step_median_s=0.031,
     step_iqr_s=0.002, throughput_iqr=4.5, startup_s=2.1, timed_share=0.6, timed_steps=120,
     peak_rss_mb=(512, None), seed=1, curve=((1024, 0.5), (2048, 0.75)),
     gns={"small": [1.0, 2.0], "big": [0.5]}, metric_source="pattern", metric_shown="0.52 s/step",
@@ -37,7 +37,8 @@ FULL = TrialResult(
     unacted=("threads=1 planned; rank 0 ran 2 busy threads",),
     overridden={"threads": "threads=1 planned; rank 0 ran 2 busy threads"},
     math_class="gb32-fp32", quality="accepted", quality_sd=0.002, quality_n=3,
-    quality_verdict="within 1 pp", reused_from=4)
+    quality_verdict="within 1 pp", reused_from=4,
+    note="rank 1 idle for 30 s after rank 0 exited; ended (it sat in futex_do_wait)")
 
 
 def _study(tmp_path) -> optuna.Study:

@@ -1,0 +1,94 @@
+"""Measure the study's recommendation against the default launch again, without a new search:
+interleaved rounds (D C, C D, ...) as at the end of `autotune search`, going on while the speedup's
+95% interval is wider than ±10% and --budget allows. Rounds in which other processes took the
+trial cores do not settle a figure; the headline then says "unsettled" with how much they took.
+
+Run it when the machine is quiet, after a search that warned the machine was busy. The new figure
+replaces the stored recommendation (what `report`, `export` and `launch` show) only when most of
+its rounds were quiet. A study measured on other hardware or with another torch, or without a
+recommendation, is refused (exit 2).
+
+examples:
+  autotune verify                      the newest study measured on this machine
+  autotune verify --budget 10m --rounds 5
+  autotune verify --study NAME --json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from ..errors import ConfigError
+from ._common import (add_idle_arg, add_study_args, int_at_least, load_topology,
+                      open_study_from_args)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_study_args(p)
+    p.add_argument("--budget", default="5m", metavar="TIME",
+                   help="wall-clock budget for the rounds: 90s, 10m (default: 5m)")
+    p.add_argument("--rounds", type=int_at_least(1), default=3, metavar="N",
+                   help="interleaved rounds, at least; more (up to 4x) while unsettled "
+                        "(default: 3)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_idle_arg(p)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..export.recommendation import save_recommendation
+    from ..probe import torch_build
+    from ..recommend.reverify import reverify
+    from ..run.trial import live_evaluator
+    from ..search.budget import parse_budget
+    from ..study.provenance import Here, why_not_here
+    started = time.monotonic()
+    budget_s = parse_budget(args.budget)
+    study, url, _notes = open_study_from_args(args)
+    attrs = study.user_attrs
+    topology = load_topology(None)
+    reason = why_not_here(attrs, Here(topology=topology, torch=torch_build()))
+    if reason:
+        raise ConfigError(f"study {study.study_name} was {reason}; verify re-measures on the "
+                          "machine and torch that measured it (run `autotune search` here)")
+    if attrs.get("cluster"):
+        raise ConfigError(f"study {study.study_name} was measured across hosts; `autotune "
+                          "verify` measures this machine only")
+    settings = _settings(attrs, args)
+    evaluate = live_evaluator(topology, settings,
+                              time_left=lambda: budget_s - (time.monotonic() - started))
+
+    def progress(kind: str, **info) -> None:
+        if kind == "verify_start" and not args.json:
+            print(f"autotune: round {info['round']}: {info['role']}", file=sys.stderr, flush=True)
+
+    result = reverify(study, evaluate, rounds=args.rounds, on_event=progress,
+                      time_left=lambda: budget_s - (time.monotonic() - started))
+    rec = result.recommendation
+    if result.replaces:
+        save_recommendation(study, rec, topology, attrs.get("workload") or settings.workload,
+                            command=settings.command)
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2))
+        return 0
+    print(rec.headline())
+    if result.previous:
+        print(f"  before: {result.previous}")
+    print(f"  stored in {url}" if result.replaces else f"  not stored: {result.why_kept}")
+    return 0
+
+
+def _settings(attrs: dict, args: argparse.Namespace):
+    """The search's trial settings, from the study: its workload or script, its timed window."""
+    from ..measure.script_scan import script_settings
+    from ..run.trial import TrialSettings
+    script = attrs.get("script_command")
+    req = argparse.Namespace(script=tuple(script) if script else None,
+                             metric=attrs.get("script_metric"),
+                             accuracy=attrs.get("script_accuracy"),
+                             lower_is_better=bool(attrs.get("script_lower_is_better")))
+    stored = attrs.get("settings") or {}
+    return TrialSettings(**script_settings(req), workload=attrs.get("workload") or "cnn",
+                         target_seconds=float(stored.get("target_seconds") or 5.0),
+                         results_dir=args.results, idle_s=args.idle_timeout)

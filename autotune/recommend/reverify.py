@@ -1,0 +1,73 @@
+"""`autotune verify`: the study's current recommendation measured again against the default
+launch, interleaved and adaptive as at the end of a search, without a new search.
+
+The way to a figure you can trust after a search on a busy machine: run it when the machine is
+quiet. The new verification replaces the stored one only when most of its rounds were quiet, so
+a re-run under load cannot overwrite a good figure with a disturbed one.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ..config import Config
+from ..errors import StorageError
+from ..run import outcome as R
+from ..run.outcome import Evaluate, TrialResult
+from ..study.records import DEFAULT_ROLE, Record, records
+from .verify import Recommendation, verify
+
+
+@dataclass(frozen=True, kw_only=True)
+class Reverified:
+    recommendation: Recommendation
+    previous: str                 # the stored headline it was measured against
+    replaces: bool                # quiet enough to replace the stored recommendation
+    why_kept: str = ""            # why the stored one stays
+
+    def to_json(self) -> dict[str, Any]:
+        return {"recommendation": self.recommendation.to_json(), "previous": self.previous,
+                "stored": self.replaces, "why_kept": self.why_kept}
+
+
+def lineup(study) -> tuple[Record, Record]:
+    """(default launch, recommended configuration) as stored by the search."""
+    rec = study.user_attrs.get("recommendation")
+    if not rec or not isinstance(rec.get("config"), dict):
+        raise StorageError(f"study {study.study_name!r} has no recommendation to verify (the "
+                           "search was interrupted or is still running); finish `autotune "
+                           "search` first")
+    config = Config.from_dict(rec["config"], where="stored recommendation")
+    stored_default = next((r for r in records(study) if r.role == DEFAULT_ROLE), None)
+    base = stored_default.config if stored_default is not None else Config()
+    default = Record(config=base, role=DEFAULT_ROLE, feasible=True,
+                     result=TrialResult(outcome=R.OK, throughput=rec.get("default_throughput")))
+    chosen = Record(config=config, role="recommended", feasible=True,
+                    result=TrialResult(outcome=R.OK, throughput=rec.get("throughput"),
+                                       accuracy=rec.get("accuracy")))
+    return default, chosen
+
+
+def reverify(study, evaluate: Evaluate, *, rounds: int, time_left: Callable[[], float],
+             on_event: Callable[..., None] = lambda kind, **info: None) -> Reverified:
+    """Measure the stored recommendation against the default launch again (speed only: its
+    quality was confirmed by the search, and the configuration has not changed)."""
+    default, chosen = lineup(study)
+    stored = study.user_attrs["recommendation"]
+    if chosen.config == default.config:
+        raise StorageError(f"study {study.study_name!r} recommends the default launch: there is "
+                           "no speedup to verify")
+    rec = verify([chosen], default, evaluate, rounds=rounds, time_left=time_left,
+                 on_event=on_event)
+    rec = dataclasses.replace(rec, accuracy=stored.get("accuracy"),
+                              default_accuracy=stored.get("default_accuracy"))
+    mine = rec.candidates[0].settling if rec.candidates else None
+    if mine is None:
+        return Reverified(recommendation=rec, previous=stored.get("headline") or "", replaces=False,
+                          why_kept="no round completed on both sides")
+    if mine.quiet_rounds * 2 <= mine.rounds:
+        return Reverified(recommendation=rec, previous=stored.get("headline") or "", replaces=False,
+                          why_kept=f"other processes took the cores in {mine.rounds - mine.quiet_rounds}"
+                                   f" of {mine.rounds} rounds; run it again when the machine is quiet")
+    return Reverified(recommendation=rec, previous=stored.get("headline") or "", replaces=True)

@@ -1,0 +1,74 @@
+"""`autotune verify` refusals, on real SQLite and no trial: no study, a study from other hardware,
+a study without a recommendation, a recommendation of the default launch: one line, exit 2, the
+study left as it was."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from autotune.cli import main
+from autotune.config import Config
+from autotune.export.recommendation import save_recommendation
+from autotune.probe import probe
+from autotune.recommend.verify import Recommendation
+from autotune.study.storage import describe_study, open_storage, open_study, study_name
+from paths import REPO
+from results_study import live_topology, sha256
+
+MACHINES = REPO / "tests" / "fixtures" / "machines"
+
+
+def _study(tmp_path, topo, config: Config | None) -> tuple[str, str]:
+    db = tmp_path / "s.db"
+    url = f"sqlite:///{db}"
+    study = open_study(open_storage(url), study_name("mlp", topo))
+    describe_study(study, topology=topo, workload="mlp", space={},
+                   settings={"target_seconds": 1.0})
+    if config is not None:
+        save_recommendation(study, Recommendation(config=config, speedup=1.4, spread=0.3,
+                                                  rounds=3, verified=True), topo, "mlp")
+    return url, str(db)
+
+
+def _refused(capsys, argv, expect):
+    try:
+        rc = main(["verify", *argv])
+    except SystemExit as exc:     # argparse's own one line, exit 2
+        rc = exc.code
+    out, err = capsys.readouterr()
+    assert rc == 2 and out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("autotune: error: ") and expect in lines[0], err
+
+
+def test_without_a_study(tmp_path, capsys):
+    _refused(capsys, ["--results", str(tmp_path)], "does not exist; run `autotune search` first")
+
+
+def test_a_study_from_other_hardware(tmp_path, capsys):
+    topo = probe(str(MACHINES / "xeon-2s-icx"), collect_capabilities=False)
+    topo = dataclasses.replace(topo, capabilities=live_topology().capabilities)
+    url, db = _study(tmp_path, topo, Config(nproc=2, threads=1))
+    before = sha256(db)
+    _refused(capsys, ["--storage", url], "was measured on other hardware")
+    assert sha256(db) == before
+
+
+def test_a_study_without_a_recommendation(tmp_path, capsys):
+    url, _ = _study(tmp_path, live_topology(), None)
+    _refused(capsys, ["--storage", url], "has no recommendation to verify")
+
+
+def test_a_recommendation_of_the_default_launch(tmp_path, capsys):
+    url, _ = _study(tmp_path, live_topology(), Config())
+    _refused(capsys, ["--storage", url], "recommends the default launch")
+
+
+@pytest.mark.parametrize("argv, expect", [
+    (["--budget", "soon"], "--budget 'soon': not a duration"),
+    (["--rounds", "0"], "'0' must be at least 1"),
+])
+def test_bad_options(tmp_path, capsys, argv, expect):
+    url, _ = _study(tmp_path, live_topology(), Config(nproc=2, threads=1))
+    _refused(capsys, ["--storage", url, *argv], expect)

@@ -1,0 +1,89 @@
+"""Adaptive verification with literal numbers: a ratio is headlined only when its interval is
+within ±10%; rounds whose cores other processes took do not count; verification goes on while
+unsettled and the budget allows, and still recommends the fastest configuration when it ends
+unsettled."""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+import pytest
+
+from autotune.config import Config
+from autotune.recommend.settle import SETTLED_HALF_WIDTH, ratio_interval, settle
+from autotune.recommend.verify import verify
+from autotune.run import outcome as R
+from autotune.run.outcome import TrialResult
+from autotune.study.records import DEFAULT_ROLE, Record
+
+
+def test_the_issues_loaded_rounds_are_unsettled_and_say_why():
+    s = settle([6.7, 3.1, 1.26], [0.38, 0.41, 0.05])
+    assert not s.settled and s.quiet_rounds == 1
+    assert s.describe() == ("unsettled: 1.3-6.7x over 3 rounds; other processes took 38% of the "
+                            "trial cores")
+    assert s.to_json()["settled"] is False and s.to_json()["text"] == s.describe()
+
+
+def test_quiet_agreeing_rounds_are_settled():
+    s = settle([2.37, 2.31, 2.44, 2.35], [0.01, 0.02, None, 0.0])
+    lo, hi = s.interval
+    assert s.settled and s.ratio == pytest.approx(2.36)
+    assert hi / s.ratio - 1 <= SETTLED_HALF_WIDTH and 1 - lo / s.ratio <= SETTLED_HALF_WIDTH
+    assert s.describe().startswith("2.36x (95% interval ")
+
+
+def test_disturbed_rounds_do_not_count_towards_settling():
+    s = settle([2.0, 2.02, 2.01], [0.5, 0.5, 0.5])
+    assert not s.settled and s.quiet_rounds == 0 and s.ratio is None
+    assert "other processes took 50% of the trial cores" in s.describe()
+    mixed = settle([2.0, 2.02, 3.5], [0.01, 0.02, 0.6])
+    assert mixed.settled and mixed.ratio == pytest.approx(2.01)
+
+
+def test_one_round_or_spread_rounds_are_not_settled():
+    assert ratio_interval([2.0]) is None
+    assert not settle([2.0], [0.0]).settled
+    assert "one round cannot say" in settle([2.0], [0.0]).describe()
+    assert not settle([1.5, 2.5, 2.0], [0.0, 0.0, 0.0]).settled
+    assert settle([], []) is None
+
+
+def _record(config: Config, thr: float, role: str = "search") -> Record:
+    return Record(config=config, role=role, feasible=True,
+                  result=TrialResult(outcome=R.OK, throughput=thr, accuracy=0.8))
+
+
+class Machine:
+    """The candidate is truly 2x the default; the first `noisy` rounds of it are off by the
+    factors given, and every window takes 10 s of a budget."""
+
+    def __init__(self, factors, outside: float = 0.01, budget: float = 1e9):
+        self.factors, self.outside, self.left, self.windows = iter(factors), outside, budget, 0
+
+    def __call__(self, config: Config, mode: str) -> TrialResult:
+        self.windows += 1
+        self.left -= 10
+        thr = 100.0 if config == Config() else 200.0 * next(self.factors, 1.0)
+        return TrialResult(outcome=R.OK, throughput=thr, seconds=10, outside_share=self.outside)
+
+
+def test_verification_goes_on_until_settled_then_headlines_the_figure():
+    m = Machine([1.15, 0.9, 1.1])         # 3 rounds apart, then the machine calms down
+    rec = verify([_record(Config(threads=1), 190)], _record(Config(), 100, DEFAULT_ROLE), m,
+                 rounds=3)
+    assert rec.rounds > 3 and rec.settled and rec.settling.settled
+    assert rec.headline().startswith("verified speedup")
+    assert rec.to_json()["settling"]["settled"] is True
+
+
+def test_an_unsettled_verification_still_recommends_and_says_so():
+    m = Machine(itertools.cycle([3.35, 1.55, 0.63 * 2]), outside=0.38, budget=65)
+    rec = verify([_record(Config(threads=1), 190)], _record(Config(), 100, DEFAULT_ROLE), m,
+                 rounds=3, time_left=lambda: m.left)
+    assert rec.config == Config(threads=1) and rec.verified and not rec.settled
+    assert rec.rounds == 3                 # the budget's verification share ran out
+    assert "unsettled: 2.5-6.7x over 3 rounds; other processes took 38% of the trial cores" \
+        in rec.headline()
+    assert "autotune verify" in rec.headline()
+    assert rec.to_json()["settling"]["text"] in rec.headline()
