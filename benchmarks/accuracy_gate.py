@@ -32,6 +32,7 @@ from autotune.config import Config
 from autotune.probe import probe
 from autotune.run.trial import TrialSettings, run_trial
 from autotune.worker.workloads import QUALITY_SAMPLES
+from benchmarks.machine import describe as describe_machine
 
 ARMS: dict[str, tuple[dict[str, Any], dict[str, Any], str]] = {
     # name: (config changes, workload args, expectation)
@@ -151,27 +152,11 @@ def main(argv: list[str] | None = None) -> int:
                     t = doubles.pop(0)
                     record(_run(topology, t[0], t[1], args.samples, results))
     t = table(load(args.runs), args.reps, args.tolerance, args.samples)
-    t["machine"] = _machine()
+    t["machine"] = describe_machine()
     with open(args.out, "w", encoding="utf-8") as f:
         json.dump(t, f, indent=1)
     print_table(t)
     return 0
-
-
-def _machine() -> dict[str, Any]:
-    import platform
-    info: dict[str, Any] = {"date": time.strftime("%Y-%m-%d"), "cores": os.cpu_count(),
-                            "python": platform.python_version()}
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                key = key.strip()
-                if key in ("model name", "cpu family", "model", "stepping") and key not in info:
-                    info[key] = value.strip()
-    except OSError:
-        pass
-    return info
 
 
 if __name__ == "__main__":

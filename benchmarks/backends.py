@@ -21,27 +21,14 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 from autotune.measure.stats import ratio_stats
+from benchmarks.machine import describe as describe_machine
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_SIZES = [4 << 10, 64 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20]
-
-
-def machine() -> dict[str, Any]:
-    from autotune.probe import probe
-    info: dict[str, Any] = {"date": time.strftime("%Y-%m-%d"), "cores": os.cpu_count(),
-                            "fingerprint": probe().fingerprint()}
-    with open("/proc/cpuinfo", encoding="utf-8") as f:
-        for line in f:
-            key, _, value = line.partition(":")
-            key = key.strip()
-            if key in ("model name", "cpu family", "model", "stepping") and key not in info:
-                info[key] = value.strip()
-    return info
 
 
 def allreduce(world: int, sizes: list[int], rounds: int) -> dict[str, Any]:
@@ -140,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     if why:
         print(f"backends: ccl unavailable here ({why})", file=sys.stderr)
         return 2
-    result: dict[str, Any] = {"machine": machine(), "load_before": os.getloadavg(),
+    result: dict[str, Any] = {"machine": describe_machine(fingerprint=True), "load_before": os.getloadavg(),
                               "command": "python3 -m benchmarks.backends " + " ".join(argv or sys.argv[1:])}
     if not args.skip_allreduce:
         sizes = [int(s) for s in args.sizes.split(",")]

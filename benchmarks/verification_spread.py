@@ -31,6 +31,7 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+from benchmarks.machine import describe as describe_machine
 
 RESULTS = Path(__file__).resolve().parent / "results"
 QUIET_AGREE, LOADED_AGREE, NEVER_MISS = 0.10, 0.15, 0.25
@@ -110,7 +111,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     settings = TrialSettings(workload=args.workload, target_seconds=args.seconds,
                              results_dir=args.workdir)
     evaluate = live_evaluator(probe(), settings, adapt_timeout=True)
-    out: dict[str, Any] = {"candidate": " ".join(args.candidate), "machine": _machine(),
+    out: dict[str, Any] = {"candidate": " ".join(args.candidate), "machine": describe_machine(),
                            "rounds": args.rounds, "quiet": [], "hog": []}
     core = min(os.sched_getaffinity(0))
     for rep in range(args.repeats):
@@ -129,19 +130,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             out[cond].append(r)
     out["summary"] = summarize(out["quiet"], out["hog"])
     return out
-
-
-def _machine() -> dict[str, Any]:
-    info: dict[str, Any] = {"date": time.strftime("%Y-%m-%d"), "cores": os.cpu_count()}
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                if key.strip() in ("model name", "cpu family") and key.strip() not in info:
-                    info[key.strip()] = value.strip()
-    except OSError:
-        pass
-    return info
 
 
 def main(argv: list[str] | None = None) -> int:
