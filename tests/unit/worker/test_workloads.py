@@ -23,8 +23,14 @@ def one_thread():
 
 
 def test_registry_has_builtins():
-    assert list(WORKLOADS) == ["cnn", "transformer", "mlp"]
-    assert workload_names()[:3] == ["cnn", "transformer", "mlp"]
+    assert list(WORKLOADS) == ["cnn", "transformer", "mlp", "wide_mlp"]
+    assert workload_names()[:4] == ["cnn", "transformer", "mlp", "wide_mlp"]
+
+
+def test_wide_mlp_has_a_gradient_large_next_to_its_compute():
+    """21M parameters: 84 MB of fp32 gradient a step, where the backend shows (benchmarks/backends.py)."""
+    model = WORKLOADS["wide_mlp"]().build_model(0)
+    assert 20e6 < sum(p.numel() for p in model.parameters()) < 22e6
 
 
 def test_unknown_name_lists_valid_ones():
