@@ -88,7 +88,7 @@ def build_plan(config: Config, topology: Topology, *, workload: str = "cnn",
         if script:
             env.update(torchrun_env(rank, config.nproc, trial_id))
         if config.backend == "ccl":
-            env.update(ccl_env(config, pl, rank, placements, bound))
+            env.update(ccl_env(config, pl, rank, placements))
             if script:   # `import oneccl_bindings_for_pytorch` finds autotune's stand-in
                 env.update(ccl_script_env(base_env))
         per_rank = (f"{local_rank_arg}={rank}",) if local_rank_arg and program else ()
@@ -152,12 +152,14 @@ def binding_prefix(binding: str, cpus: tuple[int, ...], mem_node: int | None) ->
     return tuple(bind_command(tool, format_cpulist(cpus), None if mem_node is None else str(mem_node), []))
 
 
-def ccl_env(config: Config, pl: Placement, rank: int, placements: list[Placement],
-            bound: bool) -> dict[str, str]:
+def ccl_env(config: Config, pl: Placement, rank: int,
+            placements: list[Placement]) -> dict[str, str]:
     """oneCCL's environment for one rank of this host: its knobs, and every local rank's worker
     cores in local-rank order (oneCCL takes its own slice by CCL_LOCAL_RANK)."""
+    # Always named, bound or not: left to itself oneCCL pins every local rank's workers by its
+    # own rule, and 2 unbound ranks on 2 cores then hung in communicator set-up 2 times in 3.
     dedicated = config.ccl_worker_affinity == "dedicated"
-    workers = tuple(c for p in placements for c in p.ccl_cpus) if bound or dedicated else None
+    workers = tuple(c for p in placements for c in p.ccl_cpus) or None
     env = ccl_rank_env(local_rank=rank, local_size=len(placements), workers=config.ccl_workers,
                        yield_mode=config.ccl_yield, worker_cpus=workers, iface="lo")
     if dedicated and pl.cpus:   # OpenMP stays on the compute cores, off the workers'

@@ -156,14 +156,14 @@ def test_unavailable_backend_exits_79(tmp_path):
 
 @pytest.mark.slow
 def test_ccl_without_bindings_exits_79_and_says_why(tmp_path):
-    # oneccl_bind_pt is not on PyPI: the bindings are imported before init_process_group, and
-    # their absence is an unavailable trial with the reason, never a crash or a hang.
+    # A machine where ccl was never built (an empty build cache) and Intel's bindings are absent:
+    # an unavailable trial naming the reason and the fix, never a crash or a hang.
     req = _request(1, config={"backend": "ccl"})
-    codes, results, logs = launch(tmp_path, req)
+    codes, results, logs = launch(tmp_path, req, env={"AUTOTUNE_CACHE": str(tmp_path / "empty")})
     assert codes == [EXIT_BACKEND_UNAVAILABLE], logs
     assert results[0]["status"] == "unavailable"
-    assert "oneccl_bindings_for_pytorch" in results[0]["reason"]
-    assert "not on PyPI" in results[0]["reason"]
+    assert "not built for this torch" in results[0]["reason"]
+    assert "python -m autotune.comm.ccl build" in results[0]["reason"]
 
 
 @pytest.mark.slow
