@@ -5,6 +5,8 @@
     python3 -m benchmarks.search_at_scale --calibrate                 # the model's fit and checks
     python3 -m benchmarks.search_at_scale --startup-draws 0           # TPE's own start-up draws
     python3 -m benchmarks.search_at_scale --trial-seconds 60          # a script whose trial takes a minute
+    python3 -m benchmarks.search_at_scale --capture DIR --bandwidth 204.8   # your machine, from
+                                        # `autotune probe --capture DIR` and its GB/s per NUMA node
 
 Each simulated machine (benchmarks/model_machines.py) is a probe Topology; the real space code
 resolves search_spaces/cpu.yaml on it, the landscape model (benchmarks/landscape_model.py) answers
@@ -32,11 +34,13 @@ from pathlib import Path
 from typing import Any
 
 from autotune.config import Config
+from autotune.errors import AutotuneError
+from autotune.probe.topology import Topology
 
 from .landscape import Landscape
-from .landscape_model import Params
-from .model_machines import (calibrate, extended_optimum, fit_report, machines, model_landscape,
-                             published_shapes)
+from .landscape_model import Hardware, Params
+from .model_machines import (calibrate, capture_machine, extended_optimum, fit_report, machines,
+                             model_landscape, published_shapes)
 from .search_efficiency import RESULTS, _finite, compare
 
 # the Zen 5 machine's landscape (AMD EPYC family 26, 2 cores, 2026-11-24)
@@ -69,8 +73,10 @@ def with_trial_seconds(land: Landscape, trial_s: float | None) -> Landscape:
 def simulate(name: str, seeds: int, budget_s: float = 1800.0, max_drop: float = 1.0,
              params: Params = Params(), space: str = "cpu", say=print,
              startup_draws: int | None = None, warm_start: bool = False,
-             trial_s: float | None = None) -> dict[str, Any]:
-    topology, hw = machines()[name]
+             trial_s: float | None = None,
+             machine: tuple[Topology, Hardware] | None = None) -> dict[str, Any]:
+    """One machine: `name` of model_machines.machines(), or any name with `machine` given."""
+    topology, hw = machine or machines()[name]
     t0 = time.perf_counter()
     land = with_trial_seconds(model_landscape(name, topology, hw, params, space_name=space), trial_s)
     oracle, where = land.oracle(max_drop)
@@ -156,10 +162,17 @@ def calibration_report(params: Params = Params(), refit: bool = False) -> dict[s
             "fit": fit_report(land, fitted), "params": fitted.__dict__, "published_shapes": shapes}
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python3 -m benchmarks.search_at_scale", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--machines", nargs="+", choices=sorted(machines()), help="default: all")
+    p.add_argument("--machines", nargs="+", choices=sorted(machines()),
+                   help="default: all (none with --capture)")
+    p.add_argument("--capture", metavar="DIR",
+                   help="also simulate the machine captured in DIR by `autotune probe --capture "
+                        "DIR` (needs --bandwidth): will a search fit your nodes' budget?")
+    p.add_argument("--bandwidth", type=float, metavar="GBS",
+                   help="with --capture: DRAM bandwidth of one NUMA node, GB/s (vendor peak: "
+                        "channels x MT/s x 8 bytes / nodes per socket)")
     p.add_argument("--seeds", type=int, default=20)
     p.add_argument("--budget", type=float, default=1800.0, help="search budget, seconds (1800)")
     p.add_argument("--trial-seconds", type=float, metavar="T",
@@ -180,35 +193,66 @@ def main(argv: list[str] | None = None) -> int:
                    help="combine the rows of earlier --out files (one machine each, run side by "
                         "side) into --out and print the table; runs nothing")
     p.add_argument("--out", default=str(RESULTS / "search_at_scale.json"))
-    args = p.parse_args(argv)
+    return p
+
+
+def chosen_machines(args: argparse.Namespace) -> dict[str, tuple[Topology, Hardware]]:
+    """The machines to simulate; ValueError / ProbeError name the bad argument."""
+    if args.seeds < 1:
+        raise ValueError(f"--seeds must be at least 1, got {args.seeds}")
+    if args.trial_seconds is not None and not args.trial_seconds > 0:
+        raise ValueError(f"--trial-seconds must be more than 0, got {args.trial_seconds:g}")
+    if (args.capture is None) != (args.bandwidth is None):
+        raise ValueError("--capture DIR and --bandwidth GBS go together: a capture holds no "
+                         "memory bandwidth")
+    known = machines()
+    chosen = {n: known[n] for n in (args.machines or ([] if args.capture else known))}
+    if args.capture:
+        name, topology, hw = capture_machine(args.capture, args.bandwidth)
+        chosen[name] = (topology, hw)
+    return chosen
+
+
+def merge(files: list[str], out: str) -> int:
+    parts = [json.loads(Path(f).read_text()) for f in files]
+    merged = {"seeds": min(x["seeds"] for x in parts), "budget_s": parts[0]["budget_s"],
+              "space": parts[0].get("space"), "trial_seconds": parts[0].get("trial_seconds"),
+              "rows": [r for x in parts for r in x["rows"]],
+              "calibration": parts[0]["calibration"],
+              "replays": {k: v for x in parts for k, v in x["replays"].items()}}
+    Path(out).write_text(json.dumps(merged, indent=1))
+    print(markdown(merged["rows"], merged["seeds"]))
+    print(f"wrote {out}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     if args.merge:
-        parts = [json.loads(Path(f).read_text()) for f in args.merge]
-        merged = {"seeds": min(x["seeds"] for x in parts), "budget_s": parts[0]["budget_s"],
-                  "space": parts[0].get("space"), "rows": [r for x in parts for r in x["rows"]],
-                  "calibration": parts[0]["calibration"],
-                  "replays": {k: v for x in parts for k, v in x["replays"].items()}}
-        Path(args.out).write_text(json.dumps(merged, indent=1))
-        print(markdown(merged["rows"], merged["seeds"]))
-        print(f"wrote {args.out}")
-        return 0
+        return merge(args.merge, args.out)
     if args.calibrate:
         rep = calibration_report(refit=args.refit)
         print(json.dumps({k: rep[k] for k in ("recorded_on", "fit", "published_shapes")}, indent=1))
         return 0
-    names = args.machines or list(machines())
+    try:
+        chosen = chosen_machines(args)
+    except (ValueError, AutotuneError) as e:   # bad input: one line, nothing written
+        print(f"search_at_scale: error: {e}", file=sys.stderr)
+        return 2
     results, rows = {}, []
     out_path = Path(args.out)
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    for name in names:
+    for name, machine in chosen.items():
         res = simulate(name, args.seeds, args.budget, space=args.space,
                        startup_draws=args.startup_draws, warm_start=args.warm_start,
-                       trial_s=args.trial_seconds)
+                       trial_s=args.trial_seconds, machine=machine)
         rows.append(res["row"])
         results[name] = res
         print(markdown([res["row"]], args.seeds).splitlines()[-3], flush=True)
         # written after every machine: an interrupted run keeps what it finished
         summary = {"seeds": args.seeds, "budget_s": args.budget, "space": args.space, "rows": rows,
-                   "trial_seconds": args.trial_seconds,
+                   "trial_seconds": args.trial_seconds, "capture": args.capture,
+                   "bandwidth_gbs": args.bandwidth,
                    "startup_draws": args.startup_draws, "warm_start": args.warm_start,
                    "calibration": calibration_report(),
                    "replays": {n: {k: v for k, v in r["replay"].items() if k != "runs"}

@@ -49,3 +49,49 @@ def test_minute_long_trials_are_reported_in_trials_and_simulated_minutes(tmp_pat
         lo, hi = row["seconds_95_spread"][k]
         assert lo <= seconds <= hi
     assert 0.0 <= row["success_30min"] <= 1.0
+
+
+DESKTOP = str(MM.FIXTURES / "desktop-8c16t")   # a captured 8-core, 16-thread desktop, one node
+
+
+def test_a_captured_machine_is_simulated_without_code(tmp_path, capsys):
+    out = tmp_path / "scale.json"
+    assert search_at_scale.main(["--capture", DESKTOP, "--bandwidth", "40", "--seeds", "1",
+                                 "--out", str(out)]) == 0
+    assert "| capture-desktop-8c16t |" in capsys.readouterr().out
+    data = json.loads(out.read_text())
+    assert [r["machine"] for r in data["rows"]] == ["capture-desktop-8c16t"]  # only it
+    row = data["rows"][0]
+    assert data["capture"] == DESKTOP and data["bandwidth_gbs"] == 40
+    assert row["launchable"] > 0 and row["oracle"] > 0
+    assert row["trials_95"]["autotune"] <= row["launchable"]
+
+
+def test_the_bandwidth_given_is_the_models_per_node_bandwidth():
+    name, topo, hw = MM.capture_machine(DESKTOP, 40.0)
+    assert name == "capture-desktop-8c16t" and len(topo.usable_cores()) == 8
+    assert hw.node_bandwidth_gbs == 40.0
+    # 8 single-thread ranks on one node: memory-bound at 1 GB/s, not at 400 GB/s
+    c = Config(nproc=8, nproc_per_node=8, threads=1, binding="taskset", global_batch=128)
+    slow = LM.throughput(c, topo, MM.capture_machine(DESKTOP, 1.0)[2], LM.Params())
+    fast = LM.throughput(c, topo, MM.capture_machine(DESKTOP, 400.0)[2], LM.Params())
+    assert slow < 0.5 * fast
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--capture", "{tmp}", "--bandwidth", "40"], "not a /sys capture"),
+    (["--capture", "{tmp}/missing", "--bandwidth", "40"], "not a /sys capture"),
+    (["--capture", DESKTOP, "--bandwidth", "0"], "--bandwidth must be more than 0"),
+    (["--capture", DESKTOP, "--bandwidth", "-5"], "--bandwidth must be more than 0"),
+    (["--capture", DESKTOP], "go together"),
+    (["--bandwidth", "40"], "go together"),
+    (["--trial-seconds", "0"], "--trial-seconds must be more than 0"),
+    (["--seeds", "0"], "--seeds must be at least 1"),
+])
+def test_bad_input_is_one_line_and_exit_2_and_writes_nothing(tmp_path, capsys, argv, message):
+    out = tmp_path / "scale.json"
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    assert search_at_scale.main(argv + ["--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err and err.startswith("search_at_scale: error:")
+    assert not out.exists()
