@@ -110,13 +110,16 @@ class _Reached(Exception):
 
 def run_autotune(land: Landscape, seed: int, oracle: float, max_drop: float,
                  budget_s: float = 1800.0, patience: int | None = None,
-                 warm_start: bool = False, startup_draws: int | None = None) -> dict[str, Any]:
+                 warm_start: bool = False, startup_draws: int | None = None,
+                 guide: str | None = None, sampler: str = "tpe") -> dict[str, Any]:
     space, topology = land.space(), land.topology()
     clock = SimClock()
     evaluate = land.evaluator(clock)
     trace = _Trace(land, oracle, max_drop, clock)
     study = open_study(optuna.storages.InMemoryStorage(), f"replay-{seed}",
-                       sampler=make_sampler(seed))
+                       sampler=make_sampler(seed, sampler))
+    variant = {**({} if startup_draws is None else {"startup_draws": startup_draws}),
+               **({} if guide is None else {"guide": guide})}
 
     def on_event(kind: str, **info: Any) -> None:
         if kind == "trial_end":
@@ -137,8 +140,7 @@ def run_autotune(land: Landscape, seed: int, oracle: float, max_drop: float,
                                              min_trial_s=bp.min_trial_s, seed=seed,
                                              max_accuracy_drop=max_drop,
                                              **({"patience": patience} if patience else {}),
-                                             **({} if startup_draws is None
-                                                else {"startup_draws": startup_draws})))
+                                             **variant))
     at_stop = {"stop_reason": first.stop_reason, "launched": trace.launched,
                "seconds": round(clock.t, 1),
                "best_fraction": trace.best / oracle if oracle else 0.0}
@@ -149,7 +151,7 @@ def run_autotune(land: Landscape, seed: int, oracle: float, max_drop: float,
             run_search(study, space=space, topology=topology, evaluate=evaluate, clock=clock,
                        on_event=on_event,
                        options=SearchOptions(budget_s=1e12, min_trial_s=0.0, patience=10**9,
-                                             seed=seed, max_accuracy_drop=max_drop))
+                                             seed=seed, max_accuracy_drop=max_drop, **variant))
         except _Reached:
             pass
     return {**trace.result(), "seed": seed, "at_default_stop": at_stop}
@@ -179,7 +181,8 @@ def run_walk(land: Landscape, order: list[dict[str, Any]], oracle: float,
 
 def compare(land: Landscape, seeds: int = 20, max_drop: float = 1.0,
             patience: int | None = None, budget_s: float = 1800.0,
-            warm_start: bool = False, startup_draws: int | None = None) -> dict[str, Any]:
+            warm_start: bool = False, startup_draws: int | None = None,
+            guide: str | None = None, sampler: str = "tpe") -> dict[str, Any]:
     oracle, where = land.oracle(max_drop)
     if not oracle:
         raise SystemExit("the landscape has no feasible ok configuration: nothing to find")
@@ -191,7 +194,7 @@ def compare(land: Landscape, seeds: int = 20, max_drop: float = 1.0,
     for seed in range(seeds):
         t0 = time.perf_counter()
         runs["autotune"].append(run_autotune(land, seed, oracle, max_drop, budget_s, patience,
-                                             warm_start, startup_draws))
+                                             warm_start, startup_draws, guide, sampler))
         runs["autotune"][-1]["replay_s"] = round(time.perf_counter() - t0, 2)
         order = grid[:]
         random.Random(seed).shuffle(order)
@@ -218,7 +221,9 @@ def compare(land: Landscape, seeds: int = 20, max_drop: float = 1.0,
            "launchable": launchable, "missing_rows": missing, "seeds": seeds,
            "max_accuracy_drop": max_drop, "budget_s": budget_s,
            "patience": patience or SearchOptions.__dataclass_fields__["patience"].default,
-           "warm_start": warm_start, "startup_draws": startup_draws, "oracle": {"throughput": oracle,
+           "warm_start": warm_start, "startup_draws": startup_draws,
+           "guide": guide or SearchOptions.__dataclass_fields__["guide"].default,
+           "sampler": sampler, "oracle": {"throughput": oracle,
                                                      "config": where["config"] if where else None},
            "summary": summary, "targets": targets, "runs": runs,
            "replay_seconds": round(time.perf_counter() - started, 1)}
