@@ -95,3 +95,27 @@ def test_bad_input_is_one_line_and_exit_2_and_writes_nothing(tmp_path, capsys, a
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err and err.startswith("search_at_scale: error:")
     assert not out.exists()
+
+
+def test_the_replay_ends_losing_trials_early_and_saves_simulated_time():
+    from benchmarks.landscape import SimClock
+    from benchmarks.search_efficiency import early_stopping
+    land = MM.model_landscape("four", FOUR, HW)
+    oracle, where = land.oracle()
+    best = Config.from_dict(where["config"])
+    slow = Config()   # one unbound rank with torch's threads: far below the best here
+    assert land.rows[slow.key()]["throughput"] < 0.8 * oracle
+    clock = SimClock()
+    evaluate = early_stopping(land, clock, 1.0, seed=0)
+    first = evaluate(slow, "throughput")         # no leader yet: runs its whole window
+    assert first.seconds == pytest.approx(land.rows[slow.key()]["seconds"]) and not first.reason
+    evaluate(best, "throughput")                 # the leader
+    t0 = clock.t
+    again = evaluate(slow, "throughput")         # now behind a leader: ends after 2 windows
+    assert again.reason.startswith("stopped early after 2 windows")
+    full = land.rows[slow.key()]["seconds"]
+    assert again.seconds == pytest.approx(full - 3 / 5 * 5.0)   # 3 of 5 one-second windows saved
+    assert clock.t - t0 == pytest.approx(again.seconds)
+    assert again.throughput < 0.95 * oracle
+    acc = evaluate(slow, "accuracy")             # quality runs are never shortened
+    assert acc.seconds == land.accuracy[f"{slow.global_batch_size}:{slow.precision}"]["seconds"]
