@@ -96,8 +96,7 @@ class Landscape:
     def space(self) -> ResolvedSpace:
         """The resolved space as recorded (its choices), with the constraint rules of its file."""
         s = self.data["space"]
-        # a space file outside search_spaces/ (a variant) is found by its path
-        spec = load_space(find_space(s["source"] if Path(s["source"]).is_file() else s["name"]))
+        spec = load_space(find_space(_space_ref(s["source"], s["name"])))
         return ResolvedSpace(name=s["name"], source=s["source"],
                              knobs={k: tuple(v) for k, v in s["knobs"].items()},
                              fixed=dict(s["fixed"]), constraints=tuple(s["constraints"]),
@@ -155,6 +154,16 @@ class Landscape:
                                throughput=row.get("throughput"),
                                seconds=float(row.get("seconds") or 0.0))
         return evaluate
+
+
+def _space_ref(source: str, name: str) -> str:
+    """How to find a recorded landscape's space file: a built-in one by its name in THIS checkout
+    (the recorded path is absolute and may point into another checkout, whose cpu.yaml may have
+    knobs this code does not know), a variant outside the built-ins by its path."""
+    src = Path(source)
+    if src.parent.name in ("builtin", "search_spaces") or not src.is_file():
+        return name
+    return source
 
 
 class SimClock:

@@ -88,6 +88,28 @@ def machines() -> dict[str, tuple[Topology, Hardware]]:
     }
 
 
+def capture_machine(path: str | Path, bandwidth_gbs: float) -> tuple[str, Topology, Hardware]:
+    """A machine from a /sys capture (`autotune probe --capture DIR`) and its DRAM bandwidth per
+    NUMA node, the one figure a capture cannot hold: a new machine needs no code. Its libraries
+    are taken as found, as for the machines above (oneCCL on Intel). Raises ProbeError for a
+    folder that is not a capture and ValueError for a bandwidth <= 0."""
+    if not bandwidth_gbs > 0:   # also catches NaN
+        raise ValueError(f"--bandwidth must be more than 0 GB/s per NUMA node, got {bandwidth_gbs:g}")
+    from autotune.errors import ProbeError
+    from autotune.probe import probe
+    try:
+        topology = probe(str(path), collect_capabilities=False)
+    except ProbeError as e:
+        raise ValueError(f"--capture {path}: not a /sys capture ({e}); write one with "
+                         "`autotune probe --capture DIR` on the machine") from None
+    if not topology.usable_cores():
+        raise ValueError(f"capture {path}: no usable cores to simulate")
+    topology = dataclasses.replace(topology, capabilities=_caps(topology.isa.vendor == "intel"))
+    name = f"capture-{Path(path).resolve().name}"
+    return name, topology, Hardware(name=name, node_bandwidth_gbs=bandwidth_gbs,
+                                    note=f"captured at {Path(path).resolve()}")
+
+
 _INFEASIBLE = {"outcome": R.INFEASIBLE, "seconds": 0.0, "throughput": None}
 
 
@@ -242,5 +264,5 @@ def published_shapes(params: Params, global_batch: int = 256) -> dict[str, Any]:
     return out
 
 
-__all__ = ["machines", "model_landscape", "extended_optimum", "calibrate", "fit_report",
+__all__ = ["machines", "capture_machine", "model_landscape", "extended_optimum", "calibrate", "fit_report",
            "published_shapes", "step_seconds"]

@@ -27,6 +27,7 @@ from ..study.records import (DEFAULT_ROLE, REPEAT_ROLE, RUN_CPU_ROLE, SEARCH_ROL
 from ..study.owners import claim_trial
 from .budget import phase_costs, too_short
 from .options import Clock, SearchOptions, SearchResult
+from .guide import Descent, first_guess, params_of
 from .references import default_launch, launchable_draw, reference_configs, unseen
 from .shared import ConfigClaims, StudyLock
 
@@ -279,6 +280,9 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
     stop_reason, since_gain, repeats = "budget", 0, 0
     best = max((r.throughput for r in known.values() if r.feasible and r.throughput), default=0.0)
     drawn = sum(r.role == SEARCH_ROLE for r in known.values())  # a resumed study has its own
+    # a class the quality gate rejected is no place to look (script mode: the script's number)
+    guided = _Guide(options.guide, topology, key, ruled_out,
+                    rejected=lambda c: not options.reported_accuracy and quality_of(c)[1] > 0)
     while True:
         if left() < options.min_trial_s:
             stop_reason = "budget"
@@ -298,7 +302,11 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
                 break
             study.enqueue_trial(fresh)
             repeats = 0
-        if drawn < options.startup_draws:  # TPE's start-up, drawn from what can run here
+        # shared: what other workers are measuring counts as measured
+        proposal = guided.next(space, known, claims.busy_keys() if claims else ())
+        if proposal is not None:
+            study.enqueue_trial(proposal)
+        elif drawn < options.startup_draws:  # TPE's start-up, drawn from what can run here
             draw = launchable_draw(space, rng, lambda p: key(space.to_config(p)) in known,
                                    lambda p: ruled_out(space.to_config(p), space, topology))
             drawn = drawn + 1 if draw is not None else options.startup_draws  # none left: stop
@@ -331,6 +339,48 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
     settled = _settle(known, book, quality_of, quality_cost, left, on_event)
     return SearchResult(records=settled, default=refs.get(DEFAULT_ROLE), book=book,
                         run_cpu=refs.get(RUN_CPU_ROLE), stop_reason=stop_reason, measured=measured)
+
+
+class _Guide:
+    """The hardware's first guess, then (guide "descent") coordinate descent around the leader,
+    until no neighbour is left: then the start-up draws and the sampler's model take over."""
+
+    def __init__(self, mode: str, topology: Topology, key, ruled_out_fn,
+                 rejected: Callable[[Config], bool] = lambda config: False):
+        self.mode, self.topology, self.key, self.ruled_out = mode, topology, key, ruled_out_fn
+        self.rejected = rejected
+        self.descent = Descent(topology) if mode == "descent" else None
+        self.guessed = mode == "none"
+
+    def next(self, space, known: dict[str, Record], busy=()) -> dict[str, Any] | None:
+        busy = set(busy)
+
+        def measured(p: dict[str, Any]) -> bool:
+            k = self.key(space.to_config(p))
+            return k in known or k in busy
+
+        def launchable(p: dict[str, Any]) -> bool:
+            config = space.to_config(p)
+            return self.ruled_out(config, space, self.topology) is None and \
+                not self.rejected(config)
+
+        if not self.guessed:
+            self.guessed = True
+            guess = first_guess(space, self.topology, launchable)
+            if guess is not None and not measured(guess):
+                return guess
+        if self.descent is None:
+            return None
+        # the fastest configuration not rejected on quality, written in the space's knobs
+        for rec in sorted((r for r in known.values() if r.feasible and r.throughput
+                           and not self.rejected(r.config)),
+                          key=lambda r: r.throughput, reverse=True):
+            # as the plan runs it (a reference's automatic threads are a count in the space)
+            lead = params_of(rec.config, space) or params_of(canonical(rec.config, self.topology),
+                                                             space)
+            if lead is not None:
+                return self.descent.propose(space, lead, measured, launchable)
+        return None
 
 
 def _settle(known: dict[str, Record], book: "QualityBook", quality_of, quality_cost, left,

@@ -9,6 +9,9 @@ from ..study.records import Record
 from .references import STARTUP_TRIALS
 
 
+GUIDES = ("descent", "guess", "none")
+
+
 class Clock(Protocol):
     def elapsed(self) -> float: ...
 
@@ -35,6 +38,11 @@ class SearchOptions:
     # TPE's start-up trials, drawn by the search from launchable configurations (0: TPE's own
     # uniform draws over the whole grid; docs/benchmarks.md, "Search at scale", compares both)
     startup_draws: int = STARTUP_TRIALS
+    # What proposes trials before the sampler's model does (autotune/search/guide.py): "descent"
+    # (the hardware's first guess, then coordinate descent around the leader), "guess" (only the
+    # first guess) or "none" (the start-up draws straight away). docs/search-at-scale.md has the
+    # comparison on the simulated machines that chose the default.
+    guide: str = "descent"
     max_trials: int | None = None
     # Script mode: accuracy is whatever the script reported with its speed (maybe nothing); it
     # constrains only when both the trial and the default launch reported one.
@@ -45,6 +53,10 @@ class SearchOptions:
     script_seeds: tuple[int, ...] = ()
     # Script mode: knobs the static scan found overridden ({knob: file:line and why}).
     overridden: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.guide not in GUIDES:
+            raise ValueError(f"guide={self.guide!r}: choose one of {', '.join(GUIDES)}")
 
 
 @dataclass(frozen=True, kw_only=True)

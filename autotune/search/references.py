@@ -17,7 +17,22 @@ from ..study.records import DEFAULT_ROLE, RUN_CPU_ROLE
 STARTUP_TRIALS = 6
 
 
-def make_sampler(seed: int = 0) -> optuna.samplers.BaseSampler:
+SAMPLERS = ("tpe", "gp")
+
+
+def make_sampler(seed: int = 0, kind: str = "tpe") -> optuna.samplers.BaseSampler:
+    """kind "gp": Optuna's Gaussian-process sampler with the trials' constraints, a candidate
+    the simulator compared and rejected (docs/search-at-scale.md: the references carry no
+    parameters, so its joint search space is empty and it samples at random); "tpe" is the
+    search's."""
+    if kind not in SAMPLERS:
+        raise ValueError(f"sampler {kind!r}: choose one of {', '.join(SAMPLERS)}")
+    if kind == "gp":
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            # Optuna 5 reads the constraints the search sets on each trial (set_constraint)
+            return optuna.samplers.GPSampler(seed=seed, n_startup_trials=STARTUP_TRIALS,
+                                             warn_independent_sampling=False)
     # Multivariate TPE models knob interactions (threads x nproc, allocator x precision) that an
     # independent sampler misses; a short random start keeps the first trials diverse. group=True
     # because the reference trials carry no parameters (their configs need not lie in the space)

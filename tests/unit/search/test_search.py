@@ -110,7 +110,7 @@ def test_the_sampler_start_up_is_drawn_from_launchable_configs(tmp_path, topo, s
     study = open_study(open_storage(f"sqlite:///{tmp_path}/study.db"), "s",
                        sampler=make_sampler(seed))
     run_search(study, space=space, topology=topo, evaluate=sim, clock=sim,
-               options=SearchOptions(budget_s=10**6, min_trial_s=10, seed=seed,
+               options=SearchOptions(budget_s=10**6, min_trial_s=10, seed=seed, guide="none",
                                      max_trials=2 + STARTUP_TRIALS))
     search = [t for t in study.trials if t.user_attrs.get("role") == "search"]
     assert len(search) == STARTUP_TRIALS

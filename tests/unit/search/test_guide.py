@@ -1,0 +1,146 @@
+"""The hardware's first guess and the coordinate descent around the leader (autotune/search/guide.py),
+on captured machines and the real space code, and wired into the search loop."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from autotune.config import Config
+from autotune.plan.feasible import ruled_out
+from autotune.plan.placement import canonical
+from autotune.probe import probe
+from autotune.probe.topology import Capabilities
+from autotune.search.guide import Descent, first_guess, moves, params_of
+from autotune.search.loop import run_search
+from autotune.search.options import SearchOptions
+from autotune.space.resolve import find_space, load_space, parse_space, resolve
+from autotune.study.records import SEARCH_ROLE, records
+from paths import MACHINES
+from test_search import Sim, new_study
+from two_core import space, topo  # noqa: F401 - fixtures: a 2-core machine and its space
+
+
+def _machine(name: str, ccl: bool = False):
+    t = probe(str(MACHINES / name), collect_capabilities=False)
+    caps = Capabilities(allocators={"jemalloc": "/lib/libjemalloc.so.2",
+                                    "tcmalloc": "/lib/libtcmalloc.so.4"},
+                        omp_runtimes={"libgomp": None, "libiomp5": "/lib/libiomp5.so"},
+                        backends=("gloo", "ccl") if ccl else ("gloo",),
+                        numactl=True, numactl_membind=True, taskset=True)
+    t = dataclasses.replace(t, capabilities=caps)
+    return t, resolve(load_space(find_space("cpu")), t)
+
+
+def _launchable(space, topology):
+    return lambda p: ruled_out(space.to_config(p), space, topology) is None
+
+
+def test_the_first_guess_on_an_amx_xeon_is_what_its_hardware_says():
+    topology, space = _machine("spr-max-hbm-flat", ccl=True)
+    g = first_guess(space, topology, _launchable(space, topology))
+    assert g["precision"] == "bf16"            # AMX: a native bf16 unit
+    assert g["omp_runtime"] == "libiomp5"      # Intel's OpenMP on an Intel CPU
+    assert (g["allocator"], g["binding"], g["backend"]) == ("tcmalloc", "numactl", "ccl")
+    assert g["nproc_per_node"] == 1 and g["threads"] is None   # one rank filling each node
+    assert g["global_batch"] == Config().global_batch          # the math is the default's
+    assert g["ipex"] == "off"
+
+
+def test_the_first_guess_on_amd_keeps_gnu_openmp_and_fills_the_cores_without_auto(topo):
+    # a space without `auto` threads: the guess gives its rank every core it may use
+    plain = resolve(parse_space("name: p\nknobs:\n  threads: [1, 2]\n  omp_runtime: found_omp_runtimes\n"
+                                "  precision: supported_precisions\n  kmp_blocktime: [0, 1, 200]\n",
+                                source="p.yaml"), topo)
+    g = first_guess(plain, topo)
+    assert g["threads"] == 2 and g["omp_runtime"] == "libgomp"
+    assert g["precision"] == ("bf16" if topo.isa.bf16 else "fp32")
+    assert g["kmp_blocktime"] == Config().kmp_blocktime    # no opinion: the default launch's
+
+
+def test_a_guess_that_cannot_run_is_repaired_one_knob_away():
+    from benchmarks.model_machines import synthetic_topology, _caps
+    snc3 = dataclasses.replace(
+        synthetic_topology(sockets=1, node_cores=[[8, 8, 8]],
+                           distances=[[10, 12, 12], [12, 10, 12], [12, 12, 10]], model="snc3"),
+        capabilities=_caps(True))
+    space = resolve(load_space(find_space("cpu")), snc3)
+    launchable = _launchable(space, snc3)
+    plain = first_guess(space, snc3)
+    assert plain["global_batch"] == 32 and not launchable(plain)   # 3 ranks cannot split 32
+    g = first_guess(space, snc3, launchable)
+    assert launchable(g) and g == {**plain, "global_batch": 48}     # the batch, nearest first
+    assert first_guess(space, snc3, lambda p: False) is None
+
+
+def test_moves_go_to_neighbouring_values_doubling_first_and_categorical_by_preference(topo):
+    assert moves("nproc_per_node", 2, tuple(range(1, 9)), topo) == [4, 1, 3]
+    assert moves("global_batch", 128, (32, 48, 64, 96, 128), topo) == [64, 96]
+    assert moves("allocator", "default", ("default", "jemalloc", "tcmalloc"), topo) == [
+        "tcmalloc", "jemalloc"]
+    assert moves("kmp_blocktime", 1, (0, 1, 200), topo) == [0, 200]   # unknown: space order
+
+
+def test_a_reference_launch_is_read_back_as_knob_values(topo, space):
+    ref = Config(nproc=1, threads=None, binding="numactl", allocator="tcmalloc")
+    assert params_of(ref, space)["nproc_per_node"] == 1
+    # a bound rank's automatic threads are the count the plan gives it
+    assert params_of(canonical(ref, topo), space)["threads"] == 2
+    assert params_of(Config(global_batch=1000), space) is None       # not a choice of the space
+
+
+def test_the_descent_changes_one_knob_and_follows_an_ordered_knob_that_pays_off():
+    topology, space = _machine("xeon-2s-icx", ccl=True)
+    launchable = _launchable(space, topology)
+    leader = first_guess(space, topology, launchable)
+    seen = [leader]
+
+    def measured(p):
+        return p in seen
+
+    d = Descent(topology)
+    first = d.propose(space, leader, measured, launchable)
+    assert first == {**leader, "global_batch": 64}      # the batch first, doubled
+    seen.append(first)
+    # it paid off (the caller's leader is now `first`): the batch goes on upwards
+    assert d.propose(space, first, measured, launchable) == {**leader, "global_batch": 128}
+    seen.append({**leader, "global_batch": 128})
+    # it did not pay off: the next knob in the order, around the same leader
+    nxt = d.propose(space, first, measured, launchable)
+    assert {k for k in nxt if nxt[k] != first[k]} <= {"nproc_per_node", "threads"}
+    assert launchable(nxt) and not measured(nxt)
+
+
+def test_the_descent_ends_when_every_neighbour_is_measured_or_cannot_run(topo, space):
+    launchable = _launchable(space, topo)
+    leader = first_guess(space, topo, launchable)
+    d, seen = Descent(topo), [leader]
+    while (p := d.propose(space, leader, lambda q: q in seen, launchable)) is not None:
+        assert sum(p[k] != leader[k] for k in p) <= 2   # one knob (and threads refitted)
+        seen.append(p)
+    assert 3 <= len(seen) <= 20
+
+
+def test_the_search_measures_the_guess_right_after_the_references(tmp_path, topo, space):
+    sim = Sim()
+    study = new_study(tmp_path)
+    run_search(study, space=space, topology=topo, evaluate=sim, clock=sim,
+               options=SearchOptions(budget_s=10**6, min_trial_s=10, max_trials=8,
+                                     patience=100, max_accuracy_drop=0.1))
+    recs = records(study)
+    search = [r for r in recs if r.role == SEARCH_ROLE]
+    guess = space.to_config(first_guess(space, topo, _launchable(space, topo)))
+    assert search[0].config == guess
+    # the descent: batch 64 (accepted within the noise), 128 (rejected: 0.96 points lost), then
+    # two ranks at 64, the best this Sim has within the accuracy rule, by the 6th launch
+    assert [r.config.global_batch for r in search[:4]] == [32, 64, 128, 64]
+    assert search[2].result.quality == "rejected" and search[3].config.nproc == 2
+    best = max((r for r in recs if r.result.quality == "accepted"), key=lambda r: r.throughput)
+    assert best.throughput == pytest.approx(sim.speed(search[3].config))
+    assert (best.config.precision, best.config.nproc, best.config.allocator) == (
+        "bf16", 2, "tcmalloc") and best.config.binding != "none"
+
+
+def test_an_unknown_guide_is_refused():
+    with pytest.raises(ValueError, match="guide='fast'"):
+        SearchOptions(budget_s=60, guide="fast")
