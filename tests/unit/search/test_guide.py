@@ -125,7 +125,7 @@ def test_the_search_measures_the_guess_right_after_the_references(tmp_path, topo
     sim = Sim()
     study = new_study(tmp_path)
     run_search(study, space=space, topology=topo, evaluate=sim, clock=sim,
-               options=SearchOptions(budget_s=10**6, min_trial_s=10, max_trials=8,
+               options=SearchOptions(budget_s=10**6, min_trial_s=10, max_trials=8, guide="descent",
                                      patience=100, max_accuracy_drop=0.1))
     recs = records(study)
     search = [r for r in recs if r.role == SEARCH_ROLE]
