@@ -160,6 +160,10 @@ def test_ccl_plan_reserves_a_core_for_the_ccl_worker():
     assert ccl_core in r1.cpus and ccl_core in range(32, 64)  # bound with the rank...
     assert str(ccl_core) not in r1.env["GOMP_CPU_AFFINITY"].split(",")  # ...but not computing
     assert r1.env["OMP_NUM_THREADS"] == str(len(r1.cpus) - 1)
+    # GOMP_CPU_AFFINITY binds the main thread to the compute cores: the rank's own in-force
+    # check expects those, not the worker's core (a real trial said "planned 0-1, in force 0")
+    p = plan(Config(nproc=2, backend="ccl", binding="numactl", ccl_worker_affinity="dedicated"), topo)
+    assert ccl_core not in p.request.ranks[1].cpus and set(p.request.ranks[1].cpus) < set(r1.cpus)
 
 
 def test_ccl_shared_workers_sit_on_the_ranks_last_core():
