@@ -72,9 +72,10 @@ def build_plan(config: Config, topology: Topology, *, workload: str = "cnn",
         # OpenMP is kept off the latter by GOMP_CPU_AFFINITY (see ccl_env).
         cpus = tuple(sorted(set(pl.cpus) | set(pl.ccl_cpus)))
         mem_node = pl.node if membind_ok and pl.node is not None else None
+        ccl = ccl_env(config, pl, rank, placements) if config.backend == "ccl" else {}
         # With dedicated oneCCL cores, GOMP_CPU_AFFINITY binds the rank's main thread to its
         # compute cores, so that is what the rank itself shows (the workers bind themselves).
-        seen = pl.cpus if "GOMP_CPU_AFFINITY" in ccl_env_of(config, pl, rank, placements) else cpus
+        seen = pl.cpus if "GOMP_CPU_AFFINITY" in ccl else cpus
         expects.append(RankExpect(cpus=seen if bound else None, threads=pl.threads,
                                   allocator=config.allocator, omp_runtime=config.omp_runtime,
                                   precision=config.precision, mem_node=mem_node,
@@ -91,7 +92,7 @@ def build_plan(config: Config, topology: Topology, *, workload: str = "cnn",
         if script:
             env.update(torchrun_env(rank, config.nproc, trial_id))
         if config.backend == "ccl":
-            env.update(ccl_env(config, pl, rank, placements))
+            env.update(ccl)
             if script:   # `import oneccl_bindings_for_pytorch` finds autotune's stand-in
                 env.update(ccl_script_env(base_env))
         per_rank = (f"{local_rank_arg}={rank}",) if local_rank_arg and program else ()
@@ -153,10 +154,6 @@ def binding_prefix(binding: str, cpus: tuple[int, ...], mem_node: int | None) ->
         return ()
     tool = binding.split("_")[0]  # numactl_smt -> numactl
     return tuple(bind_command(tool, format_cpulist(cpus), None if mem_node is None else str(mem_node), []))
-
-
-def ccl_env_of(config: Config, pl: Placement, rank: int, placements: list[Placement]) -> dict[str, str]:
-    return ccl_env(config, pl, rank, placements) if config.backend == "ccl" else {}
 
 
 def ccl_env(config: Config, pl: Placement, rank: int,
