@@ -73,6 +73,15 @@ void average(at::Tensor& t, int size) {
     else t.div_(size, "trunc");   // integer AVG truncates, as integer division does in C
 }
 
+// After a reduction into `buf` (the tensor itself, or its contiguous copy): AVG's division,
+// then the copy back into the caller's tensor when it was not contiguous.
+std::function<void()> reduced(at::Tensor t, at::Tensor buf, bool avg, int size) {
+    return [t, buf, avg, size]() mutable {
+        if (avg) average(buf, size);
+        if (!buf.is_same(t)) t.copy_(buf);
+    };
+}
+
 void check_cpu(const at::Tensor& t) {
     TORCH_CHECK(t.device().is_cpu(), "ccl: this backend reduces CPU tensors; got one on ", t.device());
     TORCH_CHECK(!t.is_sparse(), "ccl: sparse tensors are not supported");
@@ -182,10 +191,7 @@ public:
             [buf, type, red](ccl::communicator& c) {
                 return ccl::allreduce(buf.data_ptr(), buf.data_ptr(), buf.numel(), type, red, c);
             },
-            [t, buf, avg, size]() mutable {
-                if (avg) average(buf, size);
-                if (!buf.is_same(t)) t.copy_(buf);
-            });
+            reduced(t, buf, avg, size));
     }
 
     c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& ts,
@@ -217,10 +223,7 @@ public:
             [buf, type, red, root](ccl::communicator& c) {
                 return ccl::reduce(buf.data_ptr(), buf.data_ptr(), buf.numel(), type, red, root, c);
             },
-            [t, buf, avg, size]() mutable {
-                if (avg) average(buf, size);
-                if (!buf.is_same(t)) t.copy_(buf);
-            });
+            reduced(t, buf, avg, size));
     }
 
     // all_gather into a list: gathered into one flat buffer, then copied to the list's tensors.
@@ -365,10 +368,7 @@ private:
             [src, dst, type, red](ccl::communicator& c) {
                 return ccl::reduce_scatter(src.data_ptr(), dst.data_ptr(), dst.numel(), type, red, c);
             },
-            [out, dst, avg, size]() mutable {
-                if (avg) average(dst, size);
-                if (!dst.is_same(out)) out.copy_(dst);
-            });
+            reduced(out, dst, avg, size));
     }
 
     c10::intrusive_ptr<c10d::Work> enqueue(std::string name, std::chrono::milliseconds timeout,
