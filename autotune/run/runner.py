@@ -93,6 +93,23 @@ def _alive(p: psutil.Process) -> bool:
         return False
 
 
+_PR_SET_PDEATHSIG = 1
+try:
+    import ctypes
+    _prctl = ctypes.CDLL(None, use_errno=True).prctl
+except (OSError, AttributeError):      # not Linux: ranks then outlive a killed autotune
+    _prctl = None
+
+
+def _end_with_parent() -> None:
+    """Runs in the forked rank before exec: SIGTERM it when autotune dies, even by SIGKILL, which
+    no handler of ours sees. Every rank leads its own session, so without this a killed `autotune
+    launch` left its ranks running, and a hung pair spun on both cores for the rest of a CI run.
+    SIGTERM rather than SIGKILL, so that a torchrun or mpirun rank still ends its own children."""
+    if _prctl is not None:
+        _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
 class _Trial:
     """The processes of one running plan, and how to make sure none of them outlives it."""
 
@@ -114,7 +131,8 @@ class _Trial:
             with open(rp.log_path, "wb") as log:
                 self.procs.append(subprocess.Popen(
                     rp.argv, env=rp.env, stdout=subprocess.PIPE if pipe else log,
-                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True))
+                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                    preexec_fn=_end_with_parent))
             with contextlib.suppress(psutil.Error):
                 self.rank_procs.append(psutil.Process(self.procs[-1].pid))
 

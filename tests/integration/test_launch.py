@@ -327,6 +327,31 @@ def test_ctrl_c_stops_every_rank_and_their_children(tmp_path):
 
 
 @pytest.mark.slow
+def test_ranks_end_when_launch_itself_is_killed(tmp_path):
+    """SIGKILL reaches no handler of autotune's: the ranks (each in its own session) must still
+    end, or a hung pair keeps the cores busy after the launch is gone."""
+    db = study_copy(tmp_path / "r")
+    job = _script(tmp_path, """
+        import time
+        print("up", flush=True)
+        time.sleep(600)
+    """)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests")])}
+    proc = subprocess.Popen([sys.executable, "-m", "autotune", "launch", "--storage",
+                             f"sqlite:///{db}", "--nproc-per-node", "2", "--log-dir",
+                             str(tmp_path / "logs"), "--", sys.executable, job],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    for _ in range(2):
+        assert "up" in proc.stdout.readline(), proc.stderr.read()
+    ranks = [psutil.Process(c.pid) for c in psutil.Process(proc.pid).children()]
+    assert len(ranks) == 2
+    proc.kill()
+    proc.wait(timeout=10)
+    gone, alive = psutil.wait_procs(ranks, timeout=10)
+    assert not alive, [p.cmdline() for p in alive]
+
+
+@pytest.mark.slow
 def test_two_launches_form_one_job_across_nodes(tmp_path):
     """--nnodes 2 on each of two 'hosts' (here both this machine): one job of 2 x 2 ranks."""
     db = study_copy(tmp_path / "r")
