@@ -31,7 +31,11 @@ def canonical(config: Config, topology: Topology) -> Config:
     except ConfigError:
         return config
     out = config
-    if config.backend != "ccl":   # oneCCL's knobs mean nothing to another backend
+    # One rank has no one to talk to: ccl with workers on the rank's own cores launches as gloo
+    # does (dedicated worker cores still take cores away from the rank, so that one stays).
+    if config.backend == "ccl" and config.nproc == 1 and config.ccl_worker_affinity == "shared":
+        out = out.with_(backend="gloo")
+    if out.backend != "ccl":   # oneCCL's knobs mean nothing to another backend
         out = out.with_(**{k: getattr(Config(), k) for k in CCL_KNOBS})
     if config.device == "cuda" and config.numa_binding == "none" and config.binding != "none":
         out = out.with_(binding="none")   # the tool has no CPU set to apply

@@ -287,6 +287,10 @@ def test_ccl_knobs_mean_nothing_to_gloo():
     topo = machine("xeon-2s-icx", backends=("gloo", "ccl"))
     assert canonical(Config(nproc=2, ccl_workers=2, ccl_yield="sleep"), topo) == canonical(Config(nproc=2), topo)
     assert canonical(Config(nproc=2, backend="ccl", ccl_workers=2), topo).ccl_workers == 2
+    # one rank: nothing to reduce, so ccl on shared cores is gloo's launch, knobs and all
+    assert canonical(Config(backend="ccl", ccl_workers=2), topo) == canonical(Config(), topo)
+    dedicated = Config(backend="ccl", ccl_worker_affinity="dedicated")
+    assert canonical(dedicated, topo).backend == "ccl"     # its worker cores leave the rank
 
 
 def test_ccl_not_offered_says_why():
