@@ -27,7 +27,8 @@ from .run.runner import interrupt_on_sigterm, reap_orphans
 from .run.trial import TrialSettings, live_evaluator
 from .search.budget import plan_budget
 from .search.lock import MachineLock
-from .search.loop import OVERRIDES_ATTR, SCRIPT_FLOOR_ATTR, run_search
+from .quality.script_floor import SCRIPT_FLOOR_ATTR
+from .search.loop import OVERRIDES_ATTR, run_search
 from .search.options import SearchOptions, SearchResult
 from .search.references import make_sampler
 from .search.shared import StudyLock, Workers

@@ -27,7 +27,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from autotune.measure import quality as Q
+from autotune.quality import gate as Q
 from autotune.config import Config
 from autotune.probe import probe
 from autotune.run.trial import TrialSettings, run_trial

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ..study.evidence import QualityBook
+from ..quality.evidence import QualityBook
 from ..study.records import Record
 from .references import STARTUP_TRIALS
 
