@@ -2,6 +2,7 @@
 
 - math_class.py   which configurations train alike (and the learning-rate and batch arithmetic
                   that decides it)
+- samples.py      how long a quality run trains (the one owner of those lengths)
 - evidence.py     the seeded quality runs per math class, stored on the study (QualityBook); the
                   default launch's class is the noise floor
 - script_floor.py the noise floor of a user's script (its reported accuracy over seeds)
