@@ -27,7 +27,7 @@ CCL_MAX_WORKERS = 4
 
 LR_RULES = ("linear", "sqrt", "none")
 # The global batch of the default launch. Learning rates of workloads are tuned for it, and the
-# lr_rule scales them for another global batch (see measure/quality.py).
+# lr_rule scales them for another global batch (see quality/math_class.py).
 REFERENCE_GLOBAL_BATCH = 32
 
 

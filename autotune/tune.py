@@ -27,7 +27,9 @@ from .run.runner import interrupt_on_sigterm, reap_orphans
 from .run.trial import TrialSettings, live_evaluator
 from .search.budget import plan_budget
 from .search.lock import MachineLock
-from .search.loop import OVERRIDES_ATTR, SCRIPT_FLOOR_ATTR, run_search
+from .quality.samples import QUALITY_SAMPLES
+from .quality.script_floor import SCRIPT_FLOOR_ATTR
+from .search.loop import OVERRIDES_ATTR, run_search
 from .search.options import SearchOptions, SearchResult
 from .search.references import make_sampler
 from .search.shared import StudyLock, Workers
@@ -164,7 +166,6 @@ def search(req: SearchRequest, *, label: str | None = None, topology: Topology |
     space_path = find_space(req.space) if req.space else default_space_path(topology)
     space = resolve(load_space(space_path), topology)
     if req.script:
-        from .worker.workloads import QUALITY_SAMPLES
         batchnorm, quality_samples = True, QUALITY_SAMPLES
     else:
         from .worker.workloads import quality_facts

@@ -27,11 +27,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from autotune.measure import quality as Q
+from autotune.quality import gate as Q
 from autotune.config import Config
 from autotune.probe import probe
 from autotune.run.trial import TrialSettings, run_trial
-from autotune.worker.workloads import QUALITY_SAMPLES
+from autotune.quality.samples import QUALITY_SAMPLES
 from benchmarks.machine import describe as describe_machine
 
 ARMS: dict[str, tuple[dict[str, Any], dict[str, Any], str]] = {

@@ -13,7 +13,7 @@ What a stopped trial may and may not be used for:
   by construction it is below 95% of the leader, and the search only measures the quality of,
   and verifies, configurations within 3% of it;
 - the accuracy side never sees it: quality is measured by separate seeded runs per math class
-  (study/evidence.py), and an accuracy a script prints after a shortened run (fewer steps) must
+  (quality/evidence.py), and an accuracy a script prints after a shortened run (fewer steps) must
   be discarded, not counted against its class.
 """
 from __future__ import annotations

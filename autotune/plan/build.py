@@ -15,6 +15,7 @@ from ..comm.ccl.env import script_env as ccl_script_env
 from ..config import REFERENCE_GLOBAL_BATCH, Config
 from ..errors import ConfigError
 from ..probe.topology import Topology
+from ..quality.samples import PLAN_FALLBACK_SAMPLES
 from .feasible import infeasible_reason
 from .gpu import CUDA_ENV, cuda_env
 from .launch_plan import LaunchPlan, RankExpect, RankPlan, WorkerRequest
@@ -40,7 +41,7 @@ def build_plan(config: Config, topology: Topology, *, workload: str = "cnn",
                workload_args: dict | None = None, workdir: str, master_port: int,
                base_env: dict[str, str], timeout_s: float = 120.0, grace_s: float = 5.0,
                mode: str = "throughput", target_seconds: float = 5.0, warmup_steps: int = 3,
-               accuracy_samples: int = 4096, python: str = sys.executable,
+               accuracy_samples: int = PLAN_FALLBACK_SAMPLES, python: str = sys.executable,
                trial_id: str = "trial", program: tuple[str, ...] | None = None,
                script: bool = False, seed: int = 0,
                reference_batch: int = REFERENCE_GLOBAL_BATCH,

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..probe.parse import format_cpulist
+from ..quality.samples import PLAN_FALLBACK_SAMPLES
 
 # Exit code a worker uses when what is in force differs from the plan (classified "bad_config").
 EXIT_BAD_CONFIG = 78
@@ -46,7 +47,7 @@ class WorkerRequest:
     target_seconds: float = 5.0         # timed window length; steps derived from warmup speed
     min_steps: int = 5
     max_steps: int = 10_000
-    accuracy_samples: int = 4096        # global samples a quality run trains on
+    accuracy_samples: int = PLAN_FALLBACK_SAMPLES  # global samples a quality run trains on
     reference_batch: int = 32           # the global batch the workload's learning rate is for
     checkpoints: int = 4                # held-out evaluations along a quality run (its curve)
     gns_probes: int = 4                 # steps of the gradient noise probe after a quality run

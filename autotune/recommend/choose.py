@@ -7,12 +7,13 @@ import time
 
 from ..measure.contention import DISTURBED_SHARE
 from ..measure.stats import BUSY_CPU_SHARE
+from ..quality.confirm import confirm_quality, confirmation_reserve
+from ..quality.evidence import stored_classes
+from ..quality.verdict import QualityVerdict, judge_class
 from ..run import outcome as R
 from ..search.shared import Workers
-from ..study.evidence import stored_classes
 from ..study.records import DEFAULT_ROLE, REPEAT_ROLE, records
-from .verify import (Recommendation, confirm_quality, pick_candidates, trusted_alone, unverified,
-                     verify)
+from .verify import Recommendation, pick_candidates, trusted_alone, unverified, verify
 
 
 def shared_recommendation(workers: Workers, study, result, evaluate, *, rounds: int,
@@ -44,9 +45,7 @@ def judged(r, book, script_mode: bool):
     if book is None or script_mode or r.outcome != R.OK:
         return r
     book.classes.update(stored_classes(book.study.user_attrs))
-    verdict = book.verdict(r.config)
-    return dataclasses.replace(r, feasible=r.feasible and verdict is not None
-                               and not verdict.reject)
+    return dataclasses.replace(r, feasible=r.feasible and judge_class(book, r.config).accepted)
 
 
 def recommend(result, evaluate, *, rounds: int, script_mode: bool, time_left, progress,
@@ -76,7 +75,7 @@ def recommend(result, evaluate, *, rounds: int, script_mode: bool, time_left, pr
     accept = None
     if book is not None:
         # Keep time for the seeded confirmation of a winner that changes the math.
-        answers: dict[str, tuple[bool, str]] = {}   # one confirmation per math class
+        answers: dict[str, QualityVerdict] = {}   # one confirmation per math class
 
         def accept(config):
             cls = book.class_of(config)
@@ -88,8 +87,7 @@ def recommend(result, evaluate, *, rounds: int, script_mode: bool, time_left, pr
     # changes the math: keep what it would cost.
     keep_s = 0.0
     if book is not None:
-        from ..study.evidence import CONFIRM_SEEDS
-        keep_s = 2 * (book.run_seconds(book.base) or 0.0) * len(CONFIRM_SEEDS)
+        keep_s = confirmation_reserve(book)
     rec = verify(candidates, default, evaluate, rounds=rounds, time_left=time_left,
                  on_event=progress.event, accept=accept, keep_s=keep_s)
     if book is not None and book.default_sample() is not None:

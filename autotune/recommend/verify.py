@@ -14,6 +14,7 @@ from ..run import outcome as R
 from ..config import Config
 from ..measure.contention import disturbed
 from ..measure.stats import RatioStats, Stats, busy, ratio_stats
+from ..quality.verdict import QualityVerdict
 from ..run.outcome import Evaluate, TrialResult
 from ..study.records import DEFAULT_ROLE, RUN_CPU_ROLE, Record
 from .settle import Settling, settle
@@ -176,13 +177,13 @@ def interleave(lineup: list[tuple[str, Config]], evaluate: Evaluate, *, rounds: 
 def verify(candidates: list[Record], default: Record, evaluate: Evaluate, *,
            rounds: int = 3, time_left: Callable[[], float] = lambda: float("inf"),
            on_event: Callable[..., None] = lambda kind, **info: None,
-           accept: Callable[[Config], tuple[bool, str]] | None = None,
+           accept: Callable[[Config], QualityVerdict] | None = None,
            max_rounds: int | None = None, keep_s: float = 0.0) -> Recommendation:
     """Interleaved rounds of default + candidates (D A B C, C B A D, ...): `rounds` of them,
     then more (up to `max_rounds`, default MAX_ROUNDS_FACTOR x rounds) while the leader's ratio
-    is not settled (recommend/settle.py) and the budget, less `keep_s`, allows. `accept(config) -> (ok, text)`
+    is not settled (recommend/settle.py) and the budget, less `keep_s`, allows. `accept(config)`
     is asked, fastest first, of the candidates that hold up: the seeded quality confirmation of
-    one that changes the math (see confirm_quality)."""
+    one that changes the math (quality/confirm.py), whose verdict's `why` the note shows."""
     lineup = [default] + list(candidates)
     evals = interleave([(r.role, r.config) for r in lineup], evaluate, rounds=rounds,
                        time_left=time_left, on_event=on_event,
@@ -224,7 +225,7 @@ def _settled_enough(verified: list[Verified]) -> bool:
 
 def _choose(verified: list[Verified], default: Record, rounds: int,
             results: dict[int, list[float | None]],
-            accept: Callable[[Config], tuple[bool, str]] | None = None) -> Recommendation:
+            accept: Callable[[Config], QualityVerdict] | None = None) -> Recommendation:
     d_thr = [t for t in results[0] if t]
     d_med = Stats.of(d_thr).median if d_thr else default.throughput
     run_cpu = next((v for v in verified if v.role == RUN_CPU_ROLE), None)
@@ -234,12 +235,12 @@ def _choose(verified: list[Verified], default: Record, rounds: int,
     if accept is not None:
         kept = []
         for v in holding:
-            ok, text = accept(v.config)
-            if ok:
+            answer = accept(v.config)
+            if answer.accepted:
                 kept.append(v)
-                confirmed = text
+                confirmed = answer.why
                 break
-            refused.append(text)
+            refused.append(answer.why)
         holding = kept
     if not holding:
         best = max(verified, key=lambda v: v.ratio.median if v.ratios else 0, default=None)
@@ -289,48 +290,3 @@ def unverified(best: Record, default: Record, why: str) -> Recommendation:
                           accuracy=best.accuracy, default_accuracy=default.accuracy,
                           default_throughput=default.throughput, throughput=best.throughput,
                           note=why)
-
-
-def confirm_quality(book, config: Config, *, time_left: Callable[[], float],
-                    samples: int, on_event: Callable[..., None] = lambda kind, **info: None,
-                    ) -> tuple[bool, str]:
-    """Confirm, before recommending it, that a configuration which changes the math trains as
-    well as the default launch: new seeds, each run twice as long as the search's quality runs
-    when the budget allows (else as long), default and candidate side by side (D C D C ...), and
-    the same gate on those seeds alone. A configuration with the default's math needs nothing."""
-    from ..study.evidence import CONFIRM_SEEDS
-    d_now = book.default_sample()
-    if book.class_of(config) == book.class_of(book.base):
-        return True, (f"same math as the default launch (quality {d_now.describe()}, "
-                      f"{d_now.n} seeds)" if d_now else "same math as the default launch")
-    base_ev = book.evidence(book.base)
-    done = [r.get("samples") for k, r in (base_ev.runs.items() if base_ev else ())
-            if k in CONFIRM_SEEDS and r.get("samples")]
-    if done:   # the default's confirmation runs exist (an earlier class): same length, theirs
-        length = max(1, int(done[0]) // samples)
-        per_run = book.run_seconds(config) or 0.0
-    else:
-        per_run = (book.run_seconds(book.base) or 0.0) + (book.run_seconds(config) or 0.0)
-        length = 2 if 2 * per_run * len(CONFIRM_SEEDS) <= time_left() else 1
-    if length * per_run * len(CONFIRM_SEEDS) > time_left():
-        return False, (f"{describe_changes(config)} not confirmed: the seeded confirmation needs "
-                       f"about {per_run * len(CONFIRM_SEEDS):.0f}s, more than the budget left")
-    for seed in CONFIRM_SEEDS:   # interleaved, so a drift in the machine hits both alike
-        for c in (book.base, config):
-            on_event("confirm_start", config=c, seed=seed)
-            book.measure(c, (seed,), samples=samples * length)
-    d, c = book.default_sample(CONFIRM_SEEDS), book.evidence(config).sample(CONFIRM_SEEDS)
-    if d is None or c is None or d.n < 2 or c.n < 2:
-        return False, f"{describe_changes(config)} not confirmed: confirmation runs failed"
-    v = book.verdict(config, CONFIRM_SEEDS)
-    text = (f"accuracy {c.describe()} (default {d.describe()}, {c.n} new seeds x "
-            f"{samples * length} samples, side by side): "
-            f"{'beyond' if v.reject else 'within'} {v.tolerance_pp:g} pp "
-            f"(drop {v.drop_pp:+.2f} pp, noise {v.noise_pp:.2f} pp)")
-    return (not v.reject), text
-
-
-def describe_changes(config: Config) -> str:
-    """The knobs that differ from the default launch, e.g. 'precision=bf16 global_batch=64'."""
-    base = Config().to_dict()
-    return " ".join(f"{k}={v}" for k, v in config.to_dict().items() if base[k] != v) or "default"

@@ -29,7 +29,7 @@ from .runner import free_port, run_plan
 from .rank_output import read_tail
 from ..measure.script import SEED_ENV, compile_metric, fill, script_metric
 from ..probe.topology import Topology
-from ..worker.workloads import QUALITY_SAMPLES
+from ..quality.samples import QUALITY_SAMPLES
 
 if TYPE_CHECKING:
     from ..plan.cluster import Cluster
@@ -43,9 +43,7 @@ class TrialSettings:
     workload_args: dict[str, Any] = field(default_factory=dict)
     target_seconds: float = 5.0
     warmup_steps: int = 3
-    # Training samples of one quality run. Measured on the built-in cnn (docs/benchmarks.md):
-    # at 4096 one seed's accuracy varied by 4 points; at this length the seeds agree to about
-    # half a point while the task is still far from saturated.
+    # Training samples of one quality run (why this length: quality/samples.py).
     accuracy_samples: int = QUALITY_SAMPLES
     timeout_s: float = 120.0
     grace_s: float = 5.0

@@ -1,12 +1,14 @@
 """The search loop: references first, then sampler-proposed trials within the budget.
 
 Evaluation and time are injected (`evaluate`, `clock`), so the same loop drives real trials and
-the benchmark that replays a recorded landscape in seconds.
+the benchmark that replays a recorded landscape in seconds. The loop's state is a `_Search`
+(what is measured, the quality book, the space with the knobs a script holds) whose methods are
+the steps; the sampling phase's own counters are a `_Sampling` passed to its steps.
 """
 from __future__ import annotations
 
 import random
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 import optuna
@@ -15,13 +17,16 @@ from optuna.distributions import CategoricalDistribution
 from ..config import Config
 from ..errors import WorkloadError
 from ..measure.contention import describe_outside, disturbed
-from ..measure.quality import Sample, single_run_gate
 from ..plan.placement import canonical
 from ..plan.feasible import ruled_out
 from ..probe.topology import Topology
+from ..quality.confirm import confirmation_cost
+from ..quality.evidence import QualityBook
+from ..quality.script_floor import measure_script_floor, stored_script_floor
+from ..quality.verdict import ACCEPTED, PENDING, QualityVerdict, accuracy_violation, \
+    judge_class, judge_single_run
 from ..run import outcome as R
 from ..run.outcome import Evaluate, TrialResult
-from ..study.evidence import CONFIRM_SEEDS, QualityBook
 from ..study.records import (DEFAULT_ROLE, REPEAT_ROLE, RUN_CPU_ROLE, SEARCH_ROLE, Record,
                              record_trial, records)
 from ..study.owners import claim_trial
@@ -33,9 +38,6 @@ from .shared import ConfigClaims, StudyLock
 
 # Study attribute: {knob: why} for the knobs a user's script overrides (script mode).
 OVERRIDES_ATTR = "script_overrides"
-# Study attribute: the default launch's --accuracy over seeds ({"seeds", "values"}), or {"note"}
-# saying why the gate has no noise floor (script mode).
-SCRIPT_FLOOR_ATTR = "script_noise_floor"
 
 
 def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Evaluate,
@@ -44,171 +46,169 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
                lock: StudyLock | None = None, deadline: float | None = None) -> SearchResult:
     """With `lock` (a search shared with other workers on this study), each configuration is
     claimed through the study before it runs, so no worker measures what another did or does."""
-    base = default_launch(space, topology)
-    # Knobs a user's script overrides (seen from outside on a trial, or named by the static scan):
-    # held at the default from then on, on resume too, and remembered for the export.
-    overrides: dict[str, str] = dict(study.user_attrs.get(OVERRIDES_ATTR) or {})
+    search = _Search(study, space=space, topology=topology, evaluate=evaluate, clock=clock,
+                     options=options, on_event=on_event, lock=lock, deadline=deadline)
+    # 1. References: what the user gets without tuning, and the best-known launcher heuristic.
+    refs = search.references()
+    # 2. Sampler-proposed trials until the budget (less verification), stagnation or exhaustion.
+    stop_reason = search.sample()
+    # 3. Settle: the fastest configurations whose class is still pending get their quality
+    # measured while time allows (a class rejected late can promote one that never led).
+    settled = search.settle()
+    return SearchResult(records=settled, default=refs.get(DEFAULT_ROLE), book=search.book,
+                        run_cpu=refs.get(RUN_CPU_ROLE), stop_reason=stop_reason,
+                        measured=search.measured)
 
-    def hold(found: dict[str, str]) -> None:
-        nonlocal space, distributions
+
+@dataclass
+class _Sampling:
+    """The sampling phase's counters, carried from one trial to the next."""
+    rng: random.Random
+    best: float          # the fastest feasible throughput so far
+    drawn: int           # start-up draws made (a resumed study counts its own)
+    since_gain: int = 0  # measured trials since the last 1% gain
+    repeats: int = 0     # proposals in a row that were measured already (or busy)
+
+
+class _Search:
+    """One search's state and its steps. Every attribute is set here; the steps that change
+    one say so in their docstring."""
+
+    def __init__(self, study: optuna.Study, *, space, topology: Topology, evaluate: Evaluate,
+                 clock: Clock, options: SearchOptions, on_event: Callable[..., None],
+                 lock: StudyLock | None, deadline: float | None) -> None:
+        self.study, self.topology, self.evaluate = study, topology, evaluate
+        self.clock, self.options, self.on_event = clock, options, on_event
+        self.base = default_launch(space, topology)
+        self.space = space
+        self.distributions = self._distributions()
+        # Knobs a user's script overrides (seen from outside on a trial, or named by the static
+        # scan): held at the default from then on, on resume too, and remembered for the export.
+        self.overrides: dict[str, str] = dict(study.user_attrs.get(OVERRIDES_ATTR) or {})
+        self.hold({**options.overridden, **self.overrides})
+        self.claims = ConfigClaims(study, lock, self.key, deadline=deadline) \
+            if lock is not None else None
+        # shared: each (math class, seed) is claimed, so workers never run the same quality run
+        self.book = QualityBook(study, evaluate, batchnorm=options.batchnorm, base=self.base,
+                                claims=self.claims, tolerance_pp=options.max_accuracy_drop,
+                                seeds=options.quality_seeds)
+        # A "repeat" row only mirrors the measurement it reuses; on resume, the original is the
+        # one that stands for the config (candidates would otherwise be reported as "repeat").
+        self.known: dict[str, Record] = {self.key(r.config): r for r in records(study)
+                                         if r.role != REPEAT_ROLE}
+        self.measured = 0                 # configurations launched by this run
+        self.durations: list[float] = []  # seconds of this run's successful trials
+
+    # ---- configurations and the space ----------------------------------------------------------
+
+    def key(self, config: Config) -> str:  # two spellings of one launch are one configuration
+        return canonical(config, self.topology).key()
+
+    def _distributions(self) -> dict[str, CategoricalDistribution]:
+        return {k: CategoricalDistribution(list(v)) for k, v in self.space.knobs.items()}
+
+    def hold(self, found: dict[str, str]) -> None:
+        """Freeze the knobs a script overrides (changes `space`, `distributions`, `overrides`)."""
         from ..measure.script import freeze
-        new = {k: v for k, v in found.items() if k not in overrides}
+        new = {k: v for k, v in found.items() if k not in self.overrides}
         if new:
-            overrides.update(new)
-            study.set_user_attr(OVERRIDES_ATTR, overrides)
-        space, held = freeze(space, list(found))
-        distributions = {k: CategoricalDistribution(list(v)) for k, v in space.knobs.items()}
+            self.overrides.update(new)
+            self.study.set_user_attr(OVERRIDES_ATTR, self.overrides)
+        self.space, held = freeze(self.space, list(found))
+        self.distributions = self._distributions()
         for knob in held:
-            on_event("knob_held", knob=knob, why=overrides[knob])
+            self.on_event("knob_held", knob=knob, why=self.overrides[knob])
 
-    distributions = {k: CategoricalDistribution(list(v)) for k, v in space.knobs.items()}
-    hold({**options.overridden, **overrides})
-
-    def key(config: Config) -> str:  # two spellings of one launch are one configuration
-        return canonical(config, topology).key()
-
-    claims = ConfigClaims(study, lock, key, deadline=deadline) if lock is not None else None
-    # shared: each (math class, seed) is claimed, so workers never run the same quality run
-    book = QualityBook(study, evaluate, batchnorm=options.batchnorm, base=base, claims=claims,
-                       tolerance_pp=options.max_accuracy_drop, seeds=options.quality_seeds)
-
-    def take(config: Config, trial) -> tuple[str, Record | None, optuna.Trial | None]:
+    def take(self, config: Config, trial) -> tuple[str, Record | None, optuna.Trial | None]:
         """('mine', None, trial) to run it; ('done', record, None) when measured (by any
         worker); ('busy', None, None) while another worker measures it."""
-        seen = known.get(key(config))
+        seen = self.known.get(self.key(config))
         if seen is not None:
             return "done", seen, None
-        if claims is None:
+        if self.claims is None:
             return "mine", None, trial() if callable(trial) else trial
-        state, rec, trial = claims.claim(config, trial)
+        state, rec, trial = self.claims.claim(config, trial)
         if rec is not None and rec.role != REPEAT_ROLE:
-            known[key(rec.config)] = rec
+            self.known[self.key(rec.config)] = rec
         return state, rec, trial
 
-    # A "repeat" row only mirrors the measurement it reuses; on resume, the original is the one
-    # that stands for the config (candidates would otherwise be reported as role "repeat").
-    known = {key(r.config): r for r in records(study) if r.role != REPEAT_ROLE}
-    measured = 0
-    durations: list[float] = []
+    def leader(self) -> float:
+        return max((r.throughput for r in self.known.values() if r.feasible and r.throughput),
+                   default=0.0)
 
-    def reserve() -> float:
+    # ---- time ----------------------------------------------------------------------------------
+
+    def reserve(self) -> float:
         """Verification needs rounds x configs trials of the length seen so far; a leader that
-        changes the math also needs its seeded confirmation (recommend.confirm_quality)."""
-        if not durations:
-            return options.verify_reserve_s
-        typical = sorted(durations)[len(durations) // 2]
-        need = options.verify_configs * options.verify_rounds * typical
-        verify = max(options.verify_reserve_s, min(0.4 * options.budget_s, need))
-        # room for two: a class that fails its confirmation hands over to the next class
-        return verify + min(0.25 * options.budget_s, 2 * confirmation_cost())
-
-    def confirmation_cost() -> float:
-        lead = max((r for r in known.values() if r.feasible and r.throughput
-                    and r.result.quality == "accepted"),
+        changes the math also needs its seeded confirmation (quality/confirm.py)."""
+        o = self.options
+        if not self.durations:
+            return o.verify_reserve_s
+        typical = sorted(self.durations)[len(self.durations) // 2]
+        need = o.verify_configs * o.verify_rounds * typical
+        verify = max(o.verify_reserve_s, min(0.4 * o.budget_s, need))
+        lead = max((r for r in self.known.values() if r.feasible and r.throughput
+                    and r.result.quality == ACCEPTED),
                    key=lambda r: r.throughput, default=None)
-        if lead is None or book.class_of(lead.config) == book.class_of(base):
-            return 0.0
-        per_run = (book.run_seconds(base) or 0.0) + (book.run_seconds(lead.config) or 0.0)
-        return per_run * len(CONFIRM_SEEDS)
+        confirm = confirmation_cost(self.book, lead.config if lead else None)
+        # room for two: a class that fails its confirmation hands over to the next class
+        return verify + min(0.25 * o.budget_s, 2 * confirm)
 
-    def left() -> float:
-        return options.budget_s - clock.elapsed() - reserve()
+    def left(self) -> float:
+        return self.options.budget_s - self.clock.elapsed() - self.reserve()
 
-    def evaluate_and_record(config: Config, role: str, trial=None) -> Record:
-        nonlocal measured
-        reason = ruled_out(config, space, topology)
-        if reason:
-            ev = TrialResult(outcome=R.INFEASIBLE, reason=reason)
-        else:
-            on_event("trial_start", config=config, role=role, number=len(known))
-            try:
-                ev = evaluate(config, "throughput")
-            except KeyboardInterrupt:
-                if trial is not None:  # keep the study honest: this one did not finish
-                    stopped = TrialResult(outcome=R.INTERRUPTED,
-                                          reason="the search was interrupted during this trial")
-                    record_trial(study, config=config, result=stopped, role=role, trial=trial)
-                raise
-            measured += 1
-            if ev.outcome == R.OK and disturbed(ev.outside_share) and left() >= 1.2 * ev.seconds:
-                ev = remeasure(config, ev)
-            if ev.outcome == R.OK:
-                durations.append(ev.seconds)
+    def quality_cost(self, config: Config, throughput: float) -> float:
+        return self.book.cost(config, throughput, self.options.quality_samples)
+
+    # ---- one trial -----------------------------------------------------------------------------
+
+    def evaluate_and_record(self, config: Config, role: str, trial=None) -> Record:
+        """Measure `config` (unless it cannot run here), judge its quality, store it (adds to
+        `known`; counts in `measured`, `durations`)."""
+        reason = ruled_out(config, self.space, self.topology)
+        ev = TrialResult(outcome=R.INFEASIBLE, reason=reason) if reason \
+            else self._measure(config, role, trial)
         if role == DEFAULT_ROLE and ev.outcome == R.OK and ev.throughput:
-            warn_if_too_short(config, ev)
+            self.warn_if_too_short(config, ev)
         acc, violation, judged = None, 0.0, {}
-        if ev.outcome == R.OK and options.reported_accuracy:
-            acc = ev.accuracy
-            base_rec = known.get(key(base))
-            floor = script_floor(config, ev) if role == DEFAULT_ROLE else stored_floor()
-            if role == DEFAULT_ROLE and floor is not None:
-                judged = {"quality_sd": floor.sd, "quality_n": floor.n}
-            # With --accuracy the script promised a number: missing it fails the rule, as a
-            # built-in workload's missing accuracy does.
-            if role != DEFAULT_ROLE and acc is not None and floor is not None:
-                verdict = single_run_gate(floor, acc, options.max_accuracy_drop)
-                violation = verdict.margin_pp if verdict.reject else min(0.0, verdict.margin_pp)
-                judged = {"quality": "rejected" if verdict.reject else "accepted",
-                          "quality_verdict": verdict.describe()}
-            elif role != DEFAULT_ROLE and (acc is not None or options.accuracy_required) \
-                    and base_rec and base_rec.accuracy is not None:
-                violation = _accuracy_violation(acc, base_rec.accuracy, options.max_accuracy_drop)
+        if ev.outcome == R.OK and self.options.reported_accuracy:
+            acc, violation, judged = self._judge_reported(config, role, ev)
         elif ev.outcome == R.OK:
-            acc, violation, judged = judge(config, ev.throughput or 0.0)
-        rec = record_trial(study, config=config, result=replace(ev, accuracy=acc, **judged),
+            verdict = self.judge(config, ev.throughput or 0.0)
+            acc, violation, judged = verdict.mean, verdict.violation, verdict.trial_fields()
+        rec = record_trial(self.study, config=config, result=replace(ev, accuracy=acc, **judged),
                            violation=violation, role=role, trial=trial)
-        known[key(config)] = rec
-        on_event("trial_end", record=rec, seconds=ev.seconds)
+        self.known[self.key(config)] = rec
+        self.on_event("trial_end", record=rec, seconds=ev.seconds)
         if ev.overridden:
-            hold(ev.overridden)
+            self.hold(ev.overridden)
         return rec
 
-    def warn_if_too_short(config: Config, ev: TrialResult) -> None:
-        """Said once, from the first trial's cost, before the noise floor spends the budget."""
-        if options.reported_accuracy:
-            runs = max(0, len(options.script_seeds) - 1) if stored_floor() is None else 0
-            per_run = ev.seconds
-        else:
-            runs = len(book.missing_seeds(config))
-            per_run = quality_cost(config, ev.throughput or 0.0) / max(runs, 1)
-        costs = phase_costs(spent_s=clock.elapsed(), trial_s=ev.seconds, quality_run_s=per_run,
-                            quality_runs=runs, verify_rounds=options.verify_rounds)
-        message = too_short(costs, options.budget_s)
-        if message:
-            on_event("warn", text=f"{message}. Going on: what is measured is kept, and the same "
-                                  "command with a longer --budget resumes it")
+    def _measure(self, config: Config, role: str, trial) -> TrialResult:
+        """One timed run (twice when other processes took its cores and time allows)."""
+        self.on_event("trial_start", config=config, role=role, number=len(self.known))
+        try:
+            ev = self.evaluate(config, "throughput")
+        except KeyboardInterrupt:
+            if trial is not None:  # keep the study honest: this one did not finish
+                stopped = TrialResult(outcome=R.INTERRUPTED,
+                                      reason="the search was interrupted during this trial")
+                record_trial(self.study, config=config, result=stopped, role=role, trial=trial)
+            raise
+        self.measured += 1
+        if ev.outcome == R.OK and disturbed(ev.outside_share) and self.left() >= 1.2 * ev.seconds:
+            ev = self.remeasure(config, ev)
+        if ev.outcome == R.OK:
+            self.durations.append(ev.seconds)
+        return ev
 
-    def stored_floor() -> Sample | None:
-        values = (study.user_attrs.get(SCRIPT_FLOOR_ATTR) or {}).get("values") or []
-        return Sample(tuple(values)) if len(values) >= 2 else None
-
-    def script_floor(config: Config, first: TrialResult) -> Sample | None:
-        """The default launch's --accuracy over options.script_seeds: measured once (seed 0 is
-        the reference run itself), kept on the study for resumes and the report."""
-        if stored_floor() is not None or len(options.script_seeds) < 2 or first.accuracy is None:
-            return stored_floor()
-        more = options.script_seeds[1:]
-        if left() < first.seconds * len(more):
-            on_event("note", text="no budget for the script's accuracy noise floor: the gate "
-                                  "compares single measurements")
-            return None
-        values, seeds = [first.accuracy], [options.script_seeds[0]]
-        for seed in more:
-            on_event("note", text=f"accuracy noise floor: default launch, seed {seed}")
-            ev = evaluate(config, "throughput", seed=seed)
-            if ev.outcome == R.OK and ev.accuracy is not None:
-                values.append(ev.accuracy)
-                seeds.append(seed)
-        study.set_user_attr(SCRIPT_FLOOR_ATTR, {"seeds": seeds, "values": values})
-        return stored_floor()
-
-    def remeasure(config: Config, first: TrialResult) -> TrialResult:
+    def remeasure(self, config: Config, first: TrialResult) -> TrialResult:
         """Once more, for a trial whose cores other processes took: the less disturbed of the
         two stands, and its note says so (a still-disturbed one stays marked by its share)."""
         # (one trial measured twice: it counts once in trials_run and against --max-trials)
-        on_event("note", text=f"re-measuring: {describe_outside(first.outside_share or 0.0)} "
-                              "while it was timed")
-        second = evaluate(config, "throughput")
+        self.on_event("note", text=f"re-measuring: {describe_outside(first.outside_share or 0.0)} "
+                                   "while it was timed")
+        second = self.evaluate(config, "throughput")
         keep, other = second, first
         if second.outcome != R.OK or (second.outside_share or 0.0) > (first.outside_share or 0.0):
             keep, other = first, second
@@ -217,128 +217,205 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
                                       if share is not None else f"the other run: {other.outcome}"))
         return replace(keep, note="; ".join(n for n in (keep.note, why) if n))
 
-    def quality_cost(config: Config, throughput: float) -> float:
-        seen = book.run_seconds(config)
-        per_run = seen if seen else 8.0 + 1.2 * options.quality_samples / max(throughput, 1.0)
-        return per_run * len(book.missing_seeds(config))
+    def warn_if_too_short(self, config: Config, ev: TrialResult) -> None:
+        """Said once, from the first trial's cost, before the noise floor spends the budget."""
+        o = self.options
+        if o.reported_accuracy:
+            runs = max(0, len(o.script_seeds) - 1) \
+                if stored_script_floor(self.study.user_attrs) is None else 0
+            per_run = ev.seconds
+        else:
+            runs = len(self.book.missing_seeds(config))
+            per_run = self.quality_cost(config, ev.throughput or 0.0) / max(runs, 1)
+        costs = phase_costs(spent_s=self.clock.elapsed(), trial_s=ev.seconds,
+                            quality_run_s=per_run, quality_runs=runs,
+                            verify_rounds=o.verify_rounds)
+        message = too_short(costs, o.budget_s)
+        if message:
+            self.on_event("warn", text=f"{message}. Going on: what is measured is kept, and the "
+                                       "same command with a longer --budget resumes it")
 
-    def leader() -> float:
-        return max((r.throughput for r in known.values() if r.feasible and r.throughput),
-                   default=0.0)
+    # ---- quality ---------------------------------------------------------------------------------
 
-    def judge(config: Config, throughput: float) -> tuple[float | None, float, dict[str, Any]]:
+    def _judge_reported(self, config: Config, role: str,
+                        ev: TrialResult) -> tuple[float | None, float, dict[str, Any]]:
+        """Script mode: the accuracy the script reported, gated against the default launch's
+        seeds when it has them. Returns (accuracy, violation, the TrialResult fields)."""
+        o = self.options
+        acc, violation, judged = ev.accuracy, 0.0, {}
+        base_rec = self.known.get(self.key(self.base))
+        if role == DEFAULT_ROLE:
+            floor = measure_script_floor(self.study, self.evaluate, config, ev, o.script_seeds,
+                                         time_left=self.left, on_event=self.on_event)
+            if floor is not None:
+                judged = {"quality_sd": floor.sd, "quality_n": floor.n}
+            return acc, violation, judged
+        floor = stored_script_floor(self.study.user_attrs)
+        # With --accuracy the script promised a number: missing it fails the rule, as a
+        # built-in workload's missing accuracy does.
+        if acc is not None and floor is not None:
+            verdict = judge_single_run(floor, acc, o.max_accuracy_drop)
+            violation, judged = verdict.violation, verdict.trial_fields()
+        elif (acc is not None or o.accuracy_required) and base_rec \
+                and base_rec.accuracy is not None:
+            violation = accuracy_violation(acc, base_rec.accuracy, o.max_accuracy_drop)
+        return acc, violation, judged
+
+    def judge(self, config: Config, throughput: float) -> QualityVerdict:
         """Quality of `config`'s math class: measured now when it is the default's class (the
-        noise floor) or a contender for the lead, else left pending until it matters.
-        Returns (accuracy, violation, the TrialResult fields of the judgement)."""
+        noise floor) or a contender for the lead, else left pending until it matters."""
+        book, base = self.book, self.base
         is_base = book.class_of(config) == book.class_of(base)
-        contender = throughput >= 0.97 * leader()
+        contender = throughput >= 0.97 * self.leader()
         if book.missing_seeds(config) and (is_base or contender) \
-                and quality_cost(config, throughput) <= max(0.0, left()):
+                and self.quality_cost(config, throughput) <= max(0.0, self.left()):
             if book.missing_seeds(base):   # the noise floor is the default launch's own
-                book.measure(base, on_run=lambda **i: on_event("quality_start", **i))
+                book.measure(base, on_run=self._quality_started)
             if not is_base:
-                book.measure(config, on_run=lambda **i: on_event("quality_start", **i))
-        return quality_of(config)
+                book.measure(config, on_run=self._quality_started)
+        return judge_class(book, config)
 
-    def quality_of(config: Config) -> tuple[float | None, float, dict[str, Any]]:
-        ev, verdict = book.evidence(config), book.verdict(config)
-        cls = book.class_of(config)
-        if ev is not None and ev.failed and verdict is None:
-            return None, 1.0, {"math_class": cls, "quality": f"quality run failed: {ev.failed}"}
-        if verdict is None:
-            return None, 0.0, {"math_class": cls, "quality": "pending"}
-        sample = ev.sample(book.seeds)
-        judged = {"math_class": cls, "quality": "rejected" if verdict.reject else "accepted",
-                  "quality_sd": sample.sd, "quality_n": sample.n,
-                  "quality_verdict": verdict.describe()}
-        violation = verdict.margin_pp if verdict.reject else min(0.0, verdict.margin_pp)
-        return sample.mean, violation, judged
+    def _quality_started(self, **info) -> None:
+        self.on_event("quality_start", **info)
 
-    # 1. References: what the user gets without tuning, and the best-known launcher heuristic.
-    refs: dict[str, Record | None] = {}
-    for role, config in reference_configs(topology, base):
-        rec = known.get(key(config))
-        state, trial = "done", None
-        if rec is None and left() > 0:
-            # shared: a RUNNING trial carries the claim; alone: stored when done, as before
-            state, rec, trial = take(config, study.ask if claims else None)
-            if state == "busy":
-                on_event("note", text=f"{role}: another worker is measuring it")
-        if state == "mine":
-            rec = evaluate_and_record(config, role, trial=trial)
-            if role == DEFAULT_ROLE and rec.outcome in (R.WORKLOAD_ERROR, R.CRASH):
-                # The same failure would repeat on every trial: stop now, show the cause.
-                lines = [ln.strip() for ln in rec.result.log_tail.splitlines()
-                         if ln.strip() and not ln.startswith("--- rank ")]
-                tail = " | ".join(lines[-3:]) or rec.reason
-                raise WorkloadError(f"the workload fails on the default launch ({rec.outcome}: "
-                                    f"{rec.reason}); last log lines: {tail}")
-        refs[role] = rec
+    def rejected(self, config: Config) -> bool:
+        """A class the quality gate rejected is no place to look (script mode: the script's
+        number, judged per trial)."""
+        return not self.options.reported_accuracy and judge_class(self.book, config).violation > 0
 
-    # 2. Sampler-proposed trials until the budget (less verification), stagnation or exhaustion.
-    rng = random.Random(options.seed)
-    stop_reason, since_gain, repeats = "budget", 0, 0
-    best = max((r.throughput for r in known.values() if r.feasible and r.throughput), default=0.0)
-    drawn = sum(r.role == SEARCH_ROLE for r in known.values())  # a resumed study has its own
-    # a class the quality gate rejected is no place to look (script mode: the script's number)
-    guided = _Guide(options.guide, topology, key, ruled_out,
-                    rejected=lambda c: not options.reported_accuracy and quality_of(c)[1] > 0)
-    while True:
-        if left() < options.min_trial_s:
-            stop_reason = "budget"
-            break
-        if options.max_trials is not None and measured >= options.max_trials:
-            stop_reason = "max_trials"
-            break
-        if since_gain >= options.patience and \
-                clock.elapsed() >= options.stagnation_after * options.budget_s:
-            stop_reason = "stagnated"
-            break
-        if repeats >= 3:  # the sampler keeps proposing measured configs: explore instead
-            taken = {**known, **dict.fromkeys(claims.busy_keys())} if claims else known
-            fresh = unseen(space, taken, rng, key)
-            if fresh is None:
-                stop_reason = "exhausted"
-                break
-            study.enqueue_trial(fresh)
-            repeats = 0
+    # ---- the phases ------------------------------------------------------------------------------
+
+    def references(self) -> dict[str, Record | None]:
+        """The default launch and the launcher heuristics, measured once (by any worker)."""
+        refs: dict[str, Record | None] = {}
+        for role, config in reference_configs(self.topology, self.base):
+            rec = self.known.get(self.key(config))
+            state, trial = "done", None
+            if rec is None and self.left() > 0:
+                # shared: a RUNNING trial carries the claim; alone: stored when done, as before
+                state, rec, trial = self.take(config, self.study.ask if self.claims else None)
+                if state == "busy":
+                    self.on_event("note", text=f"{role}: another worker is measuring it")
+            if state == "mine":
+                rec = self.evaluate_and_record(config, role, trial=trial)
+                if role == DEFAULT_ROLE and rec.outcome in (R.WORKLOAD_ERROR, R.CRASH):
+                    raise _fails_on_default(rec)
+            refs[role] = rec
+        return refs
+
+    def sample(self) -> str:
+        """Sampler-proposed trials until a stop; returns why it stopped."""
+        state = _Sampling(
+            rng=random.Random(self.options.seed), best=self.leader(),
+            drawn=sum(r.role == SEARCH_ROLE for r in self.known.values()))
+        guided = _Guide(self.options.guide, self.topology, self.key, ruled_out,
+                        rejected=self.rejected)
+        while True:
+            stop = self._stop_reason(state)
+            if stop is None and state.repeats >= 3:
+                stop = self._explore(state)
+            if stop is not None:
+                return stop
+            self._propose(state, guided)
+            self._sample_one(state)
+
+    def _stop_reason(self, state: _Sampling) -> str | None:
+        o = self.options
+        if self.left() < o.min_trial_s:
+            return "budget"
+        if o.max_trials is not None and self.measured >= o.max_trials:
+            return "max_trials"
+        if state.since_gain >= o.patience and \
+                self.clock.elapsed() >= o.stagnation_after * o.budget_s:
+            return "stagnated"
+        return None
+
+    def _explore(self, state: _Sampling) -> str | None:
+        """The sampler keeps proposing measured configs: enqueue an unseen one instead
+        ("exhausted" when none is left; resets `state.repeats`)."""
+        taken = {**self.known, **dict.fromkeys(self.claims.busy_keys())} if self.claims \
+            else self.known
+        fresh = unseen(self.space, taken, state.rng, self.key)
+        if fresh is None:
+            return "exhausted"
+        self.study.enqueue_trial(fresh)
+        state.repeats = 0
+        return None
+
+    def _propose(self, state: _Sampling, guided: "_Guide") -> None:
+        """Enqueue the guide's proposal, else (during TPE's start-up) a launchable draw."""
         # shared: what other workers are measuring counts as measured
-        proposal = guided.next(space, known, claims.busy_keys() if claims else ())
+        proposal = guided.next(self.space, self.known,
+                               self.claims.busy_keys() if self.claims else ())
         if proposal is not None:
-            study.enqueue_trial(proposal)
-        elif drawn < options.startup_draws:  # TPE's start-up, drawn from what can run here
-            draw = launchable_draw(space, rng, lambda p: key(space.to_config(p)) in known,
-                                   lambda p: ruled_out(space.to_config(p), space, topology))
-            drawn = drawn + 1 if draw is not None else options.startup_draws  # none left: stop
+            self.study.enqueue_trial(proposal)
+        elif state.drawn < self.options.startup_draws:  # drawn from what can run here
+            space = self.space
+            draw = launchable_draw(space, state.rng,
+                                   lambda p: self.key(space.to_config(p)) in self.known,
+                                   lambda p: ruled_out(space.to_config(p), space, self.topology))
+            # none left: stop drawing
+            state.drawn = state.drawn + 1 if draw is not None else self.options.startup_draws
             if draw is not None:
-                study.enqueue_trial(draw)
-        trial = study.ask(distributions)
-        claim_trial(study, trial)
-        config = space.to_config(trial.params)
-        state, seen, _ = take(config, trial)
-        if state == "busy":
-            repeats += 1
-            claims.release(trial, "another worker is measuring this configuration")
-            continue
+                self.study.enqueue_trial(draw)
+
+    def _sample_one(self, state: _Sampling) -> None:
+        """Ask the sampler for a trial and measure it, unless measured (a repeat) or busy."""
+        trial = self.study.ask(self.distributions)
+        claim_trial(self.study, trial)
+        config = self.space.to_config(trial.params)
+        taken, seen, _ = self.take(config, trial)
+        if taken == "busy":
+            state.repeats += 1
+            self.claims.release(trial, "another worker is measuring this configuration")
+            return
         if seen is not None:
             # Never run a configuration twice: tell the sampler what it already measured.
-            repeats += 1
+            state.repeats += 1
             # the measurement it reuses, whole (a script's metric too), and where it came from
             mirror = replace(seen.result, accuracy=seen.accuracy, reused_from=seen.number)
-            record_trial(study, config=config, result=mirror,
+            record_trial(self.study, config=config, result=mirror,
                          violation=0.0 if seen.feasible else 1.0, role=REPEAT_ROLE, trial=trial)
-            continue
-        repeats = 0
-        rec = evaluate_and_record(config, SEARCH_ROLE, trial=trial)
+            return
+        state.repeats = 0
+        rec = self.evaluate_and_record(config, SEARCH_ROLE, trial=trial)
         if rec.outcome != R.INFEASIBLE:
-            since_gain += 1
-        if rec.feasible and rec.throughput and rec.throughput > best * 1.01:
-            best, since_gain = rec.throughput, 0
-    # 3. Settle: the fastest configurations whose class is still pending get their quality
-    # measured while time allows (a class rejected late can promote one that never led).
-    settled = _settle(known, book, quality_of, quality_cost, left, on_event)
-    return SearchResult(records=settled, default=refs.get(DEFAULT_ROLE), book=book,
-                        run_cpu=refs.get(RUN_CPU_ROLE), stop_reason=stop_reason, measured=measured)
+            state.since_gain += 1
+        if rec.feasible and rec.throughput and rec.throughput > state.best * 1.01:
+            state.best, state.since_gain = rec.throughput, 0
+
+    def settle(self, top: int = 3) -> list[Record]:
+        """Records with their final quality; pending ones among the top `top` measured if time
+        allows, and any still pending afterwards are not recommendable."""
+        while True:
+            recs = [self._refreshed(r) for r in self.known.values()]
+            ranked = sorted((r for r in recs if r.outcome == R.OK and r.throughput
+                             and r.result.quality in (ACCEPTED, PENDING)),
+                            key=lambda r: r.throughput, reverse=True)[:top]
+            pending = [r for r in ranked if r.result.quality == PENDING]
+            todo = next((r for r in pending
+                         if self.quality_cost(r.config, r.throughput) <= self.left()), None)
+            if todo is None:
+                return recs
+            self.book.measure(todo.config, on_run=self._quality_started)
+
+    def _refreshed(self, r: Record) -> Record:
+        """`r` judged on the quality evidence stored now."""
+        if r.outcome != R.OK or r.result.metric_source:
+            return r
+        verdict = judge_class(self.book, r.config)
+        return replace(r, result=replace(r.result, accuracy=verdict.mean,
+                                         **verdict.trial_fields()),
+                       feasible=verdict.violation <= 0 and verdict.status != PENDING)
+
+
+def _fails_on_default(rec: Record) -> WorkloadError:
+    """The same failure would repeat on every trial: stop now, show the cause."""
+    lines = [ln.strip() for ln in rec.result.log_tail.splitlines()
+             if ln.strip() and not ln.startswith("--- rank ")]
+    tail = " | ".join(lines[-3:]) or rec.reason
+    return WorkloadError(f"the workload fails on the default launch ({rec.outcome}: "
+                         f"{rec.reason}); last log lines: {tail}")
 
 
 class _Guide:
@@ -381,33 +458,3 @@ class _Guide:
             if lead is not None:
                 return self.descent.propose(space, lead, measured, launchable)
         return None
-
-
-def _settle(known: dict[str, Record], book: "QualityBook", quality_of, quality_cost, left,
-            on_event, top: int = 3) -> list[Record]:
-    """Records with their final quality; pending ones among the top `top` measured if time allows,
-    and any still pending afterwards are not recommendable."""
-    def refreshed(r: Record) -> Record:
-        if r.outcome != R.OK or r.result.metric_source:
-            return r
-        acc, violation, judged = quality_of(r.config)
-        return replace(r, result=replace(r.result, accuracy=acc, **judged),
-                       feasible=violation <= 0 and judged["quality"] != "pending")
-
-    while True:
-        recs = [refreshed(r) for r in known.values()]
-        ranked = sorted((r for r in recs if r.outcome == R.OK and r.throughput
-                         and r.result.quality in ("accepted", "pending")),
-                        key=lambda r: r.throughput, reverse=True)[:top]
-        pending = [r for r in ranked if r.result.quality == "pending"]
-        todo = next((r for r in pending if quality_cost(r.config, r.throughput) <= left()), None)
-        if todo is None:
-            return recs
-        book.measure(todo.config, on_run=lambda **i: on_event("quality_start", **i))
-
-
-def _accuracy_violation(acc: float | None, base: float | None, max_drop_pp: float) -> float:
-    """> 0 when the accuracy fell more than the allowed percentage points below the default."""
-    if acc is None or base is None:
-        return 1.0 if acc is None else 0.0
-    return (base - acc) * 100.0 - max_drop_pp

@@ -4,7 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ..study.evidence import QualityBook
+from ..quality.evidence import QualityBook
+from ..quality.samples import QUALITY_SAMPLES
 from ..study.records import Record
 from .references import STARTUP_TRIALS
 
@@ -26,7 +27,7 @@ class SearchOptions:
     # micro-batch), which makes the batch each rank sees part of the math (quality.math_class).
     batchnorm: bool = True
     quality_seeds: tuple[int, ...] = (0, 1, 2)
-    quality_samples: int = 16384     # of one quality run (its cost, for the budget)
+    quality_samples: int = QUALITY_SAMPLES   # of one quality run (its cost, for the budget)
     patience: int = 30               # measured trials without a 1% gain before stopping
     # ... but not before this share of the budget is spent: on large machines (thousands of
     # configurations, benchmarks/search_at_scale.py) 30 flat trials came after ~9 of 30 minutes

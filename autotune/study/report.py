@@ -13,9 +13,11 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from . import quality_report as QR
+from ..quality import report as QR
+from ..quality.evidence import stored_classes
+from ..quality.script_floor import SCRIPT_FLOOR_ATTR, stored_script_floor
+from ..quality.verdict import FAILED, REJECTED
 from ..run import outcome as R
-from .evidence import stored_classes
 from .report_format import _changes, _clip, _knobs, _machine, _num, _table
 from ..measure.contention import DISTURBED_SHARE, disturbed
 from ..measure.stats import BUSY_CPU_SHARE, busy
@@ -219,16 +221,15 @@ def _script_facts(attrs: dict[str, Any]) -> dict[str, Any]:
         what = "score = 1 / wall seconds per run (or autotune.report()), start-up included"
     notes = [what] + [f"not tuned, the script sets its own {k}: {why}"
                       for k, why in (attrs.get("script_overrides") or {}).items()]
-    floor = _script_floor_line(attrs.get("script_noise_floor") or {})
+    floor = _script_floor_line(attrs)
     return {"unit": "score", "script_notes": tuple(notes + ([floor] if floor else []))}
 
 
-def _script_floor_line(floor: dict[str, Any]) -> str:
+def _script_floor_line(attrs: dict[str, Any]) -> str:
     """The script's --accuracy noise floor over seeds, or why the gate has none."""
-    values = floor.get("values") or []
-    if len(values) >= 2:
-        from ..measure.quality import Sample
-        s = Sample(tuple(values))
+    floor = attrs.get(SCRIPT_FLOOR_ATTR) or {}
+    s = stored_script_floor(attrs)
+    if s is not None:
         seeds = ", ".join(str(x) for x in floor.get("seeds") or [])
         return (f"accuracy noise floor: the default launch measured {s.describe()} over seeds "
                 f"{seeds}; the gate allows --max-accuracy-drop plus this noise")
@@ -243,7 +244,7 @@ def _rows(recs: list[Record], default_thr: float | None, attrs: dict[str, Any]) 
         if r.config.key() in seen:
             continue
         seen.add(r.config.key())
-        feasible = r.feasible and QR.verdict(attrs, r.result) not in ("rejected", "failed")
+        feasible = r.feasible and QR.verdict(attrs, r.result).status not in (REJECTED, FAILED)
         rows.append(Row(number=r.number, role=r.role, throughput=r.throughput,
                         x_default=r.throughput / default_thr if default_thr else None,
                         accuracy=accuracy_of(r, attrs), feasible=feasible,

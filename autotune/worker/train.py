@@ -17,7 +17,7 @@ import torch
 import torch.distributed as dist
 
 from ..config import REFERENCE_GLOBAL_BATCH
-from ..measure.quality import lr_at, lr_scale, split_batch
+from ..quality.math_class import lr_at, lr_scale, split_batch
 from ..plan.launch_plan import EXIT_BACKEND_UNAVAILABLE, EXIT_WORKLOAD_ERROR, WorkerRequest
 from ..run.outcome import OK, UNAVAILABLE, WORKLOAD_ERROR
 from . import data

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import WorkloadError
+from ..quality.samples import QUALITY_SAMPLES
 from .models import NUM_CLASSES, SmallResNet, TinyEncoder
 from .synthetic import (_sample_seed, _shifted_class_batch, _smooth_templates, _teacher_batch,
                         _token_batch, _unit_rows)
@@ -52,12 +53,6 @@ class WorkloadSpec:
 
 
 # ---- cnn: small ResNet-style network on 32x32 RGB ------------------------------------------------
-
-
-# Training samples of one quality run of the built-in cnn, chosen from measurements
-# (docs/benchmarks.md, "Quality runs and the accuracy gate"): long enough that seeds agree to about half a point,
-# short enough that three seeds fit in a 10-minute search.
-QUALITY_SAMPLES = 16384
 
 
 def cnn(*, width: int = 16, blocks: int = 1, image_size: int = 32, signal: float = 0.35,

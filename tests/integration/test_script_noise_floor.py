@@ -11,7 +11,7 @@ import optuna
 import pytest
 
 from autotune.cli import main
-from autotune.search.loop import SCRIPT_FLOOR_ATTR
+from autotune.quality.script_floor import SCRIPT_FLOOR_ATTR
 from autotune.tune import NO_SEED_NOTE
 
 SPACE = "name: script-seeds\nknobs:\n  threads:\n    choices: [1, 2]\n"

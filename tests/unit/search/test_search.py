@@ -17,7 +17,7 @@ from autotune.run import outcome as R
 from autotune.config import Config
 from autotune.errors import WorkloadError
 from autotune.probe import probe
-from autotune.measure.quality import math_class
+from autotune.quality.math_class import math_class
 from autotune.recommend.verify import pick_candidates, verify
 from autotune.search.loop import run_search
 from autotune.search.options import SearchOptions
@@ -340,7 +340,7 @@ class ScriptSim(Sim):
 
 
 def test_a_scripts_accuracy_gate_has_a_noise_floor_over_seeds(tmp_path, topo, space):
-    from autotune.search.loop import SCRIPT_FLOOR_ATTR
+    from autotune.quality.script_floor import SCRIPT_FLOOR_ATTR
     sim = ScriptSim()
     study = new_study(tmp_path)
     res = run_search(study, space=space, topology=topo, evaluate=sim, clock=sim,

@@ -11,7 +11,7 @@ import pytest
 from autotune.run import outcome as R
 from autotune.cli import main
 from autotune.config import Config
-from autotune.study.evidence import stored_classes
+from autotune.quality.evidence import stored_classes
 from autotune.study.report import Row, build_report, importance, pareto_front
 from autotune.study.storage import open_storage, open_study
 from autotune.run.outcome import TrialResult

@@ -16,10 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..measure import quality as Q
 from ..config import REFERENCE_GLOBAL_BATCH
 from ..run.outcome import TrialResult
 from .evidence import NOISE_FLOOR_ATTR, ClassEvidence, stored_classes
+from .gate import Sample, gate
+from .goodput import efficiency, samples_to_target
+from .verdict import ACCEPTED, FAILED, PENDING, REJECTED, QualityVerdict, stored_verdict
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -27,7 +29,7 @@ class QualityFacts:
     mean: float | None
     sd: float | None
     n: int
-    verdict: str                    # accepted | rejected | pending | failed | ...
+    verdict: str                    # QualityVerdict.label: accepted | rejected | pending | ...
     samples_to_target: int | None
     time_to_target_s: float | None  # training time to the target at this throughput
     goodput: float | None           # samples/s x statistical efficiency (Pollux)
@@ -43,35 +45,36 @@ class Target:
     why: str               # one line: how it was chosen, or why the column is dropped
 
 
-def verdict(study_attrs: dict[str, Any], result: TrialResult) -> str:
+def verdict(study_attrs: dict[str, Any], result: TrialResult) -> QualityVerdict:
     """The gate's answer for a trial's class with everything stored now (a class measured after
-    the trial was recorded included): accepted, rejected, pending or failed."""
+    the trial was recorded included), else the one the trial was stored with."""
     cls = result.math_class
-    return (class_verdict(study_attrs, cls) if cls else None) or result.quality or "pending"
+    return (class_verdict(study_attrs, cls) if cls else None) or stored_verdict(result)
 
 
-def class_verdict(study_attrs: dict[str, Any], cls: str) -> str | None:
-    """accepted, rejected, pending or failed for a stored class; None when the class or the
-    noise floor is not stored."""
+def class_verdict(study_attrs: dict[str, Any], cls: str) -> QualityVerdict | None:
+    """The verdict for a stored class; None when the class or the noise floor is not stored.
+    (A failed class shows as plain "failed" here: the report has no room for its cause.)"""
     floor = study_attrs.get(NOISE_FLOOR_ATTR) or {}
     ev = stored_classes(study_attrs).get(cls)
     if ev is None or not floor.get("values"):
         return None
     if ev.failed and ev.sample() is None:
-        return "failed"
+        return QualityVerdict(status=FAILED, math_class=cls)
     if cls == floor.get("math_class"):
-        return "accepted"
+        return QualityVerdict(status=ACCEPTED, math_class=cls, sample=ev.sample())
     seeds = tuple(range(int(floor["n"])))
     sample = ev.sample(seeds)
     if sample is None:
-        return "pending"
+        return QualityVerdict(status=PENDING, math_class=cls)
     tol = float((study_attrs.get("settings") or {}).get("max_accuracy_drop", 1.0))
-    v = Q.gate(Q.Sample(tuple(floor["values"])), sample, tol)
-    return "rejected" if v.reject else "accepted"
+    v = gate(Sample(tuple(floor["values"])), sample, tol)
+    return QualityVerdict(status=REJECTED if v.reject else ACCEPTED, math_class=cls,
+                          sample=sample, gate=v)
 
 
 def curve_end(curves: list[list[tuple[int, float]]]) -> float | None:
-    """The last point of the seeds' mean learning curve (as Q.samples_to_target averages it)."""
+    """The last point of the seeds' mean learning curve (as samples_to_target averages it)."""
     if not curves or min(len(c) for c in curves) == 0:
         return None
     n = min(len(c) for c in curves)
@@ -92,7 +95,7 @@ def target(study_attrs: dict[str, Any]) -> Target:
     tol = float((study_attrs.get("settings") or {}).get("max_accuracy_drop", 1.0))
     wanted = floor["mean"] - tol / 100.0
     ends = {cls: end for cls, ev in classes.items()
-            if class_verdict(study_attrs, cls) == "accepted"
+            if (v := class_verdict(study_attrs, cls)) is not None and v.accepted
             and (end := curve_end(ev.curves())) is not None}
     lowest = min(ends, key=ends.__getitem__, default=None)
     told = f"the default launch's quality {floor['mean']:.4f} less {tol:g} pp"
@@ -114,16 +117,16 @@ def facts(study_attrs: dict[str, Any], result: TrialResult, throughput: float,
     floor = study_attrs.get(NOISE_FLOOR_ATTR) or {}
     sample = ev.sample() if ev else None
     goal = goal or target(study_attrs)
-    to_target = Q.samples_to_target(ev.curves(), goal.value) \
+    to_target = samples_to_target(ev.curves(), goal.value) \
         if ev and goal.value is not None else None
     b_noise = floor.get("b_noise")
     reference = int((study_attrs.get("settings") or {}).get("reference_batch",
                                                              REFERENCE_GLOBAL_BATCH))
-    eff = Q.efficiency(b_noise, global_batch, reference) if b_noise or \
+    eff = efficiency(b_noise, global_batch, reference) if b_noise or \
         global_batch == reference else None
     return QualityFacts(
         mean=sample.mean if sample else None, sd=sample.sd if sample else None,
-        n=sample.n if sample else 0, verdict=verdict(study_attrs, result),
+        n=sample.n if sample else 0, verdict=verdict(study_attrs, result).label,
         samples_to_target=to_target,
         time_to_target_s=to_target / throughput if to_target and throughput else None,
         goodput=throughput * eff if eff is not None else None, efficiency=eff)

@@ -1,7 +1,7 @@
 """Seeded quality evidence per math class, stored in the study and reused.
 
 The default launch's class is measured first with `seeds` seeds: that is the noise floor every
-other class is judged against (quality.gate). Another class is measured with the same seeds only
+other class is judged against (quality/gate.py). Another class is measured with the same seeds only
 when it matters (a configuration of that class would lead the search), and each class is
 measured once: configurations that share the math share the quality.
 """
@@ -14,9 +14,11 @@ from typing import Any, Callable
 
 import optuna
 
-from ..measure import quality as Q
-from ..run import outcome as R
 from ..config import Config
+from ..run import outcome as R
+from .gate import GateResult, Sample, gate
+from .goodput import NoiseScale, noise_scale
+from .math_class import math_class
 
 NOISE_FLOOR_ATTR = "noise_floor"
 _PREFIX = "quality:"
@@ -31,12 +33,12 @@ class ClassEvidence:
     config: dict[str, Any]
     runs: dict[int, dict[str, Any]] = field(default_factory=dict)   # seed -> run
 
-    def sample(self, seeds: tuple[int, ...] | None = None) -> Q.Sample | None:
+    def sample(self, seeds: tuple[int, ...] | None = None) -> Sample | None:
         """The seeds' qualities (all runs of the search's own length when `seeds` is None: the
         confirmation's longer runs are compared only among themselves)."""
         vals = [r["quality"] for s, r in sorted(self.runs.items())
                 if r.get("quality") is not None and _chosen(s, r, seeds)]
-        return Q.Sample(tuple(vals)) if vals else None
+        return Sample(tuple(vals)) if vals else None
 
     @property
     def failed(self) -> str | None:
@@ -48,7 +50,7 @@ class ClassEvidence:
                 for s, r in sorted(self.runs.items())
                 if r.get("curve") and _chosen(s, r, seeds)]
 
-    def noise_scale(self) -> Q.NoiseScale | None:
+    def noise_scale(self) -> NoiseScale | None:
         probes = [r["gns"] for r in self.runs.values() if r.get("gns")]
         if not probes:
             return None
@@ -56,7 +58,7 @@ class ClassEvidence:
         big = {p["big"] for p in probes}
         if len(small) != 1 or len(big) != 1 or small == big:
             return None
-        return Q.noise_scale([v for p in probes for v in p["small_sq"]],
+        return noise_scale([v for p in probes for v in p["small_sq"]],
                              [v for p in probes for v in p["big_sq"]], small.pop(), big.pop())
 
     def seconds(self) -> float:
@@ -103,7 +105,7 @@ class QualityBook:
         self.classes = stored_classes(study.user_attrs)
 
     def class_of(self, config: Config) -> str:
-        return Q.math_class(config, batchnorm=self.batchnorm,
+        return math_class(config, batchnorm=self.batchnorm,
                             reference_batch=self.base.global_batch)
 
     def evidence(self, config: Config) -> ClassEvidence | None:
@@ -171,11 +173,11 @@ class QualityBook:
             "math_class": ev.math_class,
             "b_noise": ns.b_noise if ns else None})
 
-    def default_sample(self, seeds: tuple[int, ...] | None = None) -> Q.Sample | None:
+    def default_sample(self, seeds: tuple[int, ...] | None = None) -> Sample | None:
         ev = self.evidence(self.base)
         return ev.sample(seeds or self.seeds) if ev else None
 
-    def verdict(self, config: Config, seeds: tuple[int, ...] | None = None) -> Q.Verdict | None:
+    def gate_result(self, config: Config, seeds: tuple[int, ...] | None = None) -> GateResult | None:
         """The gate for `config`'s class against the default's, or None while either is unknown.
         The default's own class is accepted by definition."""
         d = self.default_sample(seeds)
@@ -184,14 +186,21 @@ class QualityBook:
         if d is None or c is None:
             return None
         if self.class_of(config) == self.class_of(self.base):
-            return Q.Verdict(reject=False, drop_pp=0.0, noise_pp=0.0,
-                             tolerance_pp=self.tolerance_pp, df=float(d.n - 1))
-        return Q.gate(d, c, self.tolerance_pp, lower_is_better=self.lower_is_better)
+            return GateResult(reject=False, drop_pp=0.0, noise_pp=0.0,
+                                tolerance_pp=self.tolerance_pp, df=float(d.n - 1))
+        return gate(d, c, self.tolerance_pp, lower_is_better=self.lower_is_better)
 
     def b_noise(self) -> float | None:
         ev = self.evidence(self.base)
         ns = ev.noise_scale() if ev else None
         return ns.b_noise if ns else None
+
+    def cost(self, config: Config, throughput: float, samples: int) -> float:
+        """Seconds the class's missing seeds would take: runs of it seen so far, else an estimate
+        from the trial's throughput and the run length `samples`."""
+        seen = self.run_seconds(config)
+        per_run = seen if seen else 8.0 + 1.2 * samples / max(throughput, 1.0)
+        return per_run * len(self.missing_seeds(config))
 
     def run_seconds(self, config: Config) -> float | None:
         """Typical length of one quality run of this class (or of the default's), for budgeting."""

@@ -1,0 +1,82 @@
+"""The seeded confirmation of a recommendation that changes the math, and what it costs.
+
+The search judges a class on the seeds its noise floor used; before a class that trains
+differently is recommended, it is measured again on new seeds (CONFIRM_SEEDS), default and
+candidate side by side, and gated on those seeds alone.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from ..config import Config
+from .evidence import CONFIRM_SEEDS, QualityBook
+from .verdict import ACCEPTED, FAILED, PENDING, REJECTED, QualityVerdict
+
+
+def confirm_quality(book: QualityBook, config: Config, *, time_left: Callable[[], float],
+                    samples: int, on_event: Callable[..., None] = lambda kind, **info: None,
+                    ) -> QualityVerdict:
+    """Confirm, before recommending it, that a configuration which changes the math trains as
+    well as the default launch: new seeds, each run twice as long as the search's quality runs
+    when the budget allows (else as long), default and candidate side by side (D C D C ...), and
+    the same gate on those seeds alone. A configuration with the default's math needs nothing.
+    The verdict's `why` is the line the recommendation shows (accepted or not)."""
+    cls = book.class_of(config)
+    d_now = book.default_sample()
+    if cls == book.class_of(book.base):
+        return QualityVerdict(status=ACCEPTED, math_class=cls, sample=d_now, why=(
+            f"same math as the default launch (quality {d_now.describe()}, {d_now.n} seeds)"
+            if d_now else "same math as the default launch"))
+    length, per_run = _run_length(book, config, samples, time_left)
+    if length * per_run * len(CONFIRM_SEEDS) > time_left():
+        return QualityVerdict(status=PENDING, math_class=cls, why=(
+            f"{describe_changes(config)} not confirmed: the seeded confirmation needs "
+            f"about {per_run * len(CONFIRM_SEEDS):.0f}s, more than the budget left"))
+    for seed in CONFIRM_SEEDS:   # interleaved, so a drift in the machine hits both alike
+        for c in (book.base, config):
+            on_event("confirm_start", config=c, seed=seed)
+            book.measure(c, (seed,), samples=samples * length)
+    d, c = book.default_sample(CONFIRM_SEEDS), book.evidence(config).sample(CONFIRM_SEEDS)
+    if d is None or c is None or d.n < 2 or c.n < 2:
+        return QualityVerdict(status=FAILED, math_class=cls, why=(
+            f"{describe_changes(config)} not confirmed: confirmation runs failed"))
+    v = book.gate_result(config, CONFIRM_SEEDS)
+    text = (f"accuracy {c.describe()} (default {d.describe()}, {c.n} new seeds x "
+            f"{samples * length} samples, side by side): "
+            f"{'beyond' if v.reject else 'within'} {v.tolerance_pp:g} pp "
+            f"(drop {v.drop_pp:+.2f} pp, noise {v.noise_pp:.2f} pp)")
+    return QualityVerdict(status=REJECTED if v.reject else ACCEPTED, math_class=cls, sample=c,
+                          gate=v, why=text)
+
+
+def _run_length(book: QualityBook, config: Config, samples: int,
+                time_left: Callable[[], float]) -> tuple[int, float]:
+    """(multiple of `samples` per confirmation run, seconds per seed): the default's
+    confirmation runs, when an earlier class made them, fix the length for every class."""
+    base_ev = book.evidence(book.base)
+    done = [r.get("samples") for k, r in (base_ev.runs.items() if base_ev else ())
+            if k in CONFIRM_SEEDS and r.get("samples")]
+    if done:   # the default's confirmation runs exist (an earlier class): same length, theirs
+        return max(1, int(done[0]) // samples), book.run_seconds(config) or 0.0
+    per_run = (book.run_seconds(book.base) or 0.0) + (book.run_seconds(config) or 0.0)
+    return (2 if 2 * per_run * len(CONFIRM_SEEDS) <= time_left() else 1), per_run
+
+
+def confirmation_cost(book: QualityBook, lead: Config | None) -> float:
+    """Seconds the confirmation of the leader `lead` would take (0 for the default's math)."""
+    if lead is None or book.class_of(lead) == book.class_of(book.base):
+        return 0.0
+    per_run = (book.run_seconds(book.base) or 0.0) + (book.run_seconds(lead) or 0.0)
+    return per_run * len(CONFIRM_SEEDS)
+
+
+def confirmation_reserve(book: QualityBook) -> float:
+    """What verification rounds past the asked ones must leave for a confirmation: the
+    default's side of it, twice."""
+    return 2 * (book.run_seconds(book.base) or 0.0) * len(CONFIRM_SEEDS)
+
+
+def describe_changes(config: Config) -> str:
+    """The knobs that differ from the default launch, e.g. 'precision=bf16 global_batch=64'."""
+    base = Config().to_dict()
+    return " ".join(f"{k}={v}" for k, v in config.to_dict().items() if base[k] != v) or "default"

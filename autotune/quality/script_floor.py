@@ -1,0 +1,49 @@
+"""The noise floor of a user's script (script mode with --accuracy): the default launch's reported
+accuracy over seeds, the spread each configuration's single reported number is gated against
+(verdict.judge_single_run). A built-in workload's floor is the QualityBook's default class.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import optuna
+
+from ..config import Config
+from ..run import outcome as R
+from ..run.outcome import Evaluate, TrialResult
+from .gate import Sample
+
+# Study attribute: the default launch's --accuracy over seeds ({"seeds", "values"}), or {"note"}
+# saying why the gate has no noise floor.
+SCRIPT_FLOOR_ATTR = "script_noise_floor"
+
+
+def stored_script_floor(study_attrs: dict[str, Any]) -> Sample | None:
+    """The stored floor, when it has the spread the gate needs (2 values or more)."""
+    values = (study_attrs.get(SCRIPT_FLOOR_ATTR) or {}).get("values") or []
+    return Sample(tuple(values)) if len(values) >= 2 else None
+
+
+def measure_script_floor(study: optuna.Study, evaluate: Evaluate, config: Config,
+                         first: TrialResult, seeds: tuple[int, ...], *,
+                         time_left: Callable[[], float],
+                         on_event: Callable[..., None]) -> Sample | None:
+    """The default launch's --accuracy over `seeds`: measured once (the first seed is the
+    reference run `first` itself), kept on the study for resumes and the report."""
+    if stored_script_floor(study.user_attrs) is not None or len(seeds) < 2 \
+            or first.accuracy is None:
+        return stored_script_floor(study.user_attrs)
+    more = seeds[1:]
+    if time_left() < first.seconds * len(more):
+        on_event("note", text="no budget for the script's accuracy noise floor: the gate "
+                              "compares single measurements")
+        return None
+    values, used = [first.accuracy], [seeds[0]]
+    for seed in more:
+        on_event("note", text=f"accuracy noise floor: default launch, seed {seed}")
+        ev = evaluate(config, "throughput", seed=seed)
+        if ev.outcome == R.OK and ev.accuracy is not None:
+            values.append(ev.accuracy)
+            used.append(seed)
+    study.set_user_attr(SCRIPT_FLOOR_ATTR, {"seeds": used, "values": values})
+    return stored_script_floor(study.user_attrs)
