@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .config import Config
+from .config import DEFAULT_WORKLOAD, Config
 from .errors import AutotuneError, WorkloadError
 from .export.recommendation import save_recommendation
 from .measure.script import check_command, placeholders, restrict_space, takes_seed
@@ -27,7 +27,7 @@ from .recommend.choose import recommend, shared_recommendation
 from .run.idle import IDLE_DEADLINE_S
 from .run.runner import interrupt_on_sigterm, reap_orphans
 from .run.outcome import Evaluate
-from .run.trial import TrialSettings, live_evaluator
+from .run.trial import MIN_TRIAL_TIMEOUT_S, TrialSettings, live_evaluator
 from .search.budget import BudgetPlan, plan_budget
 from .search.lock import MachineLock
 from .search.loop import OVERRIDES_ATTR, SCRIPT_FLOOR_ATTR, run_search
@@ -49,7 +49,8 @@ class SearchRequest:
     """Everything `autotune search` is asked, as one value (the CLI's flags, by the same names).
     Checked once, here, with messages that name the flag."""
     budget_s: float
-    workload: str = "cnn"                       # built-in name or module:function
+    workload: str | None = None                 # built-in name or module:function; None:
+                                                # not given (DEFAULT_WORKLOAD, or a script)
     script: tuple[str, ...] | None = None       # a user's command (script mode)
     metric: str | None = None
     accuracy: str | None = None                 # --accuracy REGEX (script mode)
@@ -108,10 +109,11 @@ class Silent:
     def event(self, _kind: str, **_info: Any) -> None: ...
 
 
-def check_workload(workload: str = "cnn", script: tuple[str, ...] | None = None, *,
+def check_workload(workload: str | None = None, script: tuple[str, ...] | None = None, *,
                    metric: str | None = None, accuracy: str | None = None,
                    lower_is_better: bool = False) -> str:
     """Validate the workload in this process before any trial; returns its label for studies.
+    `workload` None: none was named (the default one, unless a command is given).
 
     Script mode (a command): program, script file, placeholders and --metric pattern. Otherwise
     the workload is loaded here once: a typo in `module:function`, an import error or a wrong
@@ -121,6 +123,7 @@ def check_workload(workload: str = "cnn", script: tuple[str, ...] | None = None,
                             (lower_is_better, "--lower-is-better")):
             if given:
                 raise WorkloadError(f"{flag} reads a script's output: give the command after `--`")
+        workload = workload or DEFAULT_WORKLOAD
         from .worker.workloads import get_workload
         try:
             get_workload(workload)
@@ -130,7 +133,7 @@ def check_workload(workload: str = "cnn", script: tuple[str, ...] | None = None,
             raise WorkloadError(f"workload {workload!r} failed when loaded: "
                                 f"{type(exc).__name__}: {exc}") from exc
         return workload
-    if workload != "cnn":
+    if workload is not None:
         raise WorkloadError("give either --workload or a command after `--`, not both")
     check_command(script, metric, accuracy, lower_is_better)
     named = next((os.path.basename(a) for a in script[1:] if a.endswith(".py")),
@@ -236,10 +239,11 @@ def _prepare(req: SearchRequest, *, label: str | None, topology: Topology | None
     # A study across hosts is another study than one on the first host alone.
     name = study_name(label if cluster is None else f"{label}-{len(cluster.hosts)}hosts",
                       topology, space.name, torch=here.torch)
-    settings = TrialSettings(**script_settings(req), workload=req.workload,
+    settings = TrialSettings(**script_settings(req),
+                             workload=req.workload or DEFAULT_WORKLOAD,
                              target_seconds=req.seconds or budget.target_seconds,
                              results_dir=req.results,
-                             timeout_s=req.trial_timeout or max(30.0, req.budget_s / 4),
+                             timeout_s=req.trial_timeout or max(MIN_TRIAL_TIMEOUT_S, req.budget_s / 4),
                              accuracy_samples=req.quality_samples or quality_samples,
                              cluster=cluster, idle_s=req.idle_timeout)
     return _Job(label=label, topology=topology, space=space, dropped=tuple(dropped),
@@ -280,7 +284,7 @@ def _quality_facts(req: SearchRequest) -> tuple[bool, int]:
         from .worker.workloads import QUALITY_SAMPLES
         return True, QUALITY_SAMPLES
     from .worker.workloads import quality_facts
-    return quality_facts(req.workload)
+    return quality_facts(req.workload or DEFAULT_WORKLOAD)
 
 
 def _open_study(storage: Any, req: SearchRequest, job: _Job, held: contextlib.ExitStack):

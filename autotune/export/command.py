@@ -11,9 +11,10 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import TRAINER_FLAGS, Config
+from ..config import DEFAULT_WORKLOAD, TRAINER_FLAGS, Config
 from ..errors import ConfigError
 from ..plan.build import build_plan
+from ..plan.launch_plan import STANDALONE_SECONDS
 from ..probe.parse import format_cpulist
 from ..probe.topology import Topology
 
@@ -47,7 +48,7 @@ class LaunchCommand:
 
 
 def training_command(workload: str, config: Config, *, python: str = sys.executable,
-                     seconds: float = 60.0) -> tuple[str, ...]:
+                     seconds: float = STANDALONE_SECONDS) -> tuple[str, ...]:
     """The built-in trainer for a built-in or module:function workload, with the knobs that act
     inside the process (the rest act through the environment and binding)."""
     # The libraries are always named: the rank then checks that the environment really
@@ -59,7 +60,7 @@ def training_command(workload: str, config: Config, *, python: str = sys.executa
             "--seconds", f"{seconds:g}")
 
 
-def launch_command(config: Config, topology: Topology, *, workload: str = "cnn",
+def launch_command(config: Config, topology: Topology, *, workload: str = DEFAULT_WORKLOAD,
                    program: tuple[str, ...] | None = None, python: str = sys.executable,
                    port: int = 29500, manifest: dict[str, Any] | None = None,
                    script: bool = False, local_rank_arg: str | None = None,

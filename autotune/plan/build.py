@@ -13,12 +13,13 @@ from ..bind import command as bind_command
 from ..comm.ccl.env import CCL_ENV
 from ..comm.ccl.env import rank_env as ccl_rank_env
 from ..comm.ccl.env import script_env as ccl_script_env
-from ..config import REFERENCE_GLOBAL_BATCH, Config
+from ..config import DEFAULT_WORKLOAD, REFERENCE_GLOBAL_BATCH, Config
 from ..errors import ConfigError
 from ..probe.topology import Topology
 from .feasible import infeasible_reason
 from .gpu import CUDA_ENV, cuda_env
-from .launch_plan import LaunchPlan, RankExpect, RankPlan, WorkerRequest
+from .launch_plan import (KILL_GRACE_S, QUALITY_SAMPLES, TARGET_SECONDS, TRIAL_TIMEOUT_S,
+                          WARMUP_STEPS, LaunchPlan, RankExpect, RankPlan, WorkerRequest)
 from ..probe.parse import format_cpulist
 from .placement import Placement, rank_placements
 
@@ -37,11 +38,12 @@ OWNED_ENV = ("LD_PRELOAD", "MALLOC_CONF", "OMP_NUM_THREADS", "KMP_AFFINITY", "KM
              *CUDA_ENV)
 
 
-def build_plan(config: Config, topology: Topology, *, workload: str = "cnn",
+def build_plan(config: Config, topology: Topology, *, workload: str = DEFAULT_WORKLOAD,
                workload_args: dict | None = None, workdir: str, master_port: int,
-               base_env: dict[str, str], timeout_s: float = 120.0, grace_s: float = 5.0,
-               mode: str = "throughput", target_seconds: float = 5.0, warmup_steps: int = 3,
-               accuracy_samples: int = 4096, python: str = sys.executable,
+               base_env: dict[str, str], timeout_s: float = TRIAL_TIMEOUT_S,
+               grace_s: float = KILL_GRACE_S, mode: str = "throughput",
+               target_seconds: float = TARGET_SECONDS, warmup_steps: int = WARMUP_STEPS,
+               accuracy_samples: int = QUALITY_SAMPLES, python: str = sys.executable,
                trial_id: str = "trial", program: tuple[str, ...] | None = None,
                script: bool = False, seed: int = 0,
                reference_batch: int = REFERENCE_GLOBAL_BATCH,

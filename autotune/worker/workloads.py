@@ -15,7 +15,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..config import DEFAULT_WORKLOAD  # noqa: F401 - re-exported: the registry's default
 from ..errors import WorkloadError
+from ..plan.launch_plan import QUALITY_SAMPLES  # noqa: F401 - re-exported
 from .models import NUM_CLASSES, SmallResNet, TinyEncoder
 from .synthetic import (_sample_seed, _shifted_class_batch, _smooth_templates, _teacher_batch,
                         _token_batch, _unit_rows)
@@ -54,10 +56,6 @@ class WorkloadSpec:
 # ---- cnn: small ResNet-style network on 32x32 RGB ------------------------------------------------
 
 
-# Training samples of one quality run of the built-in cnn, chosen from measurements
-# (docs/benchmarks.md, "Quality runs and the accuracy gate"): long enough that seeds agree to about half a point,
-# short enough that three seeds fit in a 10-minute search.
-QUALITY_SAMPLES = 16384
 
 
 def cnn(*, width: int = 16, blocks: int = 1, image_size: int = 32, signal: float = 0.35,
@@ -172,7 +170,6 @@ def _seeded(seed: int, build: Callable[[], nn.Module]) -> nn.Module:
 
 WORKLOADS: dict[str, Callable[..., WorkloadSpec]] = {
     "cnn": cnn, "transformer": transformer, "mlp": mlp, "wide_mlp": wide_mlp}
-DEFAULT_WORKLOAD = "cnn"
 
 
 def workload_names() -> list[str]:
