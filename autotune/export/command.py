@@ -11,7 +11,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import DEFAULT_WORKLOAD, TRAINER_FLAGS, Config
+from ..config import (DEFAULT_WORKLOAD, TRAINER_FLAGS, Config, changed_knobs,
+                      describe_changes)
 from ..errors import ConfigError
 from ..plan.build import build_plan
 from ..plan.launch_plan import STANDALONE_SECONDS
@@ -54,8 +55,9 @@ def training_command(workload: str, config: Config, *, python: str = sys.executa
     # The libraries are always named: the rank then checks that the environment really
     # preloads them (or nothing, for the defaults).
     checked = ("allocator", "omp_runtime")
+    changed = changed_knobs(config)
     sets = [f"--set={k}={v}" for k, v in config.to_dict().items()
-            if k in TRAINER_FLAGS and v is not None and (k in checked or v != getattr(Config(), k))]
+            if k in TRAINER_FLAGS and v is not None and (k in checked or k in changed)]
     return (python, "-m", "autotune.worker", "--workload", workload, *sets,
             "--seconds", f"{seconds:g}")
 
@@ -135,9 +137,7 @@ def _env_prefix(env: dict[str, str]) -> str:
 
 def _header(cmd: LaunchCommand) -> list[str]:
     m = cmd.manifest
-    changed = " ".join(f"{k}={v}" for k, v in cmd.config.to_dict().items()
-                       if v != getattr(Config(), k))
-    lines = ["# autotune tuned launch: " + (changed or "the default launch")]
+    lines = ["# autotune tuned launch: " + describe_changes(cmd.config)]
     if m.get("headline"):
         lines.append(f"# {m['headline']}")
     if m.get("fingerprint"):
