@@ -6,7 +6,7 @@ breaks every study already on disk.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Any
+from typing import Any, Mapping
 
 from .errors import ConfigError
 
@@ -29,6 +29,9 @@ LR_RULES = ("linear", "sqrt", "none")
 # The global batch of the default launch. Learning rates of workloads are tuned for it, and the
 # lr_rule scales them for another global batch (see quality/math_class.py).
 REFERENCE_GLOBAL_BATCH = 32
+# The built-in workload trials train when none is named. Its registry (worker/workloads.py)
+# imports torch, so the name lives here, where the planner and the CLI read it without torch.
+DEFAULT_WORKLOAD = "cnn"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -203,6 +206,22 @@ TRAINER_FLAGS = tuple(k for k, v in KNOB_TABLE.items() if v.trainer_flag)
 _KEY_V1 = frozenset(("nproc", "nproc_per_node", "threads", "binding", "backend", "allocator",
                      "omp_runtime", "kmp_affinity", "kmp_blocktime", "precision",
                      "channels_last", "compile", "ipex"))
+
+
+def changed_knobs(config: "Config | Mapping[str, Any]") -> dict[str, Any]:
+    """The knobs whose value differs from the default launch's, in the given order. A mapping
+    (a stored configuration) may name knobs this version no longer has: they are left out."""
+    base = Config().to_dict()
+    values = config.to_dict() if isinstance(config, Config) else config
+    return {k: v for k, v in values.items() if k in base and v != base[k]}
+
+
+def describe_changes(config: "Config | Mapping[str, Any]", *,
+                     none: str = "the default launch") -> str:
+    """A configuration as people read it: only the knobs that differ from the default launch,
+    e.g. 'precision=bf16 global_batch=64'; `none` when nothing differs. Every progress line,
+    report, export header and note renders a configuration through this."""
+    return " ".join(f"{k}={v}" for k, v in changed_knobs(config).items()) or none
 
 
 def _defaults() -> dict[str, Any]:

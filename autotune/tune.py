@@ -7,14 +7,16 @@ passes its terminal progress).
 """
 from __future__ import annotations
 
+import contextlib
+import functools
 import hashlib
 import math
 import os
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
-from .config import Config
+from .config import DEFAULT_WORKLOAD, Config
 from .errors import AutotuneError, WorkloadError
 from .export.recommendation import save_recommendation
 from .measure.script import check_command, placeholders, restrict_space, takes_seed
@@ -24,8 +26,9 @@ from .probe.topology import Topology
 from .recommend.choose import recommend, shared_recommendation
 from .run.idle import IDLE_DEADLINE_S
 from .run.runner import interrupt_on_sigterm, reap_orphans
-from .run.trial import TrialSettings, live_evaluator
-from .search.budget import plan_budget
+from .run.outcome import Evaluate
+from .run.trial import MIN_TRIAL_TIMEOUT_S, TrialSettings, live_evaluator
+from .search.budget import BudgetPlan, plan_budget
 from .search.lock import MachineLock
 from .quality.samples import QUALITY_SAMPLES
 from .quality.script_floor import SCRIPT_FLOOR_ATTR
@@ -33,7 +36,7 @@ from .search.loop import OVERRIDES_ATTR, run_search
 from .search.options import SearchOptions, SearchResult
 from .search.references import make_sampler
 from .search.shared import StudyLock, Workers
-from .space.resolve import default_space_path, find_space, load_space, resolve
+from .space.resolve import ResolvedSpace, default_space_path, find_space, load_space, resolve
 from .study.provenance import Here, check_resumable, not_resumed
 from .study.storage import (default_storage, describe_study, open_storage, open_study, redact, study_name)
 from .study.owners import fail_stale_running
@@ -48,7 +51,8 @@ class SearchRequest:
     """Everything `autotune search` is asked, as one value (the CLI's flags, by the same names).
     Checked once, here, with messages that name the flag."""
     budget_s: float
-    workload: str = "cnn"                       # built-in name or module:function
+    workload: str | None = None                 # built-in name or module:function; None:
+                                                # not given (DEFAULT_WORKLOAD, or a script)
     script: tuple[str, ...] | None = None       # a user's command (script mode)
     metric: str | None = None
     accuracy: str | None = None                 # --accuracy REGEX (script mode)
@@ -107,10 +111,11 @@ class Silent:
     def event(self, _kind: str, **_info: Any) -> None: ...
 
 
-def check_workload(workload: str = "cnn", script: tuple[str, ...] | None = None, *,
+def check_workload(workload: str | None = None, script: tuple[str, ...] | None = None, *,
                    metric: str | None = None, accuracy: str | None = None,
                    lower_is_better: bool = False) -> str:
     """Validate the workload in this process before any trial; returns its label for studies.
+    `workload` None: none was named (the default one, unless a command is given).
 
     Script mode (a command): program, script file, placeholders and --metric pattern. Otherwise
     the workload is loaded here once: a typo in `module:function`, an import error or a wrong
@@ -120,6 +125,7 @@ def check_workload(workload: str = "cnn", script: tuple[str, ...] | None = None,
                             (lower_is_better, "--lower-is-better")):
             if given:
                 raise WorkloadError(f"{flag} reads a script's output: give the command after `--`")
+        workload = workload or DEFAULT_WORKLOAD
         from .worker.workloads import get_workload
         try:
             get_workload(workload)
@@ -129,7 +135,7 @@ def check_workload(workload: str = "cnn", script: tuple[str, ...] | None = None,
             raise WorkloadError(f"workload {workload!r} failed when loaded: "
                                 f"{type(exc).__name__}: {exc}") from exc
         return workload
-    if workload != "cnn":
+    if workload is not None:
         raise WorkloadError("give either --workload or a command after `--`, not both")
     check_command(script, metric, accuracy, lower_is_better)
     named = next((os.path.basename(a) for a in script[1:] if a.endswith(".py")),
@@ -140,171 +146,267 @@ def check_workload(workload: str = "cnn", script: tuple[str, ...] | None = None,
     return f"script-{named}-{digest}"
 
 
+class MonotonicClock:
+    """Seconds since the search started, on the wall clock. A replay passes its own clock (any
+    object with `elapsed()`), advanced by what each recorded trial cost."""
+
+    def __init__(self, started: float | None = None) -> None:
+        self.started = time.monotonic() if started is None else started
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Job:
+    """What a search knows before its study opens: values only, nothing touched yet."""
+    label: str
+    topology: Topology
+    space: ResolvedSpace
+    dropped: tuple[str, ...]        # script mode: knobs the command has no placeholder for
+    settings: TrialSettings
+    budget: BudgetPlan
+    batchnorm: bool
+    scan: Any                       # measure.script_scan's scan of the command, or None
+    seeded: bool                    # a script's accuracy gets a noise floor over seeds
+    name: str                       # the study's name
+    here: Here
+
+
 def search(req: SearchRequest, *, label: str | None = None, topology: Topology | None = None,
-           cluster: Cluster | None = None, progress=None,
-           started: float | None = None) -> Tuned:
+           cluster: Cluster | None = None, progress=None, started: float | None = None,
+           evaluate: Evaluate | None = None, clock: Any = None) -> Tuned:
     """One whole search: probe (unless `topology` is given), resolve the space, open or resume
     the study, measure the references and the sampler's trials within the budget, verify and
     store the recommendation with its launch command. `label` (from check_workload) names the
     study; `cluster` spreads trials over hosts probed beforehand. KeyboardInterrupt propagates
-    after the study is left consistent (completed trials kept, the running one interrupted)."""
-    started = time.monotonic() if started is None else started
+    after the study is left consistent (completed trials kept, the running one interrupted).
+
+    `evaluate` measures a configuration (`run.trial.Evaluate`); None: real trials
+    (`live_evaluator`). `clock` (an object with `elapsed()`) spends the budget; None: the wall
+    clock since `started`. A replay of a recorded landscape passes both and runs in seconds."""
+    clock = clock if clock is not None else MonotonicClock(started)
     progress = progress if progress is not None else Silent()
-    budget_s = req.budget_s
-    bp = plan_budget(budget_s)
+    job = _prepare(req, label=label, topology=topology, cluster=cluster)
+    time_left = functools.partial(_time_left, req.budget_s, clock)
+    if evaluate is None:
+        evaluate = live_evaluator(job.topology, job.settings, time_left=time_left,
+                                  adapt_timeout=req.trial_timeout is None)
+    storage = open_storage(req.url, create_under=req.results)
+    with contextlib.ExitStack() as held:   # unwinds the locks even when interrupted
+        if not req.allow_concurrent:
+            held.callback(MachineLock(job.topology.fingerprint()).acquire().release)
+        with interrupt_on_sigterm():
+            study, study_lock, workers, others = _open_study(storage, req, job, held)
+            # A search killed with kill -9 leaves its ranks running and its trial RUNNING.
+            reap_orphans(os.path.join(req.results, "trials"))
+            stale = fail_stale_running(study)
+            _describe(study, req, job, cluster)
+            progress.start(name=job.name, storage=redact(req.url), space=job.space, stale=stale,
+                           topology=job.topology)
+            elsewhere = _announce(progress, storage, job, workers, others, study_lock)
+            if req.script:
+                _record_script(study, req, job, progress)
+            result = run_search(study, space=job.space, topology=job.topology,
+                                evaluate=evaluate, clock=clock, options=_options(req, job),
+                                on_event=progress.event, lock=study_lock,
+                                deadline=workers and workers.deadline)
+            rec, command, stored = _recommend(study, result, evaluate, req, job, workers,
+                                              cluster, time_left=time_left, progress=progress)
+    summary = _summary(req, job, result, rec, command, elapsed=clock.elapsed(),
+                       not_resumed=elsewhere, study=study, workers=workers, stored=stored)
+    return Tuned(summary=summary, result=result, recommendation=rec, command=command,
+                 stored=stored,
+                 overridden=study.user_attrs.get(OVERRIDES_ATTR) if req.script else None)
+
+
+def _time_left(budget_s: float, clock: Any) -> float:
+    """What the budget has left, keeping 2 s to store the recommendation."""
+    return budget_s - clock.elapsed() - 2.0
+
+
+def _prepare(req: SearchRequest, *, label: str | None, topology: Topology | None,
+             cluster: Cluster | None) -> _Job:
+    """Everything decided before the study opens: the workload's label, the machine, the space
+    and the trial settings."""
     if label is None:
         label = check_workload(req.workload, req.script, metric=req.metric,
                                accuracy=req.accuracy, lower_is_better=req.lower_is_better)
-    if topology is None:
-        # Across hosts every host has the same shape (probe_cluster refuses others): the first
-        # host's probe stands for all in the space, the study name and the export.
-        if cluster is not None:
-            topology = cluster.topologies[0]
-        else:
-            from .probe import probe
-            topology = probe(None)
-    space_path = find_space(req.space) if req.space else default_space_path(topology)
-    space = resolve(load_space(space_path), topology)
-    if req.script:
-        batchnorm, quality_samples = True, QUALITY_SAMPLES
-    else:
-        from .worker.workloads import quality_facts
-        batchnorm, quality_samples = quality_facts(req.workload)
-    if cluster is not None:
-        space = space.across(len(cluster.hosts))
-    dropped: list[str] = []
-    if req.script:
-        space, dropped = restrict_space(space, placeholders(req.script))
-    url = req.url
-    storage = open_storage(url, create_under=req.results)
+    topology = _machine(topology, cluster)
+    space, dropped = _space(req, topology, cluster)
+    batchnorm, quality_samples = _quality_facts(req)
+    budget = plan_budget(req.budget_s)
     from .probe import torch_build
     here = Here(topology=topology, torch=torch_build())
     # A study across hosts is another study than one on the first host alone.
     name = study_name(label if cluster is None else f"{label}-{len(cluster.hosts)}hosts",
                       topology, space.name, torch=here.torch)
-
-    def elapsed() -> float:
-        return time.monotonic() - started
-
-    def time_left() -> float:
-        return budget_s - elapsed() - 2.0
-
-    settings = TrialSettings(**script_settings(req), workload=req.workload,
-                             target_seconds=req.seconds or bp.target_seconds,
+    settings = TrialSettings(**script_settings(req),
+                             workload=req.workload or DEFAULT_WORKLOAD,
+                             target_seconds=req.seconds or budget.target_seconds,
                              results_dir=req.results,
-                             timeout_s=req.trial_timeout or max(30.0, budget_s / 4),
+                             timeout_s=req.trial_timeout or max(MIN_TRIAL_TIMEOUT_S, req.budget_s / 4),
                              accuracy_samples=req.quality_samples or quality_samples,
                              cluster=cluster, idle_s=req.idle_timeout)
-    scan = scan_command(req.script) if req.script else None
-    # A script's --accuracy gets a noise floor over seeds when the script can take a seed.
-    seeded = bool(req.script and req.accuracy and takes_seed(req.script))
-    lock = None if req.allow_concurrent else MachineLock(topology.fingerprint()).acquire()
-    # Shared: other searches may use this study at once (a database server, or --allow-concurrent
-    # on a file); then configurations are claimed through the study and one worker verifies.
-    shared = req.allow_concurrent or not url.startswith(("sqlite:", "journal:"))
-    study_lock = workers = stored = None
-    try:
-        with interrupt_on_sigterm():
-            study = open_study(storage, name, sampler=make_sampler(req.seed))
-            check_resumable(study, here)
-            others = 0
-            if shared:
-                study_lock = StudyLock(url, name)
-                workers = Workers(study, study_lock, budget_s=budget_s)
-                others = workers.join()
-                if others:  # the same seed would make every worker propose the same trials
-                    study = open_study(storage, name, sampler=make_sampler(req.seed + others))
-            # A search killed with kill -9 leaves its ranks running and its trial RUNNING.
-            reap_orphans(os.path.join(req.results, "trials"))
-            stale = fail_stale_running(study)
-            describe_study(study, topology=topology, workload=label,
-                           space=space.to_json(), settings={
-                               "target_seconds": settings.target_seconds,
-                               "max_accuracy_drop": req.max_accuracy_drop,
-                               "quality_samples": settings.accuracy_samples,
-                               "quality_seeds": req.quality_seeds, "batchnorm": batchnorm,
-                               "reference_batch": Config().global_batch}, torch=here.torch)
-            if cluster is not None:
-                from .plan.cluster import cluster_to_json
-                study.set_user_attr("cluster", cluster_to_json(cluster))
-            progress.start(name=name, storage=redact(url), space=space, stale=stale,
-                           topology=topology)
-            # Studies of this job measured elsewhere stay in the storage but are never resumed.
-            elsewhere = [{"study": other, "reason": why} for other, why in
-                         not_resumed(storage, here, workload=label, space=space.name)]
-            for other in elsewhere:
-                progress.note(f"not resumed: study {other['study']} ({other['reason']})")
-            if workers is not None:
-                progress.note(f"shared search (worker {workers.id}, {others} other(s) searching): "
-                              "configurations are claimed through the study; the last worker to "
-                              "finish verifies for all")
-                if not study_lock.atomic:
-                    progress.note("this storage has no lock autotune can take (PostgreSQL and "
-                                  "file storages have): workers may both run a configuration")
-            if req.script:
-                # export fills this template with the tuned values
-                study.set_user_attr("script_command", list(req.script))
-                study.set_user_attr("script_metric", req.metric)
-                study.set_user_attr("script_lower_is_better", req.lower_is_better)
-                study.set_user_attr("script_accuracy", req.accuracy)
-                study.set_user_attr("script_scan", scan.to_json())
-                study.set_user_attr("script_warning", scan.warning())
-                script_notes(progress, req, dropped, scan)
-                if req.accuracy and not seeded:
-                    study.set_user_attr(SCRIPT_FLOOR_ATTR, {"note": NO_SEED_NOTE})
-                    progress.note(NO_SEED_NOTE)
-            evaluate = live_evaluator(topology, settings, time_left=time_left,
-                                      adapt_timeout=req.trial_timeout is None)
+    return _Job(label=label, topology=topology, space=space, dropped=tuple(dropped),
+                settings=settings, budget=budget, batchnorm=batchnorm,
+                scan=scan_command(req.script) if req.script else None,
+                # A script's --accuracy gets a noise floor over seeds when it can take a seed.
+                seeded=bool(req.script and req.accuracy and takes_seed(req.script)),
+                name=name, here=here)
 
-            class _Clock:
-                def elapsed(self) -> float:
-                    return elapsed()
 
-            options = SearchOptions(script_seeds=tuple(range(req.quality_seeds)) if seeded else (),
-                                    budget_s=budget_s, verify_reserve_s=bp.verify_reserve_s,
-                                    min_trial_s=bp.min_trial_s, verify_rounds=req.verify_rounds,
-                                    max_accuracy_drop=req.max_accuracy_drop, seed=req.seed,
-                                    max_trials=req.max_trials,
-                                    reported_accuracy=req.script is not None,
-                                    accuracy_required=req.accuracy is not None,
-                                    overridden=held_from_scan(scan),
-                                    batchnorm=batchnorm,
-                                    quality_seeds=tuple(range(req.quality_seeds)),
-                                    quality_samples=settings.accuracy_samples)
-            result = run_search(study, space=space, topology=topology, evaluate=evaluate,
-                                clock=_Clock(), options=options, on_event=progress.event,
-                                lock=study_lock, deadline=workers and workers.deadline)
-            choose = {"rounds": req.verify_rounds, "script_mode": req.script is not None,
-                      "time_left": time_left, "progress": progress,
-                      "quality_samples": settings.accuracy_samples}
-            if workers is None:
-                rec = recommend(result, evaluate, **choose)
-                command = save_recommendation(study, rec, topology, label, command=req.script,
-                                              cluster=cluster)
-            else:
-                rec, stored = shared_recommendation(workers, study, result, evaluate, **choose)
-                command = (save_recommendation(study, rec, topology, label, command=req.script,
-                                               cluster=cluster)
-                           if stored is None else stored.get("command"))
-                if stored is None:
-                    workers.verified()
-    finally:
-        if workers is not None:
-            workers.verified("abandoned")  # no-op unless this worker was cut off verifying
-        if study_lock is not None:
-            study_lock.close()
-        if lock is not None:
-            lock.release()
-    summary = {"study": name, "storage": redact(url), "stop_reason": result.stop_reason,
-               "trials_run": result.measured, "elapsed_s": round(elapsed(), 1),
-               "budget_s": budget_s, "recommendation": rec.to_json() if rec else None,
-               "command": command, "not_resumed": elsewhere,
+def _machine(topology: Topology | None, cluster: Cluster | None) -> Topology:
+    if topology is not None:
+        return topology
+    # Across hosts every host has the same shape (probe_cluster refuses others): the first
+    # host's probe stands for all in the space, the study name and the export.
+    if cluster is not None:
+        return cluster.topologies[0]
+    from .probe import probe
+    return probe(None)
+
+
+def _space(req: SearchRequest, topology: Topology,
+           cluster: Cluster | None) -> tuple[ResolvedSpace, list[str]]:
+    """The resolved space, spread over the cluster's hosts; in script mode, without the knobs
+    the command has no placeholder for (those are returned, dropped)."""
+    space_path = find_space(req.space) if req.space else default_space_path(topology)
+    space = resolve(load_space(space_path), topology)
+    if cluster is not None:
+        space = space.across(len(cluster.hosts))
+    if req.script:
+        return restrict_space(space, placeholders(req.script))
+    return space, []
+
+
+def _quality_facts(req: SearchRequest) -> tuple[bool, int]:
+    """(batchnorm, samples of a quality run) for the workload; a script is taken as batchnorm."""
+    if req.script:
+        return True, QUALITY_SAMPLES
+    from .worker.workloads import quality_facts
+    return quality_facts(req.workload or DEFAULT_WORKLOAD)
+
+
+def _open_study(storage: Any, req: SearchRequest, job: _Job, held: contextlib.ExitStack):
+    """(study, study lock, workers, other workers) for this search. Shared: other searches may
+    use this study at once (a database server, or --allow-concurrent on a file); then
+    configurations are claimed through the study and one worker verifies. What is taken is
+    registered on `held` to be given back, whatever happens next."""
+    study = open_study(storage, job.name, sampler=make_sampler(req.seed))
+    check_resumable(study, job.here)
+    if not (req.allow_concurrent or not req.url.startswith(("sqlite:", "journal:"))):
+        return study, None, None, 0
+    study_lock = StudyLock(req.url, job.name)
+    held.callback(study_lock.close)
+    workers = Workers(study, study_lock, budget_s=req.budget_s)
+    # no-op unless this worker was cut off verifying
+    held.callback(workers.verified, "abandoned")
+    others = workers.join()
+    if others:  # the same seed would make every worker propose the same trials
+        study = open_study(storage, job.name, sampler=make_sampler(req.seed + others))
+    return study, study_lock, workers, others
+
+
+def _describe(study: Any, req: SearchRequest, job: _Job, cluster: Cluster | None) -> None:
+    """The study's self-description: machine, workload, space and the settings of its trials."""
+    describe_study(study, topology=job.topology, workload=job.label,
+                   space=job.space.to_json(), settings={
+                       "target_seconds": job.settings.target_seconds,
+                       "max_accuracy_drop": req.max_accuracy_drop,
+                       "quality_samples": job.settings.accuracy_samples,
+                       "quality_seeds": req.quality_seeds, "batchnorm": job.batchnorm,
+                       "reference_batch": Config().global_batch}, torch=job.here.torch)
+    if cluster is not None:
+        from .plan.cluster import cluster_to_json
+        study.set_user_attr("cluster", cluster_to_json(cluster))
+
+
+def _announce(progress: Any, storage: Any, job: _Job, workers: Workers | None, others: int,
+              study_lock: StudyLock | None) -> list[dict[str, str]]:
+    """Tell the user what this search does not resume and how it shares; returns the studies of
+    this job measured elsewhere (they stay in the storage but are never resumed)."""
+    elsewhere = [{"study": other, "reason": why} for other, why in
+                 not_resumed(storage, job.here, workload=job.label, space=job.space.name)]
+    for other in elsewhere:
+        progress.note(f"not resumed: study {other['study']} ({other['reason']})")
+    if workers is not None:
+        progress.note(f"shared search (worker {workers.id}, {others} other(s) searching): "
+                      "configurations are claimed through the study; the last worker to "
+                      "finish verifies for all")
+        if not study_lock.atomic:
+            progress.note("this storage has no lock autotune can take (PostgreSQL and "
+                          "file storages have): workers may both run a configuration")
+    return elsewhere
+
+
+def _record_script(study: Any, req: SearchRequest, job: _Job, progress: Any) -> None:
+    """Script mode: store the command (export fills this template with the tuned values) and
+    what the scan of it found."""
+    study.set_user_attr("script_command", list(req.script))
+    study.set_user_attr("script_metric", req.metric)
+    study.set_user_attr("script_lower_is_better", req.lower_is_better)
+    study.set_user_attr("script_accuracy", req.accuracy)
+    study.set_user_attr("script_scan", job.scan.to_json())
+    study.set_user_attr("script_warning", job.scan.warning())
+    script_notes(progress, req, list(job.dropped), job.scan)
+    if req.accuracy and not job.seeded:
+        study.set_user_attr(SCRIPT_FLOOR_ATTR, {"note": NO_SEED_NOTE})
+        progress.note(NO_SEED_NOTE)
+
+
+def _options(req: SearchRequest, job: _Job) -> SearchOptions:
+    bp = job.budget
+    return SearchOptions(script_seeds=tuple(range(req.quality_seeds)) if job.seeded else (),
+                         budget_s=req.budget_s, verify_reserve_s=bp.verify_reserve_s,
+                         min_trial_s=bp.min_trial_s, verify_rounds=req.verify_rounds,
+                         max_accuracy_drop=req.max_accuracy_drop, seed=req.seed,
+                         max_trials=req.max_trials,
+                         reported_accuracy=req.script is not None,
+                         accuracy_required=req.accuracy is not None,
+                         overridden=held_from_scan(job.scan),
+                         batchnorm=job.batchnorm,
+                         quality_seeds=tuple(range(req.quality_seeds)),
+                         quality_samples=job.settings.accuracy_samples)
+
+
+def _recommend(study: Any, result: SearchResult, evaluate: Evaluate, req: SearchRequest,
+               job: _Job, workers: Workers | None, cluster: Cluster | None, *,
+               time_left: Callable[[], float], progress: Any):
+    """(recommendation, its launch command, another worker's stored recommendation or None):
+    verify the best candidates and store the winner; in a shared search only the last worker
+    verifies and the others take what it stored."""
+    choose = {"rounds": req.verify_rounds, "script_mode": req.script is not None,
+              "time_left": time_left, "progress": progress,
+              "quality_samples": job.settings.accuracy_samples}
+
+    def save(rec: Any) -> str | None:
+        return save_recommendation(study, rec, job.topology, job.label, command=req.script,
+                                   cluster=cluster)
+
+    if workers is None:
+        rec = recommend(result, evaluate, **choose)
+        return rec, save(rec), None
+    rec, stored = shared_recommendation(workers, study, result, evaluate, **choose)
+    if stored is not None:
+        return rec, stored.get("command"), stored
+    command = save(rec)
+    workers.verified()
+    return rec, command, None
+
+
+def _summary(req: SearchRequest, job: _Job, result: SearchResult, rec: Any,
+             command: str | None, *, elapsed: float, not_resumed: list[dict[str, str]],
+             study: Any, workers: Workers | None, stored: dict[str, Any] | None) -> dict:
+    """What `autotune search --json` prints."""
+    summary = {"study": job.name, "storage": redact(req.url), "stop_reason": result.stop_reason,
+               "trials_run": result.measured, "elapsed_s": round(elapsed, 1),
+               "budget_s": req.budget_s, "recommendation": rec.to_json() if rec else None,
+               "command": command, "not_resumed": not_resumed,
                "overridden_by_script": dict(study.user_attrs.get("script_overrides") or {})}
     if workers is not None:
         summary["worker"] = workers.id
         summary["verified_here"] = stored is None
         if stored is not None:
             summary["recommendation"] = {k: v for k, v in stored.items() if k != "command"} or None
-    return Tuned(summary=summary, result=result, recommendation=rec, command=command,
-                 stored=stored,
-                 overridden=study.user_attrs.get(OVERRIDES_ATTR) if req.script else None)
+    return summary

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import argparse
 
+from ..config import DEFAULT_WORKLOAD
+from ..plan.launch_plan import TARGET_SECONDS
 from ..probe.topology import Topology
 from ..run.trial import TrialSettings
 
@@ -40,10 +42,13 @@ def int_at_least(minimum: int, what: str = "a whole number"):
     return parse
 
 
-def add_workload_args(p: argparse.ArgumentParser, *, seconds_default: float | None = 5.0) -> None:
-    p.add_argument("--workload", default="cnn", metavar="NAME",
+def add_workload_args(p: argparse.ArgumentParser, *,
+                      seconds_default: float | None = TARGET_SECONDS) -> None:
+    # None: not given, which differs from naming the default (a command after `--` excludes it)
+    p.add_argument("--workload", default=None, metavar="NAME",
                    help="built-in workload (cnn, transformer, mlp; torchvision models by name when "
-                        "torchvision imports) or your own as module:function (default: cnn)")
+                        "torchvision imports) or your own as module:function (default: "
+                        f"{DEFAULT_WORKLOAD})")
     p.add_argument("--seconds", type=positive_float, default=seconds_default, metavar="S",
                    help="length of each trial's timed window (default: " +
                         (f"{seconds_default:g})" if seconds_default else "from the budget: 2-5)"))
@@ -86,7 +91,7 @@ def check_workload_args(args: argparse.Namespace) -> str:
 
 
 def settings_from_args(args: argparse.Namespace, **overrides) -> TrialSettings:
-    return TrialSettings(**{**script_settings(args), "workload": args.workload,
+    return TrialSettings(**{**script_settings(args), "workload": args.workload or DEFAULT_WORKLOAD,
                             "target_seconds": args.seconds, "results_dir": args.results,
                             "idle_s": args.idle_timeout, **overrides})
 

@@ -10,7 +10,7 @@ from typing import Any, TextIO
 
 from ..run import outcome as R
 from ..search.budget import format_seconds
-from ..config import Config
+from ..config import Config, describe_changes
 from ..study.records import DEFAULT_ROLE
 from ..measure.contention import describe_outside, disturbed
 from ..measure.stats import busy
@@ -19,9 +19,7 @@ from ._live import BarState, LiveBar, wanted
 
 def short(config: Config) -> str:
     """Only the knobs that differ from the default launch."""
-    base = Config()
-    diff = [f"{k}={v}" for k, v in config.to_dict().items() if v != getattr(base, k)]
-    return " ".join(diff) or "default launch"
+    return describe_changes(config, none="default launch")
 
 
 class Progress:

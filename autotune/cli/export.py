@@ -18,10 +18,11 @@ import argparse
 import sys
 
 from ..run import outcome as R
-from ..config import Config
+from ..config import DEFAULT_WORKLOAD, Config
 from ..study.records import DEFAULT_ROLE, has_record, record_of, records
 from ..errors import AutotuneError, StorageError
 from ..export.command import FORMATS, launch_command, render, training_command
+from ..plan.launch_plan import STANDALONE_SECONDS
 from ..probe.topology import Topology
 from ..export.recommendation import script_launch
 from ._common import add_study_args, int_at_least, open_study_from_args, positive_float
@@ -36,8 +37,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_study_args(p)
     p.add_argument("--trial", type=int_at_least(0, "a trial number"), metavar="N",
                    help="export the configuration of trial N instead of the recommendation")
-    p.add_argument("--seconds", type=positive_float, default=60.0, metavar="S",
-                   help="how long the built-in trainer in the command runs (default: 60)")
+    p.add_argument("--seconds", type=positive_float, default=STANDALONE_SECONDS, metavar="S",
+                   help="how long the built-in trainer in the command runs (default: "
+                        f"{STANDALONE_SECONDS:g})")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -51,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     except (KeyError, TypeError, ValueError) as exc:
         raise StorageError(f"study {study.study_name!r}: stored topology is unreadable "
                            f"({type(exc).__name__}: {exc})") from None
-    workload = str(attrs.get("workload", "cnn"))
+    workload = str(attrs.get("workload", DEFAULT_WORKLOAD))
     manifest = {"study": study.study_name, "fingerprint": attrs.get("fingerprint"),
                 "machine": topology.isa.describe(), "workload": workload,
                 "library_versions": attrs.get("library_versions", {})}

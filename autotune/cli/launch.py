@@ -27,6 +27,7 @@ import os
 import sys
 import time
 
+from ..config import describe_changes
 from ..errors import ConfigError
 from ..export.launch import (Nodes, default_log_dir, describe, from_manifest, from_study,
                       in_force_lines, override, plan_launch, program_for, refusals)
@@ -106,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
         _say(f"note: --nnodes {nodes.nnodes}: this host is node {nodes.node_rank} (ranks "
              f"{first}-{first + len(plan.ranks) - 1} of {nodes.nnodes * len(plan.ranks)}), "
              f"rendezvous {nodes.master_addr}:{nodes.master_port}")
-    _say(f"launching {len(plan.ranks)} rank(s) with {_changed(config) or 'the default launch'} "
+    _say(f"launching {len(plan.ranks)} rank(s) with {describe_changes(config)} "
          f"from {tuned.source}" + (f" ({tuned.headline})" if tuned.headline else ""))
     if args.dry_run:
         print(describe(plan, base_env))
@@ -178,11 +179,6 @@ class _InForce:
             "every planned knob acted"))
         for line in in_force_lines(self.plan.request.ranks, observations):
             _say(f"  {line}")
-
-
-def _changed(config) -> str:
-    from ..config import Config
-    return " ".join(f"{k}={v}" for k, v in config.to_dict().items() if v != getattr(Config(), k))
 
 
 def _say(text: str) -> None:

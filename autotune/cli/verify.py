@@ -82,6 +82,8 @@ def run(args: argparse.Namespace) -> int:
 def _settings(attrs: dict, args: argparse.Namespace):
     """The search's trial settings, from the study: its workload or script, its timed window."""
     from ..measure.script_scan import script_settings
+    from ..config import DEFAULT_WORKLOAD
+    from ..plan.launch_plan import TARGET_SECONDS
     from ..run.trial import TrialSettings
     script = attrs.get("script_command")
     req = argparse.Namespace(script=tuple(script) if script else None,
@@ -89,6 +91,6 @@ def _settings(attrs: dict, args: argparse.Namespace):
                              accuracy=attrs.get("script_accuracy"),
                              lower_is_better=bool(attrs.get("script_lower_is_better")))
     stored = attrs.get("settings") or {}
-    return TrialSettings(**script_settings(req), workload=attrs.get("workload") or "cnn",
-                         target_seconds=float(stored.get("target_seconds") or 5.0),
+    return TrialSettings(**script_settings(req), workload=attrs.get("workload") or DEFAULT_WORKLOAD,
+                         target_seconds=float(stored.get("target_seconds") or TARGET_SECONDS),
                          results_dir=args.results, idle_s=args.idle_timeout)

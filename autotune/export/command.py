@@ -11,9 +11,11 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import TRAINER_FLAGS, Config
+from ..config import (DEFAULT_WORKLOAD, TRAINER_FLAGS, Config, changed_knobs,
+                      describe_changes)
 from ..errors import ConfigError
 from ..plan.build import build_plan
+from ..plan.launch_plan import STANDALONE_SECONDS
 from ..probe.parse import format_cpulist
 from ..probe.topology import Topology
 
@@ -47,19 +49,20 @@ class LaunchCommand:
 
 
 def training_command(workload: str, config: Config, *, python: str = sys.executable,
-                     seconds: float = 60.0) -> tuple[str, ...]:
+                     seconds: float = STANDALONE_SECONDS) -> tuple[str, ...]:
     """The built-in trainer for a built-in or module:function workload, with the knobs that act
     inside the process (the rest act through the environment and binding)."""
     # The libraries are always named: the rank then checks that the environment really
     # preloads them (or nothing, for the defaults).
     checked = ("allocator", "omp_runtime")
+    changed = changed_knobs(config)
     sets = [f"--set={k}={v}" for k, v in config.to_dict().items()
-            if k in TRAINER_FLAGS and v is not None and (k in checked or v != getattr(Config(), k))]
+            if k in TRAINER_FLAGS and v is not None and (k in checked or k in changed)]
     return (python, "-m", "autotune.worker", "--workload", workload, *sets,
             "--seconds", f"{seconds:g}")
 
 
-def launch_command(config: Config, topology: Topology, *, workload: str = "cnn",
+def launch_command(config: Config, topology: Topology, *, workload: str = DEFAULT_WORKLOAD,
                    program: tuple[str, ...] | None = None, python: str = sys.executable,
                    port: int = 29500, manifest: dict[str, Any] | None = None,
                    script: bool = False, local_rank_arg: str | None = None,
@@ -134,9 +137,7 @@ def _env_prefix(env: dict[str, str]) -> str:
 
 def _header(cmd: LaunchCommand) -> list[str]:
     m = cmd.manifest
-    changed = " ".join(f"{k}={v}" for k, v in cmd.config.to_dict().items()
-                       if v != getattr(Config(), k))
-    lines = ["# autotune tuned launch: " + (changed or "the default launch")]
+    lines = ["# autotune tuned launch: " + describe_changes(cmd.config)]
     if m.get("headline"):
         lines.append(f"# {m['headline']}")
     if m.get("fingerprint"):

@@ -24,7 +24,7 @@ from ..plan.build import build_plan
 from ..plan.feasible import infeasible_reason
 from ..plan.launch_plan import LaunchPlan
 from ..measure.script import fill, placeholders
-from ..config import IN_PROCESS_KNOBS
+from ..config import IN_PROCESS_KNOBS, changed_knobs
 from ..probe.topology import Topology
 
 MANIFEST_FORMAT = "autotune-launch/1"   # written by export/command.py's json format
@@ -156,8 +156,8 @@ def program_for(tuned: Tuned, command: tuple[str, ...] | None,
     if not command:
         raise ConfigError("nothing after `--`: give the training command, e.g. -- python train.py")
     used = placeholders(command)
-    lost = [k for k in IN_PROCESS_KNOBS
-            if k not in used and getattr(config, k) != getattr(Config(), k)]
+    changed = changed_knobs(config)
+    lost = [k for k in IN_PROCESS_KNOBS if k not in used and k in changed]
     notes = [f"{k}={getattr(config, k)} was tuned but acts inside the training process; the "
              f"command has no {{{k}}} to pass it to your script" for k in lost]
     return fill(command, config), notes

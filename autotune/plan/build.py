@@ -7,18 +7,20 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import dataclass
 
 from ..bind import command as bind_command
 from ..comm.ccl.env import CCL_ENV
 from ..comm.ccl.env import rank_env as ccl_rank_env
 from ..comm.ccl.env import script_env as ccl_script_env
-from ..config import REFERENCE_GLOBAL_BATCH, Config
+from ..config import DEFAULT_WORKLOAD, REFERENCE_GLOBAL_BATCH, Config
 from ..errors import ConfigError
 from ..probe.topology import Topology
-from ..quality.samples import PLAN_FALLBACK_SAMPLES
+from ..quality.samples import QUALITY_SAMPLES
 from .feasible import infeasible_reason
 from .gpu import CUDA_ENV, cuda_env
-from .launch_plan import LaunchPlan, RankExpect, RankPlan, WorkerRequest
+from .launch_plan import (KILL_GRACE_S, TARGET_SECONDS, TRIAL_TIMEOUT_S, WARMUP_STEPS,
+                          LaunchPlan, RankExpect, RankPlan, WorkerRequest)
 from ..probe.parse import format_cpulist
 from .placement import Placement, rank_placements
 
@@ -37,11 +39,12 @@ OWNED_ENV = ("LD_PRELOAD", "MALLOC_CONF", "OMP_NUM_THREADS", "KMP_AFFINITY", "KM
              *CUDA_ENV)
 
 
-def build_plan(config: Config, topology: Topology, *, workload: str = "cnn",
+def build_plan(config: Config, topology: Topology, *, workload: str = DEFAULT_WORKLOAD,
                workload_args: dict | None = None, workdir: str, master_port: int,
-               base_env: dict[str, str], timeout_s: float = 120.0, grace_s: float = 5.0,
-               mode: str = "throughput", target_seconds: float = 5.0, warmup_steps: int = 3,
-               accuracy_samples: int = PLAN_FALLBACK_SAMPLES, python: str = sys.executable,
+               base_env: dict[str, str], timeout_s: float = TRIAL_TIMEOUT_S,
+               grace_s: float = KILL_GRACE_S, mode: str = "throughput",
+               target_seconds: float = TARGET_SECONDS, warmup_steps: int = WARMUP_STEPS,
+               accuracy_samples: int = QUALITY_SAMPLES, python: str = sys.executable,
                trial_id: str = "trial", program: tuple[str, ...] | None = None,
                script: bool = False, seed: int = 0,
                reference_batch: int = REFERENCE_GLOBAL_BATCH,
@@ -60,64 +63,107 @@ def build_plan(config: Config, topology: Topology, *, workload: str = "cnn",
     if reason:
         raise ConfigError(reason)
     placements = rank_placements(config, topology)
-    caps = topology.capabilities
-    env_delta = env_for(config, topology)
     gpu = config.device == "cuda"
-    membind_ok = config.binding.startswith("numactl") and caps.numactl_membind and not gpu
-    # GPU ranks are bound only when a numa_binding mode chose their CPUs
-    bound = config.binding != "none" and (not gpu or config.numa_binding != "none")
-    expects, ranks = [], []
-    request_path = os.path.join(workdir, "request.json")
-    for rank, pl in enumerate(placements):
-        # The process may run on its compute cores plus its oneCCL workers' dedicated cores;
-        # OpenMP is kept off the latter by GOMP_CPU_AFFINITY (see ccl_env).
-        cpus = tuple(sorted(set(pl.cpus) | set(pl.ccl_cpus)))
-        mem_node = pl.node if membind_ok and pl.node is not None else None
-        ccl = ccl_env(config, pl, rank, placements) if config.backend == "ccl" else {}
-        # With dedicated oneCCL cores, GOMP_CPU_AFFINITY binds the rank's main thread to its
-        # compute cores, so that is what the rank itself shows (the workers bind themselves).
-        seen = pl.cpus if "GOMP_CPU_AFFINITY" in ccl else cpus
-        expects.append(RankExpect(cpus=seen if bound else None, threads=pl.threads,
-                                  allocator=config.allocator, omp_runtime=config.omp_runtime,
-                                  precision=config.precision, mem_node=mem_node,
-                                  device=f"cuda:{rank}" if gpu else "cpu",
-                                  backend=config.backend))
-        env = {**{k: v for k, v in base_env.items() if k not in OWNED_ENV}, **env_delta}
-        if pl.threads is not None:
-            env["OMP_NUM_THREADS"] = str(pl.threads)
-        env.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(config.nproc),
-                   LOCAL_WORLD_SIZE=str(config.nproc), MASTER_ADDR="127.0.0.1",
-                   MASTER_PORT=str(master_port), AUTOTUNE_TRIAL_ID=trial_id,
-                   AUTOTUNE_RESULT=os.path.join(workdir, f"rank{rank}.json"),
-                   AUTOTUNE_REPORT=os.path.join(workdir, f"rank{rank}.report.json"))
-        if script:
-            env.update(torchrun_env(rank, config.nproc, trial_id))
-        if config.backend == "ccl":
-            env.update(ccl)
-            if script:   # `import oneccl_bindings_for_pytorch` finds autotune's stand-in
-                env.update(ccl_script_env(base_env))
-        per_rank = (f"{local_rank_arg}={rank}",) if local_rank_arg and program else ()
-        argv = (*binding_prefix(config.binding if bound else "none", cpus, mem_node),
-                *(program or (python, "-m", "autotune.worker", "--request", request_path)),
-                *per_rank)
-        ranks.append(RankPlan(rank=rank, argv=argv, env=env, cpus=cpus if bound else None,
-                              mem_node=mem_node, log_path=os.path.join(workdir, f"rank{rank}.log"),
-                              result_path=env["AUTOTUNE_RESULT"]))
-    request = WorkerRequest(workload=workload, config=config.to_dict(), ranks=tuple(expects),
+    launch = _Launch(
+        config=config, placements=tuple(placements), env_delta=env_for(config, topology),
+        base_env=base_env, workdir=workdir, request_path=os.path.join(workdir, "request.json"),
+        master_port=master_port, trial_id=trial_id, python=python, program=program,
+        script=script, local_rank_arg=local_rank_arg, gpu=gpu,
+        membind_ok=(config.binding.startswith("numactl")
+                    and topology.capabilities.numactl_membind and not gpu),
+        # GPU ranks are bound only when a numa_binding mode chose their CPUs
+        bound=config.binding != "none" and (not gpu or config.numa_binding != "none"))
+    both = [_rank(launch, rank, pl) for rank, pl in enumerate(placements)]
+    expects, ranks = tuple(e for e, _ in both), tuple(r for _, r in both)
+    request = WorkerRequest(workload=workload, config=config.to_dict(), ranks=expects,
                             mode=mode, warmup_steps=warmup_steps, target_seconds=target_seconds,
                             accuracy_samples=accuracy_samples, workload_args=workload_args or {},
                             seed=seed, reference_batch=reference_batch)
-    shown = dict(env_delta)
-    threads = {str(p.threads) for p in placements if p.threads is not None}
+    return LaunchPlan(ranks=ranks, request_path=launch.request_path, request=request,
+                      timeout_s=timeout_s, grace_s=grace_s, master_port=master_port,
+                      workdir=workdir, env_delta=_shown_env(launch, ranks), script=script)
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Launch:
+    """What every rank of one plan shares."""
+    config: Config
+    placements: tuple[Placement, ...]
+    env_delta: dict[str, str]        # what the configuration adds for every rank (env_for)
+    base_env: dict[str, str]
+    workdir: str
+    request_path: str
+    master_port: int
+    trial_id: str
+    python: str
+    program: tuple[str, ...] | None
+    script: bool
+    local_rank_arg: str | None
+    gpu: bool
+    membind_ok: bool                 # numactl may bind memory as well as CPUs
+    bound: bool                      # the ranks run under a binding tool
+
+
+def _rank(launch: _Launch, rank: int, pl: Placement) -> tuple[RankExpect, RankPlan]:
+    """One rank: what it should see in force, and how to start it."""
+    config = launch.config
+    # The process may run on its compute cores plus its oneCCL workers' dedicated cores;
+    # OpenMP is kept off the latter by GOMP_CPU_AFFINITY (see ccl_env).
+    cpus = tuple(sorted(set(pl.cpus) | set(pl.ccl_cpus)))
+    mem_node = pl.node if launch.membind_ok and pl.node is not None else None
+    ccl = ccl_env(config, pl, rank, list(launch.placements)) if config.backend == "ccl" else {}
+    # With dedicated oneCCL cores, GOMP_CPU_AFFINITY binds the rank's main thread to its
+    # compute cores, so that is what the rank itself shows (the workers bind themselves).
+    seen = pl.cpus if "GOMP_CPU_AFFINITY" in ccl else cpus
+    expect = RankExpect(cpus=seen if launch.bound else None, threads=pl.threads,
+                        allocator=config.allocator, omp_runtime=config.omp_runtime,
+                        precision=config.precision, mem_node=mem_node,
+                        device=f"cuda:{rank}" if launch.gpu else "cpu", backend=config.backend)
+    env = _rank_env(launch, rank, pl, ccl)
+    per_rank = ((f"{launch.local_rank_arg}={rank}",)
+                if launch.local_rank_arg and launch.program else ())
+    argv = (*binding_prefix(config.binding if launch.bound else "none", cpus, mem_node),
+            *(launch.program
+              or (launch.python, "-m", "autotune.worker", "--request", launch.request_path)),
+            *per_rank)
+    plan = RankPlan(rank=rank, argv=argv, env=env, cpus=cpus if launch.bound else None,
+                    mem_node=mem_node, log_path=os.path.join(launch.workdir, f"rank{rank}.log"),
+                    result_path=env["AUTOTUNE_RESULT"])
+    return expect, plan
+
+
+def _rank_env(launch: _Launch, rank: int, pl: Placement, ccl: dict[str, str]) -> dict[str, str]:
+    """A rank's whole environment: the inherited one less what the plan owns, then the plan's."""
+    config, workdir = launch.config, launch.workdir
+    env = {**{k: v for k, v in launch.base_env.items() if k not in OWNED_ENV}, **launch.env_delta}
+    if pl.threads is not None:
+        env["OMP_NUM_THREADS"] = str(pl.threads)
+    env.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(config.nproc),
+               LOCAL_WORLD_SIZE=str(config.nproc), MASTER_ADDR="127.0.0.1",
+               MASTER_PORT=str(launch.master_port), AUTOTUNE_TRIAL_ID=launch.trial_id,
+               AUTOTUNE_RESULT=os.path.join(workdir, f"rank{rank}.json"),
+               AUTOTUNE_REPORT=os.path.join(workdir, f"rank{rank}.report.json"))
+    if launch.script:
+        env.update(torchrun_env(rank, config.nproc, launch.trial_id))
+    if config.backend == "ccl":
+        env.update(ccl)
+        if launch.script:   # `import oneccl_bindings_for_pytorch` finds autotune's stand-in
+            env.update(ccl_script_env(launch.base_env))
+    return env
+
+
+def _shown_env(launch: _Launch, ranks: tuple[RankPlan, ...]) -> dict[str, str]:
+    """The environment the plan shows (dry run, export): the configuration's additions, the
+    thread counts and the oneCCL settings, each rank's in rank order where they differ."""
+    shown = dict(launch.env_delta)
+    threads = {str(p.threads) for p in launch.placements if p.threads is not None}
     if threads:
         shown["OMP_NUM_THREADS"] = ",".join(sorted(threads))
-    for key in CCL_ENV if config.backend == "ccl" else ():
+    for key in CCL_ENV if launch.config.backend == "ccl" else ():
         values = [r.env[key] for r in ranks if key in r.env]
         if values:   # one value, or each rank's in rank order (CCL_LOCAL_RANK)
             shown[key] = values[0] if len(set(values)) == 1 else ",".join(values)
-    return LaunchPlan(ranks=tuple(ranks), request_path=request_path, request=request,
-                      timeout_s=timeout_s, grace_s=grace_s, master_port=master_port,
-                      workdir=workdir, env_delta=shown, script=script)
+    return shown
 
 
 def env_for(config: Config, topology: Topology) -> dict[str, str]:

@@ -22,7 +22,7 @@ from ..config import Config
 from ..errors import ConfigError
 from .hosts import LAUNCHERS, Host
 from .build import build_plan
-from .launch_plan import LaunchPlan, RankPlan
+from .launch_plan import KILL_GRACE_S, TRIAL_TIMEOUT_S, LaunchPlan, RankPlan
 from ..probe.parse import format_cpulist
 from ..probe.topology import Topology
 
@@ -102,8 +102,9 @@ def infeasible_reason(config: Config, cluster: Cluster) -> str | None:
 
 
 def build_cluster_plan(config: Config, cluster: Cluster, *, workdir: str, master_port: int,
-                       base_env: dict[str, str], trial_id: str, timeout_s: float = 120.0,
-                       grace_s: float = 5.0, program: tuple[str, ...] | None = None,
+                       base_env: dict[str, str], trial_id: str,
+                       timeout_s: float = TRIAL_TIMEOUT_S, grace_s: float = KILL_GRACE_S,
+                       program: tuple[str, ...] | None = None,
                        script: bool = False, export: bool = False,
                        **worker: object) -> LaunchPlan:
     """The launch of one trial over the first `config.nnodes` hosts. Raises ConfigError.

@@ -13,8 +13,19 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..config import REFERENCE_GLOBAL_BATCH
 from ..probe.parse import format_cpulist
-from ..quality.samples import PLAN_FALLBACK_SAMPLES
+from ..quality.samples import QUALITY_SAMPLES
+
+# The defaults of a trial's timing, one owner each (plan/build.py, run/trial.py and the CLI use
+# these names).
+TARGET_SECONDS = 5.0        # the timed window of a trial when nobody chose one
+WARMUP_STEPS = 3            # untimed steps before the window
+TRIAL_TIMEOUT_S = 120.0     # a whole trial's wall-clock limit when nobody chose one
+KILL_GRACE_S = 5.0          # SIGTERM -> SIGKILL grace period of a trial's ranks
+# The timed window of the built-in trainer started by hand (`python -m autotune.worker
+# --workload`, the command an export prints): long enough to read a steady speed.
+STANDALONE_SECONDS = 60.0
 
 # Exit code a worker uses when what is in force differs from the plan (classified "bad_config").
 EXIT_BAD_CONFIG = 78
@@ -43,12 +54,12 @@ class WorkerRequest:
     config: dict[str, Any]              # Config.to_dict()
     ranks: tuple[RankExpect, ...]
     mode: str = "throughput"            # "throughput" | "accuracy"
-    warmup_steps: int = 3
-    target_seconds: float = 5.0         # timed window length; steps derived from warmup speed
+    warmup_steps: int = WARMUP_STEPS
+    target_seconds: float = TARGET_SECONDS  # timed window length; steps derived from warmup speed
     min_steps: int = 5
     max_steps: int = 10_000
-    accuracy_samples: int = PLAN_FALLBACK_SAMPLES  # global samples a quality run trains on
-    reference_batch: int = 32           # the global batch the workload's learning rate is for
+    accuracy_samples: int = QUALITY_SAMPLES  # global samples a quality run trains on
+    reference_batch: int = REFERENCE_GLOBAL_BATCH  # the batch the workload's lr is for
     checkpoints: int = 4                # held-out evaluations along a quality run (its curve)
     gns_probes: int = 4                 # steps of the gradient noise probe after a quality run
     seed: int = 0
@@ -83,7 +94,7 @@ class LaunchPlan:
     request_path: str                   # where the WorkerRequest JSON is written before launch
     request: WorkerRequest
     timeout_s: float                    # whole-trial wall clock limit
-    grace_s: float = 5.0                # SIGTERM -> SIGKILL grace period
+    grace_s: float = KILL_GRACE_S       # SIGTERM -> SIGKILL grace period
     master_port: int = 0
     workdir: str = ""
     env_delta: dict[str, str] = field(default_factory=dict)  # what the plan adds to the base env

@@ -93,26 +93,55 @@ def _ok(result: dict[str, Any] | None) -> bool:
 
 def build_capabilities(raw: dict[str, Any], *, num_gpus: int = 0
                        ) -> tuple[Capabilities, tuple[str, ...]]:
+    """What this machine's software can do, and a warning (with its fix) for each thing that
+    cannot be used; each step below reads its own raw facts."""
     results: dict[str, dict[str, Any]] = raw.get("results", {})
     versions: dict[str, str | None] = raw.get("versions", {})
-    warnings: list[str] = []
     ldconfig = parse_ldconfig((results.get("ldconfig") or {}).get("stdout", ""),
                               raw.get("machine", "x86_64"))
     lib_files = list(raw.get("lib_files", []))
+    allocators, warned_alloc = _allocators(lib_files, ldconfig)
+    torch_info, warned_torch = _torch_info(results)
+    torch_version = torch_info.get("version") or versions.get("torch")
+    backends, ccl_problem, warned_backends = _backends(torch_info, results, num_gpus)
+    ipex_version, ipex_problem = _ipex(versions, results, torch_version)
+    warned_ipex = [f"IPEX not usable: {ipex_problem}"] if ipex_problem else []
+    numactl, membind, taskset, warned_binding = _binding_tools(raw, results)
+    cxx = raw.get("cxx") if _ok(results.get("cxx")) else None
+    warned_cxx = [] if cxx is not None else [
+        "no C++ compiler: apt-get install g++ (torch.compile needs one)"]
+    torchvision, warned_tv = _torchvision(results, torch_version)
+    caps = Capabilities(allocators=allocators, omp_runtimes=_omp_runtimes(raw, lib_files, ldconfig),
+                        backends=backends, torch_version=torch_version, ipex_version=ipex_version,
+                        ipex_problem=ipex_problem, ccl_problem=ccl_problem, numactl=numactl,
+                        numactl_membind=numactl and membind, taskset=taskset, cxx_compiler=cxx,
+                        torchvision=torchvision,
+                        cuda=bool(num_gpus and torch_info.get("cuda")))
+    warnings = (warned_alloc + warned_torch + warned_backends + warned_ipex + warned_binding
+                + warned_cxx + warned_tv)
+    return caps, tuple(warnings)
 
+
+def _allocators(lib_files: list[str], ldconfig: dict[str, str]
+                ) -> tuple[dict[str, str | None], list[str]]:
     allocators = {name: find_library(names, lib_files, ldconfig)
                   for name, names in ALLOCATOR_NAMES.items()}
-    for name, path in allocators.items():
-        if path is None:
-            warnings.append(f"{name} not found: {ALLOCATOR_FIX[name]}")
+    return allocators, [f"{name} not found: {ALLOCATOR_FIX[name]}"
+                        for name, path in allocators.items() if path is None]
 
+
+def _omp_runtimes(raw: dict[str, Any], lib_files: list[str],
+                  ldconfig: dict[str, str]) -> dict[str, str | None]:
     # libgomp: the copy torch ships (torch/lib/libgomp*.so*); None means torch's default, which
     # is always usable. libiomp5: from the intel-openmp wheel, preloaded to replace libgomp.
     gomp = next((p for p in raw.get("torch_lib_files", [])
                  if re.match(r"libgomp.*\.so", os.path.basename(p))), None)
-    iomp = find_library(IOMP_NAMES, lib_files, ldconfig)
-    omp_runtimes = {"libgomp": gomp, "libiomp5": iomp}
+    return {"libgomp": gomp, "libiomp5": find_library(IOMP_NAMES, lib_files, ldconfig)}
 
+
+def _torch_info(results: dict[str, dict[str, Any]]) -> tuple[dict[str, Any], list[str]]:
+    """What the probe's torch import printed (version, distributed, cuda, nccl, mpi); {} with a
+    warning when torch does not import."""
     torch_result = results.get("torch")
     torch_info: dict[str, Any] = {}
     if _ok(torch_result):
@@ -120,12 +149,16 @@ def build_capabilities(raw: dict[str, Any], *, num_gpus: int = 0
             torch_info = json.loads(torch_result["stdout"].strip().splitlines()[-1])
         except (ValueError, IndexError):
             torch_info = {}
-    if not torch_info:
-        warnings.append(f"torch does not import: {_tail(torch_result)} "
-                        "(pip install torch --index-url https://download.pytorch.org/whl/cpu)")
-    torch_version = torch_info.get("version") or versions.get("torch")
+    if torch_info:
+        return torch_info, []
+    return torch_info, [f"torch does not import: {_tail(torch_result)} "
+                        "(pip install torch --index-url https://download.pytorch.org/whl/cpu)"]
 
-    backends = []
+
+def _backends(torch_info: dict[str, Any], results: dict[str, dict[str, Any]], num_gpus: int
+              ) -> tuple[tuple[str, ...], str | None, list[str]]:
+    """(usable backends, why ccl is not, warnings)."""
+    backends, warnings = [], []
     if torch_info.get("distributed"):
         backends.append("gloo")
         if num_gpus and torch_info.get("cuda") and torch_info.get("nccl"):
@@ -135,21 +168,22 @@ def build_capabilities(raw: dict[str, Any], *, num_gpus: int = 0
     if num_gpus and torch_info and not torch_info.get("cuda"):
         warnings.append(f"{num_gpus} GPU(s) found but this torch cannot use CUDA (a CPU-only "
                         f"build?): GPU trials are not offered")
-
     ccl_problem = _ccl_problem(results)
     if ccl_problem is None and torch_info.get("distributed"):
         backends.append("ccl")
     if torch_info.get("mpi"):
         backends.append("mpi")
+    return tuple(backends), ccl_problem, warnings
 
-    ipex_version, ipex_problem = _ipex(versions, results, torch_version)
-    if ipex_problem:
-        warnings.append(f"IPEX not usable: {ipex_problem}")
 
+def _binding_tools(raw: dict[str, Any], results: dict[str, dict[str, Any]]
+                   ) -> tuple[bool, bool, bool, list[str]]:
+    """(numactl --physcpubind works, numactl --membind works, taskset works, warnings)."""
     target = raw.get("numactl_target", {})
     tools = raw.get("tools", {})
     numactl = _ok(results.get("numactl_physcpubind"))
     membind = _ok(results.get("numactl_membind"))
+    warnings = []
     if not tools.get("numactl"):
         warnings.append("numactl not found: apt-get install numactl")
     elif not numactl:
@@ -165,23 +199,17 @@ def build_capabilities(raw: dict[str, Any], *, num_gpus: int = 0
         warnings.append("taskset not found: apt-get install util-linux")
     elif not taskset:
         warnings.append(f"taskset not usable: {_tail(results.get('taskset'))}")
+    return numactl, membind, taskset, warnings
 
-    cxx = raw.get("cxx") if _ok(results.get("cxx")) else None
-    if cxx is None:
-        warnings.append("no C++ compiler: apt-get install g++ (torch.compile needs one)")
 
+def _torchvision(results: dict[str, dict[str, Any]], torch_version: str | None
+                 ) -> tuple[bool, list[str]]:
     torchvision = _ok(results.get("import:torchvision"))
     if "import:torchvision" in results and not torchvision:
-        warnings.append(f"torchvision installed but fails to import: "
-                        f"{_tail(results['import:torchvision'])} (reinstall it matching torch "
-                        f"{torch_version})")
-    caps = Capabilities(allocators=allocators, omp_runtimes=omp_runtimes, backends=tuple(backends),
-                        torch_version=torch_version, ipex_version=ipex_version,
-                        ipex_problem=ipex_problem, ccl_problem=ccl_problem, numactl=numactl,
-                        numactl_membind=numactl and membind, taskset=taskset, cxx_compiler=cxx,
-                        torchvision=torchvision,
-                        cuda=bool(num_gpus and torch_info.get("cuda")))
-    return caps, tuple(warnings)
+        return torchvision, [f"torchvision installed but fails to import: "
+                             f"{_tail(results['import:torchvision'])} (reinstall it matching "
+                             f"torch {torch_version})"]
+    return torchvision, []
 
 
 def _ipex(versions: dict[str, str | None], results: dict[str, dict[str, Any]],

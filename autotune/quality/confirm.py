@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ..config import Config
+from ..config import Config, describe_changes
 from .evidence import CONFIRM_SEEDS, QualityBook
 from .verdict import ACCEPTED, FAILED, PENDING, REJECTED, QualityVerdict
 
@@ -30,7 +30,7 @@ def confirm_quality(book: QualityBook, config: Config, *, time_left: Callable[[]
     length, per_run = _run_length(book, config, samples, time_left)
     if length * per_run * len(CONFIRM_SEEDS) > time_left():
         return QualityVerdict(status=PENDING, math_class=cls, why=(
-            f"{describe_changes(config)} not confirmed: the seeded confirmation needs "
+            f"{describe_changes(config, none='default')} not confirmed: the seeded confirmation needs "
             f"about {per_run * len(CONFIRM_SEEDS):.0f}s, more than the budget left"))
     for seed in CONFIRM_SEEDS:   # interleaved, so a drift in the machine hits both alike
         for c in (book.base, config):
@@ -39,7 +39,7 @@ def confirm_quality(book: QualityBook, config: Config, *, time_left: Callable[[]
     d, c = book.default_sample(CONFIRM_SEEDS), book.evidence(config).sample(CONFIRM_SEEDS)
     if d is None or c is None or d.n < 2 or c.n < 2:
         return QualityVerdict(status=FAILED, math_class=cls, why=(
-            f"{describe_changes(config)} not confirmed: confirmation runs failed"))
+            f"{describe_changes(config, none='default')} not confirmed: confirmation runs failed"))
     v = book.gate_result(config, CONFIRM_SEEDS)
     text = (f"accuracy {c.describe()} (default {d.describe()}, {c.n} new seeds x "
             f"{samples * length} samples, side by side): "
@@ -75,8 +75,3 @@ def confirmation_reserve(book: QualityBook) -> float:
     default's side of it, twice."""
     return 2 * (book.run_seconds(book.base) or 0.0) * len(CONFIRM_SEEDS)
 
-
-def describe_changes(config: Config) -> str:
-    """The knobs that differ from the default launch, e.g. 'precision=bf16 global_batch=64'."""
-    base = Config().to_dict()
-    return " ".join(f"{k}={v}" for k, v in config.to_dict().items() if base[k] != v) or "default"

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..run import outcome as R
-from ..config import Config
+from ..config import Config, changed_knobs
 from ..measure.stats import RatioStats, Stats, ratio_stats
 from ..measure.contention import disturbed
 from .settle import Settling, settle
@@ -119,7 +119,7 @@ def describe(c: Comparison, unit: str = "samples/s") -> str:
     """The comparison as a person reads it: what differs, each window, the ratio and verdict."""
     da, db = c.a.to_dict(), c.b.to_dict()
     diff = [k for k in da if da[k] != db[k]]
-    same = " ".join(f"{k}={v}" for k, v in da.items() if k not in diff and v != getattr(Config(), k))
+    same = " ".join(f"{k}={v}" for k, v in changed_knobs(c.a).items() if k not in diff)
     lines = [f"A: {' '.join(f'{k}={da[k]}' for k in diff) or '(same as B)'}",
              f"B: {' '.join(f'{k}={db[k]}' for k in diff) or '(same as A)'}",
              f"both: {same or 'the default launch otherwise'}"]

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable
 
 from . import outcome as R
-from ..config import Config
+from ..config import DEFAULT_WORKLOAD, Config
 from ..errors import ConfigError
 from ..measure.contention import Contention, contention
 from ..measure.stats import Measurement, Stats, aggregate, quantile
@@ -21,7 +21,8 @@ from ..measure.observe import RankObservation, Sampler
 from ..measure.unacted import Unacted, compare
 from ..plan.build import build_plan
 from ..plan.feasible import infeasible_reason
-from ..plan.launch_plan import LaunchPlan
+from ..plan.launch_plan import (KILL_GRACE_S, TARGET_SECONDS, TRIAL_TIMEOUT_S, WARMUP_STEPS,
+                                LaunchPlan)
 from .outcome import RunResult
 from .idle import IDLE_DEADLINE_S
 from .classify import abort_in_teardown
@@ -35,18 +36,21 @@ if TYPE_CHECKING:
     from ..plan.cluster import Cluster
     from .outcome import Evaluate
 
+# No trial's timeout is sized below this (from the first trial's length, or from a budget).
+MIN_TRIAL_TIMEOUT_S = 30.0
+
 
 @dataclass(frozen=True, kw_only=True)
 class TrialSettings:
     """How a trial is run and timed (the same for every config of one search)."""
-    workload: str = "cnn"
+    workload: str = DEFAULT_WORKLOAD
     workload_args: dict[str, Any] = field(default_factory=dict)
-    target_seconds: float = 5.0
-    warmup_steps: int = 3
+    target_seconds: float = TARGET_SECONDS
+    warmup_steps: int = WARMUP_STEPS
     # Training samples of one quality run (why this length: quality/samples.py).
     accuracy_samples: int = QUALITY_SAMPLES
-    timeout_s: float = 120.0
-    grace_s: float = 5.0
+    timeout_s: float = TRIAL_TIMEOUT_S
+    grace_s: float = KILL_GRACE_S
     results_dir: str = "autotune-results"
     # Script mode: the user's command with {knob} placeholders replaces the built-in worker.
     command: tuple[str, ...] | None = None
@@ -275,7 +279,7 @@ def live_evaluator(topology: Topology, settings: TrialSettings, *,
             if adapt_timeout and mode == "throughput" and state["timeout"] == settings.timeout_s:
                 # 4x the first good trial (at least 30 s): a slow config still finishes, a hung
                 # one does not eat the budget.
-                state["timeout"] = max(30.0, 4.0 * run.wall_seconds)
+                state["timeout"] = max(MIN_TRIAL_TIMEOUT_S, 4.0 * run.wall_seconds)
         else:
             fields["log_tail"] = run.log_tail
         if (c := timed_contention(run)) is not None:

@@ -18,7 +18,8 @@ from ..quality.evidence import stored_classes
 from ..quality.script_floor import SCRIPT_FLOOR_ATTR, stored_script_floor
 from ..quality.verdict import FAILED, REJECTED
 from ..run import outcome as R
-from .report_format import _changes, _clip, _knobs, _machine, _num, _table
+from ..config import changed_knobs
+from .report_format import _clip, _knobs, _machine, _num, _table
 from ..measure.contention import DISTURBED_SHARE, disturbed
 from ..measure.stats import BUSY_CPU_SHARE, busy
 from .records import (DEFAULT_ROLE, REPEAT_ROLE, RUN_CPU_ROLE, SEARCH_ROLE, Record,
@@ -115,7 +116,7 @@ class Report:
             if rec.get("vs_run_cpu"):
                 out.append(f"  {rec['vs_run_cpu']:.2f}x over torch's launcher heuristic "
                            "(run_cpu; torchrun --numa-binding=node on GPUs)")
-            changes = _changes(rec.get("config", {}))
+            changes = changed_knobs(rec.get("config", {}))
             out.append(f"  config: {_knobs(changes)}")
         else:
             out += ["", "no recommendation stored (the search was interrupted, or has not "
@@ -248,7 +249,7 @@ def _rows(recs: list[Record], default_thr: float | None, attrs: dict[str, Any]) 
         rows.append(Row(number=r.number, role=r.role, throughput=r.throughput,
                         x_default=r.throughput / default_thr if default_thr else None,
                         accuracy=accuracy_of(r, attrs), feasible=feasible,
-                        changes=_changes(r.config.to_dict()),
+                        changes=changed_knobs(r.config),
                         cpu_share=r.result.cpu_share, outside_share=r.result.outside_share))
     return rows
 

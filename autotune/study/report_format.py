@@ -4,19 +4,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..config import Config
+from ..config import describe_changes
 
 if TYPE_CHECKING:
     from .report import Row
 
 
-def _changes(config: dict[str, Any]) -> dict[str, Any]:
-    base = Config().to_dict()
-    return {k: v for k, v in config.items() if k in base and v != base[k]}
-
-
 def _knobs(changes: dict[str, Any]) -> str:
-    return " ".join(f"{k}={v}" for k, v in changes.items()) or "(the default launch)"
+    return describe_changes(changes, none="(the default launch)")
 
 
 def _machine(topo: dict[str, Any] | None) -> str:

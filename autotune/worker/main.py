@@ -27,7 +27,8 @@ import torch.distributed as dist  # noqa: E402
 
 from ..atomic_json import write_json  # noqa: E402
 from ..plan.launch_plan import (EXIT_BACKEND_UNAVAILABLE, EXIT_BAD_CONFIG,  # noqa: E402
-                                EXIT_WORKLOAD_ERROR, RankExpect, WorkerRequest)
+                                EXIT_WORKLOAD_ERROR, STANDALONE_SECONDS, RankExpect,
+                                WorkerRequest)
 from ..run.outcome import BAD_CONFIG, CRASH, OOM, UNAVAILABLE, WORKLOAD_ERROR  # noqa: E402
 from . import device as _device  # noqa: E402
 from . import in_force  # noqa: E402
@@ -159,8 +160,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workload", help="standalone: workload name or module:function")
     parser.add_argument("--set", action="append", default=[], dest="sets", metavar="KNOB=VALUE",
                         help="standalone: a knob of the configuration (repeatable)")
-    parser.add_argument("--seconds", type=float, default=60.0,
-                        help="standalone: length of the timed window (default: 60)")
+    parser.add_argument("--seconds", type=float, default=STANDALONE_SECONDS,
+                        help="standalone: length of the timed window (default: "
+                             f"{STANDALONE_SECONDS:g})")
     args = parser.parse_args(argv)
     if (args.request is None) == (args.workload is None):
         parser.error("give exactly one of --request FILE or --workload NAME")

@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..config import DEFAULT_WORKLOAD  # noqa: F401 - re-exported: the registry's default
 from ..errors import WorkloadError
 from ..quality.samples import QUALITY_SAMPLES
 from .models import NUM_CLASSES, SmallResNet, TinyEncoder
@@ -167,7 +168,6 @@ def _seeded(seed: int, build: Callable[[], nn.Module]) -> nn.Module:
 
 WORKLOADS: dict[str, Callable[..., WorkloadSpec]] = {
     "cnn": cnn, "transformer": transformer, "mlp": mlp, "wide_mlp": wide_mlp}
-DEFAULT_WORKLOAD = "cnn"
 
 
 def workload_names() -> list[str]:

@@ -29,3 +29,17 @@ def test_workload_label_names_the_study_and_script_flags_need_a_script():
         check_workload("no_such_module:build")
 
 
+
+
+def test_no_workload_named_is_the_default_one_and_excludes_nothing_but_a_command(tmp_path):
+    from autotune.config import DEFAULT_WORKLOAD
+    from autotune.worker.workloads import WORKLOADS
+    assert DEFAULT_WORKLOAD in WORKLOADS
+    assert check_workload() == check_workload(None) == DEFAULT_WORKLOAD
+    script = tmp_path / "train.py"
+    script.write_text("print('x: 1')\n")
+    command = ("python3", str(script))
+    assert check_workload(None, command, metric="x: ([0-9.]+)").startswith("script-train.py-")
+    # naming the default workload is naming one: not the same as naming none
+    with pytest.raises(WorkloadError, match="not both"):
+        check_workload(DEFAULT_WORKLOAD, command, metric="x: ([0-9.]+)")

@@ -1,0 +1,29 @@
+"""A configuration as people read it: the knobs that differ from the default launch, rendered by
+one function (config.describe_changes) for progress lines, reports, exports and notes."""
+from __future__ import annotations
+
+from autotune.cli._progress import short
+from autotune.config import Config, changed_knobs, describe_changes
+from autotune.study.report_format import _knobs
+
+
+def test_only_the_knobs_that_differ_in_knob_order():
+    c = Config(precision="bf16", nproc=2, global_batch=64)
+    assert changed_knobs(c) == {"nproc": 2, "global_batch": 64, "precision": "bf16"}
+    assert describe_changes(c) == "nproc=2 global_batch=64 precision=bf16"
+    assert changed_knobs(Config()) == {}
+    assert describe_changes(Config()) == "the default launch"
+    assert describe_changes(Config(), none="default") == "default"
+
+
+def test_a_stored_mapping_keeps_its_order_and_drops_knobs_this_version_lacks():
+    stored = {**Config().to_dict(), "precision": "bf16", "retired_knob": 3, "allocator": "tcmalloc"}
+    assert changed_knobs(stored) == {"allocator": "tcmalloc", "precision": "bf16"}
+    assert describe_changes(changed_knobs(stored)) == describe_changes(stored)
+
+
+def test_progress_and_report_render_through_it_with_their_own_words_for_none():
+    c = Config(allocator="jemalloc")
+    assert short(c) == _knobs(changed_knobs(c)) == describe_changes(c) == "allocator=jemalloc"
+    assert short(Config()) == "default launch"
+    assert _knobs({}) == "(the default launch)"

@@ -1,0 +1,79 @@
+"""The whole pipeline (`tune.search`) on a landscape replayed in seconds.
+
+`search` takes its evaluator and clock as values: here a complete synthetic landscape of the CPU
+space on the captured 2-core EPYC (benchmarks/landscape.py: every configuration measured once,
+known best), answered from the table while a simulated clock advances by each trial's recorded
+length. Space resolution, the study (real SQLite), the references, the sampler, the accuracy
+gate, verification and the stored recommendation all run as in `autotune search`.
+"""
+from __future__ import annotations
+
+import collections
+import tempfile
+
+import optuna
+import pytest
+
+from autotune.config import Config
+from autotune.tune import SearchRequest, search
+from benchmarks.landscape import SimClock, synthetic
+
+
+@pytest.fixture
+def replay(tmp_path, monkeypatch):
+    # The machine lock lives in the temp directory: keep it away from real searches here.
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    land = synthetic("formula", seed=0)
+    clock = SimClock()
+    table = land.evaluator(clock)
+    calls: collections.Counter = collections.Counter()
+
+    def evaluate(config: Config, mode: str, **kw):
+        calls[mode] += 1
+        return table(config, mode, **kw)
+    return land, clock, evaluate, calls
+
+
+def test_a_replayed_search_recommends_the_landscapes_best_within_the_accuracy_gate(tmp_path,
+                                                                                   replay):
+    land, clock, evaluate, calls = replay
+    req = SearchRequest(budget_s=1800.0, results=str(tmp_path), seed=0)
+    tuned = search(req, label="cnn", topology=land.topology(), evaluate=evaluate, clock=clock)
+
+    rec = tuned.recommendation
+    assert rec is not None and rec.verified and rec.settled
+    c = rec.config
+    assert (c.nproc, c.binding, c.allocator, c.omp_runtime, c.precision, c.global_batch) == \
+        (2, "taskset", "tcmalloc", "libgomp", "bf16", 64)
+    best, _ = land.oracle(req.max_accuracy_drop)
+    assert rec.throughput == land.rows[c.key()]["throughput"]
+    assert rec.throughput >= 0.99 * best        # within 1% of the exhaustive grid's best
+    assert (rec.default_accuracy - rec.accuracy) * 100 <= req.max_accuracy_drop
+    assert rec.speedup == pytest.approx(rec.throughput / land.rows[Config().key()]["throughput"])
+
+    s = tuned.summary
+    assert s["stop_reason"] == "stagnated" and s["trials_run"] == 68
+    assert s["elapsed_s"] == pytest.approx(clock.t, abs=0.1) and clock.t < req.budget_s
+    # 68 search trials plus the interleaved verification rounds; accuracy once per math class
+    # and seed, never per configuration
+    assert calls == {"throughput": 80, "accuracy": 18}
+    assert "precision=bf16" in s["command"] and "global_batch=64" in s["command"]
+    assert s["recommendation"]["config"] == c.to_dict()
+
+    # the study holds the references first and the recommendation for export
+    study = optuna.load_study(study_name=s["study"], storage=s["storage"])
+    assert study.user_attrs["workload"] == "cnn"
+    assert len(study.trials) >= s["trials_run"]
+
+
+def test_a_short_budget_stops_on_the_simulated_clock_and_keeps_the_default(tmp_path, replay):
+    land, clock, evaluate, calls = replay
+    req = SearchRequest(budget_s=300.0, results=str(tmp_path), seed=0)
+    tuned = search(req, label="cnn", topology=land.topology(), evaluate=evaluate, clock=clock)
+    s = tuned.summary
+    # the budget keeps its verification reserve: the search stops well before 300 s, and with
+    # no time left to measure any candidate's accuracy, nothing beats the default launch
+    assert s["stop_reason"] == "budget" and s["trials_run"] == 18
+    assert calls == {"throughput": 18} and clock.t < req.budget_s
+    assert tuned.recommendation.config == Config()
+    assert "the default launch is the best configuration found" in s["command"]
