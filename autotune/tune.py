@@ -27,11 +27,12 @@ from .run.runner import interrupt_on_sigterm, reap_orphans
 from .run.trial import TrialSettings, live_evaluator
 from .search.budget import plan_budget
 from .search.lock import MachineLock
-from .search.loop import OVERRIDES_ATTR, SCRIPT_FLOOR_ATTR, run_search
+from .search.loop import run_search
 from .search.options import SearchOptions, SearchResult
 from .search.references import make_sampler
 from .search.shared import StudyLock, Workers
 from .space.resolve import default_space_path, find_space, load_space, resolve
+from .study import attrs as A
 from .study.provenance import Here, check_resumable, not_resumed
 from .study.storage import (default_storage, describe_study, open_storage, open_study, redact, study_name)
 from .study.owners import fail_stale_running
@@ -225,7 +226,7 @@ def search(req: SearchRequest, *, label: str | None = None, topology: Topology |
                                "reference_batch": Config().global_batch}, torch=here.torch)
             if cluster is not None:
                 from .plan.cluster import cluster_to_json
-                study.set_user_attr("cluster", cluster_to_json(cluster))
+                A.write_cluster(study, cluster_to_json(cluster))
             progress.start(name=name, storage=redact(url), space=space, stale=stale,
                            topology=topology)
             # Studies of this job measured elsewhere stay in the storage but are never resumed.
@@ -242,15 +243,12 @@ def search(req: SearchRequest, *, label: str | None = None, topology: Topology |
                                   "file storages have): workers may both run a configuration")
             if req.script:
                 # export fills this template with the tuned values
-                study.set_user_attr("script_command", list(req.script))
-                study.set_user_attr("script_metric", req.metric)
-                study.set_user_attr("script_lower_is_better", req.lower_is_better)
-                study.set_user_attr("script_accuracy", req.accuracy)
-                study.set_user_attr("script_scan", scan.to_json())
-                study.set_user_attr("script_warning", scan.warning())
+                A.write_script(study, command=list(req.script), metric=req.metric,
+                               lower_is_better=req.lower_is_better, accuracy=req.accuracy,
+                               scan=scan.to_json(), warning=scan.warning())
                 script_notes(progress, req, dropped, scan)
                 if req.accuracy and not seeded:
-                    study.set_user_attr(SCRIPT_FLOOR_ATTR, {"note": NO_SEED_NOTE})
+                    A.write_script_noise_floor(study, {"note": NO_SEED_NOTE})
                     progress.note(NO_SEED_NOTE)
             evaluate = live_evaluator(topology, settings, time_left=time_left,
                                       adapt_timeout=req.trial_timeout is None)
@@ -298,7 +296,7 @@ def search(req: SearchRequest, *, label: str | None = None, topology: Topology |
                "trials_run": result.measured, "elapsed_s": round(elapsed(), 1),
                "budget_s": budget_s, "recommendation": rec.to_json() if rec else None,
                "command": command, "not_resumed": elsewhere,
-               "overridden_by_script": dict(study.user_attrs.get("script_overrides") or {})}
+               "overridden_by_script": A.StudyAttrs.of(study).script_overrides}
     if workers is not None:
         summary["worker"] = workers.id
         summary["verified_here"] = stored is None
@@ -306,4 +304,4 @@ def search(req: SearchRequest, *, label: str | None = None, topology: Topology |
             summary["recommendation"] = {k: v for k, v in stored.items() if k != "command"} or None
     return Tuned(summary=summary, result=result, recommendation=rec, command=command,
                  stored=stored,
-                 overridden=study.user_attrs.get(OVERRIDES_ATTR) if req.script else None)
+                 overridden=A.StudyAttrs.of(study).script_overrides if req.script else None)

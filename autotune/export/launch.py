@@ -26,6 +26,7 @@ from ..plan.launch_plan import LaunchPlan
 from ..measure.script import fill, placeholders
 from ..config import IN_PROCESS_KNOBS
 from ..probe.topology import Topology
+from ..study.attrs import StudyAttrs
 
 MANIFEST_FORMAT = "autotune-launch/1"   # written by export/command.py's json format
 _BOOKKEEPING = ("AUTOTUNE_TRIAL_ID",)   # trial-only; the result/report paths stay (into the log dir)
@@ -70,16 +71,16 @@ class Nodes:
 
 def from_study(study: Any) -> Tuned:
     """The study's recommendation (refusals() says when it was never verified)."""
-    attrs = study.user_attrs
-    rec = attrs.get("recommendation")
+    attrs = StudyAttrs.of(study)
+    rec = attrs.recommendation
     if not rec:
         raise StorageError(f"study {study.study_name!r} has no recommendation (the search was "
                            "interrupted or is still running); finish `autotune search` first")
     config = Config.from_dict(rec["config"], where="stored recommendation")
-    template = attrs.get("script_command")
+    template = attrs.script_command
     return Tuned(config=config, source=f"study {study.study_name}",
-                 fingerprint=attrs.get("fingerprint"), workload=attrs.get("workload"),
-                 torch_version=(attrs.get("library_versions") or {}).get("torch"),
+                 fingerprint=attrs.fingerprint, workload=attrs.workload,
+                 torch_version=attrs.torch_version,
                  verified=bool(rec.get("verified")), headline=rec.get("headline") or "",
                  program=fill(tuple(template), config) if template else ())
 

@@ -21,6 +21,7 @@ from ..plan.feasible import ruled_out
 from ..probe.topology import Topology
 from ..run import outcome as R
 from ..run.outcome import Evaluate, TrialResult
+from ..study import attrs as A
 from ..study.evidence import CONFIRM_SEEDS, QualityBook
 from ..study.records import (DEFAULT_ROLE, REPEAT_ROLE, RUN_CPU_ROLE, SEARCH_ROLE, Record,
                              record_trial, records)
@@ -30,12 +31,6 @@ from .options import Clock, SearchOptions, SearchResult
 from .guide import Descent, first_guess, params_of
 from .references import default_launch, launchable_draw, reference_configs, unseen
 from .shared import ConfigClaims, StudyLock
-
-# Study attribute: {knob: why} for the knobs a user's script overrides (script mode).
-OVERRIDES_ATTR = "script_overrides"
-# Study attribute: the default launch's --accuracy over seeds ({"seeds", "values"}), or {"note"}
-# saying why the gate has no noise floor (script mode).
-SCRIPT_FLOOR_ATTR = "script_noise_floor"
 
 
 def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Evaluate,
@@ -47,7 +42,7 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
     base = default_launch(space, topology)
     # Knobs a user's script overrides (seen from outside on a trial, or named by the static scan):
     # held at the default from then on, on resume too, and remembered for the export.
-    overrides: dict[str, str] = dict(study.user_attrs.get(OVERRIDES_ATTR) or {})
+    overrides: dict[str, str] = A.StudyAttrs.of(study).script_overrides
 
     def hold(found: dict[str, str]) -> None:
         nonlocal space, distributions
@@ -55,7 +50,7 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
         new = {k: v for k, v in found.items() if k not in overrides}
         if new:
             overrides.update(new)
-            study.set_user_attr(OVERRIDES_ATTR, overrides)
+            A.write_script_overrides(study, overrides)
         space, held = freeze(space, list(found))
         distributions = {k: CategoricalDistribution(list(v)) for k, v in space.knobs.items()}
         for knob in held:
@@ -179,7 +174,7 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
                                   "command with a longer --budget resumes it")
 
     def stored_floor() -> Sample | None:
-        values = (study.user_attrs.get(SCRIPT_FLOOR_ATTR) or {}).get("values") or []
+        values = A.StudyAttrs.of(study).script_noise_floor.get("values") or []
         return Sample(tuple(values)) if len(values) >= 2 else None
 
     def script_floor(config: Config, first: TrialResult) -> Sample | None:
@@ -199,7 +194,7 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
             if ev.outcome == R.OK and ev.accuracy is not None:
                 values.append(ev.accuracy)
                 seeds.append(seed)
-        study.set_user_attr(SCRIPT_FLOOR_ATTR, {"seeds": seeds, "values": values})
+        A.write_script_noise_floor(study, {"seeds": seeds, "values": values})
         return stored_floor()
 
     def remeasure(config: Config, first: TrialResult) -> TrialResult:

@@ -19,7 +19,8 @@ from typing import Any
 from ..measure import quality as Q
 from ..config import REFERENCE_GLOBAL_BATCH
 from ..run.outcome import TrialResult
-from .evidence import NOISE_FLOOR_ATTR, ClassEvidence, stored_classes
+from .attrs import StudyAttrs
+from .evidence import ClassEvidence, stored_classes
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -43,17 +44,17 @@ class Target:
     why: str               # one line: how it was chosen, or why the column is dropped
 
 
-def verdict(study_attrs: dict[str, Any], result: TrialResult) -> str:
+def verdict(study_attrs: StudyAttrs | dict[str, Any], result: TrialResult) -> str:
     """The gate's answer for a trial's class with everything stored now (a class measured after
     the trial was recorded included): accepted, rejected, pending or failed."""
     cls = result.math_class
     return (class_verdict(study_attrs, cls) if cls else None) or result.quality or "pending"
 
 
-def class_verdict(study_attrs: dict[str, Any], cls: str) -> str | None:
+def class_verdict(study_attrs: StudyAttrs | dict[str, Any], cls: str) -> str | None:
     """accepted, rejected, pending or failed for a stored class; None when the class or the
     noise floor is not stored."""
-    floor = study_attrs.get(NOISE_FLOOR_ATTR) or {}
+    floor = StudyAttrs(study_attrs).noise_floor or {}
     ev = stored_classes(study_attrs).get(cls)
     if ev is None or not floor.get("values"):
         return None
@@ -65,7 +66,7 @@ def class_verdict(study_attrs: dict[str, Any], cls: str) -> str | None:
     sample = ev.sample(seeds)
     if sample is None:
         return "pending"
-    tol = float((study_attrs.get("settings") or {}).get("max_accuracy_drop", 1.0))
+    tol = float(StudyAttrs(study_attrs).settings.get("max_accuracy_drop", 1.0))
     v = Q.gate(Q.Sample(tuple(floor["values"])), sample, tol)
     return "rejected" if v.reject else "accepted"
 
@@ -78,9 +79,9 @@ def curve_end(curves: list[list[tuple[int, float]]]) -> float | None:
     return sum(c[n - 1][1] for c in curves) / len(curves)
 
 
-def target(study_attrs: dict[str, Any]) -> Target:
+def target(study_attrs: StudyAttrs | dict[str, Any]) -> Target:
     """The time-to-accuracy target of a study, or why there is none (see the module doc)."""
-    floor = study_attrs.get(NOISE_FLOOR_ATTR) or {}
+    floor = StudyAttrs(study_attrs).noise_floor or {}
     if floor.get("mean") is None:
         return Target(value=None, why="time to target: not shown, the default launch's quality "
                                       "was not measured")
@@ -89,7 +90,7 @@ def target(study_attrs: dict[str, Any]) -> Target:
     if base is None or curve_end(base.curves()) is None:
         return Target(value=None, why="time to target: not shown, the quality runs stored no "
                                       "learning curve (a script reports only its final accuracy)")
-    tol = float((study_attrs.get("settings") or {}).get("max_accuracy_drop", 1.0))
+    tol = float(StudyAttrs(study_attrs).settings.get("max_accuracy_drop", 1.0))
     wanted = floor["mean"] - tol / 100.0
     ends = {cls: end for cls, ev in classes.items()
             if class_verdict(study_attrs, cls) == "accepted"
@@ -103,7 +104,7 @@ def target(study_attrs: dict[str, Any]) -> Target:
         f"({lowest}), as {told} = {wanted:.4f} is not reached by every accepted class"))
 
 
-def facts(study_attrs: dict[str, Any], result: TrialResult, throughput: float,
+def facts(study_attrs: StudyAttrs | dict[str, Any], result: TrialResult, throughput: float,
           global_batch: int, goal: Target | None = None) -> QualityFacts | None:
     """`goal`: the study's target (computed once for a table; `target(study_attrs)` if None)."""
     classes = stored_classes(study_attrs)
@@ -111,13 +112,13 @@ def facts(study_attrs: dict[str, Any], result: TrialResult, throughput: float,
     if cls is None:
         return None
     ev: ClassEvidence | None = classes.get(cls)
-    floor = study_attrs.get(NOISE_FLOOR_ATTR) or {}
+    floor = StudyAttrs(study_attrs).noise_floor or {}
     sample = ev.sample() if ev else None
     goal = goal or target(study_attrs)
     to_target = Q.samples_to_target(ev.curves(), goal.value) \
         if ev and goal.value is not None else None
     b_noise = floor.get("b_noise")
-    reference = int((study_attrs.get("settings") or {}).get("reference_batch",
+    reference = int(StudyAttrs(study_attrs).settings.get("reference_batch",
                                                              REFERENCE_GLOBAL_BATCH))
     eff = Q.efficiency(b_noise, global_batch, reference) if b_noise or \
         global_batch == reference else None
@@ -129,11 +130,11 @@ def facts(study_attrs: dict[str, Any], result: TrialResult, throughput: float,
         goodput=throughput * eff if eff is not None else None, efficiency=eff)
 
 
-def noise_floor_line(study_attrs: dict[str, Any]) -> str:
-    floor = study_attrs.get(NOISE_FLOOR_ATTR)
+def noise_floor_line(study_attrs: StudyAttrs | dict[str, Any]) -> str:
+    floor = StudyAttrs(study_attrs).noise_floor
     if not floor:
         return "noise floor: not measured (no seeded quality runs of the default launch)"
-    tol = float((study_attrs.get("settings") or {}).get("max_accuracy_drop", 1.0))
+    tol = float(StudyAttrs(study_attrs).settings.get("max_accuracy_drop", 1.0))
     b = floor.get("b_noise")
     gns = f"; gradient noise scale B_noise ~ {b:.0f} samples" if b else ""
     return (f"noise floor: default launch quality {floor['mean']:.4f} ± {floor['sd']:.4f} over "
