@@ -218,7 +218,7 @@ def _script_facts(attrs: StudyAttrs | dict[str, Any]) -> dict[str, Any]:
     elif metric:
         what = f"score = the median of --metric {metric!r}"
     else:
-        what = "score = 1 / wall seconds per run (or autotune.report()), start-up included"
+        what = "score = 1 / wall seconds per run (or autotune.report_metrics()), start-up included"
     notes = [what] + [f"not tuned, the script sets its own {k}: {why}"
                       for k, why in attrs.script_overrides.items()]
     floor = _script_floor_line(attrs.script_noise_floor)

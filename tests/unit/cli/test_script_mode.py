@@ -114,7 +114,7 @@ def test_accuracy_pattern_takes_the_last_match_and_understands_percent():
     assert sm.accuracy == pytest.approx(0.915)
     assert metric_values("acc 93.5%", r"acc ([0-9.]+%)", percent=True) == [pytest.approx(0.935)]
     assert metric_values("acc 0.935", r"acc ([0-9.]+)", percent=True) == [0.935]
-    # What autotune.report() says wins over the pattern.
+    # What autotune.report_metrics() says wins over the pattern.
     rep = script_metric(report={"accuracy": 0.5}, log_text=LOG, metric=None, wall_seconds=1.0,
                         accuracy=r"Test accuracy: ([0-9.]+)")
     assert rep.accuracy == 0.5
