@@ -1,7 +1,8 @@
 """Write a JSON file atomically: a reader sees the old file or the complete new one, never a
 torn one (a temporary file in the same folder, flushed to disk, then renamed over the target).
 
-Used by a rank writing its result and by `autotune.report()` in a user's script, so it imports
+Used by a rank writing its result and by `autotune.report_metrics()` in a user's script, so it
+imports
 nothing but the standard library.
 """
 from __future__ import annotations

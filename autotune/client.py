@@ -1,7 +1,7 @@
 """What a training script may call to hand autotune its own numbers (script mode).
 
     import autotune
-    autotune.report(samples_per_sec=img_per_s, accuracy=val_acc)
+    autotune.report_metrics(samples_per_sec=img_per_s, accuracy=val_acc)
 
 Each rank started by a trial has AUTOTUNE_REPORT in its environment: a JSON file this writes
 (atomically; later calls update earlier keys). Outside autotune the variable is absent and the
@@ -20,11 +20,13 @@ REPORT_ENV = "AUTOTUNE_REPORT"
 KEYS = ("samples_per_sec", "accuracy", "samples", "seconds")
 
 
-def report(*, samples_per_sec: float | None = None, accuracy: float | None = None,
-           samples: float | None = None, seconds: float | None = None) -> bool:
+def report_metrics(*, samples_per_sec: float | None = None, accuracy: float | None = None,
+                   samples: float | None = None, seconds: float | None = None) -> bool:
     """Record this rank's metrics for the running trial; returns False (and does nothing)
-    outside autotune. samples_per_sec: this run's training throughput (global samples/s, or this
-    rank's; rank 0's report is the trial's score). accuracy: higher is better, on [0, 1].
+    outside autotune. (Named for what it does: `autotune report` is the command that shows a
+    study; `autotune.report`, the name earlier versions had, stays an alias.)
+    samples_per_sec: this run's training throughput (global samples/s, or this rank's; rank 0's
+    report is the trial's score). accuracy: higher is better, on [0, 1].
     samples/seconds: work done and the time it took, used when samples_per_sec is not given."""
     path = os.environ.get(REPORT_ENV)
     if not path:
@@ -43,7 +45,7 @@ def report(*, samples_per_sec: float | None = None, accuracy: float | None = Non
             continue
         value = float(value)  # a tensor or numpy scalar becomes a plain number here
         if not math.isfinite(value):
-            raise ValueError(f"autotune.report({key}={value}): must be a finite number")
+            raise ValueError(f"autotune.report_metrics({key}={value}): must be a finite number")
         data[key] = value
     write_json(path, data)
     return True

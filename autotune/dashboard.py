@@ -17,6 +17,7 @@ import optuna
 
 from .config import Config
 from .errors import AutotuneError
+from .study.attrs import StudyAttrs
 
 METRIC_NAMES = ["throughput (samples/s)", "accuracy"]
 EXPOSED_WARNING = ("exposed to the network: anyone who can reach it can read and edit the study "
@@ -76,7 +77,7 @@ def save_study_note(study: optuna.Study, rec: Any, command: str | None) -> None:
     from optuna_dashboard import save_note
     data = rec.to_json() if hasattr(rec, "to_json") else dict(rec)
     set_metric_names(study)
-    unit = "score" if study.user_attrs.get("script_command") else "samples/s"
+    unit = "score" if StudyAttrs.of(study).script_command else "samples/s"
     save_note(study, note_markdown(study.study_name, data, command, unit))
 
 
@@ -89,7 +90,7 @@ def prepare(study: optuna.Study) -> None:
     """Metric names, and the note from the stored recommendation when the search could not write
     one (an older autotune, or optuna-dashboard missing when it ran)."""
     set_metric_names(study)
-    rec = study.user_attrs.get("recommendation")
+    rec = StudyAttrs.of(study).recommendation
     if rec and not has_note(study):
         save_study_note(study, rec, rec.get("command"))
 

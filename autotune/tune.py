@@ -31,12 +31,12 @@ from .run.trial import MIN_TRIAL_TIMEOUT_S, TrialSettings, live_evaluator
 from .search.budget import BudgetPlan, plan_budget
 from .search.lock import MachineLock
 from .quality.samples import QUALITY_SAMPLES
-from .quality.script_floor import SCRIPT_FLOOR_ATTR
-from .search.loop import OVERRIDES_ATTR, run_search
+from .search.loop import run_search
 from .search.options import SearchOptions, SearchResult
 from .search.references import make_sampler
 from .search.shared import StudyLock, Workers
 from .space.resolve import ResolvedSpace, default_space_path, find_space, load_space, resolve
+from .study import attrs as A
 from .study.provenance import Here, check_resumable, not_resumed
 from .study.storage import (default_storage, describe_study, open_storage, open_study, redact, study_name)
 from .study.owners import fail_stale_running
@@ -217,7 +217,7 @@ def search(req: SearchRequest, *, label: str | None = None, topology: Topology |
                        not_resumed=elsewhere, study=study, workers=workers, stored=stored)
     return Tuned(summary=summary, result=result, recommendation=rec, command=command,
                  stored=stored,
-                 overridden=study.user_attrs.get(OVERRIDES_ATTR) if req.script else None)
+                 overridden=A.StudyAttrs.of(study).script_overrides if req.script else None)
 
 
 def _time_left(budget_s: float, clock: Any) -> float:
@@ -319,7 +319,7 @@ def _describe(study: Any, req: SearchRequest, job: _Job, cluster: Cluster | None
                        "reference_batch": Config().global_batch}, torch=job.here.torch)
     if cluster is not None:
         from .plan.cluster import cluster_to_json
-        study.set_user_attr("cluster", cluster_to_json(cluster))
+        A.write_cluster(study, cluster_to_json(cluster))
 
 
 def _announce(progress: Any, storage: Any, job: _Job, workers: Workers | None, others: int,
@@ -343,15 +343,12 @@ def _announce(progress: Any, storage: Any, job: _Job, workers: Workers | None, o
 def _record_script(study: Any, req: SearchRequest, job: _Job, progress: Any) -> None:
     """Script mode: store the command (export fills this template with the tuned values) and
     what the scan of it found."""
-    study.set_user_attr("script_command", list(req.script))
-    study.set_user_attr("script_metric", req.metric)
-    study.set_user_attr("script_lower_is_better", req.lower_is_better)
-    study.set_user_attr("script_accuracy", req.accuracy)
-    study.set_user_attr("script_scan", job.scan.to_json())
-    study.set_user_attr("script_warning", job.scan.warning())
+    A.write_script(study, command=list(req.script), metric=req.metric,
+                   lower_is_better=req.lower_is_better, accuracy=req.accuracy,
+                   scan=job.scan.to_json(), warning=job.scan.warning())
     script_notes(progress, req, list(job.dropped), job.scan)
     if req.accuracy and not job.seeded:
-        study.set_user_attr(SCRIPT_FLOOR_ATTR, {"note": NO_SEED_NOTE})
+        A.write_script_noise_floor(study, {"note": NO_SEED_NOTE})
         progress.note(NO_SEED_NOTE)
 
 
@@ -403,7 +400,7 @@ def _summary(req: SearchRequest, job: _Job, result: SearchResult, rec: Any,
                "trials_run": result.measured, "elapsed_s": round(elapsed, 1),
                "budget_s": req.budget_s, "recommendation": rec.to_json() if rec else None,
                "command": command, "not_resumed": not_resumed,
-               "overridden_by_script": dict(study.user_attrs.get("script_overrides") or {})}
+               "overridden_by_script": A.StudyAttrs.of(study).script_overrides}
     if workers is not None:
         summary["worker"] = workers.id
         summary["verified_here"] = stored is None

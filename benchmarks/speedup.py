@@ -74,6 +74,7 @@ def recommendation_from_storage(url: str) -> tuple[Config, dict[str, Any]]:
     import optuna
 
     from autotune.probe import probe, torch_build
+    from autotune.study.attrs import StudyAttrs
     from autotune.study.provenance import Here, why_not_here
     from autotune.study.storage import find_study, open_storage
     storage = open_storage(url)
@@ -84,7 +85,7 @@ def recommendation_from_storage(url: str) -> tuple[Config, dict[str, Any]]:
         # its recommendation was tuned for another machine: timing it here says nothing
         raise SystemExit(f"{url}: study {study.study_name} is not this machine's: it was "
                          f"{elsewhere}; run the search here (add --search)")
-    rec = study.user_attrs.get("recommendation")
+    rec = StudyAttrs.of(study).recommendation
     if not rec:
         raise SystemExit(f"{url}: study {study.study_name} has no stored recommendation")
     return Config.from_dict(rec["config"]), {"source": "storage", "study": study.study_name,

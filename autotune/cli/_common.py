@@ -59,7 +59,7 @@ def add_workload_args(p: argparse.ArgumentParser, *,
                         "(group) is the throughput, e.g. 'img/s: ([0-9.]+)'; the median of the "
                         "matches counts. Numbers are read as printed: 6,508, 1.2e4, or with the "
                         "unit left in ('([^ ]+ samples/s)'). Not needed when the script calls "
-                        "autotune.report()")
+                        "autotune.report_metrics()")
     p.add_argument("--lower-is-better", action="store_true",
                    help="with --metric: the number is a time or a loss, e.g. --metric "
                         "'Training time: ([0-9.]+)' --lower-is-better")

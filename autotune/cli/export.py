@@ -25,6 +25,7 @@ from ..export.command import FORMATS, launch_command, render, training_command
 from ..plan.launch_plan import STANDALONE_SECONDS
 from ..probe.topology import Topology
 from ..export.recommendation import script_launch
+from ..study.attrs import StudyAttrs
 from ._common import add_study_args, int_at_least, open_study_from_args, positive_float
 
 
@@ -44,25 +45,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     study, _, notes = open_study_from_args(args)
-    attrs = study.user_attrs
-    if "topology" not in attrs:
+    attrs = StudyAttrs.of(study)
+    if not attrs.described:
         raise StorageError(f"study {study.study_name!r} has no stored topology: not written by "
                            "`autotune search`")
     try:
-        topology = Topology.from_json(attrs["topology"])
+        topology = Topology.from_json(attrs.topology_json)
     except (KeyError, TypeError, ValueError) as exc:
         raise StorageError(f"study {study.study_name!r}: stored topology is unreadable "
                            f"({type(exc).__name__}: {exc})") from None
-    workload = str(attrs.get("workload", DEFAULT_WORKLOAD))
-    manifest = {"study": study.study_name, "fingerprint": attrs.get("fingerprint"),
+    workload = str(attrs.workload or DEFAULT_WORKLOAD)
+    manifest = {"study": study.study_name, "fingerprint": attrs.fingerprint,
                 "machine": topology.isa.describe(), "workload": workload,
-                "library_versions": attrs.get("library_versions", {})}
+                "library_versions": attrs.library_versions}
     if args.trial is None:
         config, extra = _recommended(study)
     else:
         config, extra = _from_trial(study, args.trial)
     manifest.update(extra)
-    template = attrs.get("script_command")
+    template = attrs.script_command
     script = {}
     if template:  # script mode: the user's own invocation, with the tuned values filled in
         from ..measure.script import fill
@@ -71,10 +72,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         program = training_command(workload, config, seconds=args.seconds)
     cluster = None
-    if attrs.get("cluster"):   # a study across hosts: the commands start every host
+    if attrs.cluster_json:   # a study across hosts: the commands start every host
         from ..plan.cluster import cluster_from_json
         try:
-            cluster = cluster_from_json(attrs["cluster"])
+            cluster = cluster_from_json(attrs.cluster_json)
         except (KeyError, TypeError, ValueError, AutotuneError) as exc:
             raise StorageError(f"study {study.study_name!r}: stored hosts are unreadable "
                                f"({type(exc).__name__}: {exc})") from None
@@ -88,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _recommended(study) -> tuple[Config, dict]:
-    rec = study.user_attrs.get("recommendation")
+    rec = StudyAttrs.of(study).recommendation
     if not rec:
         raise StorageError(f"study {study.study_name!r} has no recommendation (the search was "
                            "interrupted or is still running); `autotune report` lists trials "

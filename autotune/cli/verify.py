@@ -42,17 +42,18 @@ def run(args: argparse.Namespace) -> int:
     from ..recommend.reverify import reverify
     from ..run.trial import live_evaluator
     from ..search.budget import parse_budget
+    from ..study.attrs import StudyAttrs
     from ..study.provenance import Here, why_not_here
     started = time.monotonic()
     budget_s = parse_budget(args.budget)
     study, url, _notes = open_study_from_args(args)
-    attrs = study.user_attrs
+    attrs = StudyAttrs.of(study)
     topology = load_topology(None)
     reason = why_not_here(attrs, Here(topology=topology, torch=torch_build()))
     if reason:
         raise ConfigError(f"study {study.study_name} was {reason}; verify re-measures on the "
                           "machine and torch that measured it (run `autotune search` here)")
-    if attrs.get("cluster"):
+    if attrs.cluster_json:
         raise ConfigError(f"study {study.study_name} was measured across hosts; `autotune "
                           "verify` measures this machine only")
     settings = _settings(attrs, args)
@@ -67,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
                       time_left=lambda: budget_s - (time.monotonic() - started))
     rec = result.recommendation
     if result.replaces:
-        save_recommendation(study, rec, topology, attrs.get("workload") or settings.workload,
+        save_recommendation(study, rec, topology, attrs.workload or settings.workload,
                             command=settings.command)
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
@@ -79,18 +80,18 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _settings(attrs: dict, args: argparse.Namespace):
+def _settings(attrs, args: argparse.Namespace):
     """The search's trial settings, from the study: its workload or script, its timed window."""
     from ..measure.script_scan import script_settings
     from ..config import DEFAULT_WORKLOAD
     from ..plan.launch_plan import TARGET_SECONDS
     from ..run.trial import TrialSettings
-    script = attrs.get("script_command")
+    script = attrs.script_command
     req = argparse.Namespace(script=tuple(script) if script else None,
-                             metric=attrs.get("script_metric"),
-                             accuracy=attrs.get("script_accuracy"),
-                             lower_is_better=bool(attrs.get("script_lower_is_better")))
-    stored = attrs.get("settings") or {}
-    return TrialSettings(**script_settings(req), workload=attrs.get("workload") or DEFAULT_WORKLOAD,
+                             metric=attrs.script_metric,
+                             accuracy=attrs.script_accuracy,
+                             lower_is_better=attrs.script_lower_is_better)
+    stored = attrs.settings
+    return TrialSettings(**script_settings(req), workload=attrs.workload or DEFAULT_WORKLOAD,
                          target_seconds=float(stored.get("target_seconds") or TARGET_SECONDS),
                          results_dir=args.results, idle_s=args.idle_timeout)

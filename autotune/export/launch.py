@@ -26,14 +26,16 @@ from ..plan.launch_plan import LaunchPlan
 from ..measure.script import fill, placeholders
 from ..config import IN_PROCESS_KNOBS, changed_knobs
 from ..probe.topology import Topology
+from ..study.attrs import StudyAttrs
 
 MANIFEST_FORMAT = "autotune-launch/1"   # written by export/command.py's json format
 _BOOKKEEPING = ("AUTOTUNE_TRIAL_ID",)   # trial-only; the result/report paths stay (into the log dir)
 
 
 @dataclass(frozen=True, kw_only=True)
-class Tuned:
-    """A configuration to launch and what it was measured on."""
+class TunedConfig:
+    """A configuration to launch and what it was measured on (from a study's recommendation or
+    an exported manifest; not tune.Tuned, the result of a whole tuning run)."""
     config: Config
     source: str                       # "study NAME" or "manifest FILE", for messages
     fingerprint: str | None           # topology fingerprint of the machine that measured it
@@ -45,7 +47,7 @@ class Tuned:
 
     def __post_init__(self) -> None:
         if not self.source:
-            raise ConfigError("Tuned.source: say where the configuration came from")
+            raise ConfigError("TunedConfig.source: say where the configuration came from")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,23 +70,23 @@ class Nodes:
             raise ConfigError(f"--master-port {self.master_port}: must be 1-65535")
 
 
-def from_study(study: Any) -> Tuned:
+def from_study(study: Any) -> TunedConfig:
     """The study's recommendation (refusals() says when it was never verified)."""
-    attrs = study.user_attrs
-    rec = attrs.get("recommendation")
+    attrs = StudyAttrs.of(study)
+    rec = attrs.recommendation
     if not rec:
         raise StorageError(f"study {study.study_name!r} has no recommendation (the search was "
                            "interrupted or is still running); finish `autotune search` first")
     config = Config.from_dict(rec["config"], where="stored recommendation")
-    template = attrs.get("script_command")
-    return Tuned(config=config, source=f"study {study.study_name}",
-                 fingerprint=attrs.get("fingerprint"), workload=attrs.get("workload"),
-                 torch_version=(attrs.get("library_versions") or {}).get("torch"),
-                 verified=bool(rec.get("verified")), headline=rec.get("headline") or "",
-                 program=fill(tuple(template), config) if template else ())
+    template = attrs.script_command
+    return TunedConfig(config=config, source=f"study {study.study_name}",
+                       fingerprint=attrs.fingerprint, workload=attrs.workload,
+                       torch_version=attrs.torch_version,
+                       verified=bool(rec.get("verified")), headline=rec.get("headline") or "",
+                       program=fill(tuple(template), config) if template else ())
 
 
-def from_manifest(path: str) -> Tuned:
+def from_manifest(path: str) -> TunedConfig:
     """The configuration of an `autotune export --format json` file."""
     try:
         with open(path, encoding="utf-8") as f:
@@ -101,13 +103,14 @@ def from_manifest(path: str) -> Tuned:
     config = Config.from_dict(data["config"], where=f"--config {path}")
     m = data.get("manifest") if isinstance(data.get("manifest"), dict) else {}
     program = data.get("program")
-    return Tuned(config=config, source=f"manifest {path}", fingerprint=m.get("fingerprint"),
-                 torch_version=(m.get("library_versions") or {}).get("torch"),
-                 verified=bool(m.get("verified")), headline=m.get("headline") or "",
-                 program=tuple(str(a) for a in program) if isinstance(program, list) else ())
+    return TunedConfig(config=config, source=f"manifest {path}", fingerprint=m.get("fingerprint"),
+                       torch_version=(m.get("library_versions") or {}).get("torch"),
+                       verified=bool(m.get("verified")), headline=m.get("headline") or "",
+                       program=tuple(str(a) for a in program) if isinstance(program, list)
+                       else ())
 
 
-def refusals(tuned: Tuned, topology: Topology, torch_version: str | None) -> list[str]:
+def refusals(tuned: TunedConfig, topology: Topology, torch_version: str | None) -> list[str]:
     """Why this configuration should not be launched here (each line alone explains)."""
     out = []
     here = topology.fingerprint()
@@ -142,7 +145,7 @@ def override(config: Config, topology: Topology, *,
                  f"{config.nproc} rank(s) on this host (threads per rank {threads})"]
 
 
-def program_for(tuned: Tuned, command: tuple[str, ...] | None,
+def program_for(tuned: TunedConfig, command: tuple[str, ...] | None,
                 config: Config) -> tuple[tuple[str, ...], list[str]]:
     """The command each rank runs, {knob} placeholders filled as the export fills them, and
     warnings about tuned in-process knobs the command cannot receive."""

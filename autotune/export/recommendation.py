@@ -4,20 +4,21 @@ the same command later, on any machine."""
 from __future__ import annotations
 
 from ..probe.topology import Topology
+from ..study.attrs import StudyAttrs, write_recommendation
 from .command import launch_command, render
 
 
-def script_launch(attrs: dict) -> dict:
+def script_launch(attrs: StudyAttrs | dict) -> dict:
     """launch_command's script-mode arguments from a study's attributes: launched as its trials
     were, and without the knobs the script overrides (seen from outside or in its text)."""
-    from ..search.loop import OVERRIDES_ATTR
-    scan = attrs.get("script_scan") or {}
+    attrs = StudyAttrs(attrs)
+    scan = attrs.script_scan
     # A line that sets the knob for certain (an assignment before torch loads, a call) means the
     # exported value would not act either, even when no trial happened to show a difference.
     written = {f["knob"]: f"{f['where']} {f['what']}" for f in scan.get("findings", ())
                if f.get("overrides")}
     return {"script": True, "local_rank_arg": scan.get("local_rank_arg"),
-            "overridden": {**written, **(attrs.get(OVERRIDES_ATTR) or {})}}
+            "overridden": {**written, **attrs.script_overrides}}
 
 
 def save_recommendation(study, rec, topology: Topology, workload: str,
@@ -34,12 +35,12 @@ def save_recommendation(study, rec, topology: Topology, workload: str,
     if command:
         from ..measure.script import fill
         program = fill(command, rec.config)
-        script = script_launch(study.user_attrs)
+        script = script_launch(StudyAttrs.of(study))
     python = cluster.python if cluster is not None else None
     command = render(launch_command(rec.config, topology, workload=workload, program=program,
                                     manifest=manifest, cluster=cluster, **script,
                                     **({"python": python} if python else {})), "shell")
-    study.set_user_attr("recommendation", {**rec.to_json(), "command": command})
+    write_recommendation(study, {**rec.to_json(), "command": command})
     try:
         from ..dashboard import save_study_note
         save_study_note(study, rec, command)

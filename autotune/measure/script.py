@@ -2,18 +2,19 @@
 
 Pure: placeholders are filled from a Config, metrics are read from text and JSON the runner left
 behind. Metrics, in order of preference:
-  1. `autotune.report(samples_per_sec=..., accuracy=...)` from the script (rank 0's report);
+  1. `autotune.report_metrics(samples_per_sec=..., accuracy=...)` from the script (rank 0's report);
   2. `--metric REGEX` over rank 0's output: the MEDIAN of all matches (warm-up lines and one-off
      spikes move it less than the last or the mean would);
-  3. neither: the work done per second of wall time for the whole run (report(samples=...) / wall,
-     else 1 / wall), start-up included. The weakest measure: it only ranks configurations right
-     when the script does a fixed amount of work, and it is labelled as such wherever it appears.
+  3. neither: the work done per second of wall time for the whole run (report_metrics(samples=...)
+     / wall, else 1 / wall), start-up included. The weakest measure: it only ranks configurations
+     right when the script does a fixed amount of work, and it is labelled as such wherever it
+     appears.
 With `--lower-is-better` the --metric number is a time or a loss: the score is its inverse, so
 every ratio (speedup = default's time / tuned time) reads the same as for a throughput. Whatever
 the score, what is printed is the number the script printed, in its own unit (the wall-time
 fallback prints seconds per run).
-Accuracy: autotune.report(accuracy=...), else the LAST match of `--accuracy REGEX` (the final
-evaluation); a `%` right after the number means percent, so 93.5% is stored as 0.935 like the
+Accuracy: autotune.report_metrics(accuracy=...), else the LAST match of `--accuracy REGEX` (the
+final evaluation); a `%` right after the number means percent, so 93.5% is stored as 0.935 like the
 built-in workloads' accuracy.
 Numbers are read as scripts print them (`6,508`, `1.2e4`, `12.5 ms`: parse_number); a pattern
 whose matches hold no number fails the trial with the text it matched, not "matched nothing".
@@ -34,10 +35,10 @@ from ..errors import WorkloadError
 # The global batch reaches a script through either placeholder: {batch_size} is filled with each
 # rank's share of it (global_batch / nproc), as the built-in worker splits it.
 _ACTS_THROUGH = {"global_batch": ("global_batch", "batch_size"), "lr_rule": ("lr_rule",)}
-SOURCES = {"report": "autotune.report() from the script",
+SOURCES = {"report": "autotune.report_metrics() from the script",
            "pattern": "the --metric pattern over rank 0's output (median of the matches)",
            "wall_time": "work per second of wall time for the whole run, start-up included "
-                        "(weakest measure: no autotune.report() and no --metric)"}
+                        "(weakest measure: no autotune.report_metrics() and no --metric)"}
 
 
 def knob_names() -> list[str]:
@@ -246,7 +247,7 @@ def script_metric(*, report: dict[str, Any] | None, log_text: str, metric: str |
                                 "pattern" if metric is not None else "wall_time")
     if reported:
         return ScriptMetric(value=float(sps), source="report", accuracy=acc,
-                            shown=f"{float(sps):.4g} samples/s (autotune.report)")
+                            shown=f"{float(sps):.4g} samples/s (autotune.report_metrics)")
     if metric is not None:
         found = metric_matches(log_text, metric)
         raw = found.values

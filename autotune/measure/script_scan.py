@@ -185,13 +185,14 @@ def script_notes(progress, req, dropped: list[str], scan) -> None:
                       "and tunes the environment, binding and libraries its workers inherit")
     if req.metric:
         order = "lower is better: a time or a loss" if req.lower_is_better else "higher is better"
-        progress.note(f"metric: autotune.report() if the script calls it, else the median of "
-                      f"--metric {req.metric!r} over rank 0's output ({order})")
+        progress.note("metric: autotune.report_metrics() if the script calls it, else the "
+                      f"median of --metric {req.metric!r} over rank 0's output ({order})")
     else:
-        progress.note("metric: autotune.report() if the script calls it; otherwise each trial is "
-                      "scored by its wall time for the whole run, start-up included, printed in "
-                      "seconds per run -- the WEAKEST measure (valid only for a fixed amount of "
-                      "work); pass --metric REGEX or call autotune.report() for a real throughput")
+        progress.note("metric: autotune.report_metrics() if the script calls it; otherwise each "
+                      "trial is scored by its wall time for the whole run, start-up included, "
+                      "printed in seconds per run -- the WEAKEST measure (valid only for a fixed "
+                      "amount of work); pass --metric REGEX or call autotune.report_metrics() for "
+                      "a real throughput")
     if req.accuracy:
         progress.note(f"accuracy: the last match of --accuracy {req.accuracy!r}, held to "
                       f"--max-accuracy-drop {req.max_accuracy_drop} points")

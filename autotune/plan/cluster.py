@@ -84,7 +84,9 @@ def collective_env(iface: str | None) -> dict[str, str]:
             "I_MPI_HYDRA_IFACE": iface}
 
 
-def infeasible_reason(config: Config, cluster: Cluster) -> str | None:
+def infeasible_on_cluster(config: Config, cluster: Cluster) -> str | None:
+    """Why `config` cannot run over these hosts (too few hosts or slots, mpi without mpirun,
+    or what plan.feasible says of each host's share); None: it can."""
     n = len(cluster.hosts)
     if config.nnodes > n:
         return f"nnodes={config.nnodes} but only {n} host(s) given"
@@ -109,7 +111,7 @@ def build_cluster_plan(config: Config, cluster: Cluster, *, workdir: str, master
                        **worker: object) -> LaunchPlan:
     """The launch of one trial over the first `config.nnodes` hosts. Raises ConfigError.
     `export`: the command a user runs (no trial marker, logs or result files)."""
-    if (why := infeasible_reason(config, cluster)) is not None:
+    if (why := infeasible_on_cluster(config, cluster)) is not None:
         raise ConfigError(why)
     nn, per_host = config.nnodes, config.nproc // config.nnodes
     python = cluster.python

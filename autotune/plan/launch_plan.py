@@ -6,7 +6,8 @@ The worker protocol (autotune/worker/main.py) in one place:
 - REQUEST.json is `WorkerRequest.to_json()`; `ranks[RANK]` says what that rank must see in force;
 - the rank writes its `RankResult` JSON to $AUTOTUNE_RESULT (atomically: tmp file + rename).
 In script mode (`LaunchPlan.script`) the ranks run the user's command instead: it writes no result
-(exit 0 is success) and may write its metrics to $AUTOTUNE_REPORT through `autotune.report()`.
+(exit 0 is success) and may write its metrics to $AUTOTUNE_REPORT through
+`autotune.report_metrics()`.
 """
 from __future__ import annotations
 

@@ -19,9 +19,8 @@ from ..run import outcome as R
 from .gate import GateResult, Sample, gate
 from .goodput import NoiseScale, noise_scale
 from .math_class import math_class
+from ..study import attrs as A
 
-NOISE_FLOOR_ATTR = "noise_floor"
-_PREFIX = "quality:"
 DEFAULT_SEEDS = (0, 1, 2)
 CONFIRM_SEEDS = (100, 101, 102)
 
@@ -79,13 +78,12 @@ def _chosen(seed: int, run: dict[str, Any], seeds: tuple[int, ...] | None) -> bo
     return (not run.get("samples")) if seeds is None else seed in seeds
 
 
-def stored_classes(study_attrs: dict[str, Any]) -> dict[str, ClassEvidence]:
+def stored_classes(study_attrs: dict[str, Any] | A.StudyAttrs) -> dict[str, ClassEvidence]:
     """Every class's evidence stored on a study (from its user attributes)."""
     out = {}
-    for key, value in study_attrs.items():
-        if key.startswith(_PREFIX):
-            ev = ClassEvidence.from_json(value)
-            out[ev.math_class] = ev
+    for value in A.StudyAttrs(study_attrs).quality_evidence:
+        ev = ClassEvidence.from_json(value)
+        out[ev.math_class] = ev
     return out
 
 
@@ -158,17 +156,17 @@ class QualityBook:
             ev = self.classes.setdefault(cls, ClassEvidence(math_class=cls,
                                                             config=config.to_dict()))
             ev.runs[seed] = run
-            self.study.set_user_attr(_PREFIX + cls, ev.to_json())
+            A.write_quality_evidence(self.study, cls, ev.to_json())
             # the shared claim's "stored" marker (shared.ConfigClaims.accuracy reads it)
             if self.claims is not None:
-                self.study.set_user_attr(f"accuracy:{cls}@seed{seed}", run["quality"])
+                A.write_accuracy(self.study, f"{cls}@seed{seed}", run["quality"])
 
     def _store_noise_floor(self, ev: ClassEvidence) -> None:
         s = ev.sample(self.seeds)
         if s is None:
             return
         ns = ev.noise_scale()
-        self.study.set_user_attr(NOISE_FLOOR_ATTR, {
+        A.write_noise_floor(self.study, {
             "mean": s.mean, "sd": s.sd, "n": s.n, "values": list(s.values),
             "math_class": ev.math_class,
             "b_noise": ns.b_noise if ns else None})

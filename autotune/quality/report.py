@@ -18,7 +18,8 @@ from typing import Any
 
 from ..config import REFERENCE_GLOBAL_BATCH
 from ..run.outcome import TrialResult
-from .evidence import NOISE_FLOOR_ATTR, ClassEvidence, stored_classes
+from ..study.attrs import StudyAttrs
+from .evidence import ClassEvidence, stored_classes
 from .gate import Sample, gate
 from .goodput import efficiency, samples_to_target
 from .verdict import ACCEPTED, FAILED, PENDING, REJECTED, QualityVerdict, stored_verdict
@@ -45,17 +46,17 @@ class Target:
     why: str               # one line: how it was chosen, or why the column is dropped
 
 
-def verdict(study_attrs: dict[str, Any], result: TrialResult) -> QualityVerdict:
+def verdict(study_attrs: StudyAttrs | dict[str, Any], result: TrialResult) -> QualityVerdict:
     """The gate's answer for a trial's class with everything stored now (a class measured after
     the trial was recorded included), else the one the trial was stored with."""
     cls = result.math_class
     return (class_verdict(study_attrs, cls) if cls else None) or stored_verdict(result)
 
 
-def class_verdict(study_attrs: dict[str, Any], cls: str) -> QualityVerdict | None:
+def class_verdict(study_attrs: StudyAttrs | dict[str, Any], cls: str) -> QualityVerdict | None:
     """The verdict for a stored class; None when the class or the noise floor is not stored.
     (A failed class shows as plain "failed" here: the report has no room for its cause.)"""
-    floor = study_attrs.get(NOISE_FLOOR_ATTR) or {}
+    floor = StudyAttrs(study_attrs).noise_floor or {}
     ev = stored_classes(study_attrs).get(cls)
     if ev is None or not floor.get("values"):
         return None
@@ -67,7 +68,7 @@ def class_verdict(study_attrs: dict[str, Any], cls: str) -> QualityVerdict | Non
     sample = ev.sample(seeds)
     if sample is None:
         return QualityVerdict(status=PENDING, math_class=cls)
-    tol = float((study_attrs.get("settings") or {}).get("max_accuracy_drop", 1.0))
+    tol = float(StudyAttrs(study_attrs).settings.get("max_accuracy_drop", 1.0))
     v = gate(Sample(tuple(floor["values"])), sample, tol)
     return QualityVerdict(status=REJECTED if v.reject else ACCEPTED, math_class=cls,
                           sample=sample, gate=v)
@@ -81,9 +82,9 @@ def curve_end(curves: list[list[tuple[int, float]]]) -> float | None:
     return sum(c[n - 1][1] for c in curves) / len(curves)
 
 
-def target(study_attrs: dict[str, Any]) -> Target:
+def target(study_attrs: StudyAttrs | dict[str, Any]) -> Target:
     """The time-to-accuracy target of a study, or why there is none (see the module doc)."""
-    floor = study_attrs.get(NOISE_FLOOR_ATTR) or {}
+    floor = StudyAttrs(study_attrs).noise_floor or {}
     if floor.get("mean") is None:
         return Target(value=None, why="time to target: not shown, the default launch's quality "
                                       "was not measured")
@@ -92,7 +93,7 @@ def target(study_attrs: dict[str, Any]) -> Target:
     if base is None or curve_end(base.curves()) is None:
         return Target(value=None, why="time to target: not shown, the quality runs stored no "
                                       "learning curve (a script reports only its final accuracy)")
-    tol = float((study_attrs.get("settings") or {}).get("max_accuracy_drop", 1.0))
+    tol = float(StudyAttrs(study_attrs).settings.get("max_accuracy_drop", 1.0))
     wanted = floor["mean"] - tol / 100.0
     ends = {cls: end for cls, ev in classes.items()
             if (v := class_verdict(study_attrs, cls)) is not None and v.accepted
@@ -106,7 +107,7 @@ def target(study_attrs: dict[str, Any]) -> Target:
         f"({lowest}), as {told} = {wanted:.4f} is not reached by every accepted class"))
 
 
-def facts(study_attrs: dict[str, Any], result: TrialResult, throughput: float,
+def facts(study_attrs: StudyAttrs | dict[str, Any], result: TrialResult, throughput: float,
           global_batch: int, goal: Target | None = None) -> QualityFacts | None:
     """`goal`: the study's target (computed once for a table; `target(study_attrs)` if None)."""
     classes = stored_classes(study_attrs)
@@ -114,13 +115,13 @@ def facts(study_attrs: dict[str, Any], result: TrialResult, throughput: float,
     if cls is None:
         return None
     ev: ClassEvidence | None = classes.get(cls)
-    floor = study_attrs.get(NOISE_FLOOR_ATTR) or {}
+    floor = StudyAttrs(study_attrs).noise_floor or {}
     sample = ev.sample() if ev else None
     goal = goal or target(study_attrs)
     to_target = samples_to_target(ev.curves(), goal.value) \
         if ev and goal.value is not None else None
     b_noise = floor.get("b_noise")
-    reference = int((study_attrs.get("settings") or {}).get("reference_batch",
+    reference = int(StudyAttrs(study_attrs).settings.get("reference_batch",
                                                              REFERENCE_GLOBAL_BATCH))
     eff = efficiency(b_noise, global_batch, reference) if b_noise or \
         global_batch == reference else None
@@ -132,11 +133,11 @@ def facts(study_attrs: dict[str, Any], result: TrialResult, throughput: float,
         goodput=throughput * eff if eff is not None else None, efficiency=eff)
 
 
-def noise_floor_line(study_attrs: dict[str, Any]) -> str:
-    floor = study_attrs.get(NOISE_FLOOR_ATTR)
+def noise_floor_line(study_attrs: StudyAttrs | dict[str, Any]) -> str:
+    floor = StudyAttrs(study_attrs).noise_floor
     if not floor:
         return "noise floor: not measured (no seeded quality runs of the default launch)"
-    tol = float((study_attrs.get("settings") or {}).get("max_accuracy_drop", 1.0))
+    tol = float(StudyAttrs(study_attrs).settings.get("max_accuracy_drop", 1.0))
     b = floor.get("b_noise")
     gns = f"; gradient noise scale B_noise ~ {b:.0f} samples" if b else ""
     return (f"noise floor: default launch quality {floor['mean']:.4f} ± {floor['sd']:.4f} over "

@@ -11,16 +11,13 @@ import optuna
 from ..config import Config
 from ..run import outcome as R
 from ..run.outcome import Evaluate, TrialResult
+from ..study import attrs as A
 from .gate import Sample
 
-# Study attribute: the default launch's --accuracy over seeds ({"seeds", "values"}), or {"note"}
-# saying why the gate has no noise floor.
-SCRIPT_FLOOR_ATTR = "script_noise_floor"
 
-
-def stored_script_floor(study_attrs: dict[str, Any]) -> Sample | None:
+def stored_script_floor(study_attrs: dict[str, Any] | A.StudyAttrs) -> Sample | None:
     """The stored floor, when it has the spread the gate needs (2 values or more)."""
-    values = (study_attrs.get(SCRIPT_FLOOR_ATTR) or {}).get("values") or []
+    values = A.StudyAttrs(study_attrs).script_noise_floor.get("values") or []
     return Sample(tuple(values)) if len(values) >= 2 else None
 
 
@@ -45,5 +42,5 @@ def measure_script_floor(study: optuna.Study, evaluate: Evaluate, config: Config
         if ev.outcome == R.OK and ev.accuracy is not None:
             values.append(ev.accuracy)
             used.append(seed)
-    study.set_user_attr(SCRIPT_FLOOR_ATTR, {"seeds": used, "values": values})
+    A.write_script_noise_floor(study, {"seeds": used, "values": values})
     return stored_script_floor(study.user_attrs)

@@ -15,6 +15,7 @@ from ..config import Config
 from ..errors import StorageError
 from ..run import outcome as R
 from ..run.outcome import Evaluate, TrialResult
+from ..study.attrs import StudyAttrs
 from ..study.records import DEFAULT_ROLE, Record, records
 from .verify import Recommendation, verify
 
@@ -33,7 +34,7 @@ class Reverified:
 
 def lineup(study) -> tuple[Record, Record]:
     """(default launch, recommended configuration) as stored by the search."""
-    rec = study.user_attrs.get("recommendation")
+    rec = StudyAttrs.of(study).recommendation
     if not rec or not isinstance(rec.get("config"), dict):
         raise StorageError(f"study {study.study_name!r} has no recommendation to verify (the "
                            "search was interrupted or is still running); finish `autotune "
@@ -54,7 +55,7 @@ def reverify(study, evaluate: Evaluate, *, rounds: int, time_left: Callable[[], 
     """Measure the stored recommendation against the default launch again (speed only: its
     quality was confirmed by the search, and the configuration has not changed)."""
     default, chosen = lineup(study)
-    stored = study.user_attrs["recommendation"]
+    stored = StudyAttrs.of(study).recommendation
     if chosen.config == default.config:
         raise StorageError(f"study {study.study_name!r} recommends the default launch: there is "
                            "no speedup to verify")

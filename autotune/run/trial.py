@@ -125,8 +125,8 @@ def plan_trial(config: Config, topology: Topology, settings: TrialSettings, *,
 def trial_infeasible(config: Config, topology: Topology, settings: TrialSettings) -> str | None:
     """Why this configuration cannot run where the settings say trials run (None: it can)."""
     if settings.cluster is not None:
-        from ..plan.cluster import infeasible_reason as on_cluster
-        return on_cluster(config, settings.cluster)
+        from ..plan.cluster import infeasible_on_cluster
+        return infeasible_on_cluster(config, settings.cluster)
     if config.nnodes > 1:
         return f"nnodes={config.nnodes} needs --hosts (or a hostfile or SLURM allocation)"
     if config.backend == "mpi":   # ranks started one by one are each an MPI world of one

@@ -27,6 +27,7 @@ from ..quality.verdict import ACCEPTED, PENDING, QualityVerdict, accuracy_violat
     judge_class, judge_single_run
 from ..run import outcome as R
 from ..run.outcome import Evaluate, TrialResult
+from ..study import attrs as A
 from ..study.records import (DEFAULT_ROLE, REPEAT_ROLE, RUN_CPU_ROLE, SEARCH_ROLE, Record,
                              record_trial, records)
 from ..study.owners import claim_trial
@@ -35,9 +36,6 @@ from .options import Clock, SearchOptions, SearchResult
 from .guide import Descent, first_guess, params_of
 from .references import default_launch, launchable_draw, reference_configs, unseen
 from .shared import ConfigClaims, StudyLock
-
-# Study attribute: {knob: why} for the knobs a user's script overrides (script mode).
-OVERRIDES_ATTR = "script_overrides"
 
 
 def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Evaluate,
@@ -84,7 +82,7 @@ class _Search:
         self.distributions = self._distributions()
         # Knobs a user's script overrides (seen from outside on a trial, or named by the static
         # scan): held at the default from then on, on resume too, and remembered for the export.
-        self.overrides: dict[str, str] = dict(study.user_attrs.get(OVERRIDES_ATTR) or {})
+        self.overrides: dict[str, str] = A.StudyAttrs.of(study).script_overrides
         self.hold({**options.overridden, **self.overrides})
         self.claims = ConfigClaims(study, lock, self.key, deadline=deadline) \
             if lock is not None else None
@@ -113,7 +111,7 @@ class _Search:
         new = {k: v for k, v in found.items() if k not in self.overrides}
         if new:
             self.overrides.update(new)
-            self.study.set_user_attr(OVERRIDES_ATTR, self.overrides)
+            A.write_script_overrides(self.study, self.overrides)
         self.space, held = freeze(self.space, list(found))
         self.distributions = self._distributions()
         for knob in held:

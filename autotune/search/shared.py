@@ -2,10 +2,10 @@
 
 Every worker runs `autotune search` against the same storage (a PostgreSQL URL across machines).
 They talk only through the study, with Optuna's public API:
-- a configuration is claimed on the RUNNING trial that will measure it (user attr CLAIM_KEY), after
+- a configuration is claimed on the RUNNING trial that will measure it (records.CLAIM_KEY), after
   re-reading the study's RUNNING and COMPLETE trials, so no configuration runs twice;
-- each worker registers itself (WORKER_PREFIX attrs on the study) with the wall-clock end of its
-  budget; the last one to finish searching claims verification (VERIFIER_KEY), verifies every
+- each worker registers itself (attrs.WORKER_PREFIX attrs on the study) with the wall-clock end of
+  its budget; the last one to finish searching claims verification (attrs.VERIFIER), verifies every
   worker's candidates and writes the recommendation once; the others wait for it.
 
 Why a lock, not an optimistic claim: Optuna has no compare-and-set on attributes. Two workers that
@@ -34,11 +34,9 @@ from ..config import Config
 from ..errors import StorageError
 from ..study.storage import redact
 from ..study.owners import owner_alive, this_process
-from ..study.records import REPEAT_ROLE, Record, duplicate_attrs, has_record, record_of
-
-CLAIM_KEY = "autotune:claim"
-WORKER_PREFIX = "autotune:worker:"
-VERIFIER_KEY = "autotune:verifier"
+from ..study import attrs as A
+from ..study.records import (REPEAT_ROLE, Record, claim_of, duplicate_attrs, has_record, record_of,
+                             write_claim)
 
 
 class StudyLock:
@@ -117,8 +115,8 @@ class ConfigClaims:
                 return "busy", None, None
             if callable(trial):
                 trial = trial()
-            trial.set_user_attr(CLAIM_KEY, {"key": want, "token": self.token, "owner": self.owner,
-                                           "deadline": self.deadline})
+            write_claim(trial, {"key": want, "token": self.token, "owner": self.owner,
+                                "deadline": self.deadline})
         return "mine", None, trial
 
     def release(self, trial: optuna.Trial, why: str) -> None:
@@ -133,18 +131,17 @@ class ConfigClaims:
                  ) -> tuple[float | None, float]:
         """The accuracy of one (global batch, precision), measured by one worker: stored ->
         reused; being measured by another live worker -> wait for it; else claim and measure.
-        `measure` stores it as the study attr `accuracy:<math_key>`."""
-        stored, claim_attr = f"accuracy:{math_key}", f"autotune:accuracy-claim:{math_key}"
+        `measure` stores it with attrs.write_accuracy(study, math_key, ...)."""
         while True:
             with self.lock.held():
-                attrs = self.study.user_attrs
-                if stored in attrs:
-                    return attrs[stored], 0.0
-                c = attrs.get(claim_attr)
+                attrs = A.StudyAttrs.of(self.study)
+                if attrs.has_accuracy(math_key):
+                    return attrs.accuracy(math_key), 0.0
+                c = attrs.accuracy_claim(math_key)
                 if not (isinstance(c, dict) and c.get("token") != self.token and
                         owner_alive(c.get("owner", {}), c.get("deadline"))):
-                    self.study.set_user_attr(claim_attr, {"token": self.token, "owner": self.owner,
-                                                          "deadline": self.deadline})
+                    A.write_accuracy_claim(self.study, math_key, {
+                        "token": self.token, "owner": self.owner, "deadline": self.deadline})
                     break
             time.sleep(1.0)  # another worker's accuracy run: about one trial
         return measure()
@@ -169,7 +166,7 @@ class ConfigClaims:
     def _live_claims(self) -> list[dict[str, Any]]:
         claims = []
         for t in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-            c = t.user_attrs.get(CLAIM_KEY)
+            c = claim_of(t)
             if isinstance(c, dict) and c.get("token") != self.token and \
                     owner_alive(c.get("owner", {}), c.get("deadline")):
                 claims.append(c)
@@ -194,7 +191,7 @@ class Workers:
     def join(self) -> int:
         """Register as searching; returns how many other live workers are searching."""
         with self.lock.held():
-            others = len(self._searching(self.study.user_attrs))
+            others = len(self._searching(A.StudyAttrs.of(self.study)))
             self._set("searching")
         return others
 
@@ -206,14 +203,14 @@ class Workers:
             if not self._done:
                 self._set("searched")
                 self._done = True
-            attrs = self.study.user_attrs
-            v = attrs.get(VERIFIER_KEY)
+            attrs = A.StudyAttrs.of(self.study)
+            v = attrs.verifier
             other = isinstance(v, dict) and v.get("id") != self.id
             running = other and v.get("state") == "verifying" and \
                 owner_alive(v.get("owner", {}), v.get("deadline"))
             if other and self.id in v.get("covers", ()):
                 if v.get("state") == "done":
-                    return "read", attrs.get("recommendation") or {}
+                    return "read", attrs.recommendation or {}
                 if running:
                     return "wait", f"worker {v['id']} is verifying every worker's candidates"
             busy = self._searching(attrs)
@@ -221,31 +218,29 @@ class Workers:
                 return "wait", f"{len(busy)} other worker(s) still searching ({', '.join(busy)})"
             if running:
                 return "wait", f"worker {v['id']} is verifying an earlier round"
-            covers = [k[len(WORKER_PREFIX):] for k, w in attrs.items()
-                      if k.startswith(WORKER_PREFIX) and isinstance(w, dict)
-                      and w.get("state") == "searched"]
-            self.study.set_user_attr(VERIFIER_KEY, {"id": self.id, "owner": self.owner,
-                                                    "deadline": self.deadline,
-                                                    "state": "verifying", "covers": covers})
+            covers = [k for k, w in attrs.workers.items()
+                      if isinstance(w, dict) and w.get("state") == "searched"]
+            A.write_verifier(self.study, {"id": self.id, "owner": self.owner,
+                                          "deadline": self.deadline,
+                                          "state": "verifying", "covers": covers})
         return "verify", None
 
     def verified(self, state: str = "done") -> None:
         """The recommendation is written, or none could be ("done"), or verification was cut
         short ("abandoned"): the waiting workers read it, or take over at once."""
         with self.lock.held():
-            v = self.study.user_attrs.get(VERIFIER_KEY)
+            v = A.StudyAttrs.of(self.study).verifier
             if isinstance(v, dict) and v.get("id") == self.id and v.get("state") == "verifying":
-                self.study.set_user_attr(VERIFIER_KEY, {**v, "state": state})
+                A.write_verifier(self.study, {**v, "state": state})
 
-    def _searching(self, attrs: dict[str, Any]) -> list[str]:
+    def _searching(self, attrs: A.StudyAttrs) -> list[str]:
         out = []
-        for k, w in attrs.items():
-            if k.startswith(WORKER_PREFIX) and k[len(WORKER_PREFIX):] != self.id and \
-                    isinstance(w, dict) and w.get("state") == "searching" and \
+        for k, w in attrs.workers.items():
+            if k != self.id and isinstance(w, dict) and w.get("state") == "searching" and \
                     owner_alive(w.get("owner", {}), w.get("deadline")):
-                out.append(k[len(WORKER_PREFIX):])
+                out.append(k)
         return out
 
     def _set(self, state: str) -> None:
-        self.study.set_user_attr(WORKER_PREFIX + self.id, {"owner": self.owner, "state": state,
-                                                           "deadline": self.deadline})
+        A.write_worker(self.study, self.id, {"owner": self.owner, "state": state,
+                                             "deadline": self.deadline})

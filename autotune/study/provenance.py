@@ -9,10 +9,11 @@ reason it is not used. Pure: compares stored study attributes with values the ca
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 from ..errors import StorageError
 from ..probe.topology import Topology, TorchBuild
+from .attrs import StudyAttrs
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -21,16 +22,12 @@ class Here:
     topology: Topology
     torch: TorchBuild
 
-    def attrs(self) -> dict[str, Any]:
-        """What `describe_study` stores so a later run can tell whether it is on the same setup."""
-        return {"fingerprint": self.topology.fingerprint(), "hardware": self.topology.hardware(),
-                "torch_build": self.torch.to_json()}
 
-
-def why_not_here(attrs: dict[str, Any], here: Here) -> str | None:
+def why_not_here(attrs: Mapping[str, Any] | StudyAttrs, here: Here) -> str | None:
     """None when the study with these user attrs was measured on this hardware with this torch;
     otherwise one line saying what differs (the first difference that matters most)."""
-    topo = attrs.get("topology")
+    attrs = StudyAttrs(attrs)
+    topo = attrs.topology_json
     if not isinstance(topo, dict):
         return "no machine stored with the study (not written by `autotune search`)"
     try:
@@ -40,9 +37,9 @@ def why_not_here(attrs: dict[str, Any], here: Here) -> str | None:
     hw = _hardware_difference(theirs, here.topology)
     if hw:
         return f"measured on other hardware: {hw}"
-    build = attrs.get("torch_build")
+    build = attrs.torch_build_json
     if not isinstance(build, dict):
-        old = (attrs.get("library_versions") or {}).get("torch", "an unrecorded version")
+        old = attrs.library_versions.get("torch", "an unrecorded version")
         return (f"measured with torch {old} before autotune recorded the torch build; this is "
                 f"{here.torch.describe()}")
     stored = TorchBuild.from_json(build)
@@ -54,9 +51,10 @@ def why_not_here(attrs: dict[str, Any], here: Here) -> str | None:
 def check_resumable(study: Any, here: Here) -> None:
     """Refuse to add trials to a study (an optuna.Study) measured on other hardware or with
     another torch (its name normally differs; this guards a reused name): never mix them."""
-    if "topology" not in study.user_attrs:
+    attrs = StudyAttrs.of(study)
+    if not attrs.described:
         return  # a new study
-    reason = why_not_here(study.user_attrs, here)
+    reason = why_not_here(attrs, here)
     if reason:
         raise StorageError(f"study {study.study_name!r} was {reason}: not resumed; use another "
                            "--storage or --results for this machine")
@@ -93,12 +91,12 @@ def not_used(summaries: list[Any], here: Here, *, workload: str | None = None,
     the same tuning job (search), `skip` leaves out the study being shown (report)."""
     out = []
     for s in summaries:
-        attrs = s.user_attrs or {}
+        attrs = StudyAttrs.of(s)
         if not s.study_name.startswith("autotune-") or s.study_name == skip:
             continue
-        if workload is not None and attrs.get("workload") != workload:
+        if workload is not None and attrs.workload != workload:
             continue
-        if space is not None and (attrs.get("space") or {}).get("name", space) != space:
+        if space is not None and attrs.space.get("name", space) != space:
             continue
         reason = why_not_here(attrs, here)
         if reason:

@@ -45,6 +45,10 @@ REPEAT_ROLE = "repeat"
 # A sampled trial whose configuration another worker was measuring: PRUNED, never run.
 DUPLICATE_ROLE = "duplicate"
 
+# A shared search's claim on the RUNNING trial that measures a configuration (search/shared.py):
+# {"key", "token", "owner", "deadline"}. Not part of a record: reading one ignores it.
+CLAIM_KEY = "autotune:claim"
+
 REASON_LIMIT = 1000
 LOG_TAIL_LIMIT = 4000
 
@@ -137,6 +141,15 @@ def record_of(t: FrozenTrial) -> Record:
     return Record(config=Config.from_dict(u["config"], where=f"trial {t.number}"),
                   result=result, role=u.get("role", SEARCH_ROLE), number=t.number,
                   feasible=result.ok and all(v <= 0 for v in t.constraints.values()))
+
+
+def claim_of(t: FrozenTrial) -> Any:
+    """A trial's shared-search claim (None: unclaimed; not a dict: unreadable, ignore it)."""
+    return t.user_attrs.get(CLAIM_KEY)
+
+
+def write_claim(trial: optuna.Trial, claim: dict[str, Any]) -> None:
+    trial.set_user_attr(CLAIM_KEY, claim)
 
 
 def interrupted_attrs(reason: str) -> dict[str, str]:

@@ -15,8 +15,9 @@ from optuna.trial import TrialState
 
 from ..quality import report as QR
 from ..quality.evidence import stored_classes
-from ..quality.script_floor import SCRIPT_FLOOR_ATTR, stored_script_floor
+from ..quality.script_floor import stored_script_floor
 from ..quality.verdict import FAILED, REJECTED
+from .attrs import StudyAttrs
 from ..run import outcome as R
 from ..config import changed_knobs
 from .report_format import _clip, _knobs, _machine, _num, _table
@@ -166,7 +167,7 @@ class Report:
 
 
 def build_report(study: optuna.Study, *, top: int = 10) -> Report:
-    attrs = study.user_attrs
+    attrs = StudyAttrs.of(study)
     trials = study.get_trials(deepcopy=False)
     recs = [record_of(t) for t in trials if t.state == TrialState.COMPLETE and has_record(t)]
     fresh = [r for r in recs if r.role != REPEAT_ROLE]
@@ -182,9 +183,9 @@ def build_report(study: optuna.Study, *, top: int = 10) -> Report:
     default_thr = refs.get(DEFAULT_ROLE)
     rows = _rows(fresh, default_thr, attrs)
     importances, note = importance(study)
-    return Report(study=study.study_name, machine=_machine(attrs.get("topology")),
-                  fingerprint=attrs.get("fingerprint"), workload=str(attrs.get("workload", "?")),
-                  counts=dict(counts), recommendation=attrs.get("recommendation"),
+    return Report(study=study.study_name, machine=_machine(attrs.topology_json),
+                  fingerprint=attrs.fingerprint, workload=str(attrs.workload or "?"),
+                  counts=dict(counts), recommendation=attrs.recommendation,
                   references=refs, top=tuple(rows[:max(0, top)]),
                   pareto=tuple(pareto_front([r for r in rows if r.feasible])),
                   importances=importances, importance_note=note,
@@ -194,8 +195,8 @@ def build_report(study: optuna.Study, *, top: int = 10) -> Report:
                   **_script_facts(attrs))
 
 
-def _quality_extra(attrs: dict[str, Any], recs: list[Record], rows: list[Row]) -> dict[str, Any]:
-    if not any(k.startswith("quality:") for k in attrs):
+def _quality_extra(attrs: StudyAttrs, recs: list[Record], rows: list[Row]) -> dict[str, Any]:
+    if not attrs.quality_evidence:
         return {}
     by_number = {r.number: r for r in recs}
     goal = QR.target(attrs)
@@ -209,26 +210,27 @@ def _quality_extra(attrs: dict[str, Any], recs: list[Record], rows: list[Row]) -
             "target": {"value": goal.value, "why": goal.why}}
 
 
-def _script_facts(attrs: dict[str, Any]) -> dict[str, Any]:
+def _script_facts(attrs: StudyAttrs | dict[str, Any]) -> dict[str, Any]:
     """Unit and notes of a script study (nothing for a built-in workload)."""
-    if not attrs.get("script_command"):
+    attrs = StudyAttrs(attrs)
+    if not attrs.script_command:
         return {}
-    metric = attrs.get("script_metric")
-    if metric and attrs.get("script_lower_is_better"):
+    metric = attrs.script_metric
+    if metric and attrs.script_lower_is_better:
         what = f"score = 1 / the median of --metric {metric!r} (lower is better)"
     elif metric:
         what = f"score = the median of --metric {metric!r}"
     else:
-        what = "score = 1 / wall seconds per run (or autotune.report()), start-up included"
+        what = "score = 1 / wall seconds per run (or autotune.report_metrics()), start-up included"
     notes = [what] + [f"not tuned, the script sets its own {k}: {why}"
-                      for k, why in (attrs.get("script_overrides") or {}).items()]
+                      for k, why in attrs.script_overrides.items()]
     floor = _script_floor_line(attrs)
     return {"unit": "score", "script_notes": tuple(notes + ([floor] if floor else []))}
 
 
-def _script_floor_line(attrs: dict[str, Any]) -> str:
+def _script_floor_line(attrs: StudyAttrs) -> str:
     """The script's --accuracy noise floor over seeds, or why the gate has none."""
-    floor = attrs.get(SCRIPT_FLOOR_ATTR) or {}
+    floor = attrs.script_noise_floor
     s = stored_script_floor(attrs)
     if s is not None:
         seeds = ", ".join(str(x) for x in floor.get("seeds") or [])
@@ -237,7 +239,7 @@ def _script_floor_line(attrs: dict[str, Any]) -> str:
     return floor.get("note") or ""
 
 
-def _rows(recs: list[Record], default_thr: float | None, attrs: dict[str, Any]) -> list[Row]:
+def _rows(recs: list[Record], default_thr: float | None, attrs: StudyAttrs) -> list[Row]:
     """Measured configurations, fastest first, each configuration once."""
     seen, rows = set(), []
     for r in sorted((r for r in recs if r.outcome == R.OK and r.throughput),
@@ -254,7 +256,7 @@ def _rows(recs: list[Record], default_thr: float | None, attrs: dict[str, Any]) 
     return rows
 
 
-def accuracy_of(r: Record, attrs: dict[str, Any]) -> float | None:
+def accuracy_of(r: Record, attrs: StudyAttrs | dict[str, Any]) -> float | None:
     """Quality is measured once per math class and stored on the study (a class measured after
     this trial was recorded still counts); the trial's second objective cannot tell "not
     measured" (stored as 0.0) from a real 0.0."""

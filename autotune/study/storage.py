@@ -19,6 +19,7 @@ import optuna
 
 from .. import __version__
 from ..errors import StorageError
+from .attrs import StudyAttrs, write_description
 from .provenance import Here, why_not_here
 from ..probe.topology import SCHEMA_VERSION, Topology, TorchBuild
 
@@ -203,18 +204,14 @@ def describe_study(study: optuna.Study, *, topology: Topology, workload: str,
                    space: dict[str, Any], settings: dict[str, Any],
                    torch: TorchBuild | None = None) -> None:
     """Self-describing metadata, written once (the first run's machine is the study's machine)."""
-    attrs = study.user_attrs
-    if "topology" in attrs:
+    if StudyAttrs.of(study).described:
         return
     if torch is None:
         from ..probe import torch_build
         torch = torch_build()
-    for key, value in {"schema_version": SCHEMA_VERSION, "autotune_version": __version__,
-                       "topology": topology.to_json(),
-                       **Here(topology=topology, torch=torch).attrs(),
-                       "workload": workload, "space": space, "settings": settings,
-                       "library_versions": library_versions()}.items():
-        study.set_user_attr(key, value)
+    write_description(study, schema_version=SCHEMA_VERSION, autotune_version=__version__,
+                      topology=topology, torch=torch, workload=workload, space=space,
+                      settings=settings, library_versions=library_versions())
     from ..dashboard import set_metric_names
     set_metric_names(study)
 

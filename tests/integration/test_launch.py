@@ -22,8 +22,8 @@ from autotune.cli import main
 from autotune.export.recommendation import save_recommendation
 from autotune.config import Config
 from autotune.export.command import launch_command
-from autotune.export.launch import (Nodes, Tuned, exit_code, from_manifest, override, plan_launch,
-                             program_for, refusals)
+from autotune.export.launch import (Nodes, TunedConfig, exit_code, from_manifest, override,
+                                    plan_launch, program_for, refusals)
 from autotune.probe.parse import format_cpulist
 from autotune.probe import probe
 from autotune.recommend.verify import Recommendation
@@ -115,8 +115,8 @@ def test_nodes_renumber_ranks_for_a_static_rendezvous(tmp_path):
 def test_refusals_name_hardware_torch_and_verification():
     topo = live_topology()
     here = topo.fingerprint()
-    good = Tuned(config=Config(), source="study s", fingerprint=here, torch_version="2.13.0+cpu",
-                 verified=True)
+    good = TunedConfig(config=Config(), source="study s", fingerprint=here,
+                       torch_version="2.13.0+cpu", verified=True)
     assert refusals(good, topo, "2.13.0+cpu") == []
     other = dataclasses.replace(good, fingerprint="3f2c329ea4d8")
     assert refusals(other, topo, "2.13.0+cpu") == [
@@ -139,7 +139,8 @@ def test_nproc_per_node_overrides_and_says_so():
 
 
 def test_placeholders_are_filled_and_missing_ones_are_named():
-    tuned = Tuned(config=Config(), source="x", fingerprint=None, torch_version=None, verified=True)
+    tuned = TunedConfig(config=Config(), source="x", fingerprint=None, torch_version=None,
+                        verified=True)
     config = Config(batch_size=64, precision="bf16")
     program, notes = program_for(tuned, ("python", "t.py", "--bs", "{batch_size}"), config)
     assert program == ("python", "t.py", "--bs", "64")

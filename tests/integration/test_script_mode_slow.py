@@ -16,7 +16,7 @@ import optuna
 import pytest
 
 from autotune.cli import main
-from autotune.search.loop import OVERRIDES_ATTR
+from autotune.study.attrs import SCRIPT_OVERRIDES
 
 OWN_THREADS = str(REPO / "benchmarks" / "workloads" / "sets_own_threads.py")
 SPAWNS = str(REPO / "benchmarks" / "workloads" / "spawns_own_workers.py")
@@ -70,7 +70,7 @@ def test_script_that_sets_its_own_threads_is_tuned_with_its_time_and_accuracy(tm
     # whichever rank was sampled busier (the order of trials depends on the sampler's draws)
     assert re.search(r"did not act: threads=1 planned; rank \d+ ran", err), err
     assert "not varying threads any more" in err
-    assert set(study.user_attrs[OVERRIDES_ATTR]) >= {"threads", "kmp_affinity"}
+    assert set(study.user_attrs[SCRIPT_OVERRIDES]) >= {"threads", "kmp_affinity"}
     # 3. threads is not varied afterwards: every later trial leaves it to the script.
     later = [t for t in trials if t.number > first.number
              and t.user_attrs.get("role") == "search"]

@@ -11,7 +11,7 @@ import optuna
 import pytest
 
 from autotune.cli import main
-from autotune.quality.script_floor import SCRIPT_FLOOR_ATTR
+from autotune.study.attrs import SCRIPT_NOISE_FLOOR
 from autotune.tune import NO_SEED_NOTE
 
 SPACE = "name: script-seeds\nknobs:\n  threads:\n    choices: [1, 2]\n"
@@ -47,7 +47,7 @@ def _search(tmp_path, capsys, body: str):
 
 def test_a_seeded_scripts_noise_floor_is_measured_before_any_gate_and_reported(tmp_path, capsys):
     study, err, report = _search(tmp_path, capsys, SEEDED)
-    floor = study.user_attrs[SCRIPT_FLOOR_ATTR]
+    floor = study.user_attrs[SCRIPT_NOISE_FLOOR]
     assert floor["seeds"] == [0, 1, 2]
     assert floor["values"] == pytest.approx([0.80, 0.81, 0.82])
     # measured right after the default launch, before any other configuration ran
@@ -58,6 +58,6 @@ def test_a_seeded_scripts_noise_floor_is_measured_before_any_gate_and_reported(t
 
 def test_a_script_without_a_seed_is_told_the_gate_uses_single_measurements(tmp_path, capsys):
     study, err, report = _search(tmp_path, capsys, UNSEEDED)
-    assert study.user_attrs[SCRIPT_FLOOR_ATTR] == {"note": NO_SEED_NOTE}
+    assert study.user_attrs[SCRIPT_NOISE_FLOOR] == {"note": NO_SEED_NOTE}
     assert NO_SEED_NOTE in err and NO_SEED_NOTE in report
     assert "accuracy noise floor: default launch, seed" not in err

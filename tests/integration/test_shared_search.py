@@ -25,7 +25,9 @@ from autotune.search.loop import run_search
 from autotune.search.options import SearchOptions
 from autotune.run.outcome import TrialResult
 from autotune.search.references import make_sampler
-from autotune.search.shared import VERIFIER_KEY, ConfigClaims, StudyLock, Workers
+from autotune.search.shared import ConfigClaims, StudyLock, Workers
+from autotune.study.attrs import VERIFIER
+from autotune.study.records import CLAIM_KEY
 from autotune.study.storage import open_storage, open_study
 from autotune.study.records import record_trial
 from pg_server import postgres_server
@@ -211,7 +213,7 @@ def test_the_last_worker_to_finish_searching_verifies_and_the_others_read(pg_url
     study_b.set_user_attr("recommendation", {"headline": "verified speedup 1.50x"})
     b.verified()
     assert a.turn() == ("read", {"headline": "verified speedup 1.50x"})
-    claim = study_a.user_attrs[VERIFIER_KEY]
+    claim = study_a.user_attrs[VERIFIER]
     assert claim["state"] == "done" and sorted(claim["covers"]) == sorted([a.id, b.id])
     # A search run later on the same study (a resume) verifies on its own turn.
     study_c, lock_c = worker(pg_url, study_name)
@@ -268,13 +270,13 @@ def test_two_searches_at_once_share_one_study_without_duplicates(pg_url, tmp_pat
                 and t.user_attrs.get("role") != "repeat"]
     keys = [t.user_attrs["config_key"] for t in measured]
     assert len(keys) == len(set(keys)), f"a configuration ran twice: {sorted(keys)}"
-    owners = {t.user_attrs["autotune:claim"]["owner"]["pid"] for t in measured
-              if "autotune:claim" in t.user_attrs}
+    owners = {t.user_attrs[CLAIM_KEY]["owner"]["pid"] for t in measured
+              if CLAIM_KEY in t.user_attrs}
     assert owners == {p.pid for p in procs}, "both workers measured configurations"
     assert sum(s["trials_run"] for s in summaries) == len(measured)
     assert "recommendation" in study.user_attrs, shown
     stored = study.user_attrs["recommendation"]
-    verifier = study.user_attrs[VERIFIER_KEY]
+    verifier = study.user_attrs[VERIFIER]
     assert verifier["state"] == "done" and sorted(verifier["covers"]) == sorted(
         s["worker"] for s in summaries)
     for s in summaries:   # both print the one stored recommendation and its command

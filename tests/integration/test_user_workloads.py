@@ -69,11 +69,11 @@ def test_metric_preference_report_then_pattern_then_wall_time():
 def test_report_is_a_noop_outside_autotune_and_merges_inside(tmp_path, monkeypatch):
     import autotune.study.report  # noqa: F401 - importing the report stage must not shadow the API
     monkeypatch.delenv("AUTOTUNE_REPORT", raising=False)
-    assert autotune.report(samples_per_sec=1.0) is False
+    assert autotune.report_metrics(samples_per_sec=1.0) is False
     path = tmp_path / "r.json"
     monkeypatch.setenv("AUTOTUNE_REPORT", str(path))
-    assert autotune.report(samples_per_sec=12.5) is True
-    autotune.report(accuracy=0.75)
+    assert autotune.report_metrics(samples_per_sec=12.5) is True
+    autotune.report(accuracy=0.75)   # its name in earlier versions: scripts that call it work
     assert json.loads(path.read_text()) == {"samples_per_sec": 12.5, "accuracy": 0.75}
 
 
@@ -84,7 +84,7 @@ def test_run_scores_a_script_by_its_report(tmp_path):
     script = tmp_path / "reporting.py"
     script.write_text("import os, autotune\n"
                       "assert os.environ['WORLD_SIZE'] == '2' and 'MASTER_PORT' in os.environ\n"
-                      "autotune.report(samples_per_sec=100.0 + int(os.environ['RANK']),"
+                      "autotune.report_metrics(samples_per_sec=100.0 + int(os.environ['RANK']),"
                       " accuracy=0.9)\n"
                       "print('batch', os.environ['RANK'], {!r})\n".format("{batch_size}"))
     rc, out, err, _ = cli(tmp_path, "run", "--set", "nproc=2", "--set", "threads=1",

@@ -18,7 +18,9 @@ from autotune.plan.build import build_plan
 from autotune.probe import probe
 from autotune.measure.script import freeze, metric_values, script_metric
 from autotune.measure.script_scan import scan_command, scan_text
-from autotune.search.loop import OVERRIDES_ATTR, run_search
+from autotune.search.loop import run_search
+from autotune.study import attrs as A
+from autotune.study.attrs import SCRIPT_OVERRIDES
 from autotune.search.options import SearchOptions
 from autotune.run.outcome import TrialResult
 from autotune.search.references import make_sampler
@@ -112,7 +114,7 @@ def test_accuracy_pattern_takes_the_last_match_and_understands_percent():
     assert sm.accuracy == pytest.approx(0.915)
     assert metric_values("acc 93.5%", r"acc ([0-9.]+%)", percent=True) == [pytest.approx(0.935)]
     assert metric_values("acc 0.935", r"acc ([0-9.]+)", percent=True) == [0.935]
-    # What autotune.report() says wins over the pattern.
+    # What autotune.report_metrics() says wins over the pattern.
     rep = script_metric(report={"accuracy": 0.5}, log_text=LOG, metric=None, wall_seconds=1.0,
                         accuracy=r"Test accuracy: ([0-9.]+)")
     assert rep.accuracy == 0.5
@@ -179,7 +181,7 @@ def test_search_stops_varying_a_knob_the_script_overrides(topo, tmp_path):
     held = [info for kind, info in events if kind == "knob_held"]
     assert [h["knob"] for h in held] == ["threads"]
     assert held[0]["why"].startswith(f"threads={seen[first].threads} planned; rank 0 ran ")
-    assert set(study.user_attrs[OVERRIDES_ATTR]) == {"threads"}
+    assert set(study.user_attrs[SCRIPT_OVERRIDES]) == {"threads"}
     stored = [r for r in records(study) if r.result.unacted]
     assert stored and "the script sets its own thread count" in stored[0].result.unacted[0]
 
@@ -193,7 +195,7 @@ def test_held_knobs_stay_held_on_resume_and_from_the_scan(topo, tmp_path):
         return TrialResult(outcome=R.OK, throughput=10.0, seconds=5.0)
 
     study = open_study(open_storage(f"sqlite:///{tmp_path}/s.db"), "s", sampler=make_sampler(0))
-    study.set_user_attr(OVERRIDES_ATTR, {"threads": "seen on an earlier run"})
+    study.set_user_attr(SCRIPT_OVERRIDES, {"threads": "seen on an earlier run"})
     res = run_search(study, space=_tiny_space(topo, tmp_path, nproc="[1, 2]"), topology=topo,
                      evaluate=evaluate, clock=clock,
                      options=SearchOptions(budget_s=1000, min_trial_s=1, max_trials=5,
@@ -202,7 +204,7 @@ def test_held_knobs_stay_held_on_resume_and_from_the_scan(topo, tmp_path):
     searched = seen[2:]     # after the default launch and the run_cpu reference
     assert [c.nproc for c in searched] == [2] and res.stop_reason == "exhausted"
     assert all(c.threads is None and c.allocator == "default" for c in searched)
-    assert study.user_attrs[OVERRIDES_ATTR] == {"threads": "seen on an earlier run",
+    assert study.user_attrs[SCRIPT_OVERRIDES] == {"threads": "seen on an earlier run",
                                                 "allocator": "train.py:5 sets LD_PRELOAD"}
 
 
@@ -271,8 +273,8 @@ def test_export_takes_overrides_from_the_trials_and_from_certain_lines_of_the_sc
     from autotune.export.recommendation import script_launch
     scan = scan_text('import os\nos.environ["OMP_NUM_THREADS"] = "8"\nos.environ["LD_PRELOAD"] = "x"\n'
                      'parser.add_argument("--local-rank", type=int)\n', "train.py")
-    got = script_launch({"script_scan": scan.to_json(),
-                         OVERRIDES_ATTR: {"binding": "cpus 0 planned; rank 0 ran on cpus 0-1"}})
+    got = script_launch({A.SCRIPT_SCAN: scan.to_json(),
+                         A.SCRIPT_OVERRIDES: {"binding": "cpus 0 planned; rank 0 ran on cpus 0-1"}})
     assert got == {"script": True, "local_rank_arg": "--local-rank",
                    "overridden": {"threads": "train.py:2 sets OMP_NUM_THREADS",
                                   "binding": "cpus 0 planned; rank 0 ran on cpus 0-1"}}
@@ -280,18 +282,19 @@ def test_export_takes_overrides_from_the_trials_and_from_certain_lines_of_the_sc
 
 def test_report_of_a_script_study_says_what_its_score_is(tmp_path):
     from autotune.study.report import _script_facts, _table, build_report
-    facts = _script_facts({"script_command": ["python", "t.py"], "script_metric": "time: (\\d+)",
-                           "script_lower_is_better": True,
-                           "script_overrides": {"threads": "rank 0 ran 2 busy threads"}})
+    facts = _script_facts({A.SCRIPT_COMMAND: ["python", "t.py"], A.SCRIPT_METRIC: "time: (\\d+)",
+                           A.SCRIPT_LOWER_IS_BETTER: True,
+                           A.SCRIPT_OVERRIDES: {"threads": "rank 0 ran 2 busy threads"}})
     assert facts["unit"] == "score"
     assert facts["script_notes"] == ("score = 1 / the median of --metric 'time: (\\\\d+)' "
                                      "(lower is better)",
                                      "not tuned, the script sets its own threads: rank 0 ran 2 "
                                      "busy threads")
-    assert "1 / wall seconds" in _script_facts({"script_command": ["x"]})["script_notes"][0]
+    assert "1 / wall seconds" in _script_facts({A.SCRIPT_COMMAND: ["x"]})["script_notes"][0]
     assert _script_facts({}) == {} and "score" in _table([], "score")[0]
     study = open_study(open_storage(f"sqlite:///{tmp_path}/s.db"), "s", sampler=make_sampler(0))
-    study.set_user_attr("script_command", ["python", "t.py"])
+    A.write_script(study, command=["python", "t.py"], metric=None, lower_is_better=False,
+                   accuracy=None, scan={}, warning=None)
     report = build_report(study)
     assert report.unit == "score" and "samples/s" not in report.text()
 

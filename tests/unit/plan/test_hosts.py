@@ -18,7 +18,7 @@ from autotune.plan.hosts import (Host, differences, expand_nodelist, expand_task
                             interface_of, network_of, parse_hostfile, parse_hosts, slurm_hosts,
                             ssh_hostname)
 from autotune.plan.cluster import (Cluster, build_cluster_plan, cluster_from_json, cluster_to_json,
-                                infeasible_reason)
+                                infeasible_on_cluster)
 from autotune.probe import probe
 from autotune.probe.topology import Capabilities
 
@@ -194,7 +194,7 @@ def test_srun_plan_passes_env_through_env_not_export():
     (Config(nproc=8, nnodes=2), cluster(slots=2), "has 2 slot"),
 ])
 def test_infeasible_across_hosts(config, c, needle):
-    assert needle in infeasible_reason(config, c)
+    assert needle in infeasible_on_cluster(config, c)
 
 
 def test_nnodes_without_hosts_is_refused_and_keys_of_old_studies_stay():

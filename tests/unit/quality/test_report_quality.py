@@ -9,7 +9,8 @@ from autotune.config import Config
 from autotune.run import outcome as R
 from autotune.run.outcome import TrialResult
 from autotune.quality import report as QR
-from autotune.quality.evidence import NOISE_FLOOR_ATTR, ClassEvidence
+from autotune.quality.evidence import ClassEvidence
+from autotune.study.attrs import NOISE_FLOOR
 from autotune.study.records import DEFAULT_ROLE, record_trial
 from autotune.study.report import build_report, importance
 from autotune.study.storage import open_storage, open_study
@@ -36,7 +37,7 @@ def quality_study(tmp_path, *, curves: bool = True) -> optuna.Study:
     study = open_study(open_storage(f"sqlite:///{tmp_path}/q.db"), "autotune-quality")
     finals = {"D": (0.57, 0.52, 0.61), "B": (0.54, 0.50, 0.58), "C": (0.30, 0.31, 0.29)}
     mean = sum(finals["D"]) / 3
-    study.set_user_attr(NOISE_FLOOR_ATTR, {"mean": mean, "sd": 0.045, "n": 3,
+    study.set_user_attr(NOISE_FLOOR, {"mean": mean, "sd": 0.045, "n": 3,
                                           "values": list(finals["D"]), "math_class": "D",
                                           "b_noise": None})
     study.set_user_attr("settings", {"max_accuracy_drop": 1.0, "reference_batch": 32})

@@ -340,7 +340,7 @@ class ScriptSim(Sim):
 
 
 def test_a_scripts_accuracy_gate_has_a_noise_floor_over_seeds(tmp_path, topo, space):
-    from autotune.quality.script_floor import SCRIPT_FLOOR_ATTR
+    from autotune.study.attrs import SCRIPT_NOISE_FLOOR
     sim = ScriptSim()
     study = new_study(tmp_path)
     res = run_search(study, space=space, topology=topo, evaluate=sim, clock=sim,
@@ -349,7 +349,7 @@ def test_a_scripts_accuracy_gate_has_a_noise_floor_over_seeds(tmp_path, topo, sp
                                            script_seeds=(0, 1, 2)))
     default = Config()
     assert sim.calls[:3] == [(default.key(), "throughput")] * 3   # reference, then seeds 1, 2
-    floor = study.user_attrs[SCRIPT_FLOOR_ATTR]
+    floor = study.user_attrs[SCRIPT_NOISE_FLOOR]
     assert floor["seeds"] == [0, 1, 2] and floor["values"] == pytest.approx([0.80, 0.81, 0.82])
     assert res.default.result.quality_n == 3
     assert res.default.result.quality_sd == pytest.approx(0.01)

@@ -22,6 +22,7 @@ from autotune.errors import StorageError
 from autotune.probe import probe, torch_build
 from autotune.probe.parse import parse_torch_version
 from autotune.study.provenance import Here, check_resumable, not_used, why_not_here
+from autotune.study.attrs import machine_attrs
 from autotune.space.resolve import find_space, load_space, resolve
 from autotune.study.storage import describe_study, open_storage, open_study, study_name
 from autotune.run.outcome import TrialResult
@@ -80,7 +81,7 @@ def test_study_names_keep_hardware_and_torch_apart():
 
 def test_why_not_here_names_the_difference():
     zen4, zen5 = captured("live-epyc-2cpu"), captured("live-epyc-zen5-2cpu")
-    attrs = Here(topology=zen4, torch=TORCH).attrs() | {"topology": zen4.to_json()}
+    attrs = machine_attrs(zen4, TORCH)
     assert why_not_here(attrs, Here(topology=zen4, torch=TORCH)) is None
     assert why_not_here(attrs, Here(topology=zen5, torch=TORCH)) == (
         "measured on other hardware: AMD EPYC (amd family 25 model 17 stepping 1); "
