@@ -5,6 +5,8 @@ machine may carry it, and nothing may listen on the trial's rendezvous port.
 """
 from __future__ import annotations
 
+import contextlib
+
 from paths import REPO, TESTS
 import os
 import signal
@@ -354,14 +356,20 @@ def child_trial(tmp: Path) -> LaunchPlan:
 
 @slow
 def test_reap_orphans_after_kill_9_spares_live_trials(tmp_path):
-    dead, live = start_runner(tmp_path / "dead"), start_runner(tmp_path / "live")
+    # Rank 1 ignores SIGTERM: the SIGTERM a rank gets when autotune dies (PR_SET_PDEATHSIG)
+    # ends rank 0, and rank 1 is the orphan a later search must reap.
+    dead = start_runner(tmp_path / "dead", "ignore_sigterm+hang_collective")
+    live = start_runner(tmp_path / "live")
     try:
-        dead.kill()                       # kill -9 of the search: its ranks are orphaned
+        dead.kill()                       # kill -9 of the search
         dead.wait()
+        rank0, rank1 = eval((tmp_path / "dead" / "pids").read_text())
+        with contextlib.suppress(psutil.NoSuchProcess):
+            psutil.Process(rank0).wait(timeout=10)   # ended with its parent (else: TimeoutExpired)
         orphans = child_trial(tmp_path / "dead")
-        assert len(survivors(orphans)) >= 2
+        assert len(survivors(orphans)) == 1
         killed = reap_orphans(str(tmp_path))
-        assert sorted(killed) == sorted(eval((tmp_path / "dead" / "pids").read_text()))
+        assert killed == [rank1]
         time.sleep(0.5)                   # SIGKILL is asynchronous
         assert survivors(orphans) == []
         assert all(psutil.pid_exists(p) for p in eval((tmp_path / "live" / "pids").read_text()))
