@@ -53,10 +53,9 @@ def _run(topology, arm: str, seed: int, samples: int, results: str) -> dict[str,
                              results_dir=results, timeout_s=1800.0)
     t0 = time.time()
     out = run_trial(_config(arm), topology, settings, mode="accuracy", seed=seed)
-    m = out.measurement
     return {"arm": arm, "seed": seed, "samples": samples, "outcome": out.outcome,
-            "reason": out.run.reason, "quality": m.accuracy if m else None,
-            "curve": [list(p) for p in m.curve] if m else None,
+            "reason": out.reason, "quality": out.accuracy if out.ok else None,
+            "curve": [list(p) for p in out.curve] if out.ok else None,
             "seconds": round(time.time() - t0, 1)}
 
 

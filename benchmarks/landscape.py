@@ -184,17 +184,14 @@ def _row(config: Config, role: str, params: dict[str, Any] | None, **fields: Any
 
 
 def _trial_row(config: Config, role: str, params, out) -> dict[str, Any]:
-    m, run = out.measurement, out.run
-    fields: dict[str, Any] = {"outcome": run.outcome, "reason": run.reason[:500],
-                              "seconds": round(run.wall_seconds, 3), "throughput": None}
-    if m is not None:
-        fields.update(throughput=m.throughput, median_throughput=m.median_throughput,
-                      throughput_iqr=m.throughput_iqr, step_median_s=m.step_stats.median,
-                      step_iqr_s=m.step_stats.iqr, step_cv=m.step_stats.cv,
-                      timed_steps=m.timed_steps, startup_s=m.startup_seconds,
-                      timed_share=m.timed_share, cpu_share=m.cpu_share, accuracy=m.accuracy)
-    elif run.log_tail:
-        fields["log_tail"] = run.log_tail[-1500:]
+    fields: dict[str, Any] = {"outcome": out.outcome, "reason": out.reason[:500],
+                              "seconds": round(out.seconds, 3), "throughput": None}
+    if out.ok:
+        fields.update({k: getattr(out, k) for k in (
+            "throughput", "median_throughput", "throughput_iqr", "step_median_s", "step_iqr_s",
+            "timed_steps", "startup_s", "timed_share", "cpu_share", "accuracy")})
+    elif out.log_tail:
+        fields["log_tail"] = out.log_tail[-1500:]
     return _row(config, role, params, **fields)
 
 
@@ -271,12 +268,11 @@ def _record_accuracy(land: Landscape, topology: Topology, settings, path: Path, 
         if k in land.accuracy:
             continue
         out = run_trial(c, topology, dataclasses.replace(settings, timeout_s=600.0), mode="accuracy")
-        m = out.measurement
-        land.accuracy[k] = {"outcome": out.run.outcome, "reason": out.run.reason[:500],
-                            "accuracy": m.accuracy if m else None,
-                            "seconds": round(out.run.wall_seconds, 3), "config": c.to_dict()}
+        land.accuracy[k] = {"outcome": out.outcome, "reason": out.reason[:500],
+                            "accuracy": out.accuracy if out.ok else None,
+                            "seconds": round(out.seconds, 3), "config": c.to_dict()}
         land.save(path)
-        say(f"accuracy {k}: {land.accuracy[k]['accuracy']} ({out.run.wall_seconds:.1f}s)")
+        say(f"accuracy {k}: {land.accuracy[k]['accuracy']} ({out.seconds:.1f}s)")
 
 
 def _check_same(land: Landscape, topology: Topology, space: ResolvedSpace, seconds: float,

@@ -39,12 +39,9 @@ def repeat_trials(config: Config, repeats: int, seconds: float, workload: str,
     rows = []
     for i in range(repeats):
         out = run_trial(config, topology, settings)
-        m = out.measurement
-        rows.append({"outcome": out.outcome, "wall_s": out.run.wall_seconds,
-                     "throughput": m.throughput if m else None,
-                     "startup_s": m.startup_seconds if m else None,
-                     "timed_share": m.timed_share if m else None,
-                     "cpu_share": m.cpu_share if m else None})
+        rows.append({"outcome": out.outcome, "wall_s": out.seconds, "throughput": out.throughput,
+                     "startup_s": out.startup_s, "timed_share": out.timed_share,
+                     "cpu_share": out.cpu_share})
         print(f"repeat {i + 1}/{repeats}: {rows[-1]['throughput'] or out.outcome}", flush=True)
     ok = [r for r in rows if r["outcome"] == R.OK and r["throughput"]]
 

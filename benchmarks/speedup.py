@@ -165,10 +165,8 @@ def measure_run_cpu(seconds: float, workload: str, prefix: Path, workdir: Path,
 def measure(config: Config, topology: Topology, settings) -> dict[str, Any]:
     from autotune.run.trial import run_trial
     out = run_trial(config, topology, settings)
-    m = out.measurement
-    return {"outcome": out.outcome, "throughput": m.throughput if m else None,
-            "seconds": out.run.wall_seconds, "cpu_share": m.cpu_share if m else None,
-            "reason": out.run.reason[:300]}
+    return {"outcome": out.outcome, "throughput": out.throughput, "seconds": out.seconds,
+            "cpu_share": out.cpu_share, "reason": out.reason[:300]}
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:

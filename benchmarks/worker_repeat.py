@@ -92,12 +92,12 @@ def main() -> None:
             thr.append(m.throughput)
             mthr.append(m.median_throughput)
             share_end.append(m.timed_share)
-            startup.append(m.startup_seconds)
-            share.append(m.window_seconds / wall)
+            startup.append(m.startup_s)
+            share.append(m.window_s / wall)
             print(f"run {i}: {m.throughput:.1f} samples/s (median-step {m.median_throughput:.1f}), "
-                  f"step median {m.step_stats.median * 1e3:.1f} ms "
-                  f"IQR {m.step_stats.iqr * 1e3:.1f} ms, startup {m.startup_seconds:.2f}s, "
-                  f"window {m.window_seconds:.2f}s of {wall:.2f}s process wall, "
+                  f"step median {m.step_median_s * 1e3:.1f} ms "
+                  f"IQR {m.step_iqr_s * 1e3:.1f} ms, startup {m.startup_s:.2f}s, "
+                  f"window {m.window_s:.2f}s of {wall:.2f}s process wall, "
                   f"cpu share {m.cpu_share:.2f}, "
                   f"loadavg {results[0]['contention']['loadavg_start']:.2f}", flush=True)
     s = Stats.of(thr)

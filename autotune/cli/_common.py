@@ -116,15 +116,15 @@ def load_topology(sysfs_root: str | None) -> Topology:
 
 
 def describe_measurement(m) -> str:
-    """A Measurement as the few lines a person compares configurations by."""
-    rss = ", ".join(f"rank{i} {b / 2**20:.0f} MiB" for i, b in enumerate(m.peak_rss_bytes) if b)
+    """An ok trial's TrialResult as the few lines a person compares configurations by."""
+    rss = ", ".join(f"rank{i} {mb} MiB" for i, mb in enumerate(m.peak_rss_mb) if mb)
     lines = [f"throughput: {m.throughput:.1f} samples/s (±{m.throughput_iqr / 2:.1f}, "
-             f"{m.timed_steps} timed steps over {m.window_seconds:.1f}s)",
-             f"step time: median {m.step_stats.median * 1000:.1f} ms, "
-             f"IQR {m.step_stats.iqr * 1000:.1f} ms"]
-    if m.startup_seconds is not None:
+             f"{m.timed_steps} timed steps over {m.window_s:.1f}s)",
+             f"step time: median {m.step_median_s * 1000:.1f} ms, "
+             f"IQR {m.step_iqr_s * 1000:.1f} ms"]
+    if m.startup_s is not None:
         share = f"; {m.timed_share:.0%} of the trial spent in timed steps" if m.timed_share else ""
-        lines.append(f"start-up: {m.startup_seconds:.1f}s from launch to first step{share}")
+        lines.append(f"start-up: {m.startup_s:.1f}s from launch to first step{share}")
     if rss:
         lines.append(f"peak RSS: {rss}")
     if m.cpu_share is not None:

@@ -29,7 +29,7 @@ import sys
 from ..config import parse_sets
 from ..errors import ConfigError
 from ..plan.feasible import infeasible_reason
-from ..run.trial import TrialSettings, observed_fields, plan_trial, run_trial
+from ..run.trial import TrialSettings, plan_trial, run_trial
 from ..measure.script import SOURCES
 from ._hosts import add_host_args, cluster_from_args
 from ._common import (add_workload_args, check_workload_args, describe_measurement, load_topology,
@@ -101,62 +101,63 @@ def run(args: argparse.Namespace) -> int:
     acc = (run_trial(config, topology, settings, mode="accuracy")
            if args.accuracy is True and out.ok and not script else None)
     if args.json:
-        print(json.dumps(_as_json(out, acc), default=str))
+        print(json.dumps(_as_json(config, out, acc), default=str))
     else:
-        print(_as_text(out, acc))
+        print(_as_text(config, out, acc))
     return 0 if out.ok and (acc is None or acc.ok) else 1
+
+
+# The `measurement` object of `run --json`: an ok trial's timed window.
+_MEASURED = ("throughput", "throughput_iqr", "median_throughput", "step_median_s", "step_iqr_s",
+             "window_s", "timed_steps", "samples", "startup_s", "timed_share", "peak_rss_mb",
+             "cpu_share", "accuracy", "curve", "gns")
 
 
 def _contention_lines(out) -> list[str]:
     """The trial cores' shares over the timed window, and what happened in teardown."""
     from ..measure.contention import describe_outside, disturbed
-    from ..run.trial import timed_contention
-    lines = [f"note: {n}" for n in out.run.notes]
-    c = timed_contention(out.run)
-    if c is not None:
-        lines.append(f"trial cores: {c.own_share:.0%} used by the trial, {c.outside_share:.0%} "
-                     "by other processes" + (f" [disturbed: {describe_outside(c.outside_share)};"
-                                             " measure again]" if disturbed(c.outside_share)
-                                             else ""))
+    lines = [f"note: {out.note}"] if out.note else []
+    if out.own_share is not None and out.outside_share is not None:
+        lines.append(f"trial cores: {out.own_share:.0%} used by the trial, "
+                     f"{out.outside_share:.0%} by other processes"
+                     + (f" [disturbed: {describe_outside(out.outside_share)}; measure again]"
+                        if disturbed(out.outside_share) else ""))
     return lines
 
 
-def _as_json(out, acc) -> dict:
-    m = out.measurement
-    from ..run.trial import timed_contention
-    c = timed_contention(out.run)
-    return {"own_share": c.own_share if c else None,
-            "outside_share": c.outside_share if c else None, "notes": list(out.run.notes),"config": out.config.to_dict(), "outcome": out.outcome, "reason": out.run.reason,
-            "log_tail": out.run.log_tail if not out.ok else "",
-            "wall_seconds": out.run.wall_seconds,
-            "measurement": m.to_dict() if m else None, "metric_source": out.metric_source,
-            "metric_shown": out.metric_shown, "unacted": [u.message for u in out.unacted],
-            "observed": observed_fields(out.observations, out.unacted)["observed"],
-            "accuracy": acc.measurement.accuracy if acc and acc.ok else
-            (m.accuracy if m and out.metric_source != "worker" else None)}
+def _as_json(config, out, acc) -> dict:
+    script = out.metric_source is not None
+    return {"own_share": out.own_share, "outside_share": out.outside_share,
+            "notes": [out.note] if out.note else [], "config": config.to_dict(),
+            "outcome": out.outcome, "reason": out.reason,
+            "log_tail": out.log_tail if not out.ok else "", "wall_seconds": out.seconds,
+            "measurement": {k: getattr(out, k) for k in _MEASURED} if out.ok else None,
+            "metric_source": out.metric_source or "worker", "metric_shown": out.metric_shown,
+            "unacted": list(out.unacted), "observed": list(out.observed),
+            "accuracy": acc.accuracy if acc and acc.ok else
+            (out.accuracy if out.ok and script else None)}
 
 
-def _as_text(out, acc) -> str:
-    knobs = " ".join(f"{k}={v}" for k, v in out.config.to_dict().items())
-    lines = [f"config: {knobs}", f"outcome: {out.outcome}" + (f" ({out.run.reason})" if
-                                                              out.run.reason else "")]
-    m = out.measurement
-    if m is None:
-        if out.run.log_tail:
-            lines += ["log tail:", out.run.log_tail.rstrip()]
+def _as_text(config, out, acc) -> str:
+    knobs = " ".join(f"{k}={v}" for k, v in config.to_dict().items())
+    lines = [f"config: {knobs}", f"outcome: {out.outcome}" + (f" ({out.reason})" if
+                                                              out.reason else "")]
+    if not out.ok:
+        if out.log_tail:
+            lines += ["log tail:", out.log_tail.rstrip()]
         return "\n".join(lines)
-    if out.metric_source != "worker":
+    if out.metric_source is not None:
         lines.append(f"measured: {out.metric_shown} (from {SOURCES[out.metric_source]})")
-        lines += [f"did not act: {u.message}" for u in out.unacted]
-        if m.accuracy is not None:
-            lines.append(f"accuracy (reported): {m.accuracy:.4g}")
+        lines += [f"did not act: {u}" for u in out.unacted]
+        if out.accuracy is not None:
+            lines.append(f"accuracy (reported): {out.accuracy:.4g}")
         lines += _contention_lines(out)
-        lines.append(f"wall time: {out.run.wall_seconds:.1f}s")
+        lines.append(f"wall time: {out.seconds:.1f}s")
         return "\n".join(lines)
-    lines.append(describe_measurement(m))
+    lines.append(describe_measurement(out))
     lines += _contention_lines(out)
     if acc is not None:
-        lines.append(f"accuracy: {acc.measurement.accuracy:.3f}" if acc.ok
-                     else f"accuracy: failed ({acc.outcome}: {acc.run.reason})")
-    lines.append(f"wall time: {out.run.wall_seconds:.1f}s")
+        lines.append(f"accuracy: {acc.accuracy:.3f}" if acc.ok
+                     else f"accuracy: failed ({acc.outcome}: {acc.reason})")
+    lines.append(f"wall time: {out.seconds:.1f}s")
     return "\n".join(lines)

@@ -8,7 +8,10 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
+
+if TYPE_CHECKING:
+    from ..run.outcome import TrialResult
 
 
 def quantile(sorted_values: Sequence[float], q: float) -> float:
@@ -57,49 +60,11 @@ class Stats:
                 "max": self.max}
 
 
-@dataclass(frozen=True, kw_only=True)
-class Measurement:
-    """One ok trial, summarised. Throughput is rank 0's: DDP synchronises every step, so all ranks
-    see the same window to within a barrier's latency."""
-    throughput: float                   # global samples / s over rank 0's timed window
-    throughput_iqr: float               # IQR of per-step global throughput (from step times)
-    median_throughput: float            # global samples per step / median step time: robust to a
-                                        # burst of contention that the window average absorbs
-    step_stats: Stats                   # rank 0's timed step times, seconds
-    window_seconds: float
-    timed_steps: int
-    samples: int                        # global samples in the timed window
-    startup_seconds: float | None       # launch -> first training step, slowest rank
-    wall_seconds: float | None          # launch -> last rank's end of the timed window
-    timed_share: float | None           # window / wall_seconds
-    peak_rss_bytes: tuple[int | None, ...]  # by rank
-    accuracy: float | None
-    final_loss: float | None
-    world_size: int
-    cpu_share: float | None = None      # rank 0's CPU time / (window x its threads): well below 1
-                                        # means something else on the machine took the cores
-    curve: tuple[tuple[int, float], ...] = ()   # quality runs: (samples trained, held-out quality)
-    gns: dict[str, Any] | None = None   # quality runs: squared gradient norms (gradnoise.probe)
-
-    @property
-    def relative_spread(self) -> float:
-        return self.throughput_iqr / self.throughput if self.throughput else 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"throughput": self.throughput, "throughput_iqr": self.throughput_iqr,
-                "median_throughput": self.median_throughput,
-                "step_stats": self.step_stats.to_dict(), "window_seconds": self.window_seconds,
-                "timed_steps": self.timed_steps, "samples": self.samples,
-                "startup_seconds": self.startup_seconds, "wall_seconds": self.wall_seconds,
-                "timed_share": self.timed_share, "peak_rss_bytes": list(self.peak_rss_bytes),
-                "accuracy": self.accuracy, "final_loss": self.final_loss,
-                "world_size": self.world_size,
-                "cpu_share": self.cpu_share, "curve": [list(p) for p in self.curve],
-                "gns": self.gns}
-
-
-def aggregate(rank_results: Sequence[dict[str, Any]], launched_at: float) -> Measurement:
-    """Combine the per-rank result dicts the worker wrote (ordered by rank) into one Measurement."""
+def aggregate(rank_results: Sequence[dict[str, Any]], launched_at: float) -> "TrialResult":
+    """An ok trial's result from the per-rank reports the worker wrote (ordered by rank). Rank
+    0's window is the throughput: DDP synchronises every step, so all ranks see the same window
+    to within a barrier's latency. Raises ValueError for reports that hold no measurement."""
+    from ..run.outcome import OK, TrialResult
     if not rank_results:
         raise ValueError("aggregate: no rank results")
     r0 = rank_results[0]
@@ -107,23 +72,23 @@ def aggregate(rank_results: Sequence[dict[str, Any]], launched_at: float) -> Mea
         raise ValueError(f"aggregate: rank 0 has no measurement (status {r0.get('status')!r}, "
                          f"reason {r0.get('reason')!r})")
     steps = Stats.of(r0["step_times"])
-    world = int(r0.get("world_size") or len(rank_results))
     per_step = r0["samples"] / r0["timed_steps"]
     # Per-step throughput quartiles come from the opposite step-time quartiles (faster = smaller).
     thr_iqr = per_step / steps.q1 - per_step / steps.q3 if steps.q1 > 0 else 0.0
     firsts = [r["first_step_at"] for r in rank_results if r.get("first_step_at")]
     ends = [r["timed_end_at"] for r in rank_results if r.get("timed_end_at")]
     startup = max(firsts) - launched_at if firsts and launched_at else None
-    wall = max(ends) - launched_at if ends and launched_at else None
-    return Measurement(
-        throughput=float(r0["throughput"]), throughput_iqr=thr_iqr, step_stats=steps,
+    wall = max(ends) - launched_at if ends and launched_at else None   # launch -> last window end
+    rss = tuple(r.get("peak_rss_bytes") for r in rank_results)
+    return TrialResult(
+        outcome=OK, throughput=float(r0["throughput"]), throughput_iqr=thr_iqr,
+        step_median_s=steps.median, step_iqr_s=steps.iqr,
         median_throughput=per_step / steps.median if steps.median > 0 else 0.0,
-        window_seconds=float(r0["window_seconds"]), timed_steps=int(r0["timed_steps"]),
-        samples=int(r0["samples"]), startup_seconds=startup, wall_seconds=wall,
+        window_s=float(r0["window_seconds"]), timed_steps=int(r0["timed_steps"]),
+        samples=int(r0["samples"]), startup_s=startup,
         timed_share=r0["window_seconds"] / wall if wall else None,
-        peak_rss_bytes=tuple(r.get("peak_rss_bytes") for r in rank_results),
-        accuracy=r0.get("accuracy"), final_loss=r0.get("final_loss"), world_size=world,
-        cpu_share=_cpu_share(r0),
+        peak_rss_mb=tuple(round(b / 2**20) if b else None for b in rss),
+        accuracy=r0.get("accuracy"), cpu_share=_cpu_share(r0),
         curve=tuple((int(n), float(q)) for n, q in (r0.get("curve") or ())), gns=r0.get("gns"))
 
 

@@ -1,5 +1,10 @@
 """How a trial ended, and what it gave: the outcome names, the runner's `RunResult`, and the
 `TrialResult` of one configuration that the search, verification and the study consume.
+
+A result has three shapes on its way, no more: what each rank reports (the JSON dict the worker
+writes), what a trial yields (`TrialResult`, which run/trial.py builds from the runner's
+`RunResult`: the processes' exit codes, signals and CPU samples, and those reports), and what
+the study stores (study/records.py's `Record`: the same TrialResult with its role and number).
 """
 from __future__ import annotations
 
@@ -65,10 +70,15 @@ class TrialResult:
     own_share: float | None = None
     outside_share: float | None = None
     log_tail: str = ""                       # the ranks' last output, for a failed run
-    # The timed window of an ok run (measure.stats.Measurement)
+    # The timed window of an ok run (measure.stats.aggregate reads it from the ranks' reports)
     step_median_s: float | None = None       # rank 0's median step time
     step_iqr_s: float | None = None          # ... and its IQR
     throughput_iqr: float | None = None      # IQR of per-step global throughput
+    # global samples per step / median step time: robust to a burst of contention that the
+    # window's average absorbs
+    median_throughput: float | None = None
+    window_s: float | None = None            # rank 0's timed window
+    samples: int | None = None               # global samples trained in it
     startup_s: float | None = None           # launch -> first training step, slowest rank
     timed_share: float | None = None         # timed window / wall time
     timed_steps: int | None = None           # steps in the timed window

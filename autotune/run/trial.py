@@ -16,14 +16,14 @@ from . import outcome as R
 from ..config import DEFAULT_WORKLOAD, Config
 from ..errors import ConfigError
 from ..measure.contention import Contention, contention
-from ..measure.stats import Measurement, Stats, aggregate, quantile
-from ..measure.observe import RankObservation, Sampler
-from ..measure.unacted import Unacted, compare
+from ..measure.stats import aggregate, quantile
+from ..measure.observe import Sampler
+from ..measure.unacted import compare
 from ..plan.build import build_plan
 from ..plan.feasible import infeasible_reason
 from ..plan.launch_plan import (KILL_GRACE_S, TARGET_SECONDS, TRIAL_TIMEOUT_S, WARMUP_STEPS,
                                 LaunchPlan)
-from .outcome import RunResult
+from .outcome import RunResult, TrialResult
 from .idle import IDLE_DEADLINE_S
 from .classify import abort_in_teardown
 from .runner import free_port, run_plan
@@ -63,28 +63,6 @@ class TrialSettings:
     # A rank idle this long after another exited cleanly is stuck in teardown and ended
     # (run/idle.py); 0: never.
     idle_s: float = IDLE_DEADLINE_S
-
-
-@dataclass(frozen=True, kw_only=True)
-class TrialOutcome:
-    config: Config
-    mode: str
-    run: RunResult
-    measurement: Measurement | None  # None unless the run was ok
-    metric_source: str = "worker"    # script mode: a key of script.SOURCES
-    metric_shown: str = ""           # script mode: the measured number in the script's own unit
-    # Script mode: each rank's processes as sampled from outside, and the planned knobs they
-    # did not show in force.
-    observations: tuple[RankObservation, ...] = ()
-    unacted: tuple[Unacted, ...] = ()
-
-    @property
-    def outcome(self) -> str:
-        return self.run.outcome
-
-    @property
-    def ok(self) -> bool:
-        return self.run.ok and self.measurement is not None
 
 
 def plan_trial(config: Config, topology: Topology, settings: TrialSettings, *,
@@ -136,25 +114,26 @@ def trial_infeasible(config: Config, topology: Topology, settings: TrialSettings
 
 
 def run_trial(config: Config, topology: Topology, settings: TrialSettings, *,
-              mode: str = "throughput", trial_id: str | None = None, seed: int = 0) -> TrialOutcome:
-    """Run one configuration. Never raises for a failing trial: the failure is the result."""
+              mode: str = "throughput", trial_id: str | None = None, seed: int = 0) -> TrialResult:
+    """Run one configuration: what the trial yields. Never raises for a failing trial: the
+    failure is the result."""
     reason = trial_infeasible(config, topology, settings)
     if not reason and settings.self_launching and config.nproc > 1:
         reason = (f"nproc={config.nproc}: the script starts its own workers, so autotune launches "
                   "it once (more copies would oversubscribe the cores)")
-    if reason:
-        return TrialOutcome(config=config, mode=mode, measurement=None,
-                            run=RunResult(outcome=R.INFEASIBLE, reason=reason))
     try:
-        plan = plan_trial(config, topology, settings, mode=mode, trial_id=trial_id, seed=seed)
+        plan = None if reason else plan_trial(config, topology, settings, mode=mode,
+                                              trial_id=trial_id, seed=seed)
     except ConfigError as exc:
-        return TrialOutcome(config=config, mode=mode, measurement=None,
-                            run=RunResult(outcome=R.INFEASIBLE, reason=str(exc)))
+        reason = str(exc)
+    if plan is None:
+        return TrialResult(outcome=R.INFEASIBLE, reason=reason, mode=mode,
+                           metric_source="worker" if settings.command else None)
     if plan.launchers:   # across hosts: the launchers start the ranks there
         from .remote import run_cluster_plan
         run = run_cluster_plan(plan)
         if plan.script:
-            return _script_outcome(config, mode, plan, run, settings)
+            return _yielded(run, mode, seed, *_script_measured(plan, run, settings))
     elif not plan.script:
         run = run_plan(plan, idle_s=settings.idle_s)
     else:
@@ -164,24 +143,41 @@ def run_trial(config: Config, topology: Topology, settings: TrialSettings, *,
                            idle_s=settings.idle_s)
         finally:
             observed = tuple(samplers[0].stop()) if samplers else ()
-        out = _script_outcome(config, mode, plan, run, settings)
-        return replace(out, observations=observed,
-                       unacted=compare(plan.request.ranks, observed) if run.ok else ())
-    measurement = None
+        run, measured, script = _script_measured(plan, run, settings)
+        script.update(observed_fields(observed, compare(plan.request.ranks, observed)
+                                      if run.ok else ()))
+        return _yielded(run, mode, seed, measured, script)
+    measured = None
     if run.ok:
         try:
-            measurement = aggregate(list(run.rank_results), run.launched_at)
+            measured = aggregate(list(run.rank_results), run.launched_at)
         except (KeyError, ValueError, TypeError, IndexError) as exc:
-            run = RunResult(outcome=R.CRASH, reason=f"malformed result: {exc}",
-                            log_tail=run.log_tail, exit_codes=run.exit_codes,
-                            wall_seconds=run.wall_seconds, launched_at=run.launched_at,
-                            rank_results=run.rank_results)
-    return TrialOutcome(config=config, mode=mode, run=run, measurement=measurement)
+            run = replace(run, outcome=R.CRASH, reason=f"malformed result: {exc}", notes=(),
+                          signalled=(), cpu_samples=(), num_cpus=0)
+    return _yielded(run, mode, seed, measured, {})
 
 
-def _script_outcome(config: Config, mode: str, plan: LaunchPlan, run: RunResult,
-                    settings: TrialSettings) -> TrialOutcome:
-    """Score a finished script run (see measure/script.py for the order of preference)."""
+def _yielded(run: RunResult, mode: str, seed: int, measured: TrialResult | None,
+             script: dict[str, Any]) -> TrialResult:
+    """The runner's record and the measurement (None unless the run was ok) as one result: the
+    outcome, what it cost, contention over the timed window, and for a failure the log tail."""
+    out = measured if measured is not None and run.ok else TrialResult(outcome=run.outcome,
+                                                                     log_tail=run.log_tail)
+    if mode == "throughput":   # a throughput window has no seed, curve or noise probe
+        out = replace(out, curve=(), gns=None)
+    fields: dict[str, Any] = dict(script)
+    if (c := timed_contention(run)) is not None:
+        fields.update(own_share=round(c.own_share, 4), outside_share=round(c.outside_share, 4))
+    return replace(out, outcome=run.outcome, reason=run.reason, mode=mode,
+                   seed=seed if mode != "throughput" and out.ok else None,
+                   seconds=run.wall_seconds, note="; ".join(run.notes), **fields)
+
+
+def _script_measured(plan: LaunchPlan, run: RunResult, settings: TrialSettings
+                     ) -> tuple[RunResult, TrialResult | None, dict[str, Any]]:
+    """Score a finished script run (see measure/script.py for the order of preference): the run
+    (a teardown abort after the last metric counts as ok; no metric is a workload error), the
+    measurement when there is one, and the TrialResult fields that say where it came from."""
     rank0 = plan.ranks[0]
     log_text = ""
     with contextlib.suppress(OSError):
@@ -192,7 +188,7 @@ def _script_outcome(config: Config, mode: str, plan: LaunchPlan, run: RunResult,
     if not run.ok:
         run = _aborted_in_teardown(run, plan, settings, log_text)
     if not run.ok:
-        return TrialOutcome(config=config, mode=mode, run=run, measurement=None)
+        return run, None, {"metric_source": "worker"}
     report = None
     with contextlib.suppress(OSError, ValueError):
         with open(rank0.env["AUTOTUNE_REPORT"], encoding="utf-8") as f:
@@ -203,17 +199,14 @@ def _script_outcome(config: Config, mode: str, plan: LaunchPlan, run: RunResult,
     if sm.value is None:
         failed = replace(run, outcome=R.WORKLOAD_ERROR, reason=sm.problem,
                          log_tail=f"--- rank 0 ({rank0.log_path}) ---\n{read_tail(rank0.log_path)}")
-        return TrialOutcome(config=config, mode=mode, run=failed, measurement=None,
-                            metric_source=sm.source)
+        return failed, None, {"metric_source": sm.source}
     values = sorted(sm.values) or [sm.value]
-    m = Measurement(throughput=sm.value, throughput_iqr=quantile(values, 0.75) - quantile(values, 0.25),
-                    median_throughput=sm.value, step_stats=Stats.of([run.wall_seconds]),
-                    window_seconds=run.wall_seconds, timed_steps=len(sm.values), samples=0,
-                    startup_seconds=None, wall_seconds=run.wall_seconds, timed_share=None,
-                    peak_rss_bytes=(), accuracy=sm.accuracy, final_loss=None,
-                    world_size=config.nproc)
-    return TrialOutcome(config=config, mode=mode, run=run, measurement=m, metric_source=sm.source,
-                        metric_shown=sm.shown)
+    # a script has no timed window of its own: its "step" is the whole run
+    measured = TrialResult(outcome=R.OK, throughput=sm.value,
+                           throughput_iqr=quantile(values, 0.75) - quantile(values, 0.25),
+                           step_median_s=run.wall_seconds, step_iqr_s=0.0,
+                           timed_steps=len(sm.values), accuracy=sm.accuracy)
+    return run, measured, {"metric_source": sm.source, "metric_shown": sm.shown}
 
 
 def _aborted_in_teardown(run: RunResult, plan: LaunchPlan, settings: TrialSettings,
@@ -239,7 +232,6 @@ def live_evaluator(topology: Topology, settings: TrialSettings, *,
     """Evaluate configurations with real trials. The per-trial timeout follows from the first
     (reference) trial's duration unless `adapt_timeout` is off (the user set one), and never
     lets one trial run past the remaining budget."""
-    from .outcome import TrialResult
     state = {"timeout": settings.timeout_s}
     speed: dict[str, float] = {}  # config key -> measured samples/s, to size accuracy timeouts
     script_accuracy: dict[str, float | None] = {}
@@ -258,36 +250,15 @@ def live_evaluator(topology: Topology, settings: TrialSettings, *,
         run_settings = replace(settings, timeout_s=timeout,
                                accuracy_samples=samples or settings.accuracy_samples)
         out = run_trial(config, topology, run_settings, mode=mode, seed=seed)
-        m, run = out.measurement, out.run
-        fields: dict[str, Any] = {}
         if settings.command:
-            script_accuracy[config.key()] = m.accuracy if m else None
-            fields.update(metric_source=out.metric_source, metric_shown=out.metric_shown,
-                          **observed_fields(out.observations, out.unacted))
-        if m is not None:
-            fields.update(step_median_s=m.step_stats.median, step_iqr_s=m.step_stats.iqr,
-                          throughput_iqr=m.throughput_iqr, startup_s=m.startup_seconds,
-                          timed_share=m.timed_share, timed_steps=m.timed_steps,
-                          # None when unknown; report flags windows on a busy machine
-                          cpu_share=m.cpu_share,
-                          peak_rss_mb=tuple(round(b / 2**20) if b else None
-                                            for b in m.peak_rss_bytes))
-            if mode == "throughput":
-                speed[config.key()] = m.throughput
-            else:
-                fields.update(seed=seed, curve=m.curve, gns=m.gns)
-            if adapt_timeout and mode == "throughput" and state["timeout"] == settings.timeout_s:
+            script_accuracy[config.key()] = out.accuracy if out.ok else None
+        if out.ok and mode == "throughput":
+            speed[config.key()] = out.throughput
+            if adapt_timeout and state["timeout"] == settings.timeout_s:
                 # 4x the first good trial (at least 30 s): a slow config still finishes, a hung
                 # one does not eat the budget.
-                state["timeout"] = max(MIN_TRIAL_TIMEOUT_S, 4.0 * run.wall_seconds)
-        else:
-            fields["log_tail"] = run.log_tail
-        if (c := timed_contention(run)) is not None:
-            fields.update(own_share=round(c.own_share, 4), outside_share=round(c.outside_share, 4))
-        return TrialResult(outcome=run.outcome, reason=run.reason, mode=mode,
-                           throughput=m.throughput if m else None,
-                           accuracy=m.accuracy if m else None, seconds=run.wall_seconds,
-                           note="; ".join(run.notes), **fields)
+                state["timeout"] = max(MIN_TRIAL_TIMEOUT_S, 4.0 * out.seconds)
+        return out
     return evaluate
 
 

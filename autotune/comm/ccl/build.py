@@ -144,7 +144,20 @@ def build(*, log=print) -> Path:
             raise CclUnavailable(f"ccl: compiling the backend failed ({' | '.join(tail)}); "
                                  f"full log: {folder / 'build.log'}")
         os.replace(partial, target)   # atomic: a reader never loads a half-written module
+    prune_stale(folder)
     return target
+
+
+def prune_stale(keep: Path) -> list[Path]:
+    """Remove the builds of this torch for older sources or runtimes (about 3 MB each; every
+    autotune update that changes backend.cpp left one behind). Builds for other torch versions
+    stay: another virtualenv may use them. A process that loaded a removed module keeps it."""
+    prefix = keep.name.rsplit("-", 1)[0] + "-"
+    gone = [d for d in keep.parent.iterdir()
+            if d.is_dir() and d.name.startswith(prefix) and d.name != keep.name]
+    for d in gone:
+        shutil.rmtree(d, ignore_errors=True)
+    return gone
 
 
 def compile_command(cxx: str, output: Path) -> list[str]:

@@ -228,7 +228,7 @@ def test_a_self_launching_script_is_never_multiplied(topo, tmp_path):
     settings = TrialSettings(command=("python", str(SPAWNS)), results_dir=str(tmp_path),
                              self_launching=True)
     out = run_trial(Config(nproc=2, threads=1), topo, settings)
-    assert out.outcome == R.INFEASIBLE and "starts its own workers" in out.run.reason
+    assert out.outcome == R.INFEASIBLE and "starts its own workers" in out.reason
     assert len(plan_trial(Config(threads=1), topo, settings).ranks) == 1
 
 

@@ -44,22 +44,20 @@ def _rank(rank, **kw):
 
 
 def test_aggregate_two_ranks():
-    m = aggregate([_rank(0), _rank(1, first_step_at=103.5, timed_end_at=110.2, peak_rss_bytes=2000,
+    m = aggregate([_rank(0), _rank(1, first_step_at=103.5, timed_end_at=110.2, peak_rss_bytes=3 << 20,
                                    throughput=390.0)], launched_at=100.0)
-    assert m.throughput == 400.0                      # rank 0's window is authoritative
-    assert m.step_stats.median == pytest.approx(0.15)
+    assert m.outcome == "ok" and m.throughput == 400.0   # rank 0's window is authoritative
+    assert m.step_median_s == pytest.approx(0.15)
+    assert m.step_iqr_s == pytest.approx(0.1)
     assert m.throughput_iqr == pytest.approx(64 / 0.1 - 64 / 0.2)   # 320 samples/s
-    assert m.relative_spread == pytest.approx(0.8)
     assert m.median_throughput == pytest.approx(64 / 0.15)
     assert m.cpu_share is None                        # older results carry no contention record
     m2 = aggregate([_rank(0, contention={"cpu_seconds": 0.96}, in_force={"num_threads": 2})], 100.0)
     assert m2.cpu_share == pytest.approx(0.75)
-    assert m.startup_seconds == pytest.approx(3.5)    # slowest rank to its first step
-    assert m.wall_seconds == pytest.approx(10.2)
-    assert m.timed_share == pytest.approx(0.64 / 10.2)
-    assert m.peak_rss_bytes == (1000, 2000)
-    assert (m.timed_steps, m.samples, m.world_size, m.final_loss) == (4, 256, 2, 0.5)
-    assert m.to_dict()["step_stats"]["n"] == 4
+    assert m.startup_s == pytest.approx(3.5)          # slowest rank to its first step
+    assert m.timed_share == pytest.approx(0.64 / 10.2)   # of launch -> the last rank's window end
+    assert m.peak_rss_mb == (0, 3)                    # 1000 bytes and 3 MiB, in MiB
+    assert (m.timed_steps, m.samples, m.window_s) == (4, 256, 0.64)
 
 
 def test_aggregate_rejects_failed_rank0():

@@ -1,0 +1,59 @@
+"""The ccl backend's pure parts (autotune/comm/ccl): the environment each rank gets, what a script
+started without autotune's plan is given, and the cache's pruning of stale builds. The backend
+itself runs in tests/integration/test_ccl.py."""
+from __future__ import annotations
+
+import os
+
+from autotune.comm.ccl.build import prune_stale
+from autotune.comm.ccl.env import CCL_ENV, defaults, interface_towards, rank_env, script_env, shim_dir
+
+
+def test_a_rank_gets_every_variable_oneccl_needs_and_only_owned_ones():
+    env = rank_env(local_rank=1, local_size=2, workers=2, yield_mode="sched_yield",
+                   worker_cpus=(1, 3))
+    assert env["CCL_LOCAL_RANK"] == "1" and env["CCL_LOCAL_SIZE"] == "2"
+    assert env["CCL_PROCESS_LAUNCHER"] == "none" and env["CCL_ATL_TRANSPORT"] == "ofi"
+    assert env["CCL_WORKER_COUNT"] == "2" and env["CCL_YIELD"] == "sched_yield"
+    assert env["CCL_WORKER_AFFINITY"] == "1,3"
+    assert env["CCL_KVS_IFACE"] == env["FI_TCP_IFACE"] == "lo"   # one host: loopback
+    assert set(env) <= set(CCL_ENV)      # the plan owns every variable it may set
+    # no worker cores named: oneCCL places its workers itself
+    assert "CCL_WORKER_AFFINITY" not in rank_env(local_rank=0, local_size=1, workers=1,
+                                                 yield_mode="pause", worker_cpus=None)
+
+
+def test_a_hand_started_rank_gets_the_missing_variables_and_keeps_the_users():
+    got = defaults({"LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "4", "CCL_YIELD": "pause",
+                    "MASTER_ADDR": "127.0.0.1"}, rank=5, size=8)
+    assert got["CCL_LOCAL_RANK"] == "1" and got["CCL_LOCAL_SIZE"] == "4"   # torchrun's, not global
+    assert "CCL_YIELD" not in got          # the user's choice stands
+    assert got["CCL_KVS_IFACE"] == "lo"
+    # without torchrun's variables the global rank and size stand in
+    bare = defaults({}, rank=1, size=2)
+    assert (bare["CCL_LOCAL_RANK"], bare["CCL_LOCAL_SIZE"]) == ("1", "2")
+
+
+def test_the_interface_towards_a_loopback_or_unknown_master_is_lo():
+    assert interface_towards(None) == "lo"
+    assert interface_towards("127.0.0.1") == "lo"
+    assert interface_towards("localhost") == "lo"
+    assert interface_towards("no-such-host.invalid") == "lo"
+
+
+def test_a_script_finds_the_stand_in_first_once():
+    shim = str(shim_dir())
+    path = script_env({"PYTHONPATH": os.pathsep.join(["/a", shim, "/b"])})["PYTHONPATH"]
+    assert path.split(os.pathsep) == [shim, "/a", "/b"]
+    assert (shim_dir() / "oneccl_bindings_for_pytorch" / "__init__.py").exists()
+
+
+def test_a_build_prunes_its_torchs_stale_builds_and_keeps_other_torchs(tmp_path):
+    keep = tmp_path / "torch2.13.0_cpu-aaaaaaaaaaaa"
+    stale = tmp_path / "torch2.13.0_cpu-bbbbbbbbbbbb"
+    other = tmp_path / "torch2.8.0_cpu-cccccccccccc"
+    for d in (keep, stale, other):
+        d.mkdir()
+        (d / "m.so").write_bytes(b"x")
+    assert prune_stale(keep) == [stale]
+    assert keep.exists() and other.exists() and not stale.exists()
