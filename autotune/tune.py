@@ -67,6 +67,8 @@ class SearchRequest:
     seed: int = 0
     max_trials: int | None = None
     verify_rounds: int = 3
+    # rounds verification may go on to while the speedup is unsettled; None: MAX_ROUNDS_FACTOR x
+    max_verify_rounds: int | None = None
     trial_timeout: float | None = None
     allow_concurrent: bool = False
     idle_timeout: float = IDLE_DEADLINE_S       # see run/idle.py
@@ -82,6 +84,9 @@ class SearchRequest:
             raise AutotuneError(f"--quality-samples {self.quality_samples}: must be positive")
         if self.verify_rounds < 1:
             raise AutotuneError(f"--verify-rounds {self.verify_rounds}: must be at least 1")
+        if self.max_verify_rounds is not None and self.max_verify_rounds < self.verify_rounds:
+            raise AutotuneError(f"--max-verify-rounds {self.max_verify_rounds}: must be at least "
+                                f"--verify-rounds ({self.verify_rounds})")
 
     @property
     def url(self) -> str:
@@ -373,7 +378,8 @@ def _recommend(study: Any, result: SearchResult, evaluate: Evaluate, req: Search
     """(recommendation, its launch command, another worker's stored recommendation or None):
     verify the best candidates and store the winner; in a shared search only the last worker
     verifies and the others take what it stored."""
-    choose = {"rounds": req.verify_rounds, "script_mode": req.script is not None,
+    choose = {"rounds": req.verify_rounds, "max_rounds": req.max_verify_rounds,
+              "script_mode": req.script is not None,
               "time_left": time_left, "progress": progress,
               "quality_samples": job.settings.accuracy_samples}
 

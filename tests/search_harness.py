@@ -53,7 +53,7 @@ def search_argv(tmp: Path, space: Path, *extra: str, budget: str = "4m") -> list
     interruptions, and the quality machinery has its own tests."""
     return [sys.executable, "-m", "autotune", "search", "--workload", "fault_workload:build",
             "--space", str(space), "--budget", budget, "--seconds", "1", "--trial-timeout", "12",
-            "--verify-rounds", "1", "--quality-samples", "2048", "--quality-seeds", "2",
+            "--verify-rounds", "1", "--max-verify-rounds", "1", "--quality-samples", "2048", "--quality-seeds", "2",
             "--results", str(tmp / "results"), *extra]
 
 

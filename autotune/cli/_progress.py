@@ -22,6 +22,13 @@ def short(config: Config) -> str:
     return describe_changes(config, none="default launch")
 
 
+def round_label(info: dict[str, Any]) -> str:
+    """'2/3' for an asked round; '4 (unsettled, up to 12)' for one past them."""
+    r, asked = info["round"], info["rounds"]
+    most = info.get("max_rounds", asked)
+    return f"{r}/{asked}" if r <= asked else f"{r} (unsettled, up to {most})"
+
+
 class Progress:
     """`live`: draw the bar (None: when `_live.wanted` says a person is watching). Use it as a
     context manager around the search: the bar runs between __enter__ and __exit__."""
@@ -98,7 +105,7 @@ class Progress:
         elif kind == "warn":
             self.warn(f"warning: {info['text']}")
         elif kind == "verify_start":
-            self._print(f"{self._clock()} verify round {info['round']}/{info['rounds']} "
+            self._print(f"{self._clock()} verify round {round_label(info)} "
                         f"({info['role']}): {short(info['config'])}")
         elif kind == "quality_start":
             self._print(f"{self._clock()} quality run, seed {info['seed']}: {info['math_class']}")
@@ -114,7 +121,7 @@ class Progress:
             bar.now = f"trial {info['number']} ({info['role']}): {short(info['config'])}"
         elif kind == "verify_start":
             bar.phase = "verify"
-            bar.now = (f"round {info['round']}/{info['rounds']} ({info['role']}): "
+            bar.now = (f"round {round_label(info)} ({info['role']}): "
                        f"{short(info['config'])}")
         elif kind == "quality_start":
             bar.phase, bar.now = "quality check", f"seed {info['seed']}: {info['math_class']}"

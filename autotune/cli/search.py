@@ -78,6 +78,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "speedup's 95%% interval is wider than ±10%% and the budget allows. A "
                         "speedup that never settles is shown as a range, with what other "
                         "processes took of the cores (default: 3)")
+    p.add_argument("--max-verify-rounds", type=int_at_least(1), metavar="N",
+                   help="stop verifying after N rounds even when the speedup is unsettled "
+                        "(default: 4x --verify-rounds; N = --verify-rounds gives exactly that many)")
     p.add_argument("--trial-timeout", type=positive_float, metavar="S",
                    help="kill a trial after this long (default: 4x the first trial, at least 30s)")
     p.add_argument("--allow-concurrent", action="store_true",
@@ -98,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
                         space=args.space, max_accuracy_drop=args.max_accuracy_drop,
                         quality_seeds=args.quality_seeds, quality_samples=args.quality_samples,
                         seed=args.seed, max_trials=args.max_trials,
-                        verify_rounds=args.verify_rounds, trial_timeout=args.trial_timeout,
+                        verify_rounds=args.verify_rounds, max_verify_rounds=args.max_verify_rounds, trial_timeout=args.trial_timeout,
                         allow_concurrent=args.allow_concurrent, idle_timeout=args.idle_timeout)
     label = check_workload_args(args)
     progress = Progress(budget_s=req.budget_s, quiet=args.quiet or args.json, started=started)

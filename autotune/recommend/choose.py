@@ -13,11 +13,13 @@ from ..quality.verdict import QualityVerdict, judge_class
 from ..run import outcome as R
 from ..search.shared import Workers
 from ..study.records import DEFAULT_ROLE, REPEAT_ROLE, records
-from .verify import Recommendation, pick_candidates, trusted_alone, unverified, verify
+from .verify import (Recommendation, pick_candidates, round_limit, trusted_alone, unverified,
+                     verify)
 
 
 def shared_recommendation(workers: Workers, study, result, evaluate, *, rounds: int,
-                          script_mode: bool, time_left, progress, quality_samples: int):
+                          script_mode: bool, time_left, progress, quality_samples: int,
+                          max_rounds: int | None = None):
     """(recommendation, None) when this worker verified, over every worker's measurements;
     (None, stored) when another worker verified for it, after waiting with progress."""
     shown, last_note = "", 0.0
@@ -28,7 +30,8 @@ def shared_recommendation(workers: Workers, study, result, evaluate, *, rounds: 
                      if r.role != REPEAT_ROLE]
             default = next((r for r in fresh if r.role == DEFAULT_ROLE), result.default)
             everyone = dataclasses.replace(result, records=fresh, default=default)
-            return recommend(everyone, evaluate, rounds=rounds, script_mode=script_mode,
+            return recommend(everyone, evaluate, rounds=rounds, max_rounds=max_rounds,
+                             script_mode=script_mode,
                              time_left=time_left, progress=progress,
                              quality_samples=quality_samples), None
         if what == "read":
@@ -49,7 +52,7 @@ def judged(r, book, script_mode: bool):
 
 
 def recommend(result, evaluate, *, rounds: int, script_mode: bool, time_left, progress,
-              quality_samples: int) -> Recommendation | None:
+              quality_samples: int, max_rounds: int | None = None) -> Recommendation | None:
     """The winner of a finished search: its best candidates verified against the default
     launch (interleaved, `rounds` rounds), a winner that changes the math confirmed with seeded
     quality runs; unverified only when no budget is left and it was measured on a quiet machine."""
@@ -69,8 +72,10 @@ def recommend(result, evaluate, *, rounds: int, script_mode: bool, time_left, pr
                           "the same command again to verify them")
             return None
         return unverified(alone[0], default, "no budget left to verify")
+    limit = round_limit(rounds, max_rounds)
+    more = f", then up to {limit} while the speedup is unsettled" if limit > rounds else ""
     progress.note(f"verifying {len(candidates)} candidate(s) against the default launch, "
-                  f"interleaved, up to {rounds} rounds")
+                  f"interleaved: {rounds} round(s){more}")
     book = result.book if not script_mode else None
     accept = None
     if book is not None:
@@ -88,7 +93,8 @@ def recommend(result, evaluate, *, rounds: int, script_mode: bool, time_left, pr
     keep_s = 0.0
     if book is not None:
         keep_s = confirmation_reserve(book)
-    rec = verify(candidates, default, evaluate, rounds=rounds, time_left=time_left,
+    rec = verify(candidates, default, evaluate, rounds=rounds, max_rounds=limit,
+                 time_left=time_left,
                  on_event=progress.event, accept=accept, keep_s=keep_s)
     if book is not None and book.default_sample() is not None:
         d = book.default_sample()

@@ -165,13 +165,18 @@ def interleave(lineup: list[tuple[str, Config]], evaluate: Evaluate, *, rounds: 
         for i in order:
             role, config = lineup[i]
             on_event("verify_start", config=config, role=role, round=rnd + 1,
-                     rounds=max(rounds, rnd + 1))
+                     rounds=rounds, max_rounds=max(rounds, max_rounds or rounds))
             ev = evaluate(config, "throughput")
             spent += ev.seconds
             results[i].append(ev)
         done += 1
         round_s = max(round_s, spent)
     return results
+
+
+def round_limit(rounds: int, max_rounds: int | None) -> int:
+    """The most rounds a verification of `rounds` rounds may take while unsettled."""
+    return max(rounds, max_rounds if max_rounds is not None else MAX_ROUNDS_FACTOR * rounds)
 
 
 def verify(candidates: list[Record], default: Record, evaluate: Evaluate, *,
@@ -187,7 +192,7 @@ def verify(candidates: list[Record], default: Record, evaluate: Evaluate, *,
     lineup = [default] + list(candidates)
     evals = interleave([(r.role, r.config) for r in lineup], evaluate, rounds=rounds,
                        time_left=time_left, on_event=on_event,
-                       max_rounds=max_rounds if max_rounds is not None else MAX_ROUNDS_FACTOR * rounds,
+                       max_rounds=round_limit(rounds, max_rounds),
                        enough=lambda evs: _settled_enough(_verified(lineup, evs)), keep_s=keep_s)
     results: dict[int, list[float | None]] = {
         i: [ev.throughput if ev.outcome == R.OK else None for ev in evs]

@@ -172,7 +172,7 @@ def test_search_across_two_hosts_recommends_and_its_exports_run(hosts, tmp_path,
     space = tmp_path / "space.yaml"
     space.write_text(SPACE)
     rc = main(["search", "--hosts", "th1:1,th2:1", "--ssh-config", hosts, "--space", str(space),
-               "--budget", "6m", "--seconds", "1", "--verify-rounds", "1", "--json",
+               "--budget", "6m", "--seconds", "1", "--verify-rounds", "1", "--max-verify-rounds", "1", "--json",
                "--workload", "mlp", "--quality-samples", "2048", "--quality-seeds", "2",
                "--results", str(tmp_path / "res")])
     captured = capsys.readouterr()

@@ -23,7 +23,7 @@ def search_argv(tmp: Path, name: str) -> list[str]:
     script = tmp / "steady.py"
     script.write_text(SCRIPT)
     return [sys.executable, "-m", "autotune", "search", "--budget", "60s", "--max-trials", "3",
-            "--verify-rounds", "1", "--results", str(tmp / name),
+            "--verify-rounds", "1", "--max-verify-rounds", "1", "--results", str(tmp / name),
             "--metric", r"throughput: ([0-9.]+)", "--", sys.executable, str(script)]
 
 

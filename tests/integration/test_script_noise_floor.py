@@ -33,7 +33,7 @@ def _search(tmp_path, capsys, body: str):
     space = tmp_path / "space.yaml"
     space.write_text(SPACE)
     rc = main(["search", "--budget", "4m", "--space", str(space), "--results", str(tmp_path),
-               "--max-trials", "3", "--verify-rounds", "1", "--quality-seeds", "3",
+               "--max-trials", "3", "--verify-rounds", "1", "--max-verify-rounds", "1", "--quality-seeds", "3",
                "--allow-concurrent", "--metric", r"throughput: ([0-9.]+)",
                "--accuracy", r"accuracy: ([0-9.]+)", "--", sys.executable, str(script)])
     out, err = capsys.readouterr()

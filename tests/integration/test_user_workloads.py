@@ -38,7 +38,7 @@ def space(tmp: Path, body: str) -> str:
 
 
 def search(tmp: Path, *argv: str, budget: str = "60s") -> tuple[int, str, str, float]:
-    return cli(tmp, "search", "--budget", budget, "--verify-rounds", "1", "--trial-timeout", "60",
+    return cli(tmp, "search", "--budget", budget, "--verify-rounds", "1", "--max-verify-rounds", "1", "--trial-timeout", "60",
                "--results", str(tmp / "results"), *argv)
 
 

@@ -82,6 +82,8 @@ CASES = {
     # other options
     "max_accuracy_drop_negative": (["--max-accuracy-drop", "-1"], "--max-accuracy-drop -1.0"),
     "verify_rounds_zero": (["--verify-rounds", "0"], "--verify-rounds 0: must be at least 1"),
+    "max_verify_rounds_below": (["--verify-rounds", "3", "--max-verify-rounds", "2"],
+                                "--max-verify-rounds 2: must be at least --verify-rounds (3)"),
     "seconds_zero": (["--seconds", "0"], "'0' must be greater than 0"),
     "trial_timeout_text": (["--trial-timeout", "soon"], "'soon' is not a number"),
     "idle_timeout_negative": (["--idle-timeout=-1"], "--idle-timeout: '-1' must be 0 or more"),

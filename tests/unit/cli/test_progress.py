@@ -121,3 +121,10 @@ def test_the_bar_is_only_for_a_person_at_a_terminal(monkeypatch):
     monkeypatch.setenv("TERM", "xterm-256color")
     monkeypatch.setattr(sys, "stdout", io.StringIO())         # > file
     assert not wanted(quiet=False, stream=_Tty())
+
+
+def test_a_round_past_the_asked_ones_says_why_it_runs():
+    from autotune.cli._progress import round_label
+    assert round_label({"round": 2, "rounds": 3, "max_rounds": 12}) == "2/3"
+    assert round_label({"round": 4, "rounds": 3, "max_rounds": 12}) == "4 (unsettled, up to 12)"
+    assert round_label({"round": 1, "rounds": 1}) == "1/1"
