@@ -133,7 +133,8 @@ def run_trial(config: Config, topology: Topology, settings: TrialSettings, *,
         from .remote import run_cluster_plan
         run = run_cluster_plan(plan)
         if plan.script:
-            return _yielded(run, mode, seed, *_script_measured(plan, run, settings))
+            run, measured, script = _script_measured(plan, run, settings)
+            return _yielded(run, mode, seed, measured, script)
     elif not plan.script:
         run = run_plan(plan, idle_s=settings.idle_s)
     else:
