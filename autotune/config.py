@@ -213,7 +213,10 @@ def changed_knobs(config: "Config | Mapping[str, Any]") -> dict[str, Any]:
     (a stored configuration) may name knobs this version no longer has: they are left out."""
     base = Config().to_dict()
     values = config.to_dict() if isinstance(config, Config) else config
-    return {k: v for k, v in values.items() if k in base and v != base[k]}
+    # oneCCL's knobs mean nothing to another backend (the search samples them regardless, and
+    # plan.placement.canonical counts such a launch as the one without them)
+    idle = CCL_KNOBS if values.get("backend", base["backend"]) != "ccl" else ()
+    return {k: v for k, v in values.items() if k in base and v != base[k] and k not in idle}
 
 
 def describe_changes(config: "Config | Mapping[str, Any]", *,

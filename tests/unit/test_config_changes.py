@@ -27,3 +27,12 @@ def test_progress_and_report_render_through_it_with_their_own_words_for_none():
     assert short(c) == _knobs(changed_knobs(c)) == describe_changes(c) == "allocator=jemalloc"
     assert short(Config()) == "default launch"
     assert _knobs({}) == "(the default launch)"
+
+
+def test_oneccls_knobs_show_only_with_the_ccl_backend():
+    # the search samples them with gloo too; there they mean nothing (placement.canonical agrees)
+    sampled = Config(nproc=2, ccl_workers=2, ccl_worker_affinity="dedicated")
+    assert describe_changes(sampled) == "nproc=2"
+    used = Config(nproc=2, backend="ccl", ccl_workers=2)
+    assert describe_changes(used) == "nproc=2 backend=ccl ccl_workers=2"
+    assert describe_changes(changed_knobs(used)) == describe_changes(used)
