@@ -86,10 +86,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--allow-concurrent", action="store_true",
                    help="run even if another search holds this machine (timings will suffer)")
     add_host_args(p)
-    out = p.add_mutually_exclusive_group()
-    out.add_argument("--quiet", action="store_true",
-                     help="print only the final summary (no per-trial lines, no live bar)")
-    out.add_argument("--json", action="store_true", help="print one JSON object at the end")
+    p.add_argument("--quiet", action="store_true",
+                   help="print only the final summary (no per-trial lines, no live bar)")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON object on stdout at the end; the progress stays on "
+                        "stderr (a long search is not silent), unless --quiet")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -101,10 +102,11 @@ def run(args: argparse.Namespace) -> int:
                         space=args.space, max_accuracy_drop=args.max_accuracy_drop,
                         quality_seeds=args.quality_seeds, quality_samples=args.quality_samples,
                         seed=args.seed, max_trials=args.max_trials,
-                        verify_rounds=args.verify_rounds, max_verify_rounds=args.max_verify_rounds, trial_timeout=args.trial_timeout,
+                        verify_rounds=args.verify_rounds, max_verify_rounds=args.max_verify_rounds,
+                        trial_timeout=args.trial_timeout,
                         allow_concurrent=args.allow_concurrent, idle_timeout=args.idle_timeout)
     label = check_workload_args(args)
-    progress = Progress(budget_s=req.budget_s, quiet=args.quiet or args.json, started=started)
+    progress = Progress(budget_s=req.budget_s, quiet=args.quiet, started=started)
     try:
         with progress:   # at a terminal, the live bar runs from the probe to the verdict
             cluster = cluster_from_args(args)
