@@ -299,6 +299,15 @@ def test_a_failing_rank_stops_the_others_and_sets_the_exit_code(tmp_path, capsys
     assert "rank 0: -15" in err and "rank 1: 3" in err
 
 
+def _launch_in_background(tmp_path: Path, db: Path, job: str) -> subprocess.Popen[str]:
+    """`autotune launch` of `job` on 2 ranks in its own process, its output piped back."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests")])}
+    return subprocess.Popen([sys.executable, "-m", "autotune", "launch", "--storage",
+                             f"sqlite:///{db}", "--nproc-per-node", "2", "--log-dir",
+                             str(tmp_path / "logs"), "--", sys.executable, job],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
 @pytest.mark.slow
 def test_ctrl_c_stops_every_rank_and_their_children(tmp_path):
     db = study_copy(tmp_path / "r")
@@ -308,11 +317,7 @@ def test_ctrl_c_stops_every_rank_and_their_children(tmp_path):
         print("child", child.pid, flush=True)
         time.sleep(600)
     """)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests")])}
-    proc = subprocess.Popen([sys.executable, "-m", "autotune", "launch", "--storage",
-                             f"sqlite:///{db}", "--nproc-per-node", "2", "--log-dir",
-                             str(tmp_path / "logs"), "--", sys.executable, job],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = _launch_in_background(tmp_path, db, job)
     children = []
     while len(children) < 2:
         line = proc.stdout.readline()
@@ -337,11 +342,7 @@ def test_ranks_end_when_launch_itself_is_killed(tmp_path):
         print("up", flush=True)
         time.sleep(600)
     """)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests")])}
-    proc = subprocess.Popen([sys.executable, "-m", "autotune", "launch", "--storage",
-                             f"sqlite:///{db}", "--nproc-per-node", "2", "--log-dir",
-                             str(tmp_path / "logs"), "--", sys.executable, job],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = _launch_in_background(tmp_path, db, job)
     for _ in range(2):
         assert "up" in proc.stdout.readline(), proc.stderr.read()
     ranks = [psutil.Process(c.pid) for c in psutil.Process(proc.pid).children()]
