@@ -100,15 +100,37 @@ def test_the_descent_changes_one_knob_and_follows_an_ordered_knob_that_pays_off(
 
     d = Descent(topology)
     first = d.propose(space, leader, measured, launchable)
-    assert first == {**leader, "global_batch": 64}      # the batch first, doubled
+    assert first == {**leader, "global_batch": 128}     # the batch first: a jump to its largest
     seen.append(first)
-    # it paid off (the caller's leader is now `first`): the batch goes on upwards
-    assert d.propose(space, first, measured, launchable) == {**leader, "global_batch": 128}
-    seen.append({**leader, "global_batch": 128})
-    # it did not pay off: the next knob in the order, around the same leader
+    # it paid off (the caller's leader is now `first`); nothing lies above it, so the next knob
     nxt = d.propose(space, first, measured, launchable)
     assert {k for k in nxt if nxt[k] != first[k]} <= {"nproc_per_node", "threads"}
     assert launchable(nxt) and not measured(nxt)
+    seen.append(nxt)
+    # the ranks paid off too (1 -> 2 per node): the line search goes on upwards along them
+    after = d.propose(space, nxt, measured, launchable)
+    assert after["nproc_per_node"] > nxt["nproc_per_node"]
+    assert {k for k in after if after[k] != nxt[k]} <= {"nproc_per_node", "threads"}
+
+
+def test_a_jump_that_did_not_pay_off_comes_back_by_doubling():
+    topology, space = _machine("xeon-2s-icx", ccl=True)
+    launchable = _launchable(space, topology)
+    leader = first_guess(space, topology, launchable)
+    seen = [leader]
+    d = Descent(topology)
+    jump = d.propose(space, leader, lambda p: p in seen, launchable)
+    assert jump["global_batch"] == 128
+    seen.append(jump)
+    # the leader stays (128 was slower, or rejected on quality): back down the same knob, by
+    # doubling the leader's batch, before the other knobs take their turn
+    back = d.propose(space, leader, lambda p: p in seen, launchable)
+    assert back["global_batch"] == 2 * leader["global_batch"]
+    assert {k for k in back if back[k] != leader[k]} <= {"global_batch", "threads"}
+    seen.append(back)
+    # that did not pay off either: the next knob
+    nxt = d.propose(space, leader, lambda p: p in seen, launchable)
+    assert nxt["global_batch"] == leader["global_batch"]
 
 
 def test_the_descent_ends_when_every_neighbour_is_measured_or_cannot_run(topo, space):
@@ -131,10 +153,11 @@ def test_the_search_measures_the_guess_right_after_the_references(tmp_path, topo
     search = [r for r in recs if r.role == SEARCH_ROLE]
     guess = space.to_config(first_guess(space, topo, _launchable(space, topo)))
     assert search[0].config == guess
-    # the descent: batch 64 (accepted within the noise), 128 (rejected: 0.96 points lost), then
-    # two ranks at 64, the best this Sim has within the accuracy rule, by the 6th launch
-    assert [r.config.global_batch for r in search[:4]] == [32, 64, 128, 64]
-    assert search[2].result.quality == "rejected" and search[3].config.nproc == 2
+    # the descent: a jump to batch 128 (rejected: 0.96 points lost), back to 64 (accepted within
+    # the noise), then two ranks at 64, the best this Sim has within the accuracy rule, by the
+    # 6th launch
+    assert [r.config.global_batch for r in search[:4]] == [32, 128, 64, 64]
+    assert search[1].result.quality == "rejected" and search[3].config.nproc == 2
     best = max((r for r in recs if r.result.quality == "accepted"), key=lambda r: r.throughput)
     assert best.throughput == pytest.approx(sim.speed(search[3].config))
     assert (best.config.precision, best.config.nproc, best.config.allocator) == (
