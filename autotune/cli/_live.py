@@ -22,7 +22,7 @@ PHASES = ("probe", "search", "verify", "quality check")
 
 
 def wanted(*, quiet: bool, stream: TextIO) -> bool:
-    """The bar only for a person at a terminal: not with --quiet/--json, not in CI (`CI` set,
+    """The bar only for a person at a terminal: not with --quiet, not in CI (`CI` set,
     as every CI service sets it), not on a terminal that cannot move its cursor (TERM=dumb: an
     editor's shell buffer), and only when both stdout and the progress stream are terminals, so
     `autotune search > log` and `2> log` keep today's plain lines."""

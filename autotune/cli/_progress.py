@@ -1,7 +1,8 @@
 """Progress of a long search on the terminal: elapsed against budget, trials done and failed,
 best so far against the default launch, and what is running now. Written to stderr so that
 stdout stays clean for `--json`. At a terminal the same lines scroll above a live bar
-(_live.py); anywhere else (a pipe, a file, CI, --quiet) they are the only output, unchanged."""
+(_live.py); anywhere else (a pipe, a file, CI) they are the only output, unchanged. --quiet keeps
+only the warnings (`warn`), at a terminal too."""
 from __future__ import annotations
 
 import sys

@@ -10,8 +10,8 @@ with one `--storage postgresql://...` share the study: each configuration runs o
 and the last to finish verifies and writes the recommendation for all.
 
 Progress goes to stderr: at a terminal, a live bar (budget and ETA, phase, trial number, best so
-far against the default launch, what runs now) under the per-trial lines; piped, in CI (CI set)
-or with --quiet, the per-trial lines alone.
+far against the default launch, what runs now) under the per-trial lines; piped or in CI (CI
+set), the per-trial lines alone; with --quiet, only warnings and the final summary.
 
 examples:
   autotune search --budget 30m

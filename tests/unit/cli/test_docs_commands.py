@@ -1,7 +1,9 @@
 """Every `autotune ...` command shown in a code block of README.md or docs/*.md parses: its
 subcommand exists and the CLI's own argparse parser accepts every flag and value, spelt out in
 full (argparse would also take an abbreviation, which a reader then copies). Nothing runs: the
-commands are only parsed, and each subcommand's `--help` is read through `main()`.
+commands are only parsed, and each subcommand's `--help` is read through `main()`. A command in
+running text (a code span such as `autotune run --sysfs-root DIR --dry-run`) holds placeholders,
+so it is not parsed, but its subcommand must exist and its flags be in that `--help`.
 
 A subcommand that another branch is adding may be shown before it lands; it is listed in
 NOT_YET_BUILT, and its commands are checked in full as soon as the CLI has it.
@@ -132,6 +134,46 @@ def test_each_flag_shown_is_in_the_subcommands_help(subcommand):
     shown = {flag for _, argv in COMMANDS if argv[:1] == [subcommand] for flag in _own_flags(argv)}
     missing = sorted(f for f in shown if not re.search(rf"(?<![\w-]){re.escape(f)}(?![\w-])", text))
     assert not missing, f"autotune {subcommand} --help does not know {missing}"
+
+
+# A command in running text, e.g. `autotune run --sysfs-root DIR --dry-run` or the README's table
+# row `autotune probe [--json] [--capture DIR]`: the span starts with the command (an error
+# message that merely mentions `autotune search` in troubleshooting.md does not).
+INLINE = re.compile(r"`((?:python3? -m |\S*/)?autotune [a-z][^`\n]*)`")
+
+
+def inline_commands() -> list[tuple[str, list[str]]]:
+    """(where, words after `autotune`) for every command in a code span outside code blocks.
+    Placeholders (`DIR`, `KNOB=V`, `...`) stay words; `[--json]` loses its brackets."""
+    found = []
+    for doc in DOCS:
+        text = FENCE.sub(lambda m: "\n" * m.group(0).count("\n"), doc.read_text())
+        for m in INLINE.finditer(text):
+            words = m.group(1).replace("[", " ").replace("]", " ").split()
+            at = next(i for i, w in enumerate(words) if w == "autotune" or w.endswith("/autotune"))
+            line = text.count("\n", 0, m.start()) + 1
+            found.append((f"{doc.relative_to(REPO)}:{line}", words[at + 1:]))
+    return found
+
+
+INLINE_COMMANDS = inline_commands()
+
+
+def test_the_running_text_s_commands_are_found():
+    assert len(INLINE_COMMANDS) >= 30, INLINE_COMMANDS
+    readme = {argv[0] for where, argv in INLINE_COMMANDS if where.startswith("README.md")}
+    assert {"probe", "run", "search", "export", "launch", "compare", "verify"} <= readme
+
+
+@pytest.mark.parametrize("where,argv", INLINE_COMMANDS, ids=[w for w, _ in INLINE_COMMANDS])
+def test_a_command_in_running_text_names_a_subcommand_and_its_flags(where, argv):
+    """Commands in running text hold placeholders, so they are not parsed; their subcommand must
+    exist and each flag must be one its `--help` lists."""
+    assert argv[0] in SUBCOMMANDS, f"{where}: `autotune {argv[0]}` is not a subcommand"
+    text = _help(argv[0])
+    missing = [f for f in _own_flags(argv)
+               if not re.search(rf"(?<![\w-]){re.escape(f)}(?![\w-])", text)]
+    assert not missing, f"{where}: autotune {argv[0]} --help does not know {missing}"
 
 
 # Pages other branches are writing (issues 25 and 27); README links them already.

@@ -111,7 +111,7 @@ def test_the_bar_is_only_for_a_person_at_a_terminal(monkeypatch):
     monkeypatch.setenv("TERM", "xterm-256color")
     monkeypatch.setattr(sys, "stdout", _Tty())
     assert wanted(quiet=False, stream=_Tty())
-    assert not wanted(quiet=True, stream=_Tty())              # --quiet, --json
+    assert not wanted(quiet=True, stream=_Tty())              # --quiet
     assert not wanted(quiet=False, stream=io.StringIO())      # 2> file
     monkeypatch.setenv("CI", "true")
     assert not wanted(quiet=False, stream=_Tty())             # CI
