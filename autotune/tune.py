@@ -72,6 +72,8 @@ class SearchRequest:
     trial_timeout: float | None = None
     allow_concurrent: bool = False
     idle_timeout: float = IDLE_DEADLINE_S       # see run/idle.py
+    guide: str = "descent"                      # search/guide.py (GUIDES)
+    early_stop: bool = True                     # built-in workloads only: measure/early_stop.py
 
     def __post_init__(self) -> None:
         if not math.isfinite(self.max_accuracy_drop) or self.max_accuracy_drop < 0:
@@ -369,7 +371,10 @@ def _options(req: SearchRequest, job: _Job) -> SearchOptions:
                          overridden=held_from_scan(job.scan),
                          batchnorm=job.batchnorm,
                          quality_seeds=tuple(range(req.quality_seeds)),
-                         quality_samples=job.settings.accuracy_samples)
+                         quality_samples=job.settings.accuracy_samples,
+                         guide=req.guide,
+                         # a script times itself: there are no windows to judge it by
+                         early_stop=req.early_stop and req.script is None)
 
 
 def _recommend(study: Any, result: SearchResult, evaluate: Evaluate, req: SearchRequest,

@@ -138,9 +138,11 @@ class Landscape:
     def evaluator(self, clock: "SimClock"):
         """An `Evaluate` answering from the table; each answer advances `clock` by what the real
         trial cost. A configuration not recorded (partial landscape) answers `unavailable` at no
-        cost, so a replay of an incomplete table still runs (and says how much is missing)."""
-        def evaluate(config: Config, mode: str, *, seed: int = 0,
-                     samples: int | None = None) -> TrialResult:
+        cost, so a replay of an incomplete table still runs (and says how much is missing).
+        A row is a whole trial: the leader a search races (`leader`) is not acted on here;
+        search_efficiency.early_stopping models the windows and acts on it."""
+        def evaluate(config: Config, mode: str, *, seed: int = 0, samples: int | None = None,
+                     leader: float | None = None) -> TrialResult:
             if mode == "accuracy":   # one recorded accuracy per math: every seed gives it
                 a = self.accuracy.get(math_key(config)) or {"outcome": R.UNAVAILABLE}
                 clock.t += float(a.get("seconds") or 0.0)

@@ -106,34 +106,34 @@ def warm_start_params(space, topology) -> list[dict[str, Any]]:
     return out
 
 
-def early_stopping(land: Landscape, clock: SimClock, max_drop: float, seed: int,
+def early_stopping(land: Landscape, clock: SimClock, seed: int,
                    rule: StopRule = StopRule(), windows: int = 5, window_cv: float = 0.03):
     """The landscape's evaluator with losing trials ended early (autotune.measure.early_stop):
     the timed window is `windows` windows whose throughputs scatter by `window_cv` around the
     recorded one (the recorded landscape's median step CV is 8%, over ~20 steps a window); a trial
     stopped after k windows costs (windows - k) / windows of its timed window less, and returns
-    the mean of its k windows with the decision as its reason. The leader is the best throughput
-    returned so far within the accuracy rule (the search's leader once quality is measured)."""
+    the mean of its k windows with the decision as `stopped_early`, as the worker does. The leader
+    is the one the search gives each sampled trial (`leader=`: SearchOptions.early_stop), as in a
+    real search; the references get none and run whole."""
     base = land.evaluator(clock)
     rng = random.Random(seed)
     window_s = float(land.data.get("target_seconds") or 5.0) * land.data.get("trial_scale", 1.0)
-    best = [0.0]
 
-    def evaluate(config: Config, mode: str, **kw: Any) -> R.TrialResult:
+    def evaluate(config: Config, mode: str, *, leader: float | None = None,
+                 **kw: Any) -> R.TrialResult:
         ev = base(config, mode, **kw)
-        if mode != "throughput" or ev.outcome != R.OK or not ev.throughput:
+        if mode != "throughput" or ev.outcome != R.OK or not ev.throughput or not leader:
             return ev
         seen: list[float] = []
         for _ in range(windows):
             seen.append(ev.throughput * (1 + rng.gauss(0.0, window_cv)))
-            decision = losing(seen, best[0], rule)
+            decision = losing(seen, leader, rule)
             if decision.stop:
                 saved = (windows - len(seen)) / windows * window_s
                 clock.t -= saved
                 return dataclasses.replace(ev, throughput=statistics.fmean(seen),
-                                           seconds=ev.seconds - saved, reason=decision.reason)
-        if land.feasible_within(config, max_drop):
-            best[0] = max(best[0], ev.throughput)
+                                           seconds=ev.seconds - saved,
+                                           stopped_early=decision.reason)
         return ev
     return evaluate
 
@@ -149,13 +149,13 @@ def run_autotune(land: Landscape, seed: int, oracle: float, max_drop: float,
                  early_stop: bool = False) -> dict[str, Any]:
     space, topology = land.space(), land.topology()
     clock = SimClock()
-    evaluate = (early_stopping(land, clock, max_drop, seed) if early_stop
+    evaluate = (early_stopping(land, clock, seed) if early_stop
                 else land.evaluator(clock))
     trace = _Trace(land, oracle, max_drop, clock)
     study = open_study(optuna.storages.InMemoryStorage(), f"replay-{seed}",
                        sampler=make_sampler(seed, sampler))
     variant = {**({} if startup_draws is None else {"startup_draws": startup_draws}),
-               **({} if guide is None else {"guide": guide})}
+               **({} if guide is None else {"guide": guide}), "early_stop": early_stop}
 
     def on_event(kind: str, **info: Any) -> None:
         if kind == "trial_end":

@@ -163,6 +163,8 @@ class Progress:
                 self._warn_busy(res.outside_share)
             elif res.outside_share is None and busy(res.cpu_share):
                 what += f" [busy: cpu_share {res.cpu_share:.2f}, re-measured if a candidate]"
+            if res.stopped_early:
+                what += f" [{res.stopped_early}]"
             if res.note:
                 what += f"\n{'':>13}    note: {res.note}"
             if not rec.feasible:

@@ -34,6 +34,7 @@ import sys
 import time
 
 from ..search.budget import parse_budget
+from ..search.options import GUIDES
 from ..study.storage import redact
 from ..tune import SearchRequest, search
 from ._common import (ACCURACY_HELP, accuracy_pattern, add_storage_arg, add_workload_args,
@@ -81,6 +82,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-verify-rounds", type=int_at_least(1), metavar="N",
                    help="stop verifying after N rounds even when the speedup is unsettled "
                         "(default: 4x --verify-rounds; N = --verify-rounds gives exactly that many)")
+    p.add_argument("--guide", choices=GUIDES, default="descent",
+                   help="what proposes trials before the sampler's model: 'descent' measures "
+                        "the launch the hardware points to right after the two references, then "
+                        "changes one knob at a time around the fastest so far; 'guess' only the "
+                        "first; 'none' starts from random draws (default: descent; "
+                        "docs/search-at-scale.md compares them)")
+    p.add_argument("--no-early-stop", dest="early_stop", action="store_false",
+                   help="run every trial's whole timed window; by default a built-in workload's "
+                        "trial that is clearly below 95%% of the leader after 2 of its windows, "
+                        "beyond the noise, stops there and is recorded as stopped early (never "
+                        "recommended). Scripts time themselves and always run whole")
     p.add_argument("--trial-timeout", type=positive_float, metavar="S",
                    help="kill a trial after this long (default: 4x the first trial, at least 30s)")
     p.add_argument("--allow-concurrent", action="store_true",
@@ -104,7 +116,8 @@ def run(args: argparse.Namespace) -> int:
                         seed=args.seed, max_trials=args.max_trials,
                         verify_rounds=args.verify_rounds, max_verify_rounds=args.max_verify_rounds,
                         trial_timeout=args.trial_timeout,
-                        allow_concurrent=args.allow_concurrent, idle_timeout=args.idle_timeout)
+                        allow_concurrent=args.allow_concurrent, idle_timeout=args.idle_timeout,
+                        guide=args.guide, early_stop=args.early_stop)
     label = check_workload_args(args)
     progress = Progress(budget_s=req.budget_s, quiet=args.quiet, started=started)
     try:

@@ -89,7 +89,8 @@ def aggregate(rank_results: Sequence[dict[str, Any]], launched_at: float) -> "Tr
         timed_share=r0["window_seconds"] / wall if wall else None,
         peak_rss_mb=tuple(round(b / 2**20) if b else None for b in rss),
         accuracy=r0.get("accuracy"), cpu_share=_cpu_share(r0),
-        curve=tuple((int(n), float(q)) for n, q in (r0.get("curve") or ())), gns=r0.get("gns"))
+        curve=tuple((int(n), float(q)) for n, q in (r0.get("curve") or ())), gns=r0.get("gns"),
+        stopped_early=r0.get("stopped_early"))
 
 
 # Below this share of its threads' CPU time, rank 0 waited for cores something else was using:

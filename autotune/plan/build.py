@@ -48,7 +48,8 @@ def build_plan(config: Config, topology: Topology, *, workload: str = DEFAULT_WO
                trial_id: str = "trial", program: tuple[str, ...] | None = None,
                script: bool = False, seed: int = 0,
                reference_batch: int = REFERENCE_GLOBAL_BATCH,
-               local_rank_arg: str | None = None) -> LaunchPlan:
+               local_rank_arg: str | None = None,
+               leader_throughput: float | None = None) -> LaunchPlan:
     """The complete launch of one trial. Raises ConfigError when the config cannot work here.
 
     `program` replaces the timed worker (`python -m autotune.worker --request ...`) by another
@@ -78,7 +79,8 @@ def build_plan(config: Config, topology: Topology, *, workload: str = DEFAULT_WO
     request = WorkerRequest(workload=workload, config=config.to_dict(), ranks=expects,
                             mode=mode, warmup_steps=warmup_steps, target_seconds=target_seconds,
                             accuracy_samples=accuracy_samples, workload_args=workload_args or {},
-                            seed=seed, reference_batch=reference_batch)
+                            seed=seed, reference_batch=reference_batch,
+                            leader_throughput=leader_throughput if mode == "throughput" else None)
     return LaunchPlan(ranks=ranks, request_path=launch.request_path, request=request,
                       timeout_s=timeout_s, grace_s=grace_s, master_port=master_port,
                       workdir=workdir, env_delta=_shown_env(launch, ranks), script=script)

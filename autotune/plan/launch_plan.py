@@ -65,6 +65,9 @@ class WorkerRequest:
     gns_probes: int = 4                 # steps of the gradient noise probe after a quality run
     seed: int = 0
     workload_args: dict[str, Any] = field(default_factory=dict)
+    # The throughput (samples/s) of the search's leader: a speed run whose first windows are
+    # clearly below it stops early (measure/early_stop.py); None: the whole window always runs.
+    leader_throughput: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)

@@ -117,8 +117,9 @@ class Recommendation:
 def pick_candidates(records: list[Record], n: int = 3) -> list[Record]:
     """The n fastest feasible configurations (accuracy within tolerance), excluding the default
     launch; the run_cpu heuristic joins when it is feasible, to report the speedup over it."""
+    # a trial stopped early was losing by construction: an estimate, never a candidate
     ok = [r for r in records if r.feasible and r.throughput and r.role != DEFAULT_ROLE
-          and r.config != Config()]
+          and r.config != Config() and not r.result.stopped_early]
     ok.sort(key=lambda r: r.throughput, reverse=True)
     top, seen = [], set()
     for r in ok:

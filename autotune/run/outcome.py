@@ -82,6 +82,9 @@ class TrialResult:
     startup_s: float | None = None           # launch -> first training step, slowest rank
     timed_share: float | None = None         # timed window / wall time
     timed_steps: int | None = None           # steps in the timed window
+    # Why the timed window ended before its length: the run was clearly losing to the leader
+    # (measure/early_stop.py). Its throughput is an estimate from fewer windows; it never leads.
+    stopped_early: str | None = None
     peak_rss_mb: tuple[int | None, ...] = ()  # by rank
     # A quality ("accuracy") run
     seed: int | None = None                  # its seed

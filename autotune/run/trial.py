@@ -63,6 +63,9 @@ class TrialSettings:
     # A rank idle this long after another exited cleanly is stuck in teardown and ended
     # (run/idle.py); 0: never.
     idle_s: float = IDLE_DEADLINE_S
+    # Per trial (the live evaluator sets it): the leader a built-in speed run races; a run
+    # clearly below it ends its window early (measure/early_stop.py). None: never.
+    leader_throughput: float | None = None
 
 
 def plan_trial(config: Config, topology: Topology, settings: TrialSettings, *,
@@ -83,7 +86,8 @@ def plan_trial(config: Config, topology: Topology, settings: TrialSettings, *,
             timeout_s=settings.timeout_s, grace_s=settings.grace_s, workload=settings.workload,
             workload_args=settings.workload_args, mode=mode,
             target_seconds=settings.target_seconds, warmup_steps=settings.warmup_steps,
-            accuracy_samples=settings.accuracy_samples, seed=seed)
+            accuracy_samples=settings.accuracy_samples, seed=seed,
+            leader_throughput=settings.leader_throughput)
     plan = build_plan(config, topology, workload=settings.workload, program=program,
                       script=program is not None,
                       workload_args=settings.workload_args, workdir=workdir,
@@ -92,7 +96,8 @@ def plan_trial(config: Config, topology: Topology, settings: TrialSettings, *,
                       timeout_s=settings.timeout_s, grace_s=settings.grace_s, mode=mode,
                       target_seconds=settings.target_seconds, warmup_steps=settings.warmup_steps,
                       accuracy_samples=settings.accuracy_samples, trial_id=trial_id, seed=seed,
-                      local_rank_arg=settings.local_rank_arg)
+                      local_rank_arg=settings.local_rank_arg,
+                      leader_throughput=settings.leader_throughput)
     if not plan.script:
         return plan
     # A script reads its seed from the environment when its command has no {seed}.
@@ -237,8 +242,8 @@ def live_evaluator(topology: Topology, settings: TrialSettings, *,
     speed: dict[str, float] = {}  # config key -> measured samples/s, to size accuracy timeouts
     script_accuracy: dict[str, float | None] = {}
 
-    def evaluate(config: Config, mode: str, *, seed: int = 0,
-                 samples: int | None = None) -> TrialResult:
+    def evaluate(config: Config, mode: str, *, seed: int = 0, samples: int | None = None,
+                 leader: float | None = None) -> TrialResult:
         if mode == "accuracy" and settings.command:
             # A script is not rerun for accuracy: what it reported alongside its speed stands.
             return TrialResult(outcome=R.OK, accuracy=script_accuracy.get(config.key()))
@@ -249,7 +254,8 @@ def live_evaluator(topology: Topology, settings: TrialSettings, *,
             timeout = 60.0 + 3.0 * (samples or settings.accuracy_samples) / speed[config.key()]
         timeout = max(5.0, min(timeout, time_left()))
         run_settings = replace(settings, timeout_s=timeout,
-                               accuracy_samples=samples or settings.accuracy_samples)
+                               accuracy_samples=samples or settings.accuracy_samples,
+                               leader_throughput=None if settings.command else leader)
         out = run_trial(config, topology, run_settings, mode=mode, seed=seed)
         if settings.command:
             script_accuracy[config.key()] = out.accuracy if out.ok else None

@@ -130,6 +130,13 @@ class _Search:
             self.known[self.key(rec.config)] = rec
         return state, rec, trial
 
+    def race_leader(self) -> float:
+        """What a sampled trial must be able to reach: the fastest whole measurement whose
+        quality is accepted (0: none yet, nothing to race)."""
+        return max((r.throughput for r in self.known.values() if r.feasible and r.throughput
+                    and r.result.quality == ACCEPTED and not r.result.stopped_early),
+                   default=0.0)
+
     def leader(self) -> float:
         return max((r.throughput for r in self.known.values() if r.feasible and r.throughput),
                    default=0.0)
@@ -185,8 +192,11 @@ class _Search:
     def _measure(self, config: Config, role: str, trial) -> TrialResult:
         """One timed run (twice when other processes took its cores and time allows)."""
         self.on_event("trial_start", config=config, role=role, number=len(self.known))
+        # a sampled trial races the leader and may end its window early (measure/early_stop.py);
+        # the references always run theirs: verification and the export compare with them
+        lead = self.race_leader() if role == SEARCH_ROLE and self.options.early_stop else 0.0
         try:
-            ev = self.evaluate(config, "throughput")
+            ev = self.evaluate(config, "throughput", **({"leader": lead} if lead else {}))
         except KeyboardInterrupt:
             if trial is not None:  # keep the study honest: this one did not finish
                 stopped = TrialResult(outcome=R.INTERRUPTED,
@@ -196,7 +206,7 @@ class _Search:
         self.measured += 1
         if ev.outcome == R.OK and disturbed(ev.outside_share) and self.left() >= 1.2 * ev.seconds:
             ev = self.remeasure(config, ev)
-        if ev.outcome == R.OK:
+        if ev.outcome == R.OK and not ev.stopped_early:   # a whole trial's length, for the reserve
             self.durations.append(ev.seconds)
         return ev
 
@@ -388,7 +398,8 @@ class _Search:
         while True:
             recs = [self._refreshed(r) for r in self.known.values()]
             ranked = sorted((r for r in recs if r.outcome == R.OK and r.throughput
-                             and r.result.quality in (ACCEPTED, PENDING)),
+                             and r.result.quality in (ACCEPTED, PENDING)
+                             and not r.result.stopped_early),
                             key=lambda r: r.throughput, reverse=True)[:top]
             pending = [r for r in ranked if r.result.quality == PENDING]
             todo = next((r for r in pending

@@ -42,10 +42,12 @@ class SearchOptions:
     # What proposes trials before the sampler's model does (autotune/search/guide.py): "descent"
     # (the hardware's first guess, then coordinate descent around the leader), "guess" (only the
     # first guess) or "none" (the start-up draws straight away). docs/search-at-scale.md has the
-    # comparison on the simulated machines. "descent" won there, but real searches keep "none"
-    # until the real-process suite has run with it (one script-mode search under load ran only
-    # 3 of its 5 trials with it); benchmarks pass guide= explicitly.
-    guide: str = "none"
+    # comparison on the simulated machines, where "descent" won; `autotune search --guide`.
+    guide: str = "descent"
+    # A sampled trial clearly losing to the leader after its first timed windows ends early
+    # (measure/early_stop.py). Needs an evaluator that takes `leader=` (run.trial's live one);
+    # `autotune search` turns it on for built-in workloads, whose worker times windows.
+    early_stop: bool = False
     max_trials: int | None = None
     # Script mode: accuracy is whatever the script reported with its speed (maybe nothing); it
     # constrains only when both the trial and the default launch reported one.

@@ -18,6 +18,7 @@ import torch
 import torch.distributed as dist
 
 from ..config import REFERENCE_GLOBAL_BATCH
+from ..measure.early_stop import losing
 from ..quality.math_class import lr_at, lr_scale, split_batch
 from ..plan.launch_plan import EXIT_BACKEND_UNAVAILABLE, EXIT_WORKLOAD_ERROR, WorkerRequest
 from ..run.outcome import OK, UNAVAILABLE, WORKLOAD_ERROR
@@ -229,7 +230,9 @@ def _timed_window(run: _Trainer, index: int, chunk: int) -> tuple[int, Any]:
     load0, cpu0 = os.getloadavg()[0], time.process_time()
     t0, res["timed_start_at"] = time.perf_counter(), time.time()
     loss, done, n_steps = None, False, 0
+    race = _Race(req.leader_throughput, run.global_batch) if run.rank == 0 else None
     while not done:
+        race_t0, race_n = time.perf_counter(), n_steps
         for _ in range(chunk):
             t = time.perf_counter()
             loss = run.step(index)
@@ -243,7 +246,9 @@ def _timed_window(run: _Trainer, index: int, chunk: int) -> tuple[int, Any]:
                 res["curve"].append([index * run.global_batch, q])
         if run.quality:
             break
-        done = _window_done(run, n_steps, time.perf_counter() - t0)
+        if race is not None:
+            race.lap(n_steps - race_n, time.perf_counter() - race_t0)
+        done = _window_done(run, n_steps, time.perf_counter() - t0, race)
         chunk = min(chunk, req.max_steps - n_steps) or 1
     dist.barrier()
     window, res["timed_end_at"] = time.perf_counter() - t0, time.time()
@@ -255,12 +260,37 @@ def _timed_window(run: _Trainer, index: int, chunk: int) -> tuple[int, Any]:
     return index, loss
 
 
-def _window_done(run: _Trainer, n_steps: int, elapsed: float) -> bool:
-    """Rank 0's decision, broadcast: all ranks must run the same number of DDP steps."""
+class _Race:
+    """Rank 0's view of a speed run against the search's leader: each chunk of the timed window
+    is one window of the early-stopping rule (measure/early_stop.py)."""
+
+    def __init__(self, leader: float | None, global_batch: int) -> None:
+        self.leader, self.global_batch = leader, global_batch
+        self.windows: list[float] = []
+
+    def lap(self, steps: int, seconds: float) -> None:
+        if steps > 0 and seconds > 0:
+            self.windows.append(steps * self.global_batch / seconds)
+
+    def losing(self) -> str | None:
+        """Why this run stops now (None: it goes on)."""
+        if not self.leader:
+            return None
+        decision = losing(self.windows, self.leader)
+        return decision.reason if decision.stop else None
+
+
+def _window_done(run: _Trainer, n_steps: int, elapsed: float, race: _Race | None) -> bool:
+    """Rank 0's decision, broadcast: all ranks must run the same number of DDP steps. A run
+    clearly losing to the leader ends here too, and rank 0's report says why."""
     req = run.req
     done = n_steps >= req.max_steps or (elapsed >= req.target_seconds
                                         and n_steps >= req.min_steps)
-    flag = torch.tensor([1 if done else 0], dtype=torch.int64, device=run.comm)
+    why = race.losing() if race is not None and not done else None
+    if why is not None:
+        run.res["stopped_early"] = why
+        _say(run.rank, why)
+    flag = torch.tensor([1 if done or why else 0], dtype=torch.int64, device=run.comm)
     dist.broadcast(flag, src=0)
     return bool(flag.item())
 

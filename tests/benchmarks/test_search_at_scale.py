@@ -106,13 +106,14 @@ def test_the_replay_ends_losing_trials_early_and_saves_simulated_time():
     slow = Config()   # one unbound rank with torch's threads: far below the best here
     assert land.rows[slow.key()]["throughput"] < 0.8 * oracle
     clock = SimClock()
-    evaluate = early_stopping(land, clock, 1.0, seed=0)
-    first = evaluate(slow, "throughput")         # no leader yet: runs its whole window
-    assert first.seconds == pytest.approx(land.rows[slow.key()]["seconds"]) and not first.reason
-    evaluate(best, "throughput")                 # the leader
+    evaluate = early_stopping(land, clock, seed=0)
+    first = evaluate(slow, "throughput")         # no leader given (a reference): whole window
+    assert first.seconds == pytest.approx(land.rows[slow.key()]["seconds"])
+    assert not first.stopped_early
+    lead = evaluate(best, "throughput", leader=land.rows[slow.key()]["throughput"]).throughput
     t0 = clock.t
-    again = evaluate(slow, "throughput")         # now behind a leader: ends after 2 windows
-    assert again.reason.startswith("stopped early after 2 windows")
+    again = evaluate(slow, "throughput", leader=lead)   # behind the leader: ends after 2 windows
+    assert again.stopped_early.startswith("stopped early after 2 windows")
     full = land.rows[slow.key()]["seconds"]
     assert again.seconds == pytest.approx(full - 3 / 5 * 5.0)   # 3 of 5 one-second windows saved
     assert clock.t - t0 == pytest.approx(again.seconds)

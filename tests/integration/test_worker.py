@@ -204,3 +204,24 @@ def test_user_entry_point_with_eval_fn(tmp_path):
     assert codes == [0, 0], logs
     assert [r["accuracy"] for r in results] == [0.5, 0.5]
     assert results[0]["workload"] == "my_train:build" and results[0]["timed_steps"] == 10
+
+
+@pytest.mark.parametrize("leader,stops", [(1e9, True), (1.0, False)])
+def test_a_speed_run_clearly_below_the_leader_ends_its_window_early(tmp_path, leader, stops):
+    # Two ranks: rank 0 decides, and both must stop after the same step (a DDP step apart, they
+    # would wait for ever in each other's collectives).
+    req = _request(2, cpus=lambda r: (r,), target_seconds=3.0, leader_throughput=leader)
+    codes, results, logs = launch(tmp_path, req, env={"OMP_NUM_THREADS": "1"},
+                                  prefix=lambda r: ["taskset", "-c", str(r)])
+    _check_ok(codes, results, logs, req)
+    r0 = results[0]
+    if stops:
+        # about a tenth of the window per judged window, two of them at least
+        assert r0["stopped_early"].startswith("stopped early after 2 windows")
+        assert "below 95% of the leader's 1000000000.0/s" in r0["stopped_early"]
+        assert r0["window_seconds"] < 0.6 * req.target_seconds
+        assert "stopped early" in logs[0]
+    else:
+        assert r0.get("stopped_early") is None
+        assert r0["window_seconds"] >= req.target_seconds
+    assert results[1]["timed_steps"] == r0["timed_steps"]

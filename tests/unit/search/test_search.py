@@ -404,3 +404,52 @@ def test_a_search_warns_once_at_its_first_trial_when_the_budget_is_too_short(tmp
                options=SearchOptions(budget_s=1800, min_trial_s=10, patience=100),
                on_event=lambda kind, **info: events.append((kind, info)))
     assert not [1 for kind, _ in events if kind == "warn"]
+
+
+class Racing(Sim):
+    """Sim whose speed runs end early, as the worker's would, when clearly below 95% of the
+    leader they were given; it records what each run was given."""
+
+    def __init__(self):
+        super().__init__()
+        self.leaders: list[tuple[Config, float | None]] = []
+
+    def __call__(self, c, mode, seed=0, samples=None, leader=None):
+        if mode == "throughput":
+            self.leaders.append((c, leader))
+        res = super().__call__(c, mode, seed=seed, samples=samples)
+        if mode == "throughput" and leader and res.throughput < 0.95 * leader:
+            self.t -= 0.6 * self.trial_s     # two of five windows run
+            return dataclasses.replace(res, seconds=0.4 * self.trial_s,
+                                       stopped_early=f"stopped early after 2 windows: below 95% "
+                                                     f"of the leader's {leader:.1f}/s")
+        return res
+
+
+def test_sampled_trials_race_the_accepted_leader_and_a_stopped_one_is_never_a_candidate(
+        tmp_path, topo, space):
+    sim = Racing()
+    res = run_search(new_study(tmp_path), space=space, topology=topo, evaluate=sim, clock=sim,
+                     options=SearchOptions(budget_s=10**6, min_trial_s=10, max_trials=12,
+                                           patience=100, early_stop=True, max_accuracy_drop=0.1))
+    given = dict((c.key(), lead) for c, lead in sim.leaders)
+    # the references always run whole: verification and the export compare with them
+    assert given[res.default.config.key()] is None and given[res.run_cpu.config.key()] is None
+    # each sampled run races the fastest whole measurement accepted on quality before it
+    whole = []
+    for c, lead in sim.leaders:
+        rec = next(r for r in res.records if r.config.key() == c.key())
+        if rec.role not in (DEFAULT_ROLE, RUN_CPU_ROLE):
+            assert lead == pytest.approx(max(whole))
+        if not rec.result.stopped_early and rec.result.quality == "accepted":
+            whole.append(rec.throughput)
+    stopped = [r for r in res.records if r.result.stopped_early]
+    assert stopped, "nothing lost clearly enough in this Sim"
+    assert all(r.throughput < 0.95 * max(whole) for r in stopped)
+    assert not set(map(id, stopped)) & set(map(id, pick_candidates(res.records)))
+    # off: nobody races
+    sim = Racing()
+    run_search(new_study(tmp_path, "off"), space=space, topology=topo, evaluate=sim, clock=sim,
+               options=SearchOptions(budget_s=10**6, min_trial_s=10, max_trials=12,
+                                     patience=100, max_accuracy_drop=0.1))
+    assert {lead for _, lead in sim.leaders} == {None}

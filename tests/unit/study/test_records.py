@@ -24,7 +24,7 @@ STORED_KEYS = {
     "seed", "curve", "gns", "metric_source", "metric_note", "metric_shown", "observed", "unacted",
     "overridden", "math_class", "quality", "quality_sd", "quality_n", "quality_verdict",
     "reused_from", "note", "own_share", "outside_share", "median_throughput", "window_s",
-    "samples"}
+    "samples", "stopped_early"}
 
 # No field at its default: a field added to TrialResult must be given a value here.
 FULL = TrialResult(
@@ -32,6 +32,7 @@ FULL = TrialResult(
     mode="throughput", cpu_share=0.93, own_share=0.46, outside_share=0.38, log_tail="last lines", step_median_s=0.031,
     step_iqr_s=0.002, throughput_iqr=4.5, median_throughput=121.0, window_s=5.2, samples=640,
     startup_s=2.1, timed_share=0.6, timed_steps=120,
+    stopped_early="stopped early after 2 windows: at most 80.0/s, below 95% of the leader's 120.0/s",
     peak_rss_mb=(512, None), seed=1, curve=((1024, 0.5), (2048, 0.75)),
     gns={"small": [1.0, 2.0], "big": [0.5]}, metric_source="pattern", metric_shown="0.52 s/step",
     observed=({"rank": 0, "busy_threads": 2, "num_threads": 9, "affinity": "0-1",
