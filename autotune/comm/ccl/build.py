@@ -144,20 +144,40 @@ def build(*, log=print) -> Path:
             raise CclUnavailable(f"ccl: compiling the backend failed ({' | '.join(tail)}); "
                                  f"full log: {folder / 'build.log'}")
         os.replace(partial, target)   # atomic: a reader never loads a half-written module
+        (folder / RUNTIME_MARK).write_text(str(runtime_dir()))
     prune_stale(folder)
     return target
 
 
+# In each build folder: the oneCCL runtime it was linked to (its virtualenv's).
+RUNTIME_MARK = "runtime"
+
+
 def prune_stale(keep: Path) -> list[Path]:
-    """Remove the builds of this torch for older sources or runtimes (about 3 MB each; every
-    autotune update that changes backend.cpp left one behind). Builds for other torch versions
-    stay: another virtualenv may use them. A process that loaded a removed module keeps it."""
+    """Remove the builds of this torch for older sources of the same runtime, or for a runtime
+    that is gone (about 0.5 MB each; every autotune update that changes backend.cpp left one
+    behind). Builds for other torch versions, or for the same torch in another virtualenv (a
+    fresh clone's set-up beside this one: its runtime is elsewhere), stay: they are in use. A
+    build without the mark (older than it) is not known to be stale and stays. A process that
+    loaded a removed module keeps it."""
     prefix = keep.name.rsplit("-", 1)[0] + "-"
-    gone = [d for d in keep.parent.iterdir()
-            if d.is_dir() and d.name.startswith(prefix) and d.name != keep.name]
+    mine = _mark(keep)
+
+    def stale(d: Path) -> bool:
+        theirs = _mark(d)
+        return theirs is not None and (theirs == mine or not Path(theirs).is_dir())
+    gone = [d for d in keep.parent.iterdir() if d.is_dir() and d.name.startswith(prefix)
+            and d.name != keep.name and stale(d)]
     for d in gone:
         shutil.rmtree(d, ignore_errors=True)
     return gone
+
+
+def _mark(folder: Path) -> str | None:
+    try:
+        return (folder / RUNTIME_MARK).read_text().strip() or None
+    except OSError:
+        return None
 
 
 def compile_command(cxx: str, output: Path) -> list[str]:

@@ -84,6 +84,7 @@ CASES = {
     "verify_rounds_zero": (["--verify-rounds", "0"], "--verify-rounds 0: must be at least 1"),
     "max_verify_rounds_below": (["--verify-rounds", "3", "--max-verify-rounds", "2"],
                                 "--max-verify-rounds 2: must be at least --verify-rounds (3)"),
+    "guide_unknown": (["--guide", "fast"], "argument --guide: invalid choice: 'fast'"),
     "seconds_zero": (["--seconds", "0"], "'0' must be greater than 0"),
     "trial_timeout_text": (["--trial-timeout", "soon"], "'soon' is not a number"),
     "idle_timeout_negative": (["--idle-timeout=-1"], "--idle-timeout: '-1' must be 0 or more"),

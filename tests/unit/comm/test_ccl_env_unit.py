@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from autotune.comm.ccl.build import prune_stale
+from autotune.comm.ccl.build import RUNTIME_MARK, prune_stale
 from autotune.comm.ccl.env import CCL_ENV, defaults, interface_towards, rank_env, script_env, shim_dir
 
 
@@ -49,11 +49,25 @@ def test_a_script_finds_the_stand_in_first_once():
 
 
 def test_a_build_prunes_its_torchs_stale_builds_and_keeps_other_torchs(tmp_path):
-    keep = tmp_path / "torch2.13.0_cpu-aaaaaaaaaaaa"
-    stale = tmp_path / "torch2.13.0_cpu-bbbbbbbbbbbb"
-    other = tmp_path / "torch2.8.0_cpu-cccccccccccc"
-    for d in (keep, stale, other):
-        d.mkdir()
+    runtime, elsewhere = tmp_path / "venv-a" / "ccl", tmp_path / "venv-b" / "ccl"
+    runtime.mkdir(parents=True)
+    elsewhere.mkdir(parents=True)
+    cache = tmp_path / "cache"
+    builds = {name: cache / f"torch2.13.0_cpu-{name * 12}" for name in "abcdef"}
+    marks = {"a": runtime, "b": runtime, "c": elsewhere, "d": tmp_path / "removed-venv",
+             "e": None, "f": runtime}
+    for name, d in builds.items():
+        d.mkdir(parents=True)
         (d / "m.so").write_bytes(b"x")
-    assert prune_stale(keep) == [stale]
-    assert keep.exists() and other.exists() and not stale.exists()
+        if marks[name] is not None:
+            (d / RUNTIME_MARK).write_text(str(marks[name]))
+    other_torch = cache / "torch2.8.0_cpu-cccccccccccc"
+    other_torch.mkdir()
+    (other_torch / RUNTIME_MARK).write_text(str(runtime))
+    gone = prune_stale(builds["a"])
+    # the same runtime's older sources, and a build whose virtualenv is gone
+    assert sorted(gone) == sorted([builds["b"], builds["d"], builds["f"]])
+    # kept: the build itself, the same torch in another virtualenv (a fresh clone beside this
+    # one: pruning it broke the other's ccl), a build older than the mark, another torch
+    for d in (builds["a"], builds["c"], builds["e"], other_torch):
+        assert d.exists()
