@@ -19,14 +19,33 @@ __all__ = ["CclUnavailable", "build", "cached_extension", "problem", "register",
 _INTEL = "oneccl_bindings_for_pytorch"
 
 
+# The first words of every autotune shim's __init__.py (this checkout's or another's).
+_SHIM_MARK = "autotune's stand-in for Intel's"
+
+
 def intel_spec():
-    """The import spec of Intel's own package, looked for everywhere but the shim's folder."""
+    """The import spec of Intel's own package, looked for everywhere but in autotune shims:
+    this checkout's, and another checkout's put on PYTHONPATH by a command it exported (taking
+    that one for Intel's made each shim import the other for ever)."""
     import importlib.machinery
     import os
     import sys
     shim = os.path.realpath(shim_dir())
     path = [p for p in sys.path if os.path.realpath(p or ".") != shim]
-    return importlib.machinery.PathFinder.find_spec(_INTEL, path)
+    while True:
+        spec = importlib.machinery.PathFinder.find_spec(_INTEL, path)
+        if spec is None or not _is_shim(spec.origin):
+            return spec
+        folder = os.path.realpath(os.path.dirname(os.path.dirname(spec.origin)))
+        path = [p for p in path if os.path.realpath(p or ".") != folder]
+
+
+def _is_shim(origin: str | None) -> bool:
+    try:
+        with open(origin or "", encoding="utf-8") as f:
+            return _SHIM_MARK in f.read(200)
+    except OSError:
+        return False
 
 
 def intel_bindings_present() -> bool:

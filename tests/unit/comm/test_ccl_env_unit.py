@@ -71,3 +71,22 @@ def test_a_build_prunes_its_torchs_stale_builds_and_keeps_other_torchs(tmp_path)
     # one: pruning it broke the other's ccl), a build older than the mark, another torch
     for d in (builds["a"], builds["c"], builds["e"], other_torch):
         assert d.exists()
+
+
+def test_another_checkouts_shim_is_not_taken_for_intels_package(tmp_path, monkeypatch):
+    import shutil
+    import sys
+    from autotune.comm import ccl
+    # a command exported by another checkout puts that checkout's shim on PYTHONPATH: taking it
+    # for Intel's package made each shim import the other until the recursion limit
+    other = tmp_path / "other-checkout-shim"
+    shutil.copytree(shim_dir(), other)
+    intel = tmp_path / "site"
+    (intel / "oneccl_bindings_for_pytorch").mkdir(parents=True)
+    (intel / "oneccl_bindings_for_pytorch" / "__init__.py").write_text("# Intel's\n")
+    installed = ccl.intel_spec()      # Intel's own, where this Python has it (the IPEX lane)
+    monkeypatch.setattr(sys, "path", [str(other), str(shim_dir()), *sys.path])
+    assert ccl.intel_spec() == installed
+    # behind the shims, Intel's own package is still found
+    monkeypatch.setattr(sys, "path", [str(other), str(intel), *sys.path])
+    assert ccl.intel_spec().origin == str(intel / "oneccl_bindings_for_pytorch" / "__init__.py")
