@@ -80,6 +80,9 @@ def first_guess(space, topology: Topology,
             guess[knob] = dv if dv in choices else choices[0]
     if guess.get("threads", 0) is not None and "threads" in space.knobs:
         guess["threads"] = _filling(space, guess)
+    if _ranks(space, guess) == 1 and guess.get("backend") not in (None, default.backend) \
+            and default.backend in space.knobs["backend"]:
+        guess["backend"] = default.backend    # one rank talks to no one: no backend to prefer
     if launchable(guess):
         return guess
     for knob in knob_order(space):
@@ -90,11 +93,17 @@ def first_guess(space, topology: Topology,
     return None
 
 
+def _ranks(space, guess: Params) -> int:
+    """The ranks a guess launches on one host (per NUMA node x nodes)."""
+    nodes = max(1, int(space.topology_names.get("numa_nodes", 1)))
+    return int(guess.get("nproc_per_node") or 1) * nodes
+
+
 def _filling(space, guess: Params) -> Any:
     """Without `auto` in the space: the most threads a rank can have without oversubscribing
     (its share of the usable cores), so that the ranks fill the machine."""
     names = space.topology_names
-    ranks = int(guess.get("nproc_per_node") or 1) * max(1, int(names.get("numa_nodes", 1)))
+    ranks = _ranks(space, guess)
     share = max(1, int(names.get("usable_cores", 1)) // ranks)
     counts = [c for c in space.knobs["threads"] if isinstance(c, int)]
     fitting = [c for c in counts if c <= share]

@@ -167,3 +167,15 @@ def test_the_search_measures_the_guess_right_after_the_references(tmp_path, topo
 def test_an_unknown_guide_is_refused():
     with pytest.raises(ValueError, match="guide='fast'"):
         SearchOptions(budget_s=60, guide="fast")
+
+
+def test_a_guess_of_one_rank_keeps_the_default_backend():
+    # one NUMA node: the guess is one rank filling it, which talks to no one; oneCCL would only
+    # add its worker thread (the same launch as gloo, measured once), and the line would read
+    # backend=ccl for a launch that runs gloo
+    topology, space = _machine("desktop-8c16t", ccl=True)
+    g = first_guess(space, topology, _launchable(space, topology))
+    assert g["nproc_per_node"] == 1 and g["backend"] == "gloo"
+    # two NUMA nodes: two ranks, and oneCCL where it was built
+    topology, space = _machine("xeon-2s-icx", ccl=True)
+    assert first_guess(space, topology, _launchable(space, topology))["backend"] == "ccl"
