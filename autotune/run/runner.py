@@ -25,6 +25,7 @@ import psutil
 from .classify import classify, declared_outcome, describe_exit, rank_failure, root_cause
 from .cpu_ledger import CpuLedger, trial_cpus
 from .idle import IDLE_DEADLINE_S, IdleWatch
+from ..comm.ccl.shm import remove_stale as remove_stale_segments
 from ..plan.launch_plan import LaunchPlan
 from .outcome import CRASH, OK, RunResult
 from .rank_output import _MAX_TAIL_RANKS, _result_of, read_tail
@@ -282,6 +283,9 @@ def run_plan(plan: LaunchPlan, *, on_start: Callable[[list[int]], None] | None =
         Path(rp.log_path).parent.mkdir(parents=True, exist_ok=True)
         Path(rp.result_path).parent.mkdir(parents=True, exist_ok=True)
         Path(rp.result_path).unlink(missing_ok=True)   # a stale result would read as success
+    ccl = plan.request.config.get("backend") == "ccl"
+    if ccl:   # a killed rank's segment under a reused pid fails the next init (comm/ccl/shm.py)
+        remove_stale_segments()
     trial = _Trial(plan)
     ledger = CpuLedger(trial_cpus(plan))
     timed_out = False
@@ -328,6 +332,8 @@ def run_plan(plan: LaunchPlan, *, on_start: Callable[[list[int]], None] | None =
             if trial.running():
                 trial.teardown(min(plan.grace_s, 2.0))
             trial.sweep()
+            if ccl:
+                remove_stale_segments()
     if spawn_error:
         return RunResult(outcome=CRASH, reason=spawn_error, exit_codes=tuple(trial.codes),
                          wall_seconds=time.monotonic() - start, launched_at=launched_at)
