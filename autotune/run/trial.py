@@ -255,7 +255,7 @@ def live_evaluator(topology: Topology, settings: TrialSettings, *,
         timeout = max(5.0, min(timeout, time_left()))
         run_settings = replace(settings, timeout_s=timeout,
                                accuracy_samples=samples or settings.accuracy_samples,
-                               leader_throughput=None if settings.command else leader)
+                               leader_throughput=leader)
         out = run_trial(config, topology, run_settings, mode=mode, seed=seed)
         if settings.command:
             script_accuracy[config.key()] = out.accuracy if out.ok else None

@@ -16,21 +16,13 @@ import re
 from pathlib import Path
 from typing import Callable, Iterable
 
+import psutil
+
 SHM = Path("/dev/shm")
 _SEGMENT = re.compile(r"^(\d+):\d+:\d+$")
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:    # someone else's live process
-        return True
-    return True
-
-
-def stale(names: Iterable[str], alive: Callable[[int], bool] = _alive) -> list[str]:
+def stale(names: Iterable[str], alive: Callable[[int], bool] = psutil.pid_exists) -> list[str]:
     """The names that are oneCCL segments of processes that no longer exist."""
     out = []
     for name in names:
