@@ -201,10 +201,16 @@ def write_description(study: "optuna.Study", *, schema_version: int, autotune_ve
                       topology: "Topology", torch: "TorchBuild", workload: str,
                       space: dict[str, Any], settings: dict[str, Any],
                       library_versions: dict[str, Any]) -> None:
-    for key, value in {SCHEMA_VERSION: schema_version, AUTOTUNE_VERSION: autotune_version,
-                       **machine_attrs(topology, torch), WORKLOAD: workload, SPACE: space,
-                       SETTINGS: settings, LIBRARY_VERSIONS: library_versions}.items():
+    """Each attribute is its own write, and workers of a shared search open the study at the same
+    time: the topology, which makes a study `described`, goes last, so a reader sees either no
+    description (and writes the same one) or all of it, never a machine without its torch."""
+    attrs = {SCHEMA_VERSION: schema_version, AUTOTUNE_VERSION: autotune_version,
+             **machine_attrs(topology, torch), WORKLOAD: workload, SPACE: space,
+             SETTINGS: settings, LIBRARY_VERSIONS: library_versions}
+    marker = attrs.pop(TOPOLOGY)
+    for key, value in attrs.items():
         study.set_user_attr(key, value)
+    study.set_user_attr(TOPOLOGY, marker)
 
 
 def write_cluster(study: "optuna.Study", cluster_json: dict[str, Any]) -> None:

@@ -22,7 +22,7 @@ from autotune.errors import StorageError
 from autotune.probe import probe, torch_build
 from autotune.probe.parse import parse_torch_version
 from autotune.study.provenance import Here, check_resumable, not_used, why_not_here
-from autotune.study.attrs import machine_attrs
+from autotune.study.attrs import StudyAttrs, machine_attrs
 from autotune.space.resolve import find_space, load_space, resolve
 from autotune.study.storage import describe_study, open_storage, open_study, study_name
 from autotune.run.outcome import TrialResult
@@ -114,6 +114,32 @@ def test_a_study_from_another_machine_is_not_resumed(tmp_path, capsys, monkeypat
     assert f"study '{name}' was measured on other hardware" in err and "not resumed" in err
     assert len(optuna.load_study(study_name=name, storage=url).trials) == 1
     assert not (tmp_path / "r" / "trials").exists()
+
+
+def test_a_second_worker_never_sees_a_half_written_description(tmp_path):
+    """Two workers of a shared search start together on one new study: each attribute is its own
+    write, so the second may open the study between two writes of the first. After every single
+    write it must see either no description (and write the same one itself) or the whole of it;
+    CI once saw the machine without its torch and refused the study as 'an unrecorded version'."""
+    here = Here(topology=live_topology(), torch=torch_build())
+    url = f"sqlite:///{tmp_path}/shared.db"
+    name = study_name("cnn", here.topology, "cpu", torch=here.torch)
+    first = open_study(open_storage(url), name)
+    seen = []
+    write = first.set_user_attr
+
+    def write_then_look(key, value):
+        write(key, value)
+        second = optuna.load_study(study_name=name, storage=url)
+        check_resumable(second, here)        # raises on a half-written description
+        seen.append((key, StudyAttrs.of(second).described))
+
+    first.set_user_attr = write_then_look
+    describe_study(first, topology=here.topology, workload="cnn", space={"name": "cpu"},
+                   settings={"target_seconds": 3.0}, torch=here.torch)
+    # described only by the last write, after the torch, the settings and the rest
+    assert [described for _, described in seen] == [False] * (len(seen) - 1) + [True]
+    assert {"torch_build", "settings", "library_versions"} <= {key for key, _ in seen[:-1]}
 
 
 def test_search_lists_studies_measured_elsewhere(tmp_path):
