@@ -17,7 +17,8 @@ from autotune.run import outcome as R
 from autotune.export.recommendation import save_recommendation
 from autotune.config import Config
 from autotune.probe import probe
-from autotune.recommend.verify import pick_candidates, verify
+from autotune.recommend.verify import verify
+from autotune.search.lineup import pick_candidates
 from autotune.search.loop import run_search
 from autotune.search.options import SearchOptions
 from autotune.run.outcome import TrialResult

@@ -13,8 +13,8 @@ from ..quality.verdict import QualityVerdict, judge_class
 from ..run import outcome as R
 from ..search.shared import Workers
 from ..study.records import DEFAULT_ROLE, REPEAT_ROLE, records
-from .verify import (Recommendation, pick_candidates, round_limit, trusted_alone, unverified,
-                     verify)
+from ..search.lineup import pick_candidates
+from .verify import Recommendation, round_limit, trusted_alone, unverified, verify
 
 
 def shared_recommendation(workers: Workers, study, result, evaluate, *, rounds: int,

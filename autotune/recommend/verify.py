@@ -16,7 +16,7 @@ from ..measure.contention import disturbed
 from ..measure.stats import RatioStats, Stats, busy, ratio_stats
 from ..quality.verdict import QualityVerdict
 from ..run.outcome import Evaluate, TrialResult
-from ..study.records import DEFAULT_ROLE, RUN_CPU_ROLE, Record
+from ..study.records import RUN_CPU_ROLE, Record
 from .settle import Settling, settle
 
 # A candidate "holds up" when it beats the default launch by at least MIN_GAIN in the median
@@ -112,33 +112,6 @@ class Recommendation:
                                 "throughputs": list(v.throughputs), "ratios": list(v.ratios),
                                 "outside_share": list(v.outside),
                                 "shrink": v.shrink, "holds": v.holds} for v in self.candidates]}
-
-
-def pick_candidates(records: list[Record], n: int = 3) -> list[Record]:
-    """The n fastest feasible configurations (accuracy within tolerance), excluding the default
-    launch; the run_cpu heuristic joins when it is feasible, to report the speedup over it."""
-    # a trial stopped early was losing by construction: an estimate, never a candidate
-    ok = [r for r in records if r.feasible and r.throughput and r.role != DEFAULT_ROLE
-          and r.config != Config() and not r.result.stopped_early]
-    ok.sort(key=lambda r: r.throughput, reverse=True)
-    top, seen = [], set()
-    for r in ok:
-        if r.config.key() not in seen:
-            seen.add(r.config.key())
-            top.append(r)
-    # The fastest of each math class first: a class that fails its seeded confirmation takes
-    # all its configurations with it, and the next class must then still be in the lineup.
-    firsts, classes = [], set()
-    for r in top:
-        cls = r.result.math_class
-        if cls is not None and cls not in classes:
-            classes.add(cls)
-            firsts.append(r)
-    picked = (firsts + [r for r in top if r not in firsts])[:n]
-    run_cpu = next((r for r in top if r.role == RUN_CPU_ROLE), None)
-    if run_cpu is not None and run_cpu not in picked:
-        picked = picked[:max(1, n - 1)] + [run_cpu]
-    return picked
 
 
 def interleave(lineup: list[tuple[str, Config]], evaluate: Evaluate, *, rounds: int,

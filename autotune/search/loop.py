@@ -34,6 +34,7 @@ from ..study.owners import claim_trial
 from .budget import phase_costs, too_short
 from .options import Clock, SearchOptions, SearchResult
 from .guide import Descent, first_guess, params_of
+from .lineup import pick_candidates
 from .references import default_launch, launchable_draw, reference_configs, unseen
 from .shared import ConfigClaims, StudyLock
 
@@ -144,13 +145,15 @@ class _Search:
     # ---- time ----------------------------------------------------------------------------------
 
     def reserve(self) -> float:
-        """Verification needs rounds x configs trials of the length seen so far; a leader that
-        changes the math also needs its seeded confirmation (quality/confirm.py)."""
+        """Verification needs rounds x (the default launch + today's candidates, search/lineup.py)
+        trials of the length seen so far; a leader that changes the math also needs its seeded
+        confirmation (quality/confirm.py)."""
         o = self.options
         if not self.durations:
             return o.verify_reserve_s
         typical = sorted(self.durations)[len(self.durations) // 2]
-        need = o.verify_configs * o.verify_rounds * typical
+        lineup = 1 + len(pick_candidates(self.known.values(), n=o.verify_configs - 1))
+        need = lineup * o.verify_rounds * typical
         verify = max(o.verify_reserve_s, min(0.4 * o.budget_s, need))
         lead = max((r for r in self.known.values() if r.feasible and r.throughput
                     and r.result.quality == ACCEPTED),

@@ -33,7 +33,7 @@ class SearchOptions:
     # configurations, benchmarks/search_at_scale.py) 30 flat trials came after ~9 of 30 minutes
     # with the best find still ~7% below the optimum, which the remaining budget would have found.
     stagnation_after: float = 0.5
-    verify_configs: int = 4          # default launch + candidates re-run in each verify round
+    verify_configs: int = 4          # at most: default launch + candidates re-run in each verify round
     verify_rounds: int = 3
     seed: int = 0
     # TPE's start-up trials, drawn by the search from launchable configurations (0: TPE's own

@@ -229,7 +229,8 @@ class GpuSim:
 
 
 def test_a_gpu_search_starts_from_torchrun_and_verifies_against_it(tmp_path):
-    from autotune.recommend.verify import pick_candidates, verify
+    from autotune.recommend.verify import verify
+    from autotune.search.lineup import pick_candidates
     from autotune.search.loop import run_search
     from autotune.search.options import SearchOptions
     from autotune.search.references import make_sampler

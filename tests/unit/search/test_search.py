@@ -18,7 +18,8 @@ from autotune.config import Config
 from autotune.errors import WorkloadError
 from autotune.probe import probe
 from autotune.quality.math_class import math_class
-from autotune.recommend.verify import pick_candidates, verify
+from autotune.recommend.verify import verify
+from autotune.search.lineup import pick_candidates
 from autotune.search.loop import run_search
 from autotune.search.options import SearchOptions
 from autotune.run.outcome import TrialResult
@@ -278,6 +279,50 @@ def _rec(config, sim):
     from autotune.study.records import Record
     return Record(config=config, feasible=True, role="search",
                   result=TrialResult(outcome=R.OK, throughput=sim.speed(config), accuracy=0.8))
+
+
+def test_a_candidate_at_most_half_the_leaders_speed_is_not_verified(topo):
+    """Three rounds of a candidate that cannot win are three launches lost; run_cpu stays in for
+    the report's comparison with it however far behind it is."""
+    sim = Sim()
+    leader = _rec(Config(precision="bf16", allocator="tcmalloc"), sim)        # 172.8/s
+    close = _rec(Config(precision="bf16"), sim)                               # 160/s
+    far = _rec(Config(threads=1), sim)                                        # 60/s: 35%
+    run_cpu = dataclasses.replace(_rec(Config(nproc=2, threads=1), sim), role=RUN_CPU_ROLE)
+    assert far.throughput < 0.5 * leader.throughput < close.throughput
+    assert pick_candidates([far, close, leader]) == [leader, close]
+    assert pick_candidates([far, run_cpu, leader]) == [leader, run_cpu]
+    assert pick_candidates([far]) == [far]      # the leader itself always goes on
+
+
+def test_the_search_keeps_back_verification_rounds_for_its_lineup_only(tmp_path, topo, space):
+    """A search with minute-long trials keeps rounds x (default + candidates) x trial length for
+    verification: a far slower candidate adds none (with a fixed four, a 30-minute search with
+    60 s trials kept 12 minutes back and stopped a launch short of its goal on the Ice Lake model;
+    docs/search-at-scale.md)."""
+    from autotune.search.loop import _Search
+    from autotune.study.records import record_trial
+    sim = Sim(trial_s=60.0)
+    study = new_study(tmp_path)
+
+    def measured(config, role="search"):
+        record_trial(study, config=config, role=role, result=TrialResult(
+            outcome=R.OK, throughput=sim.speed(config), accuracy=0.8, seconds=60.0))
+
+    measured(Config(), DEFAULT_ROLE)
+    measured(Config(precision="bf16", allocator="tcmalloc"))     # 172.8/s: the leader
+    measured(Config(threads=1))                                   # 60/s: not verified
+
+    def reserve():
+        search = _Search(study, space=space, topology=topo, evaluate=sim, clock=sim,
+                         options=SearchOptions(budget_s=1800), on_event=lambda *a, **k: None,
+                         lock=None, deadline=None)
+        search.durations = [60.0]
+        return search.reserve()
+
+    assert reserve() == 2 * 3 * 60.0             # default + leader, 3 rounds of 60 s
+    measured(Config(precision="bf16"))           # 160/s: close, it joins
+    assert reserve() == 3 * 3 * 60.0
 
 
 def test_sampler_is_optuna_tpe_multivariate():

@@ -136,7 +136,8 @@ def test_too_few_trials_for_importances_is_a_message_not_an_error(tmp_path, caps
 def test_trials_measured_on_a_busy_machine_are_flagged_and_not_recommended_alone(tmp_path, capsys):
     """cpu_share below 0.8: rank 0 waited for cores something else used. The report marks such a
     row, and with no budget left to verify, the search does not recommend it on that window."""
-    from autotune.recommend.verify import pick_candidates, trusted_alone
+    from autotune.recommend.verify import trusted_alone
+    from autotune.search.lineup import pick_candidates
     from autotune.study.records import records
     topo = live_topology()
     study = open_study(open_storage(f"sqlite:///{tmp_path}/s.db"), "autotune-busy")
