@@ -102,6 +102,29 @@ def test_two_host_ccl_trial_uses_the_hosts_interface(hosts, tmp_path, capsys):
     assert leftovers() == {ns: [] for ns in NAMESPACES}
 
 
+def test_a_trial_across_hosts_behind_the_leader_ends_early_on_both_hosts(hosts, tmp_path):
+    """Early stopping across hosts: the leader the search races reaches the ranks through the
+    trial's request, rank 0 (on th1) judges its windows, and the rank on th2 stops after the same
+    step (a rank that went on would wait for ever in its next all-reduce)."""
+    from autotune.cli import build_parser
+    from autotune.cli._common import settings_from_args
+    from autotune.cli._hosts import cluster_from_args
+    from autotune.config import Config
+    from autotune.run.trial import run_trial
+    args = build_parser().parse_args(["run", "--hosts", "th1:1,th2:1", "--ssh-config", hosts,
+                                      "--seconds", "3", "--results", str(tmp_path)])
+    cluster = cluster_from_args(args)
+    settings = settings_from_args(args, cluster=cluster, timeout_s=120.0, leader_throughput=1e9)
+    config = Config(nnodes=2, nproc=2, threads=1, binding="taskset")
+    out = run_trial(config, cluster.topologies[0], settings)
+    assert out.ok and out.throughput, out
+    assert out.stopped_early and out.stopped_early.startswith("stopped early after 2 windows")
+    ranks = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("trials/*/rank[01].json"))]
+    assert len(ranks) == 2 and ranks[0]["timed_steps"] == ranks[1]["timed_steps"]
+    assert ranks[0]["window_seconds"] < 0.6 * 3
+    assert leftovers() == {ns: [] for ns in NAMESPACES}
+
+
 @pytest.mark.parametrize("launcher", ["ssh", "mpirun"])
 def test_hung_trial_leaves_no_process_on_any_host(hosts, launcher, tmp_path, capsys):
     rc, out = run_json(capsys, "--hosts", "th1,th2", "--ssh-config", hosts,
