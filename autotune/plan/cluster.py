@@ -160,8 +160,11 @@ def build_cluster_plan(config: Config, cluster: Cluster, *, workdir: str, master
                       workdir=workdir, env_delta={**hosts[0].env_delta,
                                                   **collective_env(cluster.iface)},
                       script=script, launchers=launchers,
+                      # a ccl rank killed there leaves its shared memory (comm/ccl/shm.py)
                       host_kill=tuple(cluster.remote(h.name, python, "-m", "autotune.run.remote",
-                                                     "kill", trial_id) for h in cluster.hosts[:nn]),
+                                                     "kill", trial_id,
+                                                     *(["--ccl"] if config.backend == "ccl" else []))
+                                      for h in cluster.hosts[:nn]),
                       master_addr=cluster.addresses[0])
 
 

@@ -1,7 +1,9 @@
 """The outside world of multi-host trials: probing hosts, running a cluster plan, killing leftovers.
 
-`python -m autotune.run.remote kill MARKER` (run on a host over ssh) ends every process of one trial
-there; `python -m autotune.run.remote port [N]` prints a free TCP port (or checks N is free).
+`python -m autotune.run.remote kill MARKER [--ccl]` (run on a host over ssh) ends every process of
+one trial there, and with --ccl also removes the shared memory oneCCL ranks that died there left
+(comm/ccl/shm.py: a later rank given the same pid fails to start); `python -m autotune.run.remote
+port [N]` prints a free TCP port (or checks N is free).
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from pathlib import Path
 
 import psutil
 
+from ..comm.ccl.shm import remove_stale as remove_stale_segments
 from ..errors import AutotuneError
 from ..plan.hosts import Host, differences, interface_of, network_of, ssh_hostname
 from ..plan.cluster import FORWARD, MARKER, Cluster
@@ -250,8 +253,10 @@ def kill_marked(marker: str, grace: float = 3.0) -> list[int]:
 
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    if args[:1] == ["kill"] and len(args) == 2 and args[1]:
+    if args[:1] == ["kill"] and len(args) in (2, 3) and args[1] and args[2:] in ([], ["--ccl"]):
         print(len(kill_marked(args[1])))
+        if args[2:]:
+            remove_stale_segments()
         return 0
     if args[:1] == ["port"] and len(args) <= 2:
         with socket.socket() as s:
@@ -262,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
                 return 3
             print(s.getsockname()[1])
         return 0
-    print("usage: python -m autotune.run.remote kill MARKER | port [N]", file=sys.stderr)
+    print("usage: python -m autotune.run.remote kill MARKER [--ccl] | port [N]", file=sys.stderr)
     return 2
 
 

@@ -164,6 +164,9 @@ def test_ssh_plan_runs_one_torchrun_per_host_with_c10d_rendezvous():
     assert len(p.request.ranks) == 4 and p.request.config["nnodes"] == 2
     assert p.ranks[0].env["MASTER_ADDR"] == "10.0.0.1"
     assert len(p.host_kill) == 2 and p.host_kill[1][-1].endswith("autotune.run.remote kill t1")
+    # a ccl trial's kill also clears the shared memory its dead ranks left on each host
+    ccl = cplan(Config(nproc=4, nnodes=2, backend="ccl"), cluster("ssh"))
+    assert all(k[-1].endswith("autotune.run.remote kill t1 --ccl") for k in ccl.host_kill)
 
 
 def test_mpirun_plan_is_one_open_mpi_command_with_env_and_per_rank_binding():
