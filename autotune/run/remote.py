@@ -253,7 +253,7 @@ def kill_marked(marker: str, grace: float = 3.0) -> list[int]:
 
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    if args[:1] == ["kill"] and len(args) in (2, 3) and args[1] and args[2:] in ([], ["--ccl"]):
+    if args[:1] == ["kill"] and len(args) >= 2 and args[1] and args[2:] in ([], ["--ccl"]):
         print(len(kill_marked(args[1])))
         if args[2:]:
             remove_stale_segments()
