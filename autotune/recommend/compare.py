@@ -139,7 +139,9 @@ def describe(c: Comparison, unit: str = "samples/s") -> str:
     lines.append(f"A/B throughput ratio: median {s.median:.3f}x (±{s.spread:.3f}; IQR "
                  f"{s.q1:.3f}-{s.q3:.3f}; rounds {', '.join(f'{x:.3f}' for x in s.ratios)})")
     why = {"inconclusive": " (one round has no spread)" if s.n < 2 else
-           " (the spread crosses 1.0: run more --rounds, on a quieter machine)"}
+           " (the spread crosses 1.0: run more --rounds, on a quieter machine)"
+           if s.q1 <= 1.0 <= s.q3 else
+           " (neither side was faster in 3 of 4 rounds: run more --rounds)"}
     lines.append(f"verdict: {c.verdict}{why.get(c.verdict, '')}")
     settling = c.settling
     if settling is not None:

@@ -54,7 +54,8 @@ class Verified:
     def holds(self) -> bool:
         if not self.ratios:
             return False
-        return self.ratio.median >= MIN_GAIN and self.ratio.q1 > 1.0
+        return (self.ratio.median >= MIN_GAIN and self.ratio.q1 > 1.0
+                and self.ratio.mostly(above=True))
 
     @property
     def shrink(self) -> float | None:

@@ -26,7 +26,8 @@ from autotune.probe.topology import Capabilities
 MACHINES = TESTS / "fixtures" / "machines"
 GPU_CAPS = Capabilities(backends=("gloo", "nccl"), numactl=True, numactl_membind=True,
                         taskset=True, cuda=True, cxx_compiler="/usr/bin/c++")
-GPU_MACHINES = ("dgx-h100-8gpu", "pcie-4gpu", "pcie-8gpu-2s", "gpus-one-socket", "epyc-nps4-4gpu")
+GPU_MACHINES = ("dgx-h100-8gpu", "pcie-4gpu", "pcie-8gpu-2s", "gpus-one-socket", "epyc-nps4-4gpu",
+                "h200-emr-16c")
 
 
 def machine(name: str, **caps):

@@ -296,3 +296,18 @@ def test_memory_class_is_stable_while_a_vm_adds_memory():
     assert memory_class_gib(5990612 * 1024) == memory_class_gib(9529556 * 1024) == 8
     assert [memory_class_gib(g * GIB) for g in (0, 1, 60, 64, 100, 128, 256)] == \
         [0, 1, 64, 64, 128, 128, 256]
+
+
+def test_the_gpu_machine_capture_of_2026_11_26():
+    """The first capture taken on a GPU (the device machine): a KVM guest of 16 Emerald Rapids
+    cores beside one H200. Its `nvidia-smi topo -m` underlines the header with terminal escapes
+    (ESC[4m ... ESC[0m), which the parser must read past."""
+    topo_m = open(os.path.join(MACHINES, "h200-emr-16c", "nvidia-smi-topo-m.txt")).read()
+    assert "\x1b[4m" in topo_m
+    t = machine("h200-emr-16c")
+    assert [(g.index, g.name, g.numa_node, g.cpu_affinity) for g in t.gpus] == \
+        [(0, "NVIDIA H200", 0, tuple(range(16)))]
+    assert t.num_usable_cores() == 16 and len(t.logical_cpus) == 16 and len(t.numa_nodes) == 1
+    assert t.l3_domains == (tuple(range(16)),)
+    assert (t.isa.vendor, t.isa.family, t.isa.model) == ("intel", 6, 207)
+    assert {"amx_bf16", "avx512_bf16", "avx512_fp16"} <= set(t.isa.flags)

@@ -124,3 +124,19 @@ def test_windows_whose_cores_other_processes_took_are_named_and_unsettle_the_rat
     assert text.endswith("compare again when the machine is quiet")
     data = c.to_json()
     assert data["outside_share"] == [0.42] * 6 and data["settling"]["settled"] is False
+
+
+def test_two_rounds_that_disagree_name_no_winner():
+    """The GPU machine's 16 cores, 2026-11-26: the same configuration as A and as B, two rounds
+    (A 2160.6 then B 1854.1; B 2209.0 then A 2170.4). The interpolated quartiles of the ratios
+    1.165 and 0.983 both lie above 1.0, and `compare` said "A is faster" of A against itself."""
+    windows = [Window(side="A", round=1, outcome=R.OK, throughput=2160.6, cpu_share=1.0),
+               Window(side="B", round=1, outcome=R.OK, throughput=1854.1, cpu_share=1.0),
+               Window(side="B", round=2, outcome=R.OK, throughput=2209.0, cpu_share=1.0),
+               Window(side="A", round=2, outcome=R.OK, throughput=2170.4, cpu_share=1.0)]
+    c = Comparison(a=A, b=A, windows=tuple(windows))
+    assert c.stats.q1 > 1.0                       # what the old rule read as a winner
+    assert c.verdict == "inconclusive"
+    assert "neither side was faster in 3 of 4 rounds" in describe(c)
+    assert ratio_stats([1.2, 0.98, 1.3, 1.25], [1, 1, 1, 1]).mostly(above=True)   # 3 of 4
+    assert not ratio_stats([1.2, 0.98, 1.3], [1, 1, 1]).mostly(above=True)        # 2 of 3

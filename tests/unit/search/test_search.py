@@ -254,6 +254,28 @@ def test_a_candidate_that_does_not_beat_the_default_in_most_rounds_is_not_recomm
     assert rec.rounds > 3
 
 
+def test_two_rounds_with_one_lost_do_not_hold_up(topo):
+    """The first real GPU search (H200, 2026-11-26) verified torchrun's --numa-binding=node
+    heuristic in 2 rounds at 0.93x and 1.34x the default launch; the quartiles of two ratios
+    interpolate to q1 = 1.03, so it 'held', and the search recommended it as "faster than the
+    default launch" over a range that includes 1.0. Losing one round in two holds nothing."""
+    sim = Sim()
+    default = dataclasses.replace(_rec(Config(), sim), role=DEFAULT_ROLE)
+    heuristic = _rec(Config(allocator="tcmalloc"), sim)
+    sim.noise = {}
+    factors = iter([0.9329, 1.3361])
+
+    def measured(c, mode):
+        ev = sim(c, mode)
+        if c == heuristic.config:
+            return dataclasses.replace(ev, throughput=sim.speed(Config()) * next(factors))
+        return dataclasses.replace(ev, throughput=sim.speed(Config()))
+    rec = verify([heuristic], default, measured, rounds=2, max_rounds=2)
+    assert rec.rounds == 2 and rec.candidates[0].ratio.q1 > 1.0
+    assert not rec.candidates[0].holds
+    assert rec.config == Config() and rec.headline().startswith("no verified speedup")
+
+
 def test_verification_interleaves_default_and_candidates(topo):
     sim = Sim()
     default = dataclasses.replace(_rec(Config(), sim), role=DEFAULT_ROLE)
