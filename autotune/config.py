@@ -5,6 +5,7 @@ breaks every study already on disk.
 """
 from __future__ import annotations
 
+import difflib
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Mapping
 
@@ -144,7 +145,7 @@ class Config:
     def from_dict(cls, data: dict[str, Any], *, where: str = "config") -> "Config":
         unknown = sorted(set(data) - set(KNOBS))
         if unknown:
-            raise ConfigError(f"{where}: unknown knob {unknown[0]!r}; valid knobs: {', '.join(KNOBS)}")
+            raise ConfigError(f"{where}: {unknown_knob(unknown[0])}")
         try:
             return cls(**{k: coerce(k, v, where=where) for k, v in data.items()})
         except TypeError as exc:  # pragma: no cover - every field has a default
@@ -227,6 +228,14 @@ def describe_changes(config: "Config | Mapping[str, Any]", *,
     return " ".join(f"{k}={v}" for k, v in changed_knobs(config).items()) or none
 
 
+def unknown_knob(name: str) -> str:
+    """The words for a knob name the table lacks, with the closest names when it looks like a
+    typo (`nprocs` -> did you mean 'nproc'?): every place that rejects a knob name says this."""
+    close = difflib.get_close_matches(str(name), KNOBS, n=2, cutoff=0.6)
+    hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+    return f"unknown knob {name!r}{hint}; valid knobs: {', '.join(KNOBS)}"
+
+
 def _defaults() -> dict[str, Any]:
     return {f.name: f.default for f in fields(Config)}
 
@@ -239,7 +248,7 @@ def _positive(name: str, value: Any) -> None:
 def coerce(knob: str, value: Any, *, where: str = "config") -> Any:
     """Turn a text or YAML value into the knob's type; errors name the knob and the value."""
     if knob not in KNOBS:
-        raise ConfigError(f"{where}: unknown knob {knob!r}; valid knobs: {', '.join(KNOBS)}")
+        raise ConfigError(f"{where}: {unknown_knob(knob)}")
     if KNOB_TABLE[knob].auto and (value is None or str(value).lower() in ("auto", "default", "none")):
         return None
     if knob in INT_KNOBS:

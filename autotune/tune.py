@@ -199,10 +199,12 @@ def search(req: SearchRequest, *, label: str | None = None, topology: Topology |
     if evaluate is None:
         evaluate = live_evaluator(job.topology, job.settings, time_left=time_left,
                                   adapt_timeout=req.trial_timeout is None)
-    storage = open_storage(req.url, create_under=req.results)
     with contextlib.ExitStack() as held:   # unwinds the locks even when interrupted
+        # The machine lock first: a search refused because another holds the machine leaves
+        # nothing behind (no results folder, no study file).
         if not req.allow_concurrent:
             held.callback(MachineLock(job.topology.fingerprint()).acquire().release)
+        storage = open_storage(req.url, create_under=req.results)
         with interrupt_on_sigterm():
             study, study_lock, workers, others = _open_study(storage, req, job, held)
             # A search killed with kill -9 leaves its ranks running and its trial RUNNING.

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import re
 import sys
 import traceback
 
@@ -71,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     if "--" in argv:
         cut = argv.index("--")
         argv, script = argv[:cut], argv[cut + 1:]
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_negative_values(argv))
     if not getattr(args, "command", None):
         parser.print_help()
         return 2
@@ -80,9 +82,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"{args.command} takes no command after `--` (search, run, launch and "
                      "compare do)")
     if takes_command:
+        _refuse_misplaced_flags(parser, args, script)
         args.script = tuple(script) if script is not None else None
     try:
-        return int(args._run(args) or 0)
+        code = int(args._run(args) or 0)
+        sys.stdout.flush()   # a reader that left shows here, not in Python's flush at exit
+        return code
+    except BrokenPipeError:
+        return _reader_gone()
     except AutotuneError as exc:
         if getattr(args, "debug", False):
             traceback.print_exc()
@@ -91,6 +98,52 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("autotune: interrupted", file=sys.stderr)
         return 130
+
+
+# `--budget -5m`: argparse takes any token that starts with '-' and is not a plain negative
+# number for an option, and says "expected one argument". No option of ours starts with '-' and a
+# digit, so such a token after a long option is its value (`--budget=-5m`), refused by its own
+# check in words ("must be positive").
+_NEGATIVE = re.compile(r"-\d")
+
+
+def _negative_values(argv: list[str]) -> list[str]:
+    out: list[str] = []
+    for token in argv:
+        if out and _NEGATIVE.match(token) and out[-1].startswith("--") and "=" not in out[-1]:
+            out[-1] = f"{out[-1]}={token}"
+        else:
+            out.append(token)
+    return out
+
+
+# Flags that change whether or how long autotune runs: after `--` they would silently become
+# the user's own arguments, and `launch -- python train.py --dry-run` would really train.
+_OURS_ONLY = ("--dry-run", "--budget")
+
+
+def _refuse_misplaced_flags(parser: argparse.ArgumentParser, args: argparse.Namespace,
+                            script: list[str] | None) -> None:
+    for token in script or ():
+        flag = token.split("=", 1)[0]
+        # the command has this option when the parsed arguments carry its destination
+        if flag in _OURS_ONLY and hasattr(args, flag[2:].replace("-", "_")):
+            parser.error(f"{flag} comes after `--`, so it would go to your command, not to "
+                         f"autotune; put it before `--` (autotune {args.command} {flag} ... -- "
+                         "CMD)")
+
+
+def _reader_gone() -> int:
+    """stdout's reader left (`autotune export | head -1`): stop quietly, as Unix tools do. What
+    is still buffered would fail again when Python flushes at exit, so stdout points at
+    /dev/null from here on."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):   # no real file descriptor (a test's captured stdout)
+        pass
+    return 128 + 13   # killed by SIGPIPE, as the shell reports `head`'s writer
 
 
 def _one_line(text: str) -> str:

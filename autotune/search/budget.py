@@ -15,6 +15,8 @@ def parse_budget(text: str) -> float:
     raw = str(text).strip().lower().replace(" ", "")
     if not raw:
         raise BudgetError("--budget: empty; use e.g. 90s, 30m or 1h30m")
+    if raw.startswith("-"):
+        raise BudgetError(f"--budget {text!r}: budget must be positive; use e.g. 90s, 30m or 1h30m")
     if re.fullmatch(r"\d+(\.\d+)?", raw):
         seconds = float(raw)
     else:

@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from . import expr as _expr
-from ..config import BOOL_KNOBS, INT_KNOBS, KNOBS, Config, coerce
+from ..config import BOOL_KNOBS, INT_KNOBS, KNOBS, Config, coerce, unknown_knob
 from ..errors import ConfigError, SpaceError
 
 TOPOLOGY_INTS = ("usable_cores", "cores_per_node", "numa_nodes", "logical_cpus", "smt", "gpus",
@@ -149,7 +149,7 @@ def _what(value: Any) -> str:
 
 def _knob_name(knob: Any, where: str) -> str:
     if knob not in KNOBS:
-        raise SpaceError(f"{where}: unknown knob {knob!r}; valid knobs: {', '.join(KNOBS)}")
+        raise SpaceError(f"{where}: {unknown_knob(knob)}")
     return knob
 
 

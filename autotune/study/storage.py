@@ -63,6 +63,8 @@ def open_storage(url: str, *, create_under: str | None = None) -> optuna.storage
         path = url[len("sqlite:///"):]
         if path and path != ":memory:" and os.path.exists(path):
             _check_sqlite(path, redact(url), studies=False)
+    if file_path and file_path != ":memory:" and not os.path.exists(file_path):
+        _check_creatable(url, file_path)
     elif "://" not in url:
         raise StorageError(f"storage {url!r}: not a URL; use e.g. sqlite:///results/autotune.db "
                            "or postgresql://user@host/db")
@@ -97,6 +99,21 @@ def _make_folder(url: str, folder: str, create_under: str | None) -> None:
         os.makedirs(folder, exist_ok=True)
     except OSError as exc:
         raise StorageError(f"storage {redact(url)}: cannot create {folder}: {exc.strerror}") from None
+
+
+def _check_creatable(url: str, path: str) -> None:
+    """A new database file must be creatable here (/proc, a read-only mount, a folder of another
+    user): said in words, where SQLite only says "unable to open database file". The probe file
+    is removed again; SQLite creates its own a moment later."""
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError:
+        return
+    except OSError as exc:
+        raise StorageError(f"storage {redact(url)}: cannot create the database file {path} "
+                           f"({exc.strerror}); choose a folder you can write to") from None
+    os.close(fd)
+    os.unlink(path)
 
 
 def _rdb_storage(url: str) -> optuna.storages.RDBStorage:

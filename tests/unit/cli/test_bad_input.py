@@ -33,7 +33,9 @@ CASES = {
     "budget_empty": (["--budget", ""], "--budget: empty"),
     "budget_unit": (["--budget", "10x"], "--budget '10x': not a duration"),
     "budget_order": (["--budget", "30m1h"], "--budget '30m1h': not a duration"),
-    "budget_negative": (["--budget=-5m"], "--budget '-5m': not a duration"),
+    "budget_negative": (["--budget=-5m"], "--budget '-5m': budget must be positive"),
+    # argparse took '-5m' for an option: "expected one argument" (issue 35)
+    "budget_negative_spaced": (["--budget", "-5m"], "--budget '-5m': budget must be positive"),
     "budget_zero": (["--budget", "0"], "--budget '0': must be more than zero"),
     "budget_too_short": (["--budget", "30s"], "--budget 30s is too short"),
     "budget_too_long": (["--budget", "9999h"], "more than a week"),
@@ -77,6 +79,9 @@ CASES = {
                                        "creates folders only under --results"),
     "storage_folder_nonexistent_root": (["--storage", "sqlite:////nonexistent/dir/x.db"],
                                         "folder /nonexistent/dir does not exist"),
+    # SQLite said only "(sqlite3.OperationalError) unable to open database file" (issue 35)
+    "storage_not_creatable": (["--storage", "sqlite:////proc/x.db"],
+                              "cannot create the database file /proc/x.db"),
     "journal_folder_outside_results": (["--storage", "journal:///{tmp}/elsewhere/j.log"],
                                        "folder {tmp}/elsewhere does not exist"),
     # other options
