@@ -33,6 +33,9 @@ REFERENCE_GLOBAL_BATCH = 32
 # The built-in workload trials train when none is named. Its registry (worker/workloads.py)
 # imports torch, so the name lives here, where the planner and the CLI read it without torch.
 DEFAULT_WORKLOAD = "cnn"
+# The registry's built-in names, for --help without importing torch (the registry asserts that
+# its keys are these).
+BUILTIN_WORKLOADS = ("cnn", "transformer", "mlp", "wide_mlp")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -18,6 +18,7 @@ import optuna
 from .config import Config
 from .errors import AutotuneError
 from .study.attrs import StudyAttrs
+from .study.records import RUN_CPU_WORDS
 
 METRIC_NAMES = ["throughput (samples/s)", "accuracy"]
 EXPOSED_WARNING = ("exposed to the network: anyone who can reach it can read and edit the study "
@@ -50,8 +51,7 @@ def note_markdown(study_name: str, rec: dict[str, Any], command: str | None,
             facts.append(f"- score: {rec['throughput']:.4g} (default launch "
                          f"{rec.get('default_throughput') or 0:.4g}; see `autotune report`)")
     if rec.get("vs_run_cpu"):
-        facts.append(f"- {rec['vs_run_cpu']:.2f}x over torch's launcher heuristic "
-                     "(run_cpu; torchrun --numa-binding=node on GPUs)")
+        facts.append(f"- {rec['vs_run_cpu']:.2f}x over {RUN_CPU_WORDS}")
     if rec.get("accuracy") is not None:
         facts.append(f"- accuracy: {rec['accuracy']:.4f} (default launch "
                      f"{_fmt(rec.get('default_accuracy'))})")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..config import DEFAULT_WORKLOAD
+from ..config import BUILTIN_WORKLOADS, DEFAULT_WORKLOAD
 from ..plan.launch_plan import TARGET_SECONDS
 from ..probe.topology import Topology
 from ..run.trial import TrialSettings
@@ -46,8 +46,8 @@ def add_workload_args(p: argparse.ArgumentParser, *,
                       seconds_default: float | None = TARGET_SECONDS) -> None:
     # None: not given, which differs from naming the default (a command after `--` excludes it)
     p.add_argument("--workload", default=None, metavar="NAME",
-                   help="built-in workload (cnn, transformer, mlp; torchvision models by name when "
-                        "torchvision imports) or your own as module:function (default: "
+                   help=f"built-in workload ({', '.join(BUILTIN_WORKLOADS)}; torchvision models by "
+                        "name when torchvision imports) or your own as module:function (default: "
                         f"{DEFAULT_WORKLOAD})")
     p.add_argument("--seconds", type=positive_float, default=seconds_default, metavar="S",
                    help="length of each trial's timed window (default: " +

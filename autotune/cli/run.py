@@ -1,11 +1,6 @@
 """Run one launch configuration as a real, timed DDP trial and print its measured throughput.
 
-Knobs (--set KNOB=VALUE, repeatable): nproc, nproc_per_node, threads, binding
-(none|taskset|taskset_smt|numactl|numactl_smt), backend (gloo|ccl|nccl|mpi),
-allocator (default|jemalloc|tcmalloc), omp_runtime (libgomp|libiomp5), kmp_affinity,
-kmp_blocktime, batch_size (per rank), precision (fp32|bf16|fp16), channels_last, compile, ipex,
-device (cpu|cuda), numa_binding (none|node|socket|exclusive|core-complex; GPU ranks),
-dataloader_workers, pin_memory.
+Knobs: --set KNOB=VALUE, repeatable; every knob and its values are listed under --set below.
 Unset knobs keep the default launch: 1 process, torch's threads, default allocator, fp32.
 
 examples:
@@ -26,7 +21,7 @@ import argparse
 import json
 import sys
 
-from ..config import parse_sets
+from ..config import KNOB_TABLE, parse_sets
 from ..errors import ConfigError
 from ..plan.feasible import infeasible_reason
 from ..run.trial import TrialSettings, plan_trial, run_trial
@@ -38,7 +33,7 @@ from ._common import (add_workload_args, check_workload_args, describe_measureme
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--set", action="append", default=[], metavar="KNOB=VALUE",
-                   help="set one knob (repeatable); see the list above")
+                   help="set one knob (repeatable): " + knob_list())
     add_workload_args(p)
     p.add_argument("--dry-run", action="store_true",
                    help="print the launch plan (commands, environment, CPU sets) and run nothing")
@@ -53,6 +48,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "judged by what that machine can do (its capabilities.json: torch's "
                         "CUDA and backends, libraries, tools); only with --dry-run")
     add_host_args(p)
+
+
+def knob_list() -> str:
+    """Every knob of the table with its values, e.g. 'binding (none|taskset|...)': generated, so
+    --help cannot lag behind the knobs."""
+    def values(knob) -> str:
+        shown = ("true", "false") if knob.kind == "bool" else knob.choices
+        shown += ("auto",) if knob.auto else ()
+        return f" ({'|'.join(shown)})" if shown else ""
+    return ", ".join(f"{name}{values(knob)}" for name, knob in KNOB_TABLE.items())
 
 
 def run(args: argparse.Namespace) -> int:

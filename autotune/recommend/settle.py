@@ -56,9 +56,7 @@ class Settling:
         """'2.37x (95% interval 2.30-2.45x, 5 rounds)' or 'unsettled: 1.3-6.7x over 3 rounds;
         other processes took 38% of the trial cores'."""
         if self.settled and self.ratio is not None and self.interval is not None:
-            lo, hi = self.interval
-            return (f"{self.ratio:.2f}x (95% interval {lo:.2f}-{hi:.2f}x, {self.quiet_rounds} "
-                    "rounds)")
+            return f"{self.ratio:.2f}x ({self.interval_text()})"
         text = f"unsettled: {self.low:.1f}-{self.high:.1f}x over {self.rounds} rounds"
         if self.outside_share is not None and disturbed(self.outside_share):
             text += f"; {describe_outside(self.outside_share)}"
@@ -68,6 +66,14 @@ class Settling:
         elif self.rounds < 2:
             text += "; one round cannot say"
         return text
+
+    def interval_text(self) -> str:
+        """'95% interval 2.30-2.45x, 5 rounds': the one interval a settled figure is shown with
+        (the IQR's ± beside it read as a second, narrower claim)."""
+        if self.interval is None:
+            return f"{self.quiet_rounds} rounds"
+        lo, hi = self.interval
+        return f"95% interval {lo:.2f}-{hi:.2f}x, {self.quiet_rounds} rounds"
 
     def to_json(self) -> dict[str, Any]:
         return {"settled": self.settled, "ratio": self.ratio, "low": self.low, "high": self.high,

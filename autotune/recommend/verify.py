@@ -99,7 +99,8 @@ class Recommendation:
         if not self.settled:
             return (f"faster than the default launch, by how much is {self.settling.describe()}; "
                     "run `autotune verify` when the machine is quiet for a figure")
-        return f"verified speedup {self.speedup:.2f}x over the default launch (±{self.spread:.2f})"
+        shown = self.settling.interval_text() if self.settling else f"{self.rounds} rounds"
+        return f"verified speedup {self.speedup:.2f}x over the default launch ({shown})"
 
     def to_json(self) -> dict[str, Any]:
         return {"config": self.config.to_dict(), "speedup": self.speedup, "spread": self.spread,

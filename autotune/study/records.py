@@ -41,6 +41,10 @@ from .storage import storage_of, trial_id
 SEARCH_ROLE = "search"
 DEFAULT_ROLE = "reference:default"
 RUN_CPU_ROLE = "reference:run_cpu"
+# What the run_cpu reference is, wherever a speedup over it is printed: autotune's own launch
+# with the settings run_cpu would choose, not torch.backends.xeon.run_cpu run itself.
+RUN_CPU_WORDS = ("run_cpu's settings (torch.backends.xeon.run_cpu's rules, reproduced by "
+                 "autotune; torchrun --numa-binding=node on GPUs)")
 REPEAT_ROLE = "repeat"
 # A sampled trial whose configuration another worker was measuring: PRUNED, never run.
 DUPLICATE_ROLE = "duplicate"

@@ -23,8 +23,8 @@ from ..config import changed_knobs
 from .report_format import _clip, _knobs, _machine, _num, _table
 from ..measure.contention import DISTURBED_SHARE, disturbed
 from ..measure.stats import BUSY_CPU_SHARE, busy
-from .records import (DEFAULT_ROLE, REPEAT_ROLE, RUN_CPU_ROLE, SEARCH_ROLE, Record,
-                      has_record, record_of)
+from .records import (DEFAULT_ROLE, REPEAT_ROLE, RUN_CPU_ROLE, RUN_CPU_WORDS, SEARCH_ROLE,
+                      Record, has_record, record_of)
 
 MIN_IMPORTANCE_TRIALS = 5
 
@@ -112,11 +112,12 @@ class Report:
         if rec:
             out.append("")
             out.append(rec.get("headline") or "recommendation stored")
-            if (rec.get("settling") or {}).get("text"):
-                out.append(f"  verification: {rec['settling']['text']}")
+            settling = (rec.get("settling") or {}).get("text")
+            # a settled speedup's headline already holds its interval: one interval, not two
+            if settling and settling.split("(", 1)[-1].rstrip(")") not in rec.get("headline", ""):
+                out.append(f"  verification: {settling}")
             if rec.get("vs_run_cpu"):
-                out.append(f"  {rec['vs_run_cpu']:.2f}x over torch's launcher heuristic "
-                           "(run_cpu; torchrun --numa-binding=node on GPUs)")
+                out.append(f"  {rec['vs_run_cpu']:.2f}x over {RUN_CPU_WORDS}")
             changes = changed_knobs(rec.get("config", {}))
             out.append(f"  config: {_knobs(changes)}")
         else:

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..config import DEFAULT_WORKLOAD  # noqa: F401 - re-exported: the registry's default
+from ..config import BUILTIN_WORKLOADS, DEFAULT_WORKLOAD  # noqa: F401 - DEFAULT_WORKLOAD re-exported
 from ..errors import WorkloadError
 from ..quality.samples import QUALITY_SAMPLES
 from .models import NUM_CLASSES, SmallResNet, TinyEncoder
@@ -168,6 +168,7 @@ def _seeded(seed: int, build: Callable[[], nn.Module]) -> nn.Module:
 
 WORKLOADS: dict[str, Callable[..., WorkloadSpec]] = {
     "cnn": cnn, "transformer": transformer, "mlp": mlp, "wide_mlp": wide_mlp}
+assert tuple(WORKLOADS) == BUILTIN_WORKLOADS, "WORKLOADS and config.BUILTIN_WORKLOADS differ"
 
 
 def workload_names() -> list[str]:
