@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from .errors import ConfigError
 
@@ -234,9 +234,13 @@ def describe_changes(config: "Config | Mapping[str, Any]", *,
 def unknown_knob(name: str) -> str:
     """The words for a knob name the table lacks, with the closest names when it looks like a
     typo (`nprocs` -> did you mean 'nproc'?): every place that rejects a knob name says this."""
-    close = difflib.get_close_matches(str(name), KNOBS, n=2, cutoff=0.6)
-    hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
-    return f"unknown knob {name!r}{hint}; valid knobs: {', '.join(KNOBS)}"
+    return f"unknown knob {name!r}{did_you_mean(name)}; valid knobs: {', '.join(KNOBS)}"
+
+
+def did_you_mean(name: str, names: Sequence[str] = KNOBS) -> str:
+    """' (did you mean 'nproc'?)' for a near miss among `names`, else ''."""
+    close = difflib.get_close_matches(str(name), names, n=2, cutoff=0.6)
+    return f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
 
 
 def _defaults() -> dict[str, Any]:

@@ -29,7 +29,7 @@ import string
 from dataclasses import dataclass, fields
 from typing import Any
 
-from ..config import IN_PROCESS_KNOBS, Config
+from ..config import IN_PROCESS_KNOBS, Config, did_you_mean
 from ..errors import WorkloadError
 
 # The global batch reaches a script through either placeholder: {batch_size} is filled with each
@@ -65,7 +65,8 @@ def placeholders(template: tuple[str, ...]) -> list[str]:
             if name is None or name == SEED:
                 continue
             if name not in knob_names():
-                raise WorkloadError(f"command placeholder {{{name}}} is not a knob; knobs: "
+                raise WorkloadError(f"command placeholder {{{name}}} is not a "
+                                    f"knob{did_you_mean(name, knob_names())}; knobs: "
                                     f"{', '.join('{' + k + '}' for k in knob_names())}")
             if name not in used:
                 used.append(name)

@@ -167,3 +167,10 @@ def test_the_glossary_explains_every_term_and_the_readme_links_it():
     assert not missing, missing
     readme = (REPO / "README.md").read_text()
     assert "(docs/how-it-works.md#glossary)" in readme
+
+
+def test_a_placeholder_typo_in_the_command_says_did_you_mean():
+    from autotune.errors import WorkloadError
+    from autotune.measure.script import placeholders
+    with pytest.raises(WorkloadError, match=r"\{nprocs\} is not a knob \(did you mean 'nproc'\?\)"):
+        placeholders(("python", "train.py", "--ranks", "{nprocs}"))
