@@ -1,10 +1,10 @@
 """Search for the fastest launch configuration of a workload on this machine, within a budget.
 
 The search probes the machine, resolves the search space against it, measures two references
-(the default launch and torch's run_cpu heuristic), then lets an Optuna sampler choose real,
-timed DDP trials until the budget (less verification) is spent or the search stagnates. The best
-few are then re-run interleaved with the default launch, and only a configuration that stays
-faster is recommended. Everything is stored as it happens: Ctrl-C, or running the same command
+(the default launch, and the settings torch's run_cpu would choose, reproduced by autotune), then
+lets an Optuna sampler choose real, timed DDP trials until the budget (less verification) is
+spent or the search stagnates. The best few are then re-run interleaved with the default
+launch, and only a configuration that stays faster is recommended. Everything is stored as it happens: Ctrl-C, or running the same command
 again, resumes without re-running what was measured. Several machines running the same command
 with one `--storage postgresql://...` share the study: each configuration runs on one of them,
 and the last to finish verifies and writes the recommendation for all.
