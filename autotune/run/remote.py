@@ -2,7 +2,8 @@
 
 `python -m autotune.run.remote kill MARKER [--ccl]` (run on a host over ssh) ends every process of
 one trial there, and with --ccl also removes the shared memory oneCCL ranks that died there left
-(comm/ccl/shm.py: a later rank given the same pid fails to start); `python -m autotune.run.remote
+and mapped (comm/ccl/shm.py: a later rank given the same pid fails to start; a segment no process
+of the trial maps, such as another container's, is never touched); `python -m autotune.run.remote
 port [N]` prints a free TCP port (or checks N is free).
 """
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pathlib import Path
 
 import psutil
 
-from ..comm.ccl.shm import remove_stale as remove_stale_segments
+from ..comm.ccl.shm import remove_mapped_by
 from ..errors import AutotuneError
 from ..plan.hosts import Host, differences, interface_of, network_of, ssh_hostname
 from ..plan.cluster import FORWARD, MARKER, Cluster
@@ -231,15 +232,20 @@ def _teardown(plan: LaunchPlan, procs: list[subprocess.Popen[bytes]]) -> None:
         p.wait()
 
 
+def _marked(marker: str) -> list[psutil.Process]:
+    """The processes here whose environment carries this trial's marker."""
+    out = []
+    for proc in psutil.process_iter():
+        with contextlib.suppress(psutil.Error, OSError):
+            if proc.pid != os.getpid() and proc.environ().get(MARKER) == marker:
+                out.append(proc)
+    return out
+
+
 def kill_marked(marker: str, grace: float = 3.0) -> list[int]:
     """SIGTERM, then SIGKILL, every process here whose environment carries this trial's marker."""
     def marked() -> list[psutil.Process]:
-        out = []
-        for proc in psutil.process_iter():
-            with contextlib.suppress(psutil.Error, OSError):
-                if proc.pid != os.getpid() and proc.environ().get(MARKER) == marker:
-                    out.append(proc)
-        return out
+        return _marked(marker)
     victims = marked()
     for p in victims:
         with contextlib.suppress(psutil.Error):
@@ -254,9 +260,13 @@ def kill_marked(marker: str, grace: float = 3.0) -> list[int]:
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["kill"] and len(args) >= 2 and args[1] and args[2:] in ([], ["--ccl"]):
-        print(len(kill_marked(args[1])))
-        if args[2:]:
-            remove_stale_segments()
+        killed: list[int] = []
+        if args[2:]:   # the segments the trial's processes map, removed once they are dead
+            remove_mapped_by([p.pid for p in _marked(args[1])],
+                             lambda: killed.extend(kill_marked(args[1])))
+        else:
+            killed = kill_marked(args[1])
+        print(len(killed))
         return 0
     if args[:1] == ["port"] and len(args) <= 2:
         with socket.socket() as s:

@@ -25,7 +25,7 @@ import psutil
 from .classify import classify, declared_outcome, describe_exit, rank_failure, root_cause
 from .cpu_ledger import CpuLedger, trial_cpus
 from .idle import IDLE_DEADLINE_S, IdleWatch
-from ..comm.ccl.shm import remove_stale as remove_stale_segments
+from ..comm.ccl.shm import RECORD as SEGMENT_RECORD, SegmentRecord, clean_recorded
 from ..plan.launch_plan import LaunchPlan
 from .outcome import CRASH, OK, RunResult
 from .rank_output import _MAX_TAIL_RANKS, _result_of, read_tail
@@ -283,9 +283,8 @@ def run_plan(plan: LaunchPlan, *, on_start: Callable[[list[int]], None] | None =
         Path(rp.log_path).parent.mkdir(parents=True, exist_ok=True)
         Path(rp.result_path).parent.mkdir(parents=True, exist_ok=True)
         Path(rp.result_path).unlink(missing_ok=True)   # a stale result would read as success
-    ccl = plan.request.config.get("backend") == "ccl"
-    if ccl:   # a killed rank's segment under a reused pid fails the next init (comm/ccl/shm.py)
-        remove_stale_segments()
+    # a killed rank's segment under a reused pid fails the next init (comm/ccl/shm.py)
+    segments = _segment_record(plan) if plan.request.config.get("backend") == "ccl" else None
     trial = _Trial(plan)
     ledger = CpuLedger(trial_cpus(plan))
     timed_out = False
@@ -304,6 +303,8 @@ def run_plan(plan: LaunchPlan, *, on_start: Callable[[list[int]], None] | None =
         all_results_at: float | None = None
         while not spawn_error:
             ledger.sample(trial.tracked())
+            if segments is not None:
+                segments.watch(p.pid for p in trial.tracked())
             failed = any(rank_failure(r, trial.codes[r], _result_of(plan, r, trial.codes[r]))
                          for r in trial.poll() if r not in trial.ended)
             if not trial.running():
@@ -329,16 +330,28 @@ def run_plan(plan: LaunchPlan, *, on_start: Callable[[list[int]], None] | None =
         ledger.sample(trial.tracked(), force=True)
     finally:
         with _signals_held():
+            if segments is not None:   # what was mapped since the last look
+                segments.watch((p.pid for p in trial.tracked()), force=True)
             if trial.running():
                 trial.teardown(min(plan.grace_s, 2.0))
             trial.sweep()
-            if ccl:
-                remove_stale_segments()
+            if segments is not None:
+                segments.clean()
     if spawn_error:
         return RunResult(outcome=CRASH, reason=spawn_error, exit_codes=tuple(trial.codes),
                          wall_seconds=time.monotonic() - start, launched_at=launched_at)
     return _judged(plan, trial, timed_out=timed_out, notes=notes, ledger=ledger,
                    wall_seconds=time.monotonic() - start, launched_at=launched_at)
+
+
+def _segment_record(plan: LaunchPlan) -> SegmentRecord | None:
+    """Settle the records earlier trials of this results folder left (a runner killed with
+    kill -9 among them), then start this trial's, before launch; None without a trial folder."""
+    if not plan.workdir:
+        return None
+    clean_recorded(os.path.dirname(plan.workdir))
+    Path(plan.workdir).mkdir(parents=True, exist_ok=True)
+    return SegmentRecord(os.path.join(plan.workdir, SEGMENT_RECORD))
 
 
 def _judged(plan: LaunchPlan, trial: _Trial, *, timed_out: bool, notes: list[str],

@@ -1,0 +1,150 @@
+"""Issue 34, on a machine shared with other users and containers: oneCCL's shared memory of ranks
+in another pid namespace is never removed; what the runner's own ranks left is, even after a
+kill -9 of the runner (items 5, 6 and 8; real processes, real /dev/shm, a real second uid)."""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from paths import REPO, TESTS
+from autotune.plan.cluster import MARKER
+from autotune.plan.launch_plan import LaunchPlan, RankExpect, RankPlan, WorkerRequest
+from autotune.run.runner import run_plan
+
+SHM = Path("/dev/shm")
+RANK = str(TESTS / "shm_rank.py")
+
+
+def _free_pid() -> int:
+    """A pid no process has here (another pid namespace may well use it)."""
+    pid_max = int(Path("/proc/sys/kernel/pid_max").read_text())
+    for pid in range(pid_max - 2000, 1000, -97):
+        if not psutil.pid_exists(pid) and not (SHM / f"{pid}:0:0").exists():
+            return pid
+    raise AssertionError("no free pid")
+
+
+@contextlib.contextmanager
+def container_segment():
+    """A live process in its own pid namespace (a container run with --ipc=host) mapping its
+    oneCCL-style segment /dev/shm/<its pid there>:0:0, a pid that does not exist here."""
+    pid = _free_pid()
+    script = (f"echo {pid - 1} > /proc/sys/kernel/ns_last_pid; "
+              f"{sys.executable} {RANK}")
+    proc = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", "sh", "-c", script],
+                            stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("mapped"), line
+        path = Path(line.split()[1])
+        assert not psutil.pid_exists(int(path.name.split(":")[0]))   # judged "dead" from here
+        yield path
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        (SHM / f"{pid}:0:0").unlink(missing_ok=True)
+
+
+def ccl_plan(tmp: Path, *, timeout_s: float = 4.0, ignore_sigterm: bool = False) -> LaunchPlan:
+    """One ccl 'rank' (tests/shm_rank.py) that maps its segment and hangs until timed out."""
+    workdir = tmp / "results" / "trials" / "t1"
+    request = WorkerRequest(workload="fake", config={"backend": "ccl", "nproc": 1},
+                            ranks=(RankExpect(cpus=None, threads=None, allocator="default",
+                                              omp_runtime="libgomp", precision="fp32"),))
+    argv = (sys.executable, RANK, *(["--ignore-sigterm"] if ignore_sigterm else []))
+    rank = RankPlan(rank=0, argv=argv, env={**os.environ, "AUTOTUNE_RESULT": str(workdir / "r0")},
+                    cpus=None, mem_node=None, log_path=str(workdir / "rank0.log"),
+                    result_path=str(workdir / "rank0.json"))
+    return LaunchPlan(ranks=(rank,), request_path=str(workdir / "request.json"), request=request,
+                      timeout_s=timeout_s, grace_s=1.0, workdir=str(workdir))
+
+
+def _rank_segment(plan: LaunchPlan) -> Path:
+    log = Path(plan.ranks[0].log_path).read_text()
+    return Path(log.split()[1])
+
+
+@pytest.mark.slow
+def test_remote_kill_ccl_keeps_a_live_segment_of_another_pid_namespace():
+    """`remote kill MARKER --ccl` ran on every host of a ccl trial and deleted the segments of
+    every pid it could not see: a container's live ranks lost theirs."""
+    with container_segment() as theirs:
+        done = subprocess.run([sys.executable, "-m", "autotune.run.remote", "kill",
+                               "no-such-trial", "--ccl"], cwd=REPO, capture_output=True,
+                              text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        assert theirs.exists()
+
+
+@pytest.mark.slow
+def test_remote_kill_ccl_removes_the_segments_of_the_trial_it_kills(tmp_path):
+    marker = f"trial-{os.getpid()}"
+    rank = subprocess.Popen([sys.executable, RANK], stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, MARKER: marker})
+    try:
+        mine = Path(rank.stdout.readline().split()[1])
+        done = subprocess.run([sys.executable, "-m", "autotune.run.remote", "kill", marker,
+                               "--ccl"], cwd=REPO, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0 and done.stdout.strip() == "1", done.stderr
+        rank.wait(timeout=10)
+        assert not mine.exists()
+    finally:
+        rank.kill()
+        rank.wait()
+
+
+@pytest.mark.slow
+def test_a_ccl_trial_removes_its_ranks_segments_and_no_one_elses(tmp_path):
+    with container_segment() as theirs:
+        plan = ccl_plan(tmp_path)
+        res = run_plan(plan)
+        assert res.outcome == "timeout", res.reason
+        mine = _rank_segment(plan)
+        assert not mine.exists()
+        assert theirs.exists()
+        assert not (Path(plan.workdir) / "ccl-segments.json").exists()   # settled: nothing left to remove
+
+
+RUNNER = textwrap.dedent("""
+    import sys, pathlib
+    sys.path[:0] = [{repo!r}, {tests!r}, {here!r}]
+    from test_shared_machine import ccl_plan
+    from autotune.run.runner import run_plan
+    run_plan(ccl_plan(pathlib.Path({tmp!r}), timeout_s=120, ignore_sigterm=True),
+             on_start=lambda pids: print(pids[0], flush=True))
+""")
+
+
+@pytest.mark.slow
+def test_segments_left_by_a_runner_killed_with_kill_9_are_removed_at_the_next_start(tmp_path):
+    """The record written before launch names what the rank mapped; the runner's death leaves
+    it, and the next search's start (clean_recorded over trials/) removes just that."""
+    from autotune.comm.ccl.shm import RECORD, clean_recorded
+    code = RUNNER.format(repo=str(REPO), tests=str(TESTS), here=str(TESTS / "integration"),
+                         tmp=str(tmp_path))
+    with container_segment() as theirs:
+        runner = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+        rank = psutil.Process(int(runner.stdout.readline()))
+        record = tmp_path / "results" / "trials" / "t1" / RECORD
+        deadline = time.monotonic() + 60
+        while not json.loads(record.read_text())["segments"]:
+            assert time.monotonic() < deadline and runner.poll() is None
+            time.sleep(0.1)
+        runner.kill()                         # kill -9 of the search
+        runner.wait()
+        mine = SHM / json.loads(record.read_text())["segments"][0]["name"]
+        rank.kill()                           # it ignored the SIGTERM of its parent's death
+        rank.wait(timeout=10)
+        assert mine.exists()                  # no one removed it...
+        assert clean_recorded(tmp_path / "results" / "trials") == [mine.name]
+        assert not mine.exists() and theirs.exists()
