@@ -148,3 +148,22 @@ def test_segments_left_by_a_runner_killed_with_kill_9_are_removed_at_the_next_st
         assert mine.exists()                  # no one removed it...
         assert clean_recorded(tmp_path / "results" / "trials") == [mine.name]
         assert not mine.exists() and theirs.exists()
+
+
+# ---------------------------------------------------------------- item 6: bounded work on input
+
+@pytest.mark.slow
+def test_a_backtracking_metric_fails_the_trial_instead_of_hanging_the_search(tmp_path):
+    """`--metric '(a+)+$'` over a line of a's backtracks for ever: the trial (of a search, or of
+    `verify` with the study's stored pattern) used to hang past every budget."""
+    from autotune.config import Config
+    from autotune.probe import probe
+    from autotune.run.trial import TrialSettings, run_trial
+    script = tmp_path / "job.py"
+    script.write_text('print("a" * 60 + "!", flush=True)\nprint("throughput: 5", flush=True)\n')
+    settings = TrialSettings(command=(sys.executable, str(script)), metric="(a+)+$",
+                             results_dir=str(tmp_path / "res"), timeout_s=60)
+    res = run_trial(Config(nproc=1), probe(), settings)
+    assert res.outcome == "workload_error"
+    assert res.reason == ("--metric '(a+)+$': matching rank 0's output took over 10 s (a pattern "
+                          "that backtracks, such as (a+)+$; simplify it)")
