@@ -29,6 +29,7 @@ from ..comm.ccl.shm import RECORD as SEGMENT_RECORD, SegmentRecord, clean_record
 from ..plan.launch_plan import LaunchPlan
 from .outcome import CRASH, OK, RunResult
 from .rank_output import _MAX_TAIL_RANKS, _result_of, read_tail
+from .tee import MAX_LOG_BYTES, Tee
 
 __all__ = ["Interrupted", "classify", "free_port", "interrupt_on_sigterm", "reap_orphans",
            "root_cause", "run_plan"]
@@ -292,11 +293,9 @@ def run_plan(plan: LaunchPlan, *, on_start: Callable[[list[int]], None] | None =
     start = time.monotonic()
     spawn_error = ""
     notes: list[str] = []
+    tee = Tee(None, cap=MAX_LOG_BYTES)
     try:
-        try:
-            trial.spawn()
-        except OSError as e:    # a plan naming a missing binary is a failed trial, not a crash
-            spawn_error = f"rank {len(trial.procs)} could not be started: {e}"
+        spawn_error = _start(trial, tee)
         if on_start is not None and not spawn_error:
             on_start([p.pid for p in trial.procs])
         watch = IdleWatch([p.pid for p in trial.procs], [rp.log_path for rp in plan.ranks], idle_s)
@@ -330,18 +329,38 @@ def run_plan(plan: LaunchPlan, *, on_start: Callable[[list[int]], None] | None =
         ledger.sample(trial.tracked(), force=True)
     finally:
         with _signals_held():
-            if segments is not None:   # what was mapped since the last look
-                segments.watch((p.pid for p in trial.tracked()), force=True)
-            if trial.running():
-                trial.teardown(min(plan.grace_s, 2.0))
-            trial.sweep()
-            if segments is not None:
-                segments.clean()
+            _end(trial, tee, segments)
     if spawn_error:
         return RunResult(outcome=CRASH, reason=spawn_error, exit_codes=tuple(trial.codes),
                          wall_seconds=time.monotonic() - start, launched_at=launched_at)
     return _judged(plan, trial, timed_out=timed_out, notes=notes, ledger=ledger,
                    wall_seconds=time.monotonic() - start, launched_at=launched_at)
+
+
+def _start(trial: _Trial, tee: Tee) -> str:
+    """Spawn every rank, its output through the tee, which caps each log (run/tee.py: a rank
+    writing straight to its file could fill the disk under the results folder); returns why a
+    rank could not be started, or ""."""
+    try:
+        trial.spawn(pipe=True)
+    except OSError as e:    # a plan naming a missing binary is a failed trial, not a crash
+        return f"rank {len(trial.procs)} could not be started: {e}"
+    finally:
+        for rp, p in zip(trial.plan.ranks, trial.procs):
+            tee.follow(p.stdout, rp.log_path, "")   # type: ignore[arg-type]
+    return ""
+
+
+def _end(trial: _Trial, tee: Tee, segments: SegmentRecord | None) -> None:
+    """No process of the trial left, its logs complete, its oneCCL segments removed."""
+    if segments is not None:   # what was mapped since the last look
+        segments.watch((p.pid for p in trial.tracked()), force=True)
+    if trial.running():
+        trial.teardown(min(trial.plan.grace_s, 2.0))
+    trial.sweep()
+    tee.join()
+    if segments is not None:
+        segments.clean()
 
 
 def _segment_record(plan: LaunchPlan) -> SegmentRecord | None:
