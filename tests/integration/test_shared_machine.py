@@ -57,11 +57,16 @@ def container_segment():
 
 def ccl_plan(tmp: Path, *, timeout_s: float = 4.0, ignore_sigterm: bool = False) -> LaunchPlan:
     """One ccl 'rank' (tests/shm_rank.py) that maps its segment and hangs until timed out."""
+    argv = (sys.executable, RANK, *(["--ignore-sigterm"] if ignore_sigterm else []))
+    return one_rank_plan(tmp, argv, backend="ccl", timeout_s=timeout_s)
+
+
+def one_rank_plan(tmp: Path, argv: tuple[str, ...], *, backend: str = "gloo",
+                  timeout_s: float = 4.0) -> LaunchPlan:
     workdir = tmp / "results" / "trials" / "t1"
-    request = WorkerRequest(workload="fake", config={"backend": "ccl", "nproc": 1},
+    request = WorkerRequest(workload="fake", config={"backend": backend, "nproc": 1},
                             ranks=(RankExpect(cpus=None, threads=None, allocator="default",
                                               omp_runtime="libgomp", precision="fp32"),))
-    argv = (sys.executable, RANK, *(["--ignore-sigterm"] if ignore_sigterm else []))
     rank = RankPlan(rank=0, argv=argv, env={**os.environ, "AUTOTUNE_RESULT": str(workdir / "r0")},
                     cpus=None, mem_node=None, log_path=str(workdir / "rank0.log"),
                     result_path=str(workdir / "rank0.json"))
@@ -167,3 +172,68 @@ def test_a_backtracking_metric_fails_the_trial_instead_of_hanging_the_search(tmp
     assert res.outcome == "workload_error"
     assert res.reason == ("--metric '(a+)+$': matching rank 0's output took over 10 s (a pattern "
                           "that backtracks, such as (a+)+$; simplify it)")
+
+
+@pytest.mark.slow
+def test_a_rank_log_stops_growing_at_its_cap_and_says_so(tmp_path):
+    """A rank printing junk wrote its log without bound under the results folder."""
+    MAX_LOG_BYTES, KEEP_TAIL = 64 << 20, 1 << 20     # run/tee.py's
+    junk = ("import sys\nline = b'junk ' * 200 + b'\\n'\n"
+            f"for _ in range({(MAX_LOG_BYTES + (8 << 20)) // 1001}):\n"
+            "    sys.stdout.buffer.write(line)\n"
+            "print('the last words', flush=True)\nsys.exit(3)\n")
+    plan = one_rank_plan(tmp_path, (sys.executable, "-c", junk), timeout_s=120)
+    res = run_plan(plan)
+    log = Path(plan.ranks[0].log_path)
+    assert res.outcome == "crash" and "the last words" in res.log_tail
+    assert log.stat().st_size <= MAX_LOG_BYTES + KEEP_TAIL + 4096
+    text = log.read_bytes()
+    assert b"[autotune: this log is cut at 64 MiB" in text
+    assert b"bytes of output dropped here]" in text and text.endswith(b"the last words\n")
+
+
+@pytest.mark.slow
+def test_the_launch_tee_reads_output_without_newlines_in_bounded_memory(tmp_path):
+    """`launch` read its ranks' pipes by line: 64 MiB with no newline was 64 MiB in memory."""
+    import io
+    import tracemalloc
+    from autotune.run.tee import Tee
+    writer = subprocess.Popen([sys.executable, "-c", "import sys\nfor _ in range(1024): "
+                               "sys.stdout.buffer.write(b'x' * 65536)\nprint('done')"],
+                              stdout=subprocess.PIPE)
+    echo = io.StringIO()
+    tracemalloc.start()
+    try:
+        Tee(None)._pump(writer.stdout, str(tmp_path / "rank0.log"), "[rank0]: ")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+        writer.wait()
+    assert peak < 8 << 20, peak
+    assert (tmp_path / "rank0.log").stat().st_size == (64 << 20) + len("done\n")
+    tee = Tee(echo)                      # the terminal gets the long line in pieces, then "done"
+    writer = subprocess.Popen([sys.executable, "-c", "print('a' * 200000 + '\\nlast', end='')"],
+                              stdout=subprocess.PIPE)
+    tee._pump(writer.stdout, str(tmp_path / "rank1.log"), "[rank1]: ")
+    writer.wait()
+    lines = echo.getvalue().splitlines()
+    assert lines[-1] == "[rank1]: last" and all(len(x) <= 65536 + 9 for x in lines)
+    assert "".join(x[9:] for x in lines[:-1]) == "a" * 200000
+
+
+@pytest.mark.slow
+def test_pruning_trials_keeps_the_folder_of_a_trial_still_running(tmp_path):
+    """A concurrent search's running trial may be older than the newest N (a long trial)."""
+    from autotune.run.trials_dir import prune
+    trials = tmp_path / "trials"
+    for i, name in enumerate(("running", "done", "newest")):
+        (trials / name).mkdir(parents=True)
+        os.utime(trials / name, (1000 + i, 1000 + i))
+    rank = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                            env={**os.environ, "AUTOTUNE_RESULT": str(trials / "running" / "r0")})
+    try:
+        assert prune(str(trials), 1) == ["done"]
+        assert sorted(os.listdir(trials)) == ["newest", "running"]
+    finally:
+        rank.kill()
+        rank.wait()
