@@ -27,6 +27,7 @@ from .recommend.choose import recommend, shared_recommendation
 from .run.idle import IDLE_DEADLINE_S
 from .run.runner import interrupt_on_sigterm, reap_orphans
 from .run.outcome import Evaluate
+from .private_files import foreign_folder
 from .run.trials_dir import DEFAULT_KEEP as DEFAULT_KEEP_TRIALS, settle as settle_trials
 from .run.trial import MIN_TRIAL_TIMEOUT_S, TrialSettings, live_evaluator
 from .search.budget import BudgetPlan, plan_budget
@@ -218,6 +219,8 @@ def search(req: SearchRequest, *, label: str | None = None, topology: Topology |
             progress.start(name=job.name, storage=redact(req.url), space=job.space, stale=stale,
                            topology=job.topology)
             elsewhere = _announce(progress, storage, job, workers, others, study_lock)
+            if (shown := foreign_folder(req.results)) is not None:
+                progress.warn(f"--results {shown}")
             if req.script:
                 _record_script(study, req, job, progress)
             result = run_search(study, space=job.space, topology=job.topology,

@@ -29,7 +29,8 @@ from ..plan.cluster import FORWARD, MARKER, Cluster
 from ..plan.launch_plan import LaunchPlan
 from .outcome import CRASH, RunResult
 from .rank_output import _result_of, read_tail
-from .runner import EXIT_LINGER_S, POLL_S, classify, root_cause
+from .runner import EXIT_LINGER_S, POLL_S, classify, root_cause, write_request
+from ..private_files import private_file
 
 _SSH_ERRORS = (  # (pattern in ssh's stderr, what to tell the user)
     (r"Connection refused", "ssh refused the connection (no sshd listening?)"),
@@ -145,8 +146,7 @@ def free_port_on(cluster: Cluster) -> int:
 def run_cluster_plan(plan: LaunchPlan) -> RunResult:
     """Start the plan's launchers here, wait for every rank's result (on the shared file
     system), and leave no process of the trial on any host, whatever happened."""
-    Path(plan.request_path).parent.mkdir(parents=True, exist_ok=True)
-    Path(plan.request_path).write_text(json.dumps(plan.request.to_json(), indent=1))
+    write_request(plan)
     for rp in plan.ranks:
         Path(rp.result_path).unlink(missing_ok=True)
     procs: list[subprocess.Popen[bytes]] = []
@@ -154,7 +154,7 @@ def run_cluster_plan(plan: LaunchPlan) -> RunResult:
     timed_out, done_at = False, None
     try:
         for _host, argv, log in plan.launchers:
-            with open(log, "wb") as f:
+            with open(private_file(log), "wb") as f:
                 procs.append(subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT,
                                               stdin=subprocess.DEVNULL, start_new_session=True))
         while True:

@@ -30,6 +30,7 @@ from ..plan.launch_plan import LaunchPlan
 from .outcome import CRASH, OK, RunResult
 from .rank_output import _MAX_TAIL_RANKS, _result_of, read_tail
 from .tee import MAX_LOG_BYTES, Tee
+from ..private_files import private_dir, private_file
 
 __all__ = ["Interrupted", "classify", "free_port", "interrupt_on_sigterm", "reap_orphans",
            "root_cause", "run_plan"]
@@ -130,7 +131,7 @@ class _Trial:
         """Start every rank; `pipe`: output comes back through a pipe (launch tees it) instead of
         going straight to the rank's log file."""
         for rp in self.plan.ranks:
-            with open(rp.log_path, "wb") as log:
+            with open(private_file(rp.log_path), "wb") as log:
                 self.procs.append(subprocess.Popen(
                     rp.argv, env=rp.env, stdout=subprocess.PIPE if pipe else log,
                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
@@ -278,11 +279,10 @@ def run_plan(plan: LaunchPlan, *, on_start: Callable[[list[int]], None] | None =
     A KeyboardInterrupt (Ctrl-C, or Interrupted from interrupt_on_sigterm) propagates, but only
     after every process of the trial is gone.
     """
-    Path(plan.request_path).parent.mkdir(parents=True, exist_ok=True)
-    Path(plan.request_path).write_text(json.dumps(plan.request.to_json(), indent=1))
+    write_request(plan)
     for rp in plan.ranks:
-        Path(rp.log_path).parent.mkdir(parents=True, exist_ok=True)
-        Path(rp.result_path).parent.mkdir(parents=True, exist_ok=True)
+        private_dir(Path(rp.log_path).parent)
+        private_dir(Path(rp.result_path).parent)
         Path(rp.result_path).unlink(missing_ok=True)   # a stale result would read as success
     # a killed rank's segment under a reused pid fails the next init (comm/ccl/shm.py)
     segments = _segment_record(plan) if plan.request.config.get("backend") == "ccl" else None
@@ -335,6 +335,13 @@ def run_plan(plan: LaunchPlan, *, on_start: Callable[[list[int]], None] | None =
                          wall_seconds=time.monotonic() - start, launched_at=launched_at)
     return _judged(plan, trial, timed_out=timed_out, notes=notes, ledger=ledger,
                    wall_seconds=time.monotonic() - start, launched_at=launched_at)
+
+
+def write_request(plan: LaunchPlan) -> None:
+    """The worker's request, in a trial folder only this user can read (private_files.py)."""
+    private_dir(Path(plan.request_path).parent)
+    with open(private_file(plan.request_path), "w", encoding="utf-8") as f:
+        json.dump(plan.request.to_json(), f, indent=1)
 
 
 def _start(trial: _Trial, tee: Tee) -> str:

@@ -13,6 +13,8 @@ import signal
 import threading
 from typing import BinaryIO, TextIO
 
+from ..private_files import private_file
+
 CHUNK = 64 << 10            # the most read from a pipe, or echoed as one line, at once
 MAX_LOG_BYTES = 64 << 20    # a trial's rank log stops growing here...
 KEEP_TAIL = 1 << 20         # ...and keeps only its last MiB, where errors and metrics are
@@ -29,7 +31,7 @@ class CappedLog:
     the failing rank's tail and a script's last metric lines)."""
 
     def __init__(self, path: str, cap: int | None = MAX_LOG_BYTES, tail: int = KEEP_TAIL) -> None:
-        self.file = open(path, "ab")
+        self.file = open(private_file(path, append=True), "ab")
         self.cap, self.tail = cap, tail
         self.written = 0
         self.dropped = 0

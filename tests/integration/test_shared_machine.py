@@ -237,3 +237,98 @@ def test_pruning_trials_keeps_the_folder_of_a_trial_still_running(tmp_path):
     finally:
         rank.kill()
         rank.wait()
+
+
+# ---------------------------------------------------------------- item 8: permissions
+
+@pytest.fixture
+def other_uid():
+    """A real second user of this machine (removed afterwards)."""
+    import pwd
+    name = f"at34c{os.getpid() % 100000}"
+    subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
+                   check=True, capture_output=True)
+    try:
+        yield pwd.getpwnam(name).pw_uid
+    finally:
+        subprocess.run(["userdel", name], capture_output=True)
+
+
+def _ccl_run(tmp: Path, cache: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "autotune", "run", "--set", "backend=ccl",
+                           "--set", "nproc=2", "--dry-run", "--results", str(tmp / "results")],
+                          cwd=REPO, env={**os.environ, "AUTOTUNE_CACHE": str(cache)},
+                          capture_output=True, text=True, timeout=300)
+
+
+def _planted_cache(tmp: Path, name: str) -> tuple[Path, Path]:
+    """A copy of this machine's real ccl build in a cache folder of its own: (cache, module)."""
+    import shutil
+    from autotune.comm.ccl.build import cached_extension
+    real = cached_extension()
+    assert real is not None, "the ccl backend is not built (./setup.sh)"
+    cache = tmp / name
+    folder = cache / "ccl" / real.parent.name
+    folder.mkdir(parents=True)
+    for p in (cache, cache / "ccl", folder):
+        p.chmod(0o755)
+    shutil.copy2(real, folder / real.name)
+    return cache, folder / real.name
+
+
+@pytest.mark.slow
+def test_a_cached_ccl_build_someone_else_can_change_is_refused(tmp_path, other_uid):
+    """A shared or planted cache is code execution in every ccl rank: the build is loaded only
+    when it and every folder above it belong to this user (or root) and no one else can write."""
+    tmp_path.chmod(0o755)
+    cache, module = _planted_cache(tmp_path, "mine")
+    ok = _ccl_run(tmp_path, cache)
+    assert ok.returncode == 0, ok.stderr              # the same copy, ours: used
+    cases = {"theirs": lambda m: os.chown(m, other_uid, -1),
+             "group-writable": lambda m: m.chmod(0o775),
+             "their-folder": lambda m: os.chown(m.parent, other_uid, -1),
+             "open-folder": lambda m: m.parent.parent.chmod(0o777)}
+    for name, plant in cases.items():
+        cache, module = _planted_cache(tmp_path, name)
+        plant(module)
+        done = _ccl_run(tmp_path, cache)
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == 2 and len(lines) == 1, (name, done.stderr)
+        assert "refusing the cached build" in lines[0] and "fix: rm -r" in lines[0], name
+        assert not (tmp_path / "results" / "trials").exists()
+
+
+@pytest.mark.slow
+def test_a_real_trial_leaves_nothing_others_can_read_even_with_umask_0(tmp_path):
+    """`autotune run` with a permissive umask: folders 0700, files 0600 (request, rank logs,
+    results), where they were 0755/0644 and held the script's arguments and log tails."""
+    import stat as st
+    done = subprocess.run(["sh", "-c", 'umask 000 && exec "$@"', "sh", sys.executable, "-m",
+                           "autotune", "run", "--seconds", "1", "--set", "nproc=2",
+                           "--results", str(tmp_path / "results")],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    found = {}
+    for folder, dirs, files in os.walk(tmp_path / "results"):
+        for name in [*dirs, *files, ""]:
+            path = os.path.join(folder, name)
+            found[os.path.relpath(path, tmp_path)] = st.S_IMODE(os.lstat(path).st_mode)
+    assert any(p.endswith("rank1.log") for p in found) and any(p.endswith("rank0.json") for p in found)
+    assert {p: m & 0o077 for p, m in found.items()} == {p: 0 for p in found}, found
+
+
+@pytest.mark.slow
+def test_another_users_open_results_folder_keeps_its_mode_and_is_named(tmp_path, other_uid):
+    from autotune.private_files import foreign_folder, private_dir
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    os.chown(shared, other_uid, -1)
+    assert private_dir(shared / "trials" / "t1") == [str(shared / "trials"),
+                                                     str(shared / "trials" / "t1")]
+    assert (shared.stat().st_mode & 0o777, shared.stat().st_uid) == (0o777, other_uid)
+    assert (shared / "trials").stat().st_mode & 0o777 == 0o700
+    why = foreign_folder(shared)
+    assert why is not None and f"belongs to uid {other_uid}" in why
+    assert "does not change the permissions" in why
+    assert foreign_folder(shared / "trials") is None
