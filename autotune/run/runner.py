@@ -128,8 +128,8 @@ class _Trial:
         self.scanned_at = 0.0
 
     def spawn(self, *, pipe: bool = False) -> None:
-        """Start every rank; `pipe`: output comes back through a pipe (launch tees it) instead of
-        going straight to the rank's log file."""
+        """Start every rank; `pipe`: output comes back through a pipe (a Tee copies it to the
+        log, capped for a trial) instead of going straight to the rank's log file."""
         for rp in self.plan.ranks:
             with open(private_file(rp.log_path), "wb") as log:
                 self.procs.append(subprocess.Popen(
@@ -376,7 +376,7 @@ def _segment_record(plan: LaunchPlan) -> SegmentRecord | None:
     if not plan.workdir:
         return None
     clean_recorded(os.path.dirname(plan.workdir))
-    Path(plan.workdir).mkdir(parents=True, exist_ok=True)
+    private_dir(plan.workdir)
     return SegmentRecord(os.path.join(plan.workdir, SEGMENT_RECORD))
 
 
