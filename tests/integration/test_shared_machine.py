@@ -332,3 +332,34 @@ def test_another_users_open_results_folder_keeps_its_mode_and_is_named(tmp_path,
     assert why is not None and f"belongs to uid {other_uid}" in why
     assert "does not change the permissions" in why
     assert foreign_folder(shared / "trials") is None
+
+
+@pytest.mark.slow
+def test_a_search_into_another_users_open_folder_says_so_and_leaves_its_mode(tmp_path, other_uid,
+                                                                              monkeypatch):
+    """The whole search (replayed landscape): it does not chmod a --results it does not own,
+    warns in one line, and what it creates inside (database, trials/) is private."""
+    import tempfile
+    from autotune.tune import SearchRequest, Silent, search
+    from benchmarks.landscape import SimClock, synthetic
+
+    class Warnings(Silent):
+        said: list[str] = []
+
+        def warn(self, text: str) -> None:
+            self.said.append(text)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    os.chown(shared, other_uid, -1)
+    land, clock, progress = synthetic("formula", seed=0), SimClock(), Warnings()
+    search(SearchRequest(budget_s=300.0, results=str(shared), seed=0, max_trials=2),
+           label="cnn", topology=land.topology(), evaluate=land.evaluator(clock), clock=clock,
+           progress=progress)
+    assert (shared.stat().st_mode & 0o777, shared.stat().st_uid) == (0o777, other_uid)
+    assert [w for w in progress.said if "does not change the permissions" in w] == [
+        f"--results {shared} belongs to uid {other_uid} and is open to others (drwxrwxrwx): "
+        "autotune does not change the permissions of a folder it does not own; what it writes "
+        "inside is 0700/0600, but names are visible"]
+    assert (shared / "autotune.db").stat().st_mode & 0o077 == 0
