@@ -58,8 +58,9 @@ def add_workload_args(p: argparse.ArgumentParser, *,
                    help="with `-- CMD` (your own script): a pattern over rank 0's output whose "
                         "(group) is the throughput, e.g. 'img/s: ([0-9.]+)'; the median of the "
                         "matches counts. Numbers are read as printed: 6,508, 1.2e4, or with the "
-                        "unit left in ('([^ ]+ samples/s)'). Not needed when the script calls "
-                        "autotune.report_metrics()")
+                        "unit left in ('([^ ]+ samples/s)'). Matched line by line (lines cut to "
+                        "1000 characters); a pattern still matching after 10 s fails the trial. "
+                        "Not needed when the script calls autotune.report_metrics()")
     p.add_argument("--lower-is-better", action="store_true",
                    help="with --metric: the number is a time or a loss, e.g. --metric "
                         "'Training time: ([0-9.]+)' --lower-is-better")
@@ -79,7 +80,7 @@ def add_idle_arg(p: argparse.ArgumentParser) -> None:
 
 ACCURACY_HELP = ("with `-- CMD`: a pattern over rank 0's output whose (group) is the script's "
                  "accuracy, e.g. 'test acc: ([0-9.]+)%%' (a trailing %% means percent; the last "
-                 "match counts)")
+                 "match counts; matched line by line, as --metric)")
 
 
 def check_workload_args(args: argparse.Namespace) -> str:

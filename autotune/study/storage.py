@@ -19,6 +19,7 @@ import optuna
 
 from .. import __version__
 from ..errors import StorageError
+from ..private_files import create_private, private_dir
 from .attrs import StudyAttrs, write_description
 from .provenance import Here, why_not_here
 from ..probe.topology import SCHEMA_VERSION, Topology, TorchBuild
@@ -59,6 +60,7 @@ def open_storage(url: str, *, create_under: str | None = None) -> optuna.storage
     file_path = next((url[len(s):] for s in ("sqlite:///", "journal:///") if url.startswith(s)), "")
     if file_path and file_path != ":memory:":
         _make_folder(url, os.path.dirname(os.path.abspath(file_path)), create_under)
+        _create_private(url, file_path)
     if url.startswith("sqlite:///"):
         path = url[len("sqlite:///"):]
         if path and path != ":memory:" and os.path.exists(path):
@@ -94,9 +96,18 @@ def _make_folder(url: str, folder: str, create_under: str | None) -> None:
         raise StorageError(f"storage {redact(url)}: folder {folder} does not exist{where}; "
                            "create it first or choose another path")
     try:
-        os.makedirs(folder, exist_ok=True)
+        private_dir(folder)    # 0700: the study holds script arguments and log tails
     except OSError as exc:
         raise StorageError(f"storage {redact(url)}: cannot create {folder}: {exc.strerror}") from None
+
+
+def _create_private(url: str, path: str) -> None:
+    """A new SQLite or journal file is made 0600 before Optuna opens it (SQLite gives its -wal
+    and -shm files the same mode); an existing one keeps its mode."""
+    try:
+        create_private(path)
+    except OSError as exc:
+        raise StorageError(f"storage {redact(url)}: cannot create {path}: {exc.strerror}") from None
 
 
 def _rdb_storage(url: str) -> optuna.storages.RDBStorage:

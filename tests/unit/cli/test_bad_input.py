@@ -90,6 +90,9 @@ CASES = {
     "idle_timeout_negative": (["--idle-timeout=-1"], "--idle-timeout: '-1' must be 0 or more"),
     "idle_timeout_text": (["--idle-timeout", "later"], "'later' is not a number"),
     "seed_text": (["--seed", "x"], "invalid int value: 'x'"),
+    "keep_trials_zero": (["--keep-trials", "0"], "argument --keep-trials: '0': keep at least 1"),
+    "keep_trials_text": (["--keep-trials", "some"],
+                         "argument --keep-trials: 'some': give 'all' or a number"),
 }
 
 
