@@ -21,8 +21,9 @@ import sys
 import time
 
 from ..errors import ConfigError
-from ._common import (add_idle_arg, add_study_args, int_at_least, load_topology,
-                      open_study_from_args)
+from ..clean import printable
+from ._common import (add_idle_arg, add_study_args, add_trust_arg, int_at_least, load_topology,
+                      open_study_from_args, storage_url)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -33,6 +34,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="interleaved rounds, at least; more (up to 4x) while unsettled "
                         "(default: 3)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_trust_arg(p, "run the study's stored script command or import its module:function "
+                     "workload")
     add_idle_arg(p)
 
 
@@ -48,6 +51,7 @@ def run(args: argparse.Namespace) -> int:
     budget_s = parse_budget(args.budget)
     study, url, _notes = open_study_from_args(args)
     attrs = StudyAttrs.of(study)
+    _check_trusted(args, attrs, study.study_name)
     topology = load_topology(None)
     reason = why_not_here(attrs, Here(topology=topology, torch=torch_build()))
     if reason:
@@ -73,11 +77,20 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
         return 0
-    print(rec.headline())
-    if result.previous:
-        print(f"  before: {result.previous}")
+    print(printable(rec.headline()))
+    if result.previous:   # the stored headline: shown, never acted on
+        print(printable(f"  before: {result.previous}"))
     print(f"  stored in {url}" if result.replaces else f"  not stored: {result.why_kept}")
     return 0
+
+
+def _check_trusted(args: argparse.Namespace, attrs, name: str) -> None:
+    """The trials would run the study's script command or import its workload: data someone
+    wrote, run only from a file only this user can write or with --trust-study."""
+    from ..study.trust import check_stored_code, stored_code, storage_file
+    check_stored_code(stored_code(attrs.script_command, attrs.workload), f"study {name}",
+                      storage_file(storage_url(args)), trusted=args.trust_study,
+                      command_hint="")
 
 
 def _settings(attrs, args: argparse.Namespace):
