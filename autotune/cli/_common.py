@@ -196,12 +196,14 @@ def provenance_notes(study, summaries, here) -> list[str]:
     return notes
 
 
+STORED_COMMAND_HELP = ("even though the storage is not a file only you can write (a shared "
+                       "database, another user's file or folder): a study is data, and what it "
+                       "stores runs only after you have read it (the refusal prints it); see "
+                       "docs/security.md")
+
+
 def add_trust_arg(p: argparse.ArgumentParser, what: str) -> None:
-    p.add_argument("--trust-study", action="store_true",
-                   help=f"{what} even though the storage is not a file only you can write (a "
-                        "shared database, another user's file or folder): a study is data, and "
-                        "its stored command runs only after you have read it (the refusal prints "
-                        "it); see docs/security.md")
+    p.add_argument("--trust-study", action="store_true", help=what)
 
 
 def storage_url(args: argparse.Namespace) -> str:

@@ -2,7 +2,9 @@
 or taskset), the launcher and the training command, shell-quoted, with a manifest (topology
 fingerprint, library versions, measured speedup). The command is rebuilt from the topology stored
 with the study, so it can be exported later and elsewhere; on a machine with a different topology
-it warns, because the CPU binding may not fit there.
+it warns, because the CPU binding may not fit there. Library paths stored with the study go into
+LD_PRELOAD only when they are the files this machine's probe finds (--trust-study: a study for
+another machine), and strings from the study are written with control characters escaped.
 
 examples:
   autotune export                          the verified recommendation, as a shell command
@@ -44,7 +46,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="how long the built-in trainer in the command runs (default: "
                         f"{STANDALONE_SECONDS:g})")
     add_trust_arg(p, "export the allocator and OpenMP library paths stored with the study (its "
-                     "LD_PRELOAD) when they are not the ones this machine's probe finds")
+                     "LD_PRELOAD) even when they are not the files this machine's probe finds "
+                     "(a study for another machine); a path holding ':', a space or a control "
+                     "character is refused always; see docs/security.md")
 
 
 def run(args: argparse.Namespace) -> int:

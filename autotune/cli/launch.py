@@ -11,6 +11,9 @@ ended, the warning names it and where it sat, and it counts as finished (exit 0 
 rank exited 0). A rank still computing, say writing a checkpoint, is left alone.
 A recommendation measured on other hardware or another torch, a study without a verified
 recommendation, or a manifest from another machine is refused (exit 2); --force overrides.
+Without `--`, the command stored in the study or manifest runs only when it is a file only you
+can write; otherwise launch prints the exact command and stops until you add --trust-study
+(--dry-run shows it, running nothing).
 
 examples:
   autotune launch -- python train.py --epochs 10
@@ -19,6 +22,7 @@ examples:
   autotune launch --nproc-per-node 4 -- python train.py        override the tuned rank count
   autotune launch --nnodes 2 --node-rank 0 --master-addr host0 -- python train.py   (each host)
   autotune launch                                      the command the search tuned, as exported
+  autotune launch --trust-study                        the same from a shared study, once read
 """
 from __future__ import annotations
 
@@ -32,8 +36,8 @@ from ..errors import ConfigError
 from ..export.launch import (Nodes, default_log_dir, describe, from_manifest, from_study,
                       in_force_lines, override, plan_launch, program_for, refusals)
 from ..clean import one_line, printable
-from ._common import (add_idle_arg, add_study_args, add_trust_arg, int_at_least, load_topology,
-                      open_study_from_args, storage_url)
+from ._common import (STORED_COMMAND_HELP, add_idle_arg, add_study_args, add_trust_arg,
+                      int_at_least, load_topology, open_study_from_args, storage_url)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -61,7 +65,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="watch the ranks compute for this long, then say from outside whether each planned "
                         "knob acted (threads, binding, allocator, OpenMP, memory policy); "
                         "0: do not check (default: 15)")
-    add_trust_arg(p, "without `--`: run the command stored in the study or manifest")
+    add_trust_arg(p, "without `--`: run the command stored in the study or manifest "
+                     f"{STORED_COMMAND_HELP}")
     add_idle_arg(p)
     p.set_defaults(script=None)
 

@@ -8,10 +8,15 @@ replaces the stored recommendation (what `report`, `export` and `launch` show) o
 its rounds were quiet. A study measured on other hardware or with another torch, or without a
 recommendation, is refused (exit 2).
 
+A study is data: its stored script command runs (and its module:function workload is imported)
+only when the storage is a file only you can write. From any other storage, a shared PostgreSQL
+database included, verify prints the exact command and stops; read it, then add --trust-study.
+
 examples:
   autotune verify                      the newest study measured on this machine
   autotune verify --budget 10m --rounds 5
   autotune verify --study NAME --json
+  autotune verify --storage postgresql://me@db/autotune --trust-study   after reading its command
 """
 from __future__ import annotations
 
@@ -22,8 +27,8 @@ import time
 
 from ..errors import ConfigError
 from ..clean import printable
-from ._common import (add_idle_arg, add_study_args, add_trust_arg, int_at_least, load_topology,
-                      open_study_from_args, storage_url)
+from ._common import (STORED_COMMAND_HELP, add_idle_arg, add_study_args, add_trust_arg,
+                      int_at_least, load_topology, open_study_from_args, storage_url)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -35,7 +40,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(default: 3)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     add_trust_arg(p, "run the study's stored script command or import its module:function "
-                     "workload")
+                     f"workload {STORED_COMMAND_HELP}")
     add_idle_arg(p)
 
 

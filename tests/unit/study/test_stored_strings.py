@@ -169,3 +169,11 @@ def test_the_docs_never_put_a_password_on_a_command_line():
              if "***" not in m.group(0)]
     assert found == []
     assert "~/.pgpass" in (REPO / "docs" / "clusters.md").read_text()
+
+
+@pytest.mark.parametrize("command", ["verify", "launch", "export"])
+def test_help_teaches_trust_study(command, capsys):
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--trust-study" in text and "docs/security.md" in text
