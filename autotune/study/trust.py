@@ -51,13 +51,16 @@ def why_not_only_mine(path: str | None) -> str | None:
         if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
             return (f"the storage {name} can be written by other users (mode "
                     f"{stat.S_IMODE(st.st_mode):o})")
-    folder = os.path.dirname(os.path.realpath(path))
-    st = os.stat(folder)
-    if st.st_uid not in (me, 0):
-        return f"the storage's folder {folder} belongs to uid {st.st_uid}, not to you (uid {me})"
-    # a sticky folder such as /tmp: others may add files there, but not replace this one
-    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not st.st_mode & stat.S_ISVTX:
-        return f"the storage's folder {folder} can be written by other users"
+    # The folder of the name given and of the file it leads to: whoever can write either can
+    # put another file there, or a side file SQLite then reads (even in a sticky /tmp).
+    for folder in dict.fromkeys(os.path.dirname(p) for p in (os.path.abspath(path),
+                                                               os.path.realpath(path))):
+        st = os.stat(folder)
+        if st.st_uid not in (me, 0):
+            return (f"the storage's folder {folder} belongs to uid {st.st_uid}, not to you "
+                    f"(uid {me})")
+        if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            return f"the storage's folder {folder} can be written by other users"
     return None
 
 

@@ -3,6 +3,7 @@ a stored topology checked before they become LD_PRELOAD, storage passwords hidde
 own rendering, and the docs never putting a password on a command line."""
 from __future__ import annotations
 
+import os
 import re
 import shutil
 
@@ -177,3 +178,25 @@ def test_help_teaches_trust_study(command, capsys):
         main([command, "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "--trust-study" in text and "docs/security.md" in text
+
+
+def test_only_mine_is_the_kernels_owner_and_mode_of_file_and_folders(tmp_path):
+    from autotune.study.trust import why_not_only_mine
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    db = private / "autotune.db"
+    db.write_bytes(b"")
+    db.chmod(0o600)
+    assert why_not_only_mine(str(db)) is None
+    (private / "autotune.db-wal").write_bytes(b"")
+    os.chown(private / "autotune.db-wal", 65534, 65534)   # a side file someone else made
+    assert "autotune.db-wal belongs to uid 65534" in why_not_only_mine(str(db))
+    os.unlink(private / "autotune.db-wal")
+    sticky = tmp_path / "sticky"
+    sticky.mkdir()
+    sticky.chmod(0o1777)   # as /tmp: anyone may add the side files SQLite reads
+    link = sticky / "autotune.db"
+    link.symlink_to(db)
+    assert "folder" in why_not_only_mine(str(link)) and "written by other users" in \
+        why_not_only_mine(str(link))
+    assert why_not_only_mine(None).startswith("the storage is a database server")
