@@ -81,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
                      "compare do)")
     if takes_command:
         args.script = tuple(script) if script is not None else None
+    _warn_password_in_argv(getattr(args, "storage", None))
     try:
         return int(args._run(args) or 0)
     except AutotuneError as exc:
@@ -93,5 +94,18 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+PASSWORD_WARNING = ("autotune: warning: the --storage URL holds a password, and any local user "
+                    "can read a command line (/proc/PID/cmdline); keep it in ~/.pgpass or "
+                    "PGPASSWORD instead (docs/security.md)")
+
+
+def _warn_password_in_argv(url: str | None) -> None:
+    if url:
+        from ..study.storage import holds_password
+        if holds_password(url):
+            print(PASSWORD_WARNING, file=sys.stderr, flush=True)
+
+
 def _one_line(text: str) -> str:
-    return " ".join(text.split())
+    from ..clean import one_line   # messages quote study strings: no escape reaches the terminal
+    return one_line(" ".join(text.split()))
