@@ -14,7 +14,9 @@ from typing import Any
 
 def write_json(path: str, data: Any, *, indent: int | None = None) -> None:
     tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
+    # 0600: a result or report holds the run's details, and the results folder may be shared
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with open(fd, "w", encoding="utf-8") as f:
         json.dump(data, f, indent=indent)
         f.flush()
         os.fsync(f.fileno())

@@ -2,8 +2,9 @@
 a server that binds to loopback unless told otherwise.
 
 The dashboard can edit studies (notes, user attributes, deleting whole studies) and has no login,
-so whoever can reach its port can change results: exposure beyond 127.0.0.1 is the user's explicit
-choice and is warned about.
+so whoever can reach its port can change results. 127.0.0.1 keeps other machines out, not other
+users of this one: every local account can connect to a loopback port. So it warns at every start,
+and louder when bound beyond 127.0.0.1 (the user's explicit choice).
 """
 from __future__ import annotations
 
@@ -21,6 +22,9 @@ from .study.attrs import StudyAttrs
 from .study.records import RUN_CPU_WORDS
 
 METRIC_NAMES = ["throughput (samples/s)", "accuracy"]
+LOCAL_WARNING = ("reachable by every user of this machine: it has no login, and anyone who "
+                 "connects can read and edit the study; stop it (Ctrl-C) when done "
+                 "(docs/security.md)")
 EXPOSED_WARNING = ("exposed to the network: anyone who can reach it can read and edit the study "
                    "(optuna-dashboard has no login)")
 

@@ -27,6 +27,8 @@ from .recommend.choose import recommend, shared_recommendation
 from .run.idle import IDLE_DEADLINE_S
 from .run.runner import interrupt_on_sigterm, reap_orphans
 from .run.outcome import Evaluate
+from .private_files import foreign_folder
+from .run.trials_dir import DEFAULT_KEEP as DEFAULT_KEEP_TRIALS, settle as settle_trials
 from .run.trial import MIN_TRIAL_TIMEOUT_S, TrialSettings, live_evaluator
 from .search.budget import BudgetPlan, plan_budget
 from .search.lock import MachineLock
@@ -72,6 +74,7 @@ class SearchRequest:
     trial_timeout: float | None = None
     allow_concurrent: bool = False
     idle_timeout: float = IDLE_DEADLINE_S       # see run/idle.py
+    keep_trials: int | None = DEFAULT_KEEP_TRIALS   # trial folders kept; None: all (trials_dir.py)
     guide: str = "descent"                      # search/guide.py (GUIDES)
     early_stop: bool = True                     # built-in workloads only: measure/early_stop.py
 
@@ -84,6 +87,8 @@ class SearchRequest:
                                 "needed to measure the noise")
         if self.quality_samples is not None and self.quality_samples < 1:
             raise AutotuneError(f"--quality-samples {self.quality_samples}: must be positive")
+        if self.keep_trials is not None and self.keep_trials < 1:
+            raise AutotuneError(f"--keep-trials {self.keep_trials}: keep at least 1 (or 'all')")
         if self.verify_rounds < 1:
             raise AutotuneError(f"--verify-rounds {self.verify_rounds}: must be at least 1")
         if self.max_verify_rounds is not None and self.max_verify_rounds < self.verify_rounds:
@@ -209,11 +214,15 @@ def search(req: SearchRequest, *, label: str | None = None, topology: Topology |
             study, study_lock, workers, others = _open_study(storage, req, job, held)
             # A search killed with kill -9 leaves its ranks running and its trial RUNNING.
             reap_orphans(os.path.join(req.results, "trials"))
+            # what a kill -9 left in /dev/shm, and trial folders beyond --keep-trials
+            settle_trials(os.path.join(req.results, "trials"), req.keep_trials)
             stale = fail_stale_running(study)
             _describe(study, req, job, cluster)
             progress.start(name=job.name, storage=redact(req.url), space=job.space, stale=stale,
                            topology=job.topology)
             elsewhere = _announce(progress, storage, job, workers, others, study_lock)
+            if (shown := foreign_folder(req.results)) is not None:
+                progress.warn(f"--results {shown}")
             if req.script:
                 _record_script(study, req, job, progress)
             result = run_search(study, space=job.space, topology=job.topology,

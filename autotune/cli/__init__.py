@@ -84,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     if takes_command:
         _refuse_misplaced_flags(parser, args, script)
         args.script = tuple(script) if script is not None else None
+    _warn_password_in_argv(getattr(args, "storage", None))
     try:
         code = int(args._run(args) or 0)
         sys.stdout.flush()   # a reader that left shows here, not in Python's flush at exit
@@ -146,5 +147,18 @@ def _reader_gone() -> int:
     return 128 + 13   # killed by SIGPIPE, as the shell reports `head`'s writer
 
 
+PASSWORD_WARNING = ("autotune: warning: the --storage URL holds a password, and any local user "
+                    "can read a command line (/proc/PID/cmdline); keep it in ~/.pgpass or "
+                    "PGPASSWORD instead (docs/security.md)")
+
+
+def _warn_password_in_argv(url: str | None) -> None:
+    if url:
+        from ..study.storage import holds_password
+        if holds_password(url):
+            print(PASSWORD_WARNING, file=sys.stderr, flush=True)
+
+
 def _one_line(text: str) -> str:
-    return " ".join(text.split())
+    from ..clean import one_line   # messages quote study strings: no escape reaches the terminal
+    return one_line(" ".join(text.split()))

@@ -58,8 +58,9 @@ def add_workload_args(p: argparse.ArgumentParser, *,
                    help="with `-- CMD` (your own script): a pattern over rank 0's output whose "
                         "(group) is the throughput, e.g. 'img/s: ([0-9.]+)'; the median of the "
                         "matches counts. Numbers are read as printed: 6,508, 1.2e4, or with the "
-                        "unit left in ('([^ ]+ samples/s)'). Not needed when the script calls "
-                        "autotune.report_metrics()")
+                        "unit left in ('([^ ]+ samples/s)'). Matched line by line (lines cut to "
+                        "1000 characters); a pattern still matching after 10 s fails the trial. "
+                        "Not needed when the script calls autotune.report_metrics()")
     p.add_argument("--lower-is-better", action="store_true",
                    help="with --metric: the number is a time or a loss, e.g. --metric "
                         "'Training time: ([0-9.]+)' --lower-is-better")
@@ -79,7 +80,7 @@ def add_idle_arg(p: argparse.ArgumentParser) -> None:
 
 ACCURACY_HELP = ("with `-- CMD`: a pattern over rank 0's output whose (group) is the script's "
                  "accuracy, e.g. 'test acc: ([0-9.]+)%%' (a trailing %% means percent; the last "
-                 "match counts)")
+                 "match counts; matched line by line, as --metric)")
 
 
 def check_workload_args(args: argparse.Namespace) -> str:
@@ -150,9 +151,9 @@ def open_study_from_args(args: argparse.Namespace):
     read results, and Optuna would otherwise leave a fresh empty database behind a typo.
     """
     from ..errors import StorageError
-    from ..study.storage import (default_storage, find_study, open_storage, open_study, redact,
-                                 require_existing)
-    url = args.storage or default_storage(getattr(args, "results", "autotune-results"))
+    from ..study.storage import (find_study, open_storage, open_study, redact,
+                                 redact_message, require_existing)
+    url = storage_url(args)
     require_existing(url)
     storage = open_storage(url)
     here = _here()
@@ -165,7 +166,8 @@ def open_study_from_args(args: argparse.Namespace):
         raise
     except Exception as exc:  # a readable header over damaged pages fails only when queried
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise StorageError(f"storage {redact(url)}: cannot read studies: {redact(first)}") from None
+        raise StorageError(f"storage {redact(url)}: cannot read studies: "
+                           f"{redact_message(first, url)}") from None
     return study, redact(url), provenance_notes(study, summaries, here)
 
 
@@ -193,6 +195,22 @@ def provenance_notes(study, summaries, here) -> list[str]:
     notes += [f"not used: study {name} ({why})"
               for name, why in not_used(summaries, here, skip=study.study_name)]
     return notes
+
+
+STORED_COMMAND_HELP = ("even though the storage is not a file only you can write (a shared "
+                       "database, another user's file or folder): a study is data, and what it "
+                       "stores runs only after you have read it (the refusal prints it); see "
+                       "docs/security.md")
+
+
+def add_trust_arg(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--trust-study", action="store_true", help=what)
+
+
+def storage_url(args: argparse.Namespace) -> str:
+    """The storage URL the study commands open: --storage, or the file under --results."""
+    from ..study.storage import default_storage
+    return args.storage or default_storage(getattr(args, "results", "autotune-results"))
 
 
 def add_study_args(p: argparse.ArgumentParser) -> None:

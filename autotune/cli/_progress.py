@@ -9,6 +9,7 @@ import sys
 import time
 from typing import Any, TextIO
 
+from ..clean import one_line, printable
 from ..run import outcome as R
 from ..search.budget import format_seconds
 from ..config import Config, describe_changes
@@ -65,6 +66,7 @@ class Progress:
             self._out(text)
 
     def _out(self, text: str) -> None:
+        text = printable(text)   # notes and reasons may quote a shared study's strings
         if self._live is not None:
             self._live.print(text)
         else:
@@ -200,7 +202,8 @@ class Progress:
             if not stored:
                 print("no recommendation (see the verifying worker's messages)", file=out)
                 return
-            print(f"{stored['headline']} (verified by another worker of this study)", file=out)
+            print(f"{one_line(stored['headline'])} (verified by another worker of this study)",
+                  file=out)
             print(f"recommended: {short(Config.from_dict(stored['config']))}", file=out)
             _print_command(stored.get("command"), out)
             return
@@ -237,4 +240,4 @@ def _print_command(command: str | None, out: TextIO) -> None:
     if command:
         print("\ntuned launch command (also: autotune export --format shell|torchrun|json):",
               file=out)
-        print(command, file=out)
+        print(printable(command), file=out)   # another worker's, in a shared study

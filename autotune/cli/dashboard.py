@@ -1,12 +1,13 @@
 """Open the study in optuna-dashboard: every trial with its configuration, outcome and log tail,
 the throughput/accuracy Pareto front, and the recommendation with its launch command as the
-study's note. Binds to 127.0.0.1 unless --host says otherwise; the dashboard has no login and can
-edit studies, so binding to another address warns.
+study's note. Binds to 127.0.0.1 unless --host says otherwise. The dashboard has no login and can
+edit studies, and 127.0.0.1 keeps out other machines, not the other users of this one: it warns at
+every start (more loudly beyond 127.0.0.1). Run it on a machine you share only while you look.
 
 examples:
   autotune dashboard                       then open the printed URL
   autotune dashboard --results runs/ --port 8081
-  ssh -L 8080:127.0.0.1:8080 tuned-host    to look at a remote machine's study safely
+  ssh -L 8080:127.0.0.1:8080 tuned-host    a remote study (its other users reach it too)
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import argparse
 import sys
 
 from .. import dashboard
+from ..clean import one_line, printable
 from ..study.storage import storage_of
 from ._common import add_study_args, open_study_from_args
 
@@ -38,17 +40,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     study, url, notes = open_study_from_args(args)
     for note in notes:
-        print(f"autotune: note: {note}", file=sys.stderr, flush=True)
+        print(f"autotune: note: {one_line(note)}", file=sys.stderr, flush=True)
     dashboard.prepare(study)
     storage = storage_of(study)
     server = dashboard.make(storage, args.host, args.port)
     port = server.server_address[1]
-    if not dashboard.is_loopback(args.host):
-        print(f"autotune: warning: dashboard on {args.host}:{port} is "
-              f"{dashboard.EXPOSED_WARNING}", file=sys.stderr, flush=True)
-    print(f"optuna-dashboard for {study.study_name} ({url}) at "
-          f"{dashboard.url(args.host, port, storage.get_study_id_from_name(study.study_name))}"
-          "\npress Ctrl-C to stop", flush=True)
+    why = dashboard.LOCAL_WARNING if dashboard.is_loopback(args.host) else \
+        dashboard.EXPOSED_WARNING
+    print(f"autotune: warning: dashboard on {args.host}:{port} is {why}", file=sys.stderr,
+          flush=True)
+    address = dashboard.url(args.host, port, storage.get_study_id_from_name(study.study_name))
+    print(printable(f"optuna-dashboard for {study.study_name} ({url}) at {address}"
+                    "\npress Ctrl-C to stop"), flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -2,7 +2,9 @@
 or taskset), the launcher and the training command, shell-quoted, with a manifest (topology
 fingerprint, library versions, measured speedup). The command is rebuilt from the topology stored
 with the study, so it can be exported later and elsewhere; on a machine with a different topology
-it warns, because the CPU binding may not fit there.
+it warns, because the CPU binding may not fit there. Library paths stored with the study go into
+LD_PRELOAD only when they are the files this machine's probe finds (--trust-study: a study for
+another machine), and strings from the study are written with control characters escaped.
 
 examples:
   autotune export                          the verified recommendation, as a shell command
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..clean import one_line, printable
 from ..run import outcome as R
 from ..config import DEFAULT_WORKLOAD, Config
 from ..study.records import DEFAULT_ROLE, has_record, record_of, records
@@ -26,7 +29,8 @@ from ..plan.launch_plan import STANDALONE_SECONDS
 from ..probe.topology import Topology
 from ..export.recommendation import script_launch
 from ..study.attrs import StudyAttrs
-from ._common import add_study_args, int_at_least, open_study_from_args, positive_float
+from ._common import (add_study_args, add_trust_arg, int_at_least, open_study_from_args,
+                      positive_float)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -41,6 +45,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seconds", type=positive_float, default=STANDALONE_SECONDS, metavar="S",
                    help="how long the built-in trainer in the command runs (default: "
                         f"{STANDALONE_SECONDS:g})")
+    add_trust_arg(p, "export the allocator and OpenMP library paths stored with the study (its "
+                     "LD_PRELOAD) even when they are not the files this machine's probe finds "
+                     "(a study for another machine); a path holding ':', a space or a control "
+                     "character is refused always; see docs/security.md")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -79,13 +87,33 @@ def run(args: argparse.Namespace) -> int:
         except (KeyError, TypeError, ValueError, AutotuneError) as exc:
             raise StorageError(f"study {study.study_name!r}: stored hosts are unreadable "
                                f"({type(exc).__name__}: {exc})") from None
+        from ..study.trust import check_stored_cluster
+        check_stored_cluster(cluster, f"study {study.study_name}")
+    _check_libraries(args, config, cluster.topologies if cluster else (topology,))
     cmd = launch_command(config, topology, workload=workload, program=program, manifest=manifest,
                          cluster=cluster, **script)
     if cluster is None:   # across hosts the command runs there, not here
         for note in notes:   # a command tuned elsewhere may bind CPUs or load libraries wrongly
-            print(f"autotune: warning: {note}", file=sys.stderr)
-    print(render(cmd, args.format))
+            print(f"autotune: warning: {one_line(note)}", file=sys.stderr)
+    text = render(cmd, args.format)
+    if printable(text) != text:   # a control character in the stored command's arguments
+        print("autotune: warning: the stored command holds control characters; they are "
+              "shown escaped (\\x..), so check it before you run it", file=sys.stderr)
+    print(printable(text))
     return 0
+
+
+def _check_libraries(args: argparse.Namespace, config: Config, stored) -> None:
+    """LD_PRELOAD paths come from the stored topology, which whoever writes the study chose:
+    they must be this machine's own libraries (or the person says --trust-study)."""
+    from ..plan.build import preloads
+    from ..study.trust import check_stored_libraries
+    if not any(preloads(config, t) for t in stored):
+        return
+    from ..probe import probe
+    local = probe().capabilities
+    for warning in check_stored_libraries(config, stored, local, trusted=args.trust_study):
+        print(f"autotune: warning: {warning}", file=sys.stderr)
 
 
 def _recommended(study) -> tuple[Config, dict]:
@@ -112,7 +140,7 @@ def _from_trial(study, number: int) -> tuple[Config, dict]:
     extra = {"trial": number, "outcome": rec.outcome}
     if rec.outcome != R.OK:
         print(f"autotune: warning: trial {number} did not complete ({rec.outcome}: "
-              f"{rec.reason}); exporting its configuration anyway", file=sys.stderr)
+              f"{one_line(rec.reason)}); exporting its configuration anyway", file=sys.stderr)
     elif rec.throughput is not None:
         extra["throughput"] = rec.throughput
         default = next((d for d in records(study)

@@ -11,6 +11,9 @@ ended, the warning names it and where it sat, and it counts as finished (exit 0 
 rank exited 0). A rank still computing, say writing a checkpoint, is left alone.
 A recommendation measured on other hardware or another torch, a study without a verified
 recommendation, or a manifest from another machine is refused (exit 2); --force overrides.
+Without `--`, the command stored in the study or manifest runs only when it is a file only you
+can write; otherwise launch prints the exact command and stops until you add --trust-study
+(--dry-run shows it, running nothing).
 
 examples:
   autotune launch -- python train.py --epochs 10
@@ -19,6 +22,7 @@ examples:
   autotune launch --nproc-per-node 4 -- python train.py        override the tuned rank count
   autotune launch --nnodes 2 --node-rank 0 --master-addr host0 -- python train.py   (each host)
   autotune launch                                      the command the search tuned, as exported
+  autotune launch --trust-study                        the same from a shared study, once read
 """
 from __future__ import annotations
 
@@ -31,8 +35,9 @@ from ..config import describe_changes
 from ..errors import ConfigError
 from ..export.launch import (Nodes, default_log_dir, describe, from_manifest, from_study,
                       in_force_lines, override, plan_launch, program_for, refusals)
-from ._common import (add_idle_arg, add_study_args, int_at_least, load_topology,
-                      open_study_from_args)
+from ..clean import one_line, printable
+from ._common import (STORED_COMMAND_HELP, add_idle_arg, add_study_args, add_trust_arg,
+                      int_at_least, load_topology, open_study_from_args, storage_url)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -60,6 +65,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="watch the ranks compute for this long, then say from outside whether each planned "
                         "knob acted (threads, binding, allocator, OpenMP, memory policy); "
                         "0: do not check (default: 15)")
+    add_trust_arg(p, "without `--`: run the command stored in the study or manifest "
+                     f"{STORED_COMMAND_HELP}")
     add_idle_arg(p)
     p.set_defaults(script=None)
 
@@ -83,6 +90,8 @@ def run(args: argparse.Namespace) -> int:
         nodes = Nodes(nnodes=args.nnodes, node_rank=args.node_rank, master_addr=args.master_addr,
                       master_port=args.master_port or 29500)
     tuned = from_manifest(args.config) if args.config else from_study(open_study_from_args(args)[0])
+    if args.script is None and not args.dry_run:   # a dry run shows the command, runs nothing
+        _check_trusted(args, tuned)
     topology = load_topology(None)
     problems = refusals(tuned, topology, topology.capabilities.torch_version)
     if problems and not args.force:
@@ -110,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
     _say(f"launching {len(plan.ranks)} rank(s) with {describe_changes(config)} "
          f"from {tuned.source}" + (f" ({tuned.headline})" if tuned.headline else ""))
     if args.dry_run:
-        print(describe(plan, base_env))
+        print(printable(describe(plan, base_env)))
         return 0
     check = _InForce(plan, args.check_seconds)
     try:
@@ -126,6 +135,16 @@ def run(args: argparse.Namespace) -> int:
     _say(f"{'done' if code == 0 else 'failed'} in {result.wall_seconds:.1f}s ({codes}); "
          f"logs in {log_dir}")
     return code
+
+
+def _check_trusted(args: argparse.Namespace, tuned) -> None:
+    """Without `--` the command comes from the study or manifest: data someone wrote, which
+    runs only from a file only this user can write, or once the person says --trust-study."""
+    from ..study.trust import check_stored_code, stored_code, storage_file
+    path = os.path.abspath(args.config) if args.config else storage_file(storage_url(args))
+    check_stored_code(stored_code(tuned.program, tuned.workload), tuned.source, path,
+                      trusted=args.trust_study,
+                      command_hint=", or give your own command after `--`")
 
 
 _INTERVAL_S = 0.5   # one /proc walk per rank per interval, taken from the training's cores
@@ -182,4 +201,5 @@ class _InForce:
 
 
 def _say(text: str) -> None:
-    print(f"autotune: {text}", file=sys.stderr, flush=True)
+    # the headline and the source (a study name) come from the study: shown, never acted on
+    print(f"autotune: {one_line(text)}", file=sys.stderr, flush=True)

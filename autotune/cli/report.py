@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from ..clean import one_line, printable
 from ..study.report import build_report
 from ._common import add_study_args, int_at_least, open_study_from_args
 
@@ -28,9 +29,9 @@ def run(args: argparse.Namespace) -> int:
     report = build_report(study, top=args.top)
     if args.json:
         print(json.dumps({"storage": url, **report.to_json(), "provenance": notes}, indent=2))
-    else:
-        print(f"storage: {url}")
+    else:   # JSON escapes control characters itself; the text shows them escaped
+        print(printable(f"storage: {url}"))
         for note in notes:
-            print(f"note: {note}")
-        print(report.text())
+            print(f"note: {one_line(note)}")
+        print(printable(report.text()))
     return 0

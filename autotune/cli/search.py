@@ -34,6 +34,7 @@ import sys
 import time
 
 from ..search.budget import parse_budget
+from ..run.trials_dir import DEFAULT_KEEP as DEFAULT_KEEP_TRIALS
 from ..search.options import GUIDES
 from ..study.storage import redact
 from ..tune import SearchRequest, search
@@ -95,6 +96,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "recommended). Scripts time themselves and always run whole")
     p.add_argument("--trial-timeout", type=positive_float, metavar="S",
                    help="kill a trial after this long (default: 4x the first trial, at least 30s)")
+    p.add_argument("--keep-trials", type=keep_trials, default=DEFAULT_KEEP_TRIALS,
+                   metavar="all|N",
+                   help="trial folders (logs, results) kept under --results/trials: at the "
+                        "start the oldest beyond the newest N are removed, never one a running "
+                        f"trial uses; 'all' keeps every one (default: {DEFAULT_KEEP_TRIALS})")
     p.add_argument("--allow-concurrent", action="store_true",
                    help="run even if another search holds this machine (timings will suffer)")
     add_host_args(p)
@@ -103,6 +109,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true",
                    help="print one JSON object on stdout at the end; the progress stays on "
                         "stderr (a long search is not silent), unless --quiet")
+
+
+def keep_trials(text: str) -> int | None:
+    """--keep-trials: 'all' (None) or a count of at least 1."""
+    if text.strip().lower() == "all":
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give 'all' or a number of trial folders")
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: keep at least 1 trial folder (or 'all')")
+    return value
 
 
 def run(args: argparse.Namespace) -> int:
@@ -117,7 +136,8 @@ def run(args: argparse.Namespace) -> int:
                         verify_rounds=args.verify_rounds, max_verify_rounds=args.max_verify_rounds,
                         trial_timeout=args.trial_timeout,
                         allow_concurrent=args.allow_concurrent, idle_timeout=args.idle_timeout,
-                        guide=args.guide, early_stop=args.early_stop)
+                        guide=args.guide, early_stop=args.early_stop,
+                        keep_trials=args.keep_trials)
     label = check_workload_args(args)
     progress = Progress(budget_s=req.budget_s, quiet=args.quiet, started=started)
     try:

@@ -8,10 +8,15 @@ replaces the stored recommendation (what `report`, `export` and `launch` show) o
 its rounds were quiet. A study measured on other hardware or with another torch, or without a
 recommendation, is refused (exit 2).
 
+A study is data: its stored script command runs (and its module:function workload is imported)
+only when the storage is a file only you can write. From any other storage, a shared PostgreSQL
+database included, verify prints the exact command and stops; read it, then add --trust-study.
+
 examples:
   autotune verify                      the newest study measured on this machine
   autotune verify --budget 10m --rounds 5
   autotune verify --study NAME --json
+  autotune verify --storage postgresql://me@db/autotune --trust-study   after reading its command
 """
 from __future__ import annotations
 
@@ -21,8 +26,9 @@ import sys
 import time
 
 from ..errors import ConfigError
-from ._common import (add_idle_arg, add_study_args, int_at_least, load_topology,
-                      open_study_from_args)
+from ..clean import printable
+from ._common import (STORED_COMMAND_HELP, add_idle_arg, add_study_args, add_trust_arg,
+                      int_at_least, load_topology, open_study_from_args, storage_url)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -33,6 +39,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="interleaved rounds, at least; more (up to 4x) while unsettled "
                         "(default: 3)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_trust_arg(p, "run the study's stored script command or import its module:function "
+                     f"workload {STORED_COMMAND_HELP}")
     add_idle_arg(p)
 
 
@@ -48,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
     budget_s = parse_budget(args.budget)
     study, url, _notes = open_study_from_args(args)
     attrs = StudyAttrs.of(study)
+    _check_trusted(args, attrs, study.study_name)
     topology = load_topology(None)
     reason = why_not_here(attrs, Here(topology=topology, torch=torch_build()))
     if reason:
@@ -73,11 +82,20 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
         return 0
-    print(rec.headline())
-    if result.previous:
-        print(f"  before: {result.previous}")
+    print(printable(rec.headline()))
+    if result.previous:   # the stored headline: shown, never acted on
+        print(printable(f"  before: {result.previous}"))
     print(f"  stored in {url}" if result.replaces else f"  not stored: {result.why_kept}")
     return 0
+
+
+def _check_trusted(args: argparse.Namespace, attrs, name: str) -> None:
+    """The trials would run the study's script command or import its workload: data someone
+    wrote, run only from a file only this user can write or with --trust-study."""
+    from ..study.trust import check_stored_code, stored_code, storage_file
+    check_stored_code(stored_code(attrs.script_command, attrs.workload), f"study {name}",
+                      storage_file(storage_url(args)), trusted=args.trust_study,
+                      command_hint="")
 
 
 def _settings(attrs, args: argparse.Namespace):

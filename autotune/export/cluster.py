@@ -9,6 +9,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import replace
 
+from ..clean import one_line
 from ..config import Config
 from ..plan.hosts import Host
 from ..plan.cluster import Cluster, build_cluster_plan
@@ -46,8 +47,10 @@ def torchrun_hosts(config: Config, cluster: Cluster, program: tuple[str, ...]) -
     """One `torchrun --nnodes N --rdzv-backend c10d` per host, started over ssh, in one subshell."""
     launchers = _argv(config, cluster, "ssh", program)
     body = [f"  {_q(argv)} &" for _host, argv, _log in launchers]
-    return "\n".join([f"# {len(launchers)} host(s), c10d rendezvous at "
-                      f"{cluster.addresses[0]}:{PORT}; each line starts one host's torchrun",
+    # the address is stored with the study: one_line keeps it inside the comment
+    return "\n".join([one_line(f"# {len(launchers)} host(s), c10d rendezvous at "
+                               f"{cluster.addresses[0]}:{PORT}; each line starts one host's "
+                               "torchrun"),
                       "(", "  trap 'kill 0' INT TERM", *body,
                       # the exit status of every host's torchrun, not `wait`'s 0
                       '  rc=0; for p in $(jobs -p); do wait "$p" || rc=$?; done; exit $rc', ")"])

@@ -11,6 +11,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..clean import one_line
 from ..config import (DEFAULT_WORKLOAD, TRAINER_FLAGS, Config, changed_knobs,
                       describe_changes)
 from ..errors import ConfigError
@@ -104,9 +105,10 @@ def render(cmd: LaunchCommand, fmt: str) -> str:
         raise ConfigError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
     if cmd.cluster is not None or fmt in ("mpirun", "slurm"):
         text = _across(cmd, fmt)
-        if text.startswith("#!"):   # an sbatch script: its shebang stays the first line
-            first, _, rest = text.partition("\n")
-            return "\n".join([first, *_header(cmd), rest])
+        if text.startswith("#!"):   # an sbatch script: sbatch reads #SBATCH lines only above
+            # the first command, so the header goes below them, beside the script's own comments
+            head, _, body = text.partition("\nset -euo pipefail\n")
+            return "\n".join([head, *_header(cmd), "set -euo pipefail", body])
         return "\n".join(_header(cmd) + [text])
     return {"shell": _shell, "torchrun": _torchrun, "json": _json}[fmt](cmd)
 
@@ -136,16 +138,19 @@ def _env_prefix(env: dict[str, str]) -> str:
 
 
 def _header(cmd: LaunchCommand) -> list[str]:
+    """The `# ...` lines above a command. Every field comes from the study, which someone else
+    may have written: one_line keeps a newline in it from ending the comment and running the
+    rest as a command."""
     m = cmd.manifest
     lines = ["# autotune tuned launch: " + describe_changes(cmd.config)]
     if m.get("headline"):
         lines.append(f"# {m['headline']}")
     if m.get("fingerprint"):
         lines.append(f"# measured on {m.get('machine', '?')} (topology {m['fingerprint']}), "
-                     f"torch {m.get('library_versions', {}).get('torch', '?')}")
+                     f"torch {(m.get('library_versions') or {}).get('torch', '?')}")
     for knob, why in cmd.overridden.items():
         lines.append(f"# {knob}: not set here, the script sets its own ({why})")
-    return lines
+    return [one_line(line) for line in lines]
 
 
 def _shell(cmd: LaunchCommand) -> str:
@@ -181,8 +186,9 @@ def _torchrun(cmd: LaunchCommand) -> str:
         tail = ["--no-python", *shim, "--", *cmd.program]
     else:
         tail = ["--no-python", *cmd.program]
-    notes = [f"# the script reads {cmd.local_rank_arg}: torchrun passes LOCAL_RANK only; use "
-             "the shell form, or read os.environ['LOCAL_RANK']"] if cmd.local_rank_arg else []
+    notes = [one_line(f"# the script reads {cmd.local_rank_arg}: torchrun passes LOCAL_RANK only; "
+                      "use the shell form, or read os.environ['LOCAL_RANK']")] \
+        if cmd.local_rank_arg else []
     return "\n".join(_header(cmd) + notes + [f"{_env_prefix(env)}{_q(launcher + tail)}"])
 
 

@@ -61,8 +61,11 @@ def placeholders(template: tuple[str, ...]) -> list[str]:
         except ValueError as exc:
             raise WorkloadError(f"command argument {arg!r}: {exc} (write {{{{ and }}}} for "
                                 "literal braces)") from None
-        for _, name, _, _ in parsed:
-            if name is None or name == SEED:
+        for _, name, spec, _ in parsed:
+            if name is None:
+                continue
+            _check_spec(arg, name, spec or "")
+            if name == SEED:
                 continue
             if name not in knob_names():
                 raise WorkloadError(f"command placeholder {{{name}}} is not a "
@@ -73,7 +76,24 @@ def placeholders(template: tuple[str, ...]) -> list[str]:
     return used
 
 
+# A width or precision is filled in memory before anything runs: a stored `{nproc:>2000000000}`
+# asked for 2 GB per argument. No command line needs a number this big in a format spec.
+MAX_FORMAT_NUMBER = 64
+
+
+def _check_spec(arg: str, name: str, spec: str) -> None:
+    numbers = [int(n) for n in re.findall(r"\d+", spec)]
+    if "{" in spec or any(n > MAX_FORMAT_NUMBER for n in numbers):
+        shown = arg if len(arg) <= 80 else arg[:80] + "..."
+        raise WorkloadError(f"command argument {shown!r}: the format spec of {{{name}}} "
+                            f"({spec[:40]!r}) is refused: widths and precisions above "
+                            f"{MAX_FORMAT_NUMBER}, and placeholders inside it, are not allowed")
+
+
 def fill(template: tuple[str, ...], config: Config, seed: int = 0) -> tuple[str, ...]:
+    """The command with its placeholders filled; a template that placeholders() refuses (a
+    stored one, say) raises WorkloadError before any text is made."""
+    placeholders(template)
     values = {k: _text(v) for k, v in config.to_dict().items()}
     values["batch_size"] = str(config.micro_batch)
     values[SEED] = str(seed)
@@ -172,27 +192,54 @@ class Matches:
     not_numbers: tuple[tuple[str, str], ...]   # (whole match, group) of every one that did not
 
 
+# A pattern is matched line by line, on lines cut to this many characters: a script's output is
+# not ours, and the work of a match grows with the text it runs over (a line of junk megabytes
+# long). What still backtracks for ever on a short line, `(a+)+$`, is stopped by the deadline of
+# run/bounded.py, which runs every match of a trial.
+MAX_LINE = 1000
+
+
+def _lines(text: str):
+    """(offset of the line in `text`, the line cut to MAX_LINE) for every line."""
+    at = 0
+    for line in text.split("\n"):
+        yield at, line[:MAX_LINE]
+        at += len(line) + 1
+
+
 def metric_matches(text: str, metric: str, *, percent: bool = False) -> Matches:
-    """Every number the pattern captures in `text` (group 1, else the whole match), and the
-    matches that are not numbers. `percent`: a number written with a trailing % (inside the
-    group or right after it) is divided by 100."""
+    """Every number the pattern captures in `text`, line by line (group 1, else the whole
+    match), and the matches that are not numbers. `percent`: a number written with a trailing %
+    (inside the group or right after it) is divided by 100."""
     pattern = compile_metric(metric)
     assert pattern is not None
     group = 1 if pattern.groups else 0
     values: list[float] = []
     not_numbers: list[tuple[str, str]] = []
-    for m in pattern.finditer(text):
-        captured = m.group(group) or ""
-        split = _split_number(captured)
-        if split is None:
-            not_numbers.append((m.group(0), captured))
-            continue
-        number, rest = split
-        if percent and (rest.lstrip().startswith("%")
-                        or (not rest and text[m.end(group):m.end(group) + 1] == "%")):
-            number *= 0.01
-        values.append(number)
+    for _at, line in _lines(text):
+        for m in pattern.finditer(line):
+            captured = m.group(group) or ""
+            split = _split_number(captured)
+            if split is None:
+                not_numbers.append((m.group(0), captured))
+                continue
+            number, rest = split
+            if percent and (rest.lstrip().startswith("%")
+                            or (not rest and line[m.end(group):m.end(group) + 1] == "%")):
+                number *= 0.01
+            values.append(number)
     return Matches(values=tuple(values), not_numbers=tuple(not_numbers))
+
+
+def last_match_end(text: str, metric: str) -> int | None:
+    """Where in `text` the pattern's last match (line by line) ends; None: it matches nothing."""
+    pattern = compile_metric(metric)
+    assert pattern is not None
+    last = None
+    for at, line in _lines(text):
+        for m in pattern.finditer(line):
+            last = at + m.end()
+    return last
 
 
 def metric_values(text: str, metric: str, *, percent: bool = False) -> list[float]:

@@ -170,23 +170,32 @@ def _shown_env(launch: _Launch, ranks: tuple[RankPlan, ...]) -> dict[str, str]:
 
 def env_for(config: Config, topology: Topology) -> dict[str, str]:
     """Environment the configuration adds for every rank (allocator, OpenMP runtime)."""
-    caps = topology.capabilities
-    preload: list[str] = []
     env: dict[str, str] = {}
-    if config.allocator != "default":
-        preload.append(caps.allocators[config.allocator])
-        if config.allocator == "jemalloc":
-            env["MALLOC_CONF"] = JEMALLOC_CONF
+    if config.allocator == "jemalloc":
+        env["MALLOC_CONF"] = JEMALLOC_CONF
     if config.omp_runtime == "libiomp5":
-        # Preloading libiomp5 makes torch's libgomp calls resolve to Intel's runtime.
-        preload.append(caps.omp_runtimes["libiomp5"])
         env["KMP_AFFINITY"] = config.kmp_affinity
         env["KMP_BLOCKTIME"] = str(config.kmp_blocktime)
+    preload = [path for _name, path in preloads(config, topology)]
     if preload:
         env["LD_PRELOAD"] = ":".join(preload)
     if config.device == "cuda":
         env.update(cuda_env(config, topology))
     return env
+
+
+def preloads(config: Config, topology: Topology) -> list[tuple[str, str]]:
+    """(library name, path) of each library the configuration preloads, from the topology's
+    probe: the allocator, then Intel's OpenMP runtime (preloading libiomp5 makes torch's libgomp
+    calls resolve to it). The one answer, read by env_for and by the export's check of paths
+    stored in a study (study/trust.py)."""
+    caps = topology.capabilities
+    out = []
+    if config.allocator != "default":
+        out.append((config.allocator, caps.allocators[config.allocator]))
+    if config.omp_runtime == "libiomp5":
+        out.append(("libiomp5", caps.omp_runtimes["libiomp5"]))
+    return out
 
 
 def torchrun_env(rank: int, world_size: int, run_id: str) -> dict[str, str]:

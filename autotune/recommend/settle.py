@@ -19,6 +19,8 @@ from ..measure.contention import describe_outside, disturbed
 
 # Settled: the 95% interval of the ratio lies within ±10% of it.
 SETTLED_HALF_WIDTH = 0.10
+# The most rounds `next_step` proposes: past this, the spread is the machine's, not chance's.
+MAX_ROUNDS_TO_SETTLE = 12
 # Student's t, two-sided 95%, by degrees of freedom (rounds - 1); 2.0 beyond the table.
 _T95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26,
         10: 2.23, 12: 2.18, 15: 2.13, 20: 2.09, 30: 2.04}
@@ -75,11 +77,40 @@ class Settling:
         lo, hi = self.interval
         return f"95% interval {lo:.2f}-{hi:.2f}x, {self.quiet_rounds} rounds"
 
+    def rounds_to_settle(self) -> int | None:
+        """Quiet rounds that would narrow the interval to ±10% if the next rounds spread as the
+        quiet ones so far did (the interval shrinks with t/sqrt(n)); None when unknown or more
+        than MAX_ROUNDS_TO_SETTLE."""
+        if self.interval is None or self.quiet_rounds < 2:
+            return None
+        n = self.quiet_rounds
+        sd = math.log(self.interval[1] / self.interval[0]) / 2 * math.sqrt(n) / _t95(n - 1)
+        return next((m for m in range(n + 1, MAX_ROUNDS_TO_SETTLE + 1)
+                     if _t95(m - 1) * sd / math.sqrt(m) <= math.log(1 + SETTLED_HALF_WIDTH)),
+                    None)
+
+    def next_step(self, command: str = "autotune verify", rounds_flag: str = "--rounds") -> str:
+        """Why the figure is unsettled, from what was measured, and the command that settles
+        it; '' when settled. Other processes are blamed only when rounds measured them."""
+        if self.settled:
+            return ""
+        if self.quiet_rounds < self.rounds:
+            return f"run `{command}` when the machine is quiet for a figure"
+        if self.interval is None:
+            return f"one round has no spread: `{command} {rounds_flag} 3` measures more"
+        need = self.rounds_to_settle()
+        lo, hi = self.interval
+        return (f"the machine was quiet, but {self.quiet_rounds} rounds give a 95% interval of "
+                f"{lo:.2f}-{hi:.2f}x, wider than the ±{SETTLED_HALF_WIDTH:.0%} that settles a "
+                f"figure: `{command} {rounds_flag} {need or MAX_ROUNDS_TO_SETTLE}` measures "
+                + ("enough rounds at this spread" if need else "more rounds"))
+
     def to_json(self) -> dict[str, Any]:
         return {"settled": self.settled, "ratio": self.ratio, "low": self.low, "high": self.high,
                 "rounds": self.rounds, "quiet_rounds": self.quiet_rounds,
                 "interval": list(self.interval) if self.interval else None,
-                "outside_share": self.outside_share, "text": self.describe()}
+                "outside_share": self.outside_share, "text": self.describe(),
+                "rounds_to_settle": self.rounds_to_settle()}
 
 
 def settle(ratios: Sequence[float], outside: Sequence[float | None]) -> Settling | None:

@@ -91,14 +91,16 @@ class Recommendation:
         if not self.verified:
             return f"unverified speedup {self.speedup:.2f}x over the default launch ({self.note})"
         if (self.default_wins or self.config == Config()) and not self.settled:
+            # verify re-measures a recommendation; with none, the search itself measures more
             return (f"no verified speedup: the best candidate measured "
-                    f"{self.settling.describe()}; run `autotune verify` when the machine is quiet")
+                    f"{self.settling.describe()}; "
+                    + self.settling.next_step("autotune search", "--verify-rounds"))
         if self.default_wins or self.config == Config():
             return (f"no verified speedup: the default launch is the best configuration found "
                     f"({self.note})" if self.note else "no verified speedup over the default launch")
         if not self.settled:
             return (f"faster than the default launch, by how much is {self.settling.describe()}; "
-                    "run `autotune verify` when the machine is quiet for a figure")
+                    + self.settling.next_step())
         shown = self.settling.interval_text() if self.settling else f"{self.rounds} rounds"
         return f"verified speedup {self.speedup:.2f}x over the default launch ({shown})"
 

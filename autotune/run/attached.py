@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..plan.launch_plan import LaunchPlan
+from ..private_files import private_dir, private_file
 from .idle import IDLE_DEADLINE_S, IdleWatch, Stuck
 from .runner import POLL_S, _signals_held, _Trial
 
@@ -45,8 +46,8 @@ def run_attached(plan: LaunchPlan, *, echo: TextIO | None = None,
     cleanly is ended (run/idle.py), the others left running. Call from the main thread."""
     from .tee import Tee, prefix
     for rp in plan.ranks:
-        Path(rp.log_path).parent.mkdir(parents=True, exist_ok=True)
-        Path(rp.log_path).write_bytes(b"")
+        private_dir(Path(rp.log_path).parent)
+        os.close(private_file(rp.log_path))
     trial, tee = _Trial(plan), Tee(echo)
     received: list[int] = []
     stuck: list[Stuck] = []

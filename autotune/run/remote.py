@@ -2,7 +2,8 @@
 
 `python -m autotune.run.remote kill MARKER [--ccl]` (run on a host over ssh) ends every process of
 one trial there, and with --ccl also removes the shared memory oneCCL ranks that died there left
-(comm/ccl/shm.py: a later rank given the same pid fails to start); `python -m autotune.run.remote
+and mapped (comm/ccl/shm.py: a later rank given the same pid fails to start; a segment no process
+of the trial maps, such as another container's, is never touched); `python -m autotune.run.remote
 port [N]` prints a free TCP port (or checks N is free).
 """
 from __future__ import annotations
@@ -21,14 +22,15 @@ from pathlib import Path
 
 import psutil
 
-from ..comm.ccl.shm import remove_stale as remove_stale_segments
+from ..comm.ccl.shm import remove_mapped_by
 from ..errors import AutotuneError
 from ..plan.hosts import Host, differences, interface_of, network_of, ssh_hostname
 from ..plan.cluster import FORWARD, MARKER, Cluster
 from ..plan.launch_plan import LaunchPlan
 from .outcome import CRASH, RunResult
 from .rank_output import _result_of, read_tail
-from .runner import EXIT_LINGER_S, POLL_S, classify, root_cause
+from .runner import EXIT_LINGER_S, POLL_S, classify, root_cause, write_request
+from ..private_files import private_file
 
 _SSH_ERRORS = (  # (pattern in ssh's stderr, what to tell the user)
     (r"Connection refused", "ssh refused the connection (no sshd listening?)"),
@@ -144,8 +146,7 @@ def free_port_on(cluster: Cluster) -> int:
 def run_cluster_plan(plan: LaunchPlan) -> RunResult:
     """Start the plan's launchers here, wait for every rank's result (on the shared file
     system), and leave no process of the trial on any host, whatever happened."""
-    Path(plan.request_path).parent.mkdir(parents=True, exist_ok=True)
-    Path(plan.request_path).write_text(json.dumps(plan.request.to_json(), indent=1))
+    write_request(plan)
     for rp in plan.ranks:
         Path(rp.result_path).unlink(missing_ok=True)
     procs: list[subprocess.Popen[bytes]] = []
@@ -153,7 +154,7 @@ def run_cluster_plan(plan: LaunchPlan) -> RunResult:
     timed_out, done_at = False, None
     try:
         for _host, argv, log in plan.launchers:
-            with open(log, "wb") as f:
+            with open(private_file(log), "wb") as f:
                 procs.append(subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT,
                                               stdin=subprocess.DEVNULL, start_new_session=True))
         while True:
@@ -231,15 +232,20 @@ def _teardown(plan: LaunchPlan, procs: list[subprocess.Popen[bytes]]) -> None:
         p.wait()
 
 
+def _marked(marker: str) -> list[psutil.Process]:
+    """The processes here whose environment carries this trial's marker."""
+    out = []
+    for proc in psutil.process_iter():
+        with contextlib.suppress(psutil.Error, OSError):
+            if proc.pid != os.getpid() and proc.environ().get(MARKER) == marker:
+                out.append(proc)
+    return out
+
+
 def kill_marked(marker: str, grace: float = 3.0) -> list[int]:
     """SIGTERM, then SIGKILL, every process here whose environment carries this trial's marker."""
     def marked() -> list[psutil.Process]:
-        out = []
-        for proc in psutil.process_iter():
-            with contextlib.suppress(psutil.Error, OSError):
-                if proc.pid != os.getpid() and proc.environ().get(MARKER) == marker:
-                    out.append(proc)
-        return out
+        return _marked(marker)
     victims = marked()
     for p in victims:
         with contextlib.suppress(psutil.Error):
@@ -254,9 +260,13 @@ def kill_marked(marker: str, grace: float = 3.0) -> list[int]:
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["kill"] and len(args) >= 2 and args[1] and args[2:] in ([], ["--ccl"]):
-        print(len(kill_marked(args[1])))
-        if args[2:]:
-            remove_stale_segments()
+        killed: list[int] = []
+        if args[2:]:   # the segments the trial's processes map, removed once they are dead
+            remove_mapped_by([p.pid for p in _marked(args[1])],
+                             lambda: killed.extend(kill_marked(args[1])))
+        else:
+            killed = kill_marked(args[1])
+        print(len(killed))
         return 0
     if args[:1] == ["port"] and len(args) <= 2:
         with socket.socket() as s:

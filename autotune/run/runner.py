@@ -25,10 +25,12 @@ import psutil
 from .classify import classify, declared_outcome, describe_exit, rank_failure, root_cause
 from .cpu_ledger import CpuLedger, trial_cpus
 from .idle import IDLE_DEADLINE_S, IdleWatch
-from ..comm.ccl.shm import remove_stale as remove_stale_segments
+from ..comm.ccl.shm import RECORD as SEGMENT_RECORD, SegmentRecord, clean_recorded
 from ..plan.launch_plan import LaunchPlan
 from .outcome import CRASH, OK, RunResult
 from .rank_output import _MAX_TAIL_RANKS, _result_of, read_tail
+from .tee import MAX_LOG_BYTES, Tee
+from ..private_files import private_dir, private_file
 
 __all__ = ["Interrupted", "classify", "free_port", "interrupt_on_sigterm", "reap_orphans",
            "root_cause", "run_plan"]
@@ -126,10 +128,10 @@ class _Trial:
         self.scanned_at = 0.0
 
     def spawn(self, *, pipe: bool = False) -> None:
-        """Start every rank; `pipe`: output comes back through a pipe (launch tees it) instead of
-        going straight to the rank's log file."""
+        """Start every rank; `pipe`: output comes back through a pipe (a Tee copies it to the
+        log, capped for a trial) instead of going straight to the rank's log file."""
         for rp in self.plan.ranks:
-            with open(rp.log_path, "wb") as log:
+            with open(private_file(rp.log_path), "wb") as log:
                 self.procs.append(subprocess.Popen(
                     rp.argv, env=rp.env, stdout=subprocess.PIPE if pipe else log,
                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
@@ -277,15 +279,13 @@ def run_plan(plan: LaunchPlan, *, on_start: Callable[[list[int]], None] | None =
     A KeyboardInterrupt (Ctrl-C, or Interrupted from interrupt_on_sigterm) propagates, but only
     after every process of the trial is gone.
     """
-    Path(plan.request_path).parent.mkdir(parents=True, exist_ok=True)
-    Path(plan.request_path).write_text(json.dumps(plan.request.to_json(), indent=1))
+    write_request(plan)
     for rp in plan.ranks:
-        Path(rp.log_path).parent.mkdir(parents=True, exist_ok=True)
-        Path(rp.result_path).parent.mkdir(parents=True, exist_ok=True)
+        private_dir(Path(rp.log_path).parent)
+        private_dir(Path(rp.result_path).parent)
         Path(rp.result_path).unlink(missing_ok=True)   # a stale result would read as success
-    ccl = plan.request.config.get("backend") == "ccl"
-    if ccl:   # a killed rank's segment under a reused pid fails the next init (comm/ccl/shm.py)
-        remove_stale_segments()
+    # a killed rank's segment under a reused pid fails the next init (comm/ccl/shm.py)
+    segments = _segment_record(plan) if plan.request.config.get("backend") == "ccl" else None
     trial = _Trial(plan)
     ledger = CpuLedger(trial_cpus(plan))
     timed_out = False
@@ -293,17 +293,17 @@ def run_plan(plan: LaunchPlan, *, on_start: Callable[[list[int]], None] | None =
     start = time.monotonic()
     spawn_error = ""
     notes: list[str] = []
+    tee = Tee(None, cap=MAX_LOG_BYTES)
     try:
-        try:
-            trial.spawn()
-        except OSError as e:    # a plan naming a missing binary is a failed trial, not a crash
-            spawn_error = f"rank {len(trial.procs)} could not be started: {e}"
+        spawn_error = _start(trial, tee)
         if on_start is not None and not spawn_error:
             on_start([p.pid for p in trial.procs])
         watch = IdleWatch([p.pid for p in trial.procs], [rp.log_path for rp in plan.ranks], idle_s)
         all_results_at: float | None = None
         while not spawn_error:
             ledger.sample(trial.tracked())
+            if segments is not None:
+                segments.watch(p.pid for p in trial.tracked())
             failed = any(rank_failure(r, trial.codes[r], _result_of(plan, r, trial.codes[r]))
                          for r in trial.poll() if r not in trial.ended)
             if not trial.running():
@@ -329,16 +329,55 @@ def run_plan(plan: LaunchPlan, *, on_start: Callable[[list[int]], None] | None =
         ledger.sample(trial.tracked(), force=True)
     finally:
         with _signals_held():
-            if trial.running():
-                trial.teardown(min(plan.grace_s, 2.0))
-            trial.sweep()
-            if ccl:
-                remove_stale_segments()
+            _end(trial, tee, segments)
     if spawn_error:
         return RunResult(outcome=CRASH, reason=spawn_error, exit_codes=tuple(trial.codes),
                          wall_seconds=time.monotonic() - start, launched_at=launched_at)
     return _judged(plan, trial, timed_out=timed_out, notes=notes, ledger=ledger,
                    wall_seconds=time.monotonic() - start, launched_at=launched_at)
+
+
+def write_request(plan: LaunchPlan) -> None:
+    """The worker's request, in a trial folder only this user can read (private_files.py)."""
+    private_dir(Path(plan.request_path).parent)
+    with open(private_file(plan.request_path), "w", encoding="utf-8") as f:
+        json.dump(plan.request.to_json(), f, indent=1)
+
+
+def _start(trial: _Trial, tee: Tee) -> str:
+    """Spawn every rank, its output through the tee, which caps each log (run/tee.py: a rank
+    writing straight to its file could fill the disk under the results folder); returns why a
+    rank could not be started, or ""."""
+    try:
+        trial.spawn(pipe=True)
+    except OSError as e:    # a plan naming a missing binary is a failed trial, not a crash
+        return f"rank {len(trial.procs)} could not be started: {e}"
+    finally:
+        for rp, p in zip(trial.plan.ranks, trial.procs):
+            tee.follow(p.stdout, rp.log_path, "")   # type: ignore[arg-type]
+    return ""
+
+
+def _end(trial: _Trial, tee: Tee, segments: SegmentRecord | None) -> None:
+    """No process of the trial left, its logs complete, its oneCCL segments removed."""
+    if segments is not None:   # what was mapped since the last look
+        segments.watch((p.pid for p in trial.tracked()), force=True)
+    if trial.running():
+        trial.teardown(min(trial.plan.grace_s, 2.0))
+    trial.sweep()
+    tee.join()
+    if segments is not None:
+        segments.clean()
+
+
+def _segment_record(plan: LaunchPlan) -> SegmentRecord | None:
+    """Settle the records earlier trials of this results folder left (a runner killed with
+    kill -9 among them), then start this trial's, before launch; None without a trial folder."""
+    if not plan.workdir:
+        return None
+    clean_recorded(os.path.dirname(plan.workdir))
+    private_dir(plan.workdir)
+    return SegmentRecord(os.path.join(plan.workdir, SEGMENT_RECORD))
 
 
 def _judged(plan: LaunchPlan, trial: _Trial, *, timed_out: bool, notes: list[str],

@@ -28,7 +28,10 @@ from .idle import IDLE_DEADLINE_S
 from .classify import abort_in_teardown
 from .runner import free_port, run_plan
 from .rank_output import read_tail
-from ..measure.script import SEED_ENV, compile_metric, fill, script_metric
+from ..errors import WorkloadError
+from ..measure.script import SEED_ENV, fill
+from ..measure.script import ScriptMetric
+from .bounded import last_metric_end, score_output
 from ..probe.topology import Topology
 from ..quality.samples import QUALITY_SAMPLES
 
@@ -199,9 +202,12 @@ def _script_measured(plan: LaunchPlan, run: RunResult, settings: TrialSettings
     with contextlib.suppress(OSError, ValueError):
         with open(rank0.env["AUTOTUNE_REPORT"], encoding="utf-8") as f:
             report = json.load(f)
-    sm = script_metric(report=report if isinstance(report, dict) else None, log_text=log_text,
-                       metric=settings.metric, wall_seconds=run.wall_seconds,
-                       accuracy=settings.accuracy, lower_is_better=settings.lower_is_better)
+    try:
+        sm = score_output(report=report if isinstance(report, dict) else None, log_text=log_text,
+                          metric=settings.metric, wall_seconds=run.wall_seconds,
+                          accuracy=settings.accuracy, lower_is_better=settings.lower_is_better)
+    except WorkloadError as exc:   # a pattern past its deadline fails the trial, not the search
+        sm = ScriptMetric(value=None, source="pattern", problem=str(exc))
     if sm.value is None:
         failed = replace(run, outcome=R.WORKLOAD_ERROR, reason=sm.problem,
                          log_tail=f"--- rank 0 ({rank0.log_path}) ---\n{read_tail(rank0.log_path)}")
@@ -219,13 +225,15 @@ def _aborted_in_teardown(run: RunResult, plan: LaunchPlan, settings: TrialSettin
                          log_text: str) -> RunResult:
     """A crash that was only SIGABRT after rank 0's last --metric line counts as ok, with a note
     (gloo aborts in teardown now and then; the training was measured in full)."""
-    pattern = compile_metric(settings.metric) if run.outcome == R.CRASH else None
     last = None
-    for last in (pattern.finditer(log_text) if pattern else ()):
-        pass
+    if run.outcome == R.CRASH and settings.metric is not None:
+        try:
+            last = last_metric_end(log_text, settings.metric)
+        except WorkloadError:      # past its deadline: the crash stands as it was
+            return run
     note = abort_in_teardown(
         run.exit_codes, [read_tail(rp.log_path) for rp in plan.ranks],
-        rank0_after_last_metric=log_text[last.end():] if last else None,
+        rank0_after_last_metric=log_text[last:] if last is not None else None,
         signalled=run.signalled)
     if note is None:
         return run

@@ -32,7 +32,7 @@ from optuna.trial import TrialState
 
 from ..config import Config
 from ..errors import StorageError
-from ..study.storage import redact
+from ..study.storage import redact, redact_message
 from ..study.owners import owner_alive, this_process
 from ..study import attrs as A
 from ..study.records import (REPEAT_ROLE, Record, claim_of, duplicate_attrs, has_record, record_of,
@@ -59,7 +59,7 @@ class StudyLock:
             except Exception as exc:  # driver errors: many types, one line for the user
                 first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
                 raise StorageError(f"storage {redact(url)}: cannot connect for the study lock: "
-                                   f"{redact(first)}") from None
+                                   f"{redact_message(first, url)}") from None
         elif path and path != ":memory:":
             self._fd = os.open(f"{path}.claims.lock", os.O_RDWR | os.O_CREAT, 0o644)
         else:

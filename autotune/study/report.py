@@ -13,6 +13,7 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
+from ..clean import one_line
 from ..quality import report as QR
 from ..quality.evidence import stored_classes
 from ..quality.script_floor import stored_script_floor
@@ -164,7 +165,8 @@ class Report:
                 out.append(f"  {f.outcome}: {f.count}, e.g.{where} {_clip(f.example)}")
         else:
             out.append("  none")
-        return "\n".join(out)
+        # each entry is one line; a newline inside a stored headline or reason must not add one
+        return "\n".join(one_line(line) for line in out)
 
 
 def build_report(study: optuna.Study, *, top: int = 10) -> Report:

@@ -19,6 +19,7 @@ import optuna
 
 from .. import __version__
 from ..errors import StorageError
+from ..private_files import create_private, private_dir
 from .attrs import StudyAttrs, write_description
 from .provenance import Here, why_not_here
 from ..probe.topology import SCHEMA_VERSION, Topology, TorchBuild
@@ -32,12 +33,50 @@ def default_storage(results_dir: str = DEFAULT_RESULTS) -> str:
     return f"sqlite:///{os.path.join(results_dir, 'autotune.db')}"
 
 
+# Query parameters that carry a secret (libpq's password and sslpassword, SQLCipher's key).
+_SECRET_PARAMS = ("password", "passwd", "pwd", "passphrase", "sslpassword", "key")
+
+
 def redact(url: str) -> str:
-    """Storage URL fit to print: the password (if any) replaced by ***. The password ends at the
-    *last* '@' before the host, so one containing '@' is hidden whole; the user name may be empty
-    (`sqlite+pysqlcipher://:passphrase@/file.db`), and libpq also takes `?password=...`."""
-    url = re.sub(r"(://[^:/@]*:)[^/]*@", r"\1***@", url)
-    return re.sub(r"([?&](?:password|passwd|pwd|passphrase)=)[^&]*", r"\1***", url, flags=re.I)
+    """Storage URL fit to print, as SQLAlchemy itself renders it with the password hidden (a
+    password may hold '/', '?' or '#', which no regex over the text can delimit), with secret
+    query parameters hidden too. A URL SQLAlchemy cannot parse is masked whole but its scheme."""
+    parsed = _parsed(url)
+    if parsed is None or "@" in (parsed.host or ""):   # '@' left in the host: part of a password
+        scheme = re.match(r"[A-Za-z][A-Za-z0-9+.-]*://", url)
+        return (scheme.group(0) if scheme else "") + "***"
+    query = {k: ("***" if k.lower() in _SECRET_PARAMS else v) for k, v in parsed.query.items()}
+    # the rendering quotes the query's '*'; shown as typed
+    return parsed.set(query=query).render_as_string(hide_password=True).replace("%2A", "*")
+
+
+def holds_password(url: str) -> bool:
+    """Whether the URL itself carries a password (in argv, every local user can read it)."""
+    parsed = _parsed(url)
+    return parsed is not None and bool(parsed.password or any(
+        k.lower() in _SECRET_PARAMS for k in parsed.query))
+
+
+def redact_message(text: str, url: str) -> str:
+    """A driver's message about `url`, with the URL's secrets (as typed and as decoded) hidden:
+    the message is not a URL, so it cannot be rendered, only searched."""
+    parsed = _parsed(url)
+    secrets = {url} if parsed is None else {parsed.password or "", *(
+        str(v) for k, v in parsed.query.items() if k.lower() in _SECRET_PARAMS)}
+    if parsed is not None and parsed.password:
+        from urllib.parse import quote
+        secrets.add(quote(parsed.password, safe=""))
+    for secret in sorted(filter(None, secrets), key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text.replace(url, redact(url))
+
+
+def _parsed(url: str):
+    from sqlalchemy.engine import make_url
+    try:
+        return make_url(url)
+    except Exception:  # ArgumentError, or a ValueError from a port that is not a number
+        return None
 
 
 def study_name(workload: str, topology: Topology, space_name: str = "cpu",
@@ -59,12 +98,11 @@ def open_storage(url: str, *, create_under: str | None = None) -> optuna.storage
     file_path = next((url[len(s):] for s in ("sqlite:///", "journal:///") if url.startswith(s)), "")
     if file_path and file_path != ":memory:":
         _make_folder(url, os.path.dirname(os.path.abspath(file_path)), create_under)
+        _create_private(url, file_path)
     if url.startswith("sqlite:///"):
         path = url[len("sqlite:///"):]
         if path and path != ":memory:" and os.path.exists(path):
             _check_sqlite(path, redact(url), studies=False)
-    if file_path and file_path != ":memory:" and not os.path.exists(file_path):
-        _check_creatable(url, file_path)
     elif "://" not in url:
         raise StorageError(f"storage {url!r}: not a URL; use e.g. sqlite:///results/autotune.db "
                            "or postgresql://user@host/db")
@@ -82,7 +120,7 @@ def open_storage(url: str, *, create_under: str | None = None) -> optuna.storage
             from None
     except Exception as exc:  # SQLAlchemy/driver errors: many types, one message for the user
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise StorageError(f"storage {redact(url)}: {redact(first)}") from None
+        raise StorageError(f"storage {redact(url)}: {redact_message(first, url)}") from None
 
 
 def _make_folder(url: str, folder: str, create_under: str | None) -> None:
@@ -96,24 +134,18 @@ def _make_folder(url: str, folder: str, create_under: str | None) -> None:
         raise StorageError(f"storage {redact(url)}: folder {folder} does not exist{where}; "
                            "create it first or choose another path")
     try:
-        os.makedirs(folder, exist_ok=True)
+        private_dir(folder)    # 0700: the study holds script arguments and log tails
     except OSError as exc:
         raise StorageError(f"storage {redact(url)}: cannot create {folder}: {exc.strerror}") from None
 
 
-def _check_creatable(url: str, path: str) -> None:
-    """A new database file must be creatable here (/proc, a read-only mount, a folder of another
-    user): said in words, where SQLite only says "unable to open database file". The probe file
-    is removed again; SQLite creates its own a moment later."""
+def _create_private(url: str, path: str) -> None:
+    """A new SQLite or journal file is made 0600 before Optuna opens it (SQLite gives its -wal
+    and -shm files the same mode); an existing one keeps its mode."""
     try:
-        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
-    except FileExistsError:
-        return
+        create_private(path)
     except OSError as exc:
-        raise StorageError(f"storage {redact(url)}: cannot create the database file {path} "
-                           f"({exc.strerror}); choose a folder you can write to") from None
-    os.close(fd)
-    os.unlink(path)
+        raise StorageError(f"storage {redact(url)}: cannot create {path}: {exc.strerror}") from None
 
 
 def _rdb_storage(url: str) -> optuna.storages.RDBStorage:

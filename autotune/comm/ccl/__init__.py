@@ -65,9 +65,12 @@ def problem() -> str | None:
     why = runtime_problem()
     if why:
         return why
-    if cached_extension() is None:
-        return ("the ccl extension is not built for this torch; fix: ./setup.sh, or "
-                "python -m autotune.comm.ccl build")
+    try:
+        if cached_extension() is None:
+            return ("the ccl extension is not built for this torch; fix: ./setup.sh, or "
+                    "python -m autotune.comm.ccl build")
+    except CclUnavailable as exc:   # a build someone else can change (build.untrusted)
+        return str(exc).removeprefix("ccl: ")
     return None
 
 

@@ -18,12 +18,14 @@ import importlib.machinery
 import importlib.util
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import sysconfig
 from pathlib import Path
 
 from ...errors import AutotuneError
+from ...private_files import private_dir
 
 SOURCE = Path(__file__).with_name("backend.cpp")
 RUNTIME_VERSION = "2022.2.0"   # oneccl-cpu / oneccl-cpu-devel / oneccl (for libccl.so.2)
@@ -93,11 +95,38 @@ def module_name() -> str:
 
 
 def cached_extension() -> Path | None:
-    """The compiled module for this torch, source and runtime, if it was built."""
+    """The compiled module for this torch, source and runtime, if it was built; CclUnavailable
+    when it is not safe to load (`untrusted`)."""
     if runtime_dir() is None:
         return None
     path = cache_root() / cache_key() / (module_name() + _suffix())
-    return path if path.exists() else None
+    if not path.exists():
+        return None
+    if (why := untrusted(path)) is not None:
+        raise CclUnavailable(f"ccl: refusing the cached build {path}: {why}; fix: rm -r "
+                             f"{path.parent} && python -m autotune.comm.ccl build (or set "
+                             "AUTOTUNE_CACHE to a folder only you can write)")
+    return path
+
+
+def untrusted(path: Path) -> str | None:
+    """Why loading `path` would run code somebody else can change, or None: it, or a folder
+    above it, belongs to another user (not root) or is writable by group or others (a folder
+    with the sticky bit owned by root, such as /tmp, protects the names in it and is fine).
+    A shared or planted cache folder would otherwise give its writer every ccl rank."""
+    me = os.getuid()
+    real = path.resolve()
+    for p in (real, *real.parents):
+        try:
+            st = os.stat(p)
+        except OSError as exc:
+            return f"{p} cannot be checked ({exc.strerror})"
+        if st.st_uid not in (me, 0):
+            return f"{p} belongs to uid {st.st_uid}, not to you or root"
+        sticky_root = p.is_dir() and st.st_uid == 0 and st.st_mode & stat.S_ISVTX
+        if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not sticky_root:
+            return f"{p} is writable by {'others' if st.st_mode & stat.S_IWOTH else 'its group'}"
+    return None
 
 
 def load_extension():
@@ -128,7 +157,9 @@ def build(*, log=print) -> Path:
         raise CclUnavailable(f"ccl: {problem}")
     cxx = _compiler()
     folder = cache_root() / cache_key()
-    folder.mkdir(parents=True, exist_ok=True)
+    private_dir(folder)
+    if (why := untrusted(folder)) is not None:   # its lock and module would be someone else's
+        raise CclUnavailable(f"ccl: refusing to build into {folder}: {why}")
     target = folder / (module_name() + _suffix())
     with open(folder / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

@@ -6,46 +6,166 @@ killed (a timeout, a teardown, Ctrl-C) leaves them behind. With pid_max at 32768
 gives a later rank the same pid, and oneCCL then fails in init_process_group with "failed to
 initialize ATL": reproduced here by starting a rank over a stale segment of its own pid (it fails
 every time), and seen as a random ccl test failure once a day of tests had left 905 segments
-(7.7 GB of /dev/shm). The runner removes the segments of dead processes before and after every
-ccl trial it runs on this host.
+(7.7 GB of /dev/shm).
+
+Which segments are ours is never guessed from the pid in the name: containers that share
+/dev/shm (`--ipc=host`) but not the pid namespace name their live segments with pids that do not
+exist here, and an earlier version deleted them as "dead". A segment is removed only when a
+record says a process of ours mapped it: the runner writes a record per trial before launch
+(`SegmentRecord`) and adds each segment it sees a rank map (name and inode, read from
+/proc/<pid>/maps while the rank lives). After the trial, or at the next search's start when the
+runner was killed with kill -9, a recorded segment whose mapper is gone is removed; nothing else.
 """
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import re
+import socket
+import time
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Any, Iterable
 
 import psutil
 
 SHM = Path("/dev/shm")
+RECORD = "ccl-segments.json"           # in the trial's folder, under the results folder
 _SEGMENT = re.compile(r"^(\d+):\d+:\d+$")
+_WATCH_S = 0.25                        # how often /dev/shm is listed while a trial runs
 
 
-def stale(names: Iterable[str], alive: Callable[[int], bool] = psutil.pid_exists) -> list[str]:
-    """The names that are oneCCL segments of processes that no longer exist."""
-    out = []
-    for name in names:
-        m = _SEGMENT.match(name)
-        if m and not alive(int(m.group(1))):
-            out.append(name)
-    return out
-
-
-def remove_stale(root: Path = SHM) -> list[str]:
-    """Remove this user's stale oneCCL segments under `root`; returns the names removed."""
+def _namespace() -> dict[str, Any]:
+    """Where the pids in a record mean something: this host, pid namespace and user."""
     try:
-        names = os.listdir(root)
+        pid_ns = os.stat("/proc/self/ns/pid").st_ino
     except OSError:
-        return []
-    gone = []
-    for name in stale(names):
-        path = root / name
+        pid_ns = 0
+    return {"host": socket.gethostname(), "pid_ns": pid_ns, "uid": os.getuid()}
+
+
+def _started(pid: int) -> float | None:
+    """The process's start time (with its pid, it names one process: pids are reused); None when
+    it is gone or a zombie (whose memory, segments included, is already unmapped)."""
+    try:
+        proc = psutil.Process(pid)
+        return None if proc.status() == psutil.STATUS_ZOMBIE else proc.create_time()
+    except psutil.Error:
+        return None
+
+
+def mapped_segments(pid: int, root: Path = SHM) -> dict[str, int]:
+    """{segment name: inode} of the oneCCL segments under `root` that process `pid` maps."""
+    prefix = f"{root}/"
+    found: dict[str, int] = {}
+    try:
+        with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                parts = line.split(maxsplit=5)
+                if len(parts) == 6 and parts[5].startswith(prefix):
+                    name = parts[5].rstrip("\n").removesuffix(" (deleted)")[len(prefix):]
+                    if _SEGMENT.match(name) and name.split(":")[0] == str(pid):
+                        found[name] = int(parts[4])
+    except (OSError, ValueError):
+        pass
+    return found
+
+
+class SegmentRecord:
+    """One trial's record of the oneCCL segments its processes mapped, kept up to date."""
+
+    def __init__(self, path: str | os.PathLike[str], root: Path = SHM) -> None:
+        self.path, self.root = Path(path), root
+        self.data: dict[str, Any] = {**_namespace(), "segments": []}
+        self.seen: set[str] = set()
+        self.watched_at = 0.0
+        self._write()                  # before launch: a kill -9 from here on leaves a record
+
+    def _write(self) -> None:
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump(self.data, f)
+        os.replace(tmp, self.path)
+
+    def watch(self, pids: Iterable[int], *, force: bool = False) -> None:
+        """Record the segments named after one of `pids` that the process maps right now."""
+        if not force and time.monotonic() - self.watched_at < _WATCH_S:
+            return
+        self.watched_at = time.monotonic()
+        wanted = {str(p) for p in pids}
         try:
-            if path.stat().st_uid != os.getuid():
+            names = [n for n in os.listdir(self.root) if n not in self.seen
+                     and _SEGMENT.match(n) and n.split(":")[0] in wanted]
+        except OSError:
+            return
+        added = False
+        for pid in {int(n.split(":")[0]) for n in names}:
+            started = _started(pid)
+            for name, ino in mapped_segments(pid, self.root).items():
+                if name not in self.seen and started is not None:
+                    self.seen.add(name)
+                    self.data["segments"].append({"name": name, "ino": ino, "pid": pid,
+                                                  "started": started})
+                    added = True
+        if added:
+            self._write()
+
+    def clean(self) -> list[str]:
+        return clean_record(self.path, self.root)
+
+
+def clean_record(path: Path, root: Path = SHM) -> list[str]:
+    """Remove the recorded segments whose process is gone; the record goes when all are settled.
+    A record from another host, pid namespace or user is left alone: its pids mean nothing here."""
+    try:
+        data = json.loads(path.read_text())
+        segments = list(data["segments"])
+        if {k: data.get(k) for k in ("host", "pid_ns", "uid")} != _namespace():
+            return []
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+    gone, live = [], False
+    for seg in segments:
+        with contextlib.suppress(KeyError, TypeError, ValueError):
+            if _started(int(seg["pid"])) == seg["started"]:
+                live = True            # its process still runs (another search's trial)
                 continue
-            path.unlink()
-            gone.append(name)
-        except OSError:     # removed meanwhile, or not ours to remove
-            continue
+            target = root / str(seg["name"])
+            with contextlib.suppress(OSError):   # already removed by the rank itself
+                st = os.lstat(target)
+                if st.st_ino == int(seg["ino"]) and st.st_uid == os.getuid():
+                    target.unlink()
+                    gone.append(str(seg["name"]))
+    if not live:
+        path.unlink(missing_ok=True)
+    return gone
+
+
+def clean_recorded(trials_dir: str | os.PathLike[str], root: Path = SHM) -> list[str]:
+    """Settle every trial's record under `trials_dir` (a search's start: a runner killed with
+    kill -9 left its ranks' segments behind, and their record says which)."""
+    gone: list[str] = []
+    with contextlib.suppress(OSError):
+        for trial in sorted(Path(trials_dir).iterdir()):
+            record = trial / RECORD
+            if record.is_file() and not record.is_symlink():
+                gone += clean_record(record, root)
+    return gone
+
+
+def remove_mapped_by(pids: Iterable[int], kill: Any, root: Path = SHM) -> list[str]:
+    """Call `kill()` (which ends `pids`), then remove the segments those processes mapped:
+    `remote kill --ccl` on a host of a multi-host trial, where no runner watched the ranks."""
+    owned = {pid: (_started(pid), mapped_segments(pid, root)) for pid in pids}
+    kill()
+    gone = []
+    for pid, (started, segments) in owned.items():
+        if started is None or _started(pid) == started:
+            continue                   # unreadable, or still alive: not ours to remove
+        for name, ino in segments.items():
+            with contextlib.suppress(OSError):
+                if os.lstat(root / name).st_ino == ino:
+                    (root / name).unlink()
+                    gone.append(name)
     return gone

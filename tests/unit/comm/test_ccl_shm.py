@@ -1,57 +1,73 @@
-"""oneCCL's segments of dead ranks are removed (a stale one under a reused pid fails the next
-rank's init with "failed to initialize ATL"), live ones and other files are kept."""
+"""oneCCL segments are removed only by a record of a process of ours that mapped them (a stale one
+under a reused pid fails the next rank's init with "failed to initialize ATL"; a segment judged
+dead by its name deleted a container's live ranks' memory). Real files, no processes here; the
+runner and `remote kill --ccl` are exercised in tests/integration/test_shared_machine.py."""
 from __future__ import annotations
 
+import json
 import os
-import subprocess
-import sys
 
-from autotune.comm.ccl.shm import remove_stale, stale
+import psutil
 
+from autotune.comm.ccl.shm import RECORD, _namespace, clean_record, clean_recorded
 
-def _dead_pid() -> int:
-    p = subprocess.Popen([sys.executable, "-c", "pass"])
-    p.wait()
-    return p.pid
+GONE = 4194305          # above any pid_max: a process that no longer exists
 
 
-def test_only_segments_of_processes_that_are_gone_are_stale():
-    names = ["12:0:0", "12:0:1", "13:0:0", "__KMP_REGISTERED_LIB_12_0", "PostgreSQL.12", "x:0:0"]
-    assert stale(names, alive=lambda pid: pid == 13) == ["12:0:0", "12:0:1"]
+def _segment(root, name):
+    (root / name).write_bytes(b"\0" * 64)
+    return os.stat(root / name).st_ino
 
 
-def test_remove_stale_removes_a_dead_ranks_segment_and_keeps_the_rest(tmp_path):
-    dead, me = _dead_pid(), os.getpid()
-    for name in (f"{dead}:0:0", f"{dead}:0:1", f"{me}:0:0", "__KMP_REGISTERED_LIB_1_0"):
-        (tmp_path / name).write_bytes(b"\0" * 64)
-    assert sorted(remove_stale(tmp_path)) == sorted([f"{dead}:0:0", f"{dead}:0:1"])
-    assert sorted(os.listdir(tmp_path)) == sorted([f"{me}:0:0", "__KMP_REGISTERED_LIB_1_0"])
-    assert remove_stale(tmp_path / "missing") == []
+def _record(path, segments, **where):
+    path.write_text(json.dumps({**_namespace(), **where, "segments": segments}))
 
 
-def test_the_kill_run_on_each_host_after_a_ccl_trial_removes_what_its_dead_ranks_left():
-    """A trial across hosts ends with `python -m autotune.run.remote kill MARKER` on every host
-    over ssh; for a ccl trial it also removes the segments its killed ranks left there (the
-    runner does it only on this machine). Run here as ssh runs it: a real process."""
-    from pathlib import Path
-    from paths import REPO
-    shm = Path("/dev/shm")
-    dead, me = _dead_pid(), os.getpid()
-    mine, theirs = shm / f"{me}:97:0", shm / f"{dead}:97:0"
-    try:
-        for path in (mine, theirs):
-            path.write_bytes(b"\0" * 64)
+def test_a_recorded_segment_of_a_dead_process_is_removed_and_nothing_else(tmp_path):
+    shm, trial = tmp_path / "shm", tmp_path / "trials" / "t1"
+    shm.mkdir()
+    trial.mkdir(parents=True)
+    ino = _segment(shm, f"{GONE}:0:0")
+    _segment(shm, f"{GONE}:0:1")           # same dead pid, never recorded: someone else's
+    _segment(shm, "12:0:0")                # another container's, "dead" by this namespace
+    _record(trial / RECORD, [{"name": f"{GONE}:0:0", "ino": ino, "pid": GONE, "started": 1.0}])
+    assert clean_recorded(tmp_path / "trials", shm) == [f"{GONE}:0:0"]
+    assert sorted(os.listdir(shm)) == sorted([f"{GONE}:0:1", "12:0:0"])
+    assert not (trial / RECORD).exists()
 
-        def kill(*extra: str) -> subprocess.CompletedProcess:
-            return subprocess.run([sys.executable, "-m", "autotune.run.remote", "kill",
-                                   "no-such-trial", *extra], cwd=REPO, capture_output=True,
-                                  text=True, timeout=60)
-        done = kill()
-        assert done.returncode == 0 and done.stdout.strip() == "0" and theirs.exists()
-        assert kill("--ccl").returncode == 0
-        assert not theirs.exists() and mine.exists()
-        bad = kill("--gloo")
-        assert bad.returncode == 2 and "usage:" in bad.stderr
-    finally:
-        for path in (mine, theirs):
-            path.unlink(missing_ok=True)
+
+def test_a_name_reused_by_another_file_is_kept(tmp_path):
+    ino = _segment(tmp_path, f"{GONE}:0:0")
+    (tmp_path / f"{GONE}:0:0").unlink()
+    _segment(tmp_path, "spacer")           # the new file gets another inode
+    _segment(tmp_path, f"{GONE}:0:0")
+    _record(tmp_path / RECORD, [{"name": f"{GONE}:0:0", "ino": ino, "pid": GONE, "started": 1}])
+    assert os.stat(tmp_path / f"{GONE}:0:0").st_ino != ino
+    assert clean_record(tmp_path / RECORD, tmp_path) == []
+    assert (tmp_path / f"{GONE}:0:0").exists()
+
+
+def test_a_live_owner_keeps_its_segment_and_the_record(tmp_path):
+    me = os.getpid()
+    ino = _segment(tmp_path, f"{me}:0:0")
+    _record(tmp_path / RECORD, [{"name": f"{me}:0:0", "ino": ino, "pid": me,
+                                 "started": psutil.Process(me).create_time()}])
+    assert clean_record(tmp_path / RECORD, tmp_path) == []
+    assert (tmp_path / f"{me}:0:0").exists() and (tmp_path / RECORD).exists()
+
+
+def test_a_record_from_another_pid_namespace_or_host_is_left_alone(tmp_path):
+    ino = _segment(tmp_path, f"{GONE}:0:0")
+    seg = [{"name": f"{GONE}:0:0", "ino": ino, "pid": GONE, "started": 1}]
+    for where in ({"pid_ns": 1}, {"host": "elsewhere"}):
+        _record(tmp_path / RECORD, seg, **where)
+        assert clean_record(tmp_path / RECORD, tmp_path) == []
+        assert (tmp_path / f"{GONE}:0:0").exists()
+
+
+def test_a_broken_record_removes_nothing(tmp_path):
+    _segment(tmp_path, f"{GONE}:0:0")
+    for text in ("", "[]", '{"segments": 3}', "{"):
+        (tmp_path / RECORD).write_text(text)
+        assert clean_record(tmp_path / RECORD, tmp_path) == []
+    assert (tmp_path / f"{GONE}:0:0").exists()

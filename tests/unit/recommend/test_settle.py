@@ -11,7 +11,7 @@ import pytest
 
 from autotune.config import Config
 from autotune.recommend.settle import SETTLED_HALF_WIDTH, ratio_interval, settle
-from autotune.recommend.verify import verify
+from autotune.recommend.verify import Recommendation, verify
 from autotune.run import outcome as R
 from autotune.run.outcome import TrialResult
 from autotune.study.records import DEFAULT_ROLE, Record
@@ -87,3 +87,28 @@ def test_an_unsettled_verification_still_recommends_and_says_so():
         in rec.headline()
     assert "autotune verify" in rec.headline()
     assert rec.to_json()["settling"]["text"] in rec.headline()
+
+
+def test_quiet_unsettled_rounds_say_why_and_how_many_more_settle_them():
+    """The GPU machine's 16 cores, 2026-11-26: three quiet rounds at 1.52x, 1.39x and 1.40x (other
+    processes took at most 1% of the cores). The search said to run verify "when the machine is
+    quiet", which it was; the real reason is three rounds' interval, and a fourth settles it."""
+    s = settle([1.5242, 1.3865, 1.4040], [0.002, 0.0, 0.011])
+    assert not s.settled and s.quiet_rounds == 3
+    assert s.rounds_to_settle() == 4
+    step = s.next_step()
+    assert step == ("the machine was quiet, but 3 rounds give a 95% interval of 1.26-1.63x, "
+                    "wider than the ±10% that settles a figure: `autotune verify --rounds 4` "
+                    "measures enough rounds at this spread")
+    assert s.to_json()["rounds_to_settle"] == 4
+    # with no recommendation there is nothing for verify to re-measure: the search measures more
+    none = Recommendation(config=Config(), speedup=1.0, spread=0.0, rounds=3, verified=True,
+                          default_wins=True, settling=s)
+    assert none.headline().endswith("`autotune search --verify-rounds 4` measures enough rounds "
+                                    "at this spread")
+    # rounds that other processes disturbed: then, and only then, the machine is blamed
+    busy = settle([3.35, 1.55, 1.26], [0.38, 0.38, 0.38])
+    assert busy.next_step() == "run `autotune verify` when the machine is quiet for a figure"
+    assert settle([1.4], [0.0]).next_step("autotune search", "--verify-rounds") == \
+        "one round has no spread: `autotune search --verify-rounds 3` measures more"
+    assert settle([1.40, 1.41, 1.39, 1.40], [0.0] * 4).next_step() == ""      # settled

@@ -1,0 +1,67 @@
+"""Folders and files only their owner can read: the results folder, the study database, the
+trials' requests and rank logs hold script arguments and log tails, and a shared machine has
+other users. Created 0700 and 0600 whatever the umask (a mode given to mkdir or open only loses
+bits to the umask, and a folder that lost its owner's write bit would be unusable, hence the
+chmod). What already exists keeps its mode: a folder the user made, or another user's, is theirs
+to set (`foreign_folder` says when it lets others in).
+"""
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+DIR_MODE = 0o700
+FILE_MODE = 0o600
+
+
+def private_dir(path: str | os.PathLike[str]) -> list[str]:
+    """Create `path` and its missing parents 0700; returns the folders created."""
+    missing = []
+    p = Path(os.path.abspath(path))
+    while not os.path.lexists(p):
+        missing.append(p)
+        p = p.parent
+    created = []
+    for folder in reversed(missing):
+        try:
+            os.mkdir(folder, DIR_MODE)
+        except FileExistsError:   # made meanwhile by a concurrent search: theirs is fine
+            continue
+        os.chmod(folder, DIR_MODE)
+        created.append(str(folder))
+    return created
+
+
+def private_file(path: str | os.PathLike[str], *, append: bool = False) -> int:
+    """An fd of `path` opened for writing (truncated unless `append`), created 0600; a symlink
+    in its place is refused (O_NOFOLLOW), not followed to somebody else's file."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    flags |= os.O_APPEND if append else os.O_TRUNC
+    return os.open(path, flags, FILE_MODE)
+
+
+def create_private(path: str | os.PathLike[str]) -> bool:
+    """Create an empty 0600 file at `path` unless something is there; True if created (the
+    study's SQLite file: SQLite gives its -wal and -shm files the database's mode)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, FILE_MODE)
+    except FileExistsError:
+        return False
+    os.fchmod(fd, FILE_MODE)
+    os.close(fd)
+    return True
+
+
+def foreign_folder(path: str | os.PathLike[str]) -> str | None:
+    """Why a folder autotune writes private files into still shows them to others (it belongs
+    to another user who lets others in, so autotune leaves its mode alone), or None."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    if st.st_uid == os.getuid() or not st.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+        return None
+    return (f"{path} belongs to uid {st.st_uid} and is open to others "
+            f"({stat.filemode(st.st_mode)}): autotune does not change the permissions of a "
+            "folder it does not own; what it writes inside is 0700/0600, but names are visible")

@@ -1,0 +1,63 @@
+"""The trial folders under the results folder (`trials/<id>/`: the request, the rank logs and
+results), settled when a search starts: what a runner killed with kill -9 left in /dev/shm is
+removed (comm/ccl/shm.py), and the folders are kept to the newest N. Every trial leaves a folder
+of up to 65 MiB per rank (run/tee.py caps the logs), and a search started every night on a shared
+machine must not fill its disk.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+
+import psutil
+
+from ..comm.ccl.shm import RECORD, clean_recorded
+
+DEFAULT_KEEP = 200   # folders; `--keep-trials all` keeps every one
+
+
+def settle(trials_dir: str, keep: int | None = DEFAULT_KEEP) -> list[str]:
+    """Clean the oneCCL records, then prune to the newest `keep` folders (None: all); returns
+    the folders removed."""
+    clean_recorded(trials_dir)
+    return prune(trials_dir, keep)
+
+
+def prune(trials_dir: str, keep: int | None) -> list[str]:
+    """Remove the trial folders older than the newest `keep` (by last change). One that a live
+    process still writes to (a concurrent search's running trial) or that holds a oneCCL record
+    not yet settled stays; so does anything that is not a plain folder (a symlink is not
+    followed)."""
+    if keep is None:
+        return []
+    try:
+        folders = [e for e in os.scandir(trials_dir) if e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return []
+    folders.sort(key=lambda e: e.stat(follow_symlinks=False).st_mtime, reverse=True)
+    old = folders[keep:]
+    if not old:
+        return []
+    busy = _in_use(trials_dir)
+    gone = []
+    for entry in old:
+        path = os.path.realpath(entry.path)
+        if path in busy or os.path.lexists(os.path.join(entry.path, RECORD)):
+            continue
+        shutil.rmtree(entry.path, ignore_errors=True)   # fd-based: safe against symlink swaps
+        gone.append(entry.name)
+    return gone
+
+
+def _in_use(trials_dir: str) -> set[str]:
+    """The trial folders under `trials_dir` named by a live process's AUTOTUNE_RESULT."""
+    root = os.path.join(os.path.realpath(trials_dir), "")
+    busy = set()
+    for proc in psutil.process_iter():
+        with contextlib.suppress(psutil.Error, OSError):
+            marker = proc.environ().get("AUTOTUNE_RESULT")
+            if marker and os.path.realpath(marker).startswith(root):
+                rest = os.path.realpath(marker)[len(root):]
+                busy.add(os.path.join(root, rest.split(os.sep)[0]))
+    return busy
