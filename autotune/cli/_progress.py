@@ -13,7 +13,8 @@ from ..clean import one_line, printable
 from ..run import outcome as R
 from ..search.budget import format_seconds
 from ..config import Config, describe_changes
-from ..study.records import DEFAULT_ROLE, RUN_CPU_WORDS
+from ..study.records import (DEFAULT_ROLE, RUN_CPU_WON, RUN_CPU_WORDS,
+                             recommends_run_cpu)
 from ..measure.contention import describe_outside, disturbed
 from ..measure.stats import busy
 from ._live import BarState, LiveBar, wanted
@@ -218,6 +219,8 @@ class Progress:
             print(f"  verification: {rec.settling.describe()}", file=out)
         if rec.vs_run_cpu:
             print(f"  {rec.vs_run_cpu:.2f}x over {RUN_CPU_WORDS}", file=out)
+        if recommends_run_cpu(rec.to_json()):
+            print(f"  {RUN_CPU_WON}", file=out)
         if rec.extra.get("quality"):
             print(f"  {rec.extra['quality']}", file=out)
         elif rec.accuracy is not None and rec.default_accuracy is not None:

@@ -45,6 +45,18 @@ RUN_CPU_ROLE = "reference:run_cpu"
 # with the settings run_cpu would choose, not torch.backends.xeon.run_cpu run itself.
 RUN_CPU_WORDS = ("run_cpu's settings (torch.backends.xeon.run_cpu's rules, reproduced by "
                  "autotune; torchrun --numa-binding=node on GPUs)")
+# Said when the recommendation is that reference's own configuration, so that "1.00x over" it is
+# not read as a tie between two launches (the GPU machine's 16-core search, 2026-11-26).
+RUN_CPU_WON = ("the recommendation is run_cpu's settings themselves: no configuration the search "
+               "measured was verified faster (a longer --budget measures more of them)")
+
+
+def recommends_run_cpu(rec: dict[str, Any]) -> bool:
+    """Whether a stored recommendation (its JSON) is the run_cpu reference's configuration."""
+    return any(c.get("role") == RUN_CPU_ROLE and c.get("config") == rec.get("config")
+               for c in rec.get("candidates") or [])
+
+
 REPEAT_ROLE = "repeat"
 # A sampled trial whose configuration another worker was measuring: PRUNED, never run.
 DUPLICATE_ROLE = "duplicate"

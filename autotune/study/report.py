@@ -24,8 +24,8 @@ from ..config import changed_knobs
 from .report_format import _clip, _knobs, _machine, _num, _table
 from ..measure.contention import DISTURBED_SHARE, disturbed
 from ..measure.stats import BUSY_CPU_SHARE, busy
-from .records import (DEFAULT_ROLE, REPEAT_ROLE, RUN_CPU_ROLE, RUN_CPU_WORDS, SEARCH_ROLE,
-                      Record, has_record, record_of)
+from .records import (DEFAULT_ROLE, REPEAT_ROLE, RUN_CPU_ROLE, RUN_CPU_WON, RUN_CPU_WORDS,
+                      SEARCH_ROLE, Record, has_record, record_of, recommends_run_cpu)
 
 MIN_IMPORTANCE_TRIALS = 5
 
@@ -119,6 +119,8 @@ class Report:
                 out.append(f"  verification: {settling}")
             if rec.get("vs_run_cpu"):
                 out.append(f"  {rec['vs_run_cpu']:.2f}x over {RUN_CPU_WORDS}")
+            if recommends_run_cpu(rec):
+                out.append(f"  {RUN_CPU_WON}")
             changes = changed_knobs(rec.get("config", {}))
             out.append(f"  config: {_knobs(changes)}")
         else:
