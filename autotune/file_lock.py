@@ -1,7 +1,7 @@
 """Lock files that are safe in a folder other users can write to, and waits with a deadline.
 
 A lock file is opened without following a symbolic link and must be a plain file with one name,
-owned by this user (or root) and writable by no one else: a link planted by another user would
+owned by this user (or root) and not writable by all: a link planted by another user would
 otherwise make us truncate and write whatever it points to (a victim's ~/.bashrc), and a file of
 theirs would make every search of ours fail on its permissions. What is refused is a LockError:
 one line, exit 2.
@@ -24,7 +24,8 @@ from typing import NoReturn
 
 from .errors import LockError
 
-__all__ = ["describe_pid", "flock_holders", "open_lock_file", "safe_folder", "wait_flock"]
+__all__ = ["describe_pid", "flock_holders", "open_lock_file", "printable", "safe_folder",
+           "wait_flock"]
 
 
 def _owner_name(uid: int) -> str:
@@ -45,7 +46,9 @@ def _check(st: os.stat_result, path: str, *, folder: bool) -> None:
         raise LockError(f"lock {'folder' if folder else 'file'} {path} belongs to "
                         f"{_owner_name(st.st_uid)}, not to you; autotune does not use another "
                         "user's file as its lock (remove it, or ask its owner to)")
-    if st.st_mode & (0o077 if folder else 0o022):
+    # A folder only we can write to; a file no one else can (group write is a umask 002
+    # default, harmless when the folder is ours).
+    if st.st_mode & (0o077 if folder else 0o002):
         raise LockError(f"lock {'folder' if folder else 'file'} {path} can be changed by other "
                         f"users (mode {stat.S_IMODE(st.st_mode):o}); remove it")
     if not folder and st.st_nlink != 1:
@@ -122,6 +125,11 @@ def flock_holders(fd: int) -> list[int]:
     return [p for p in pids if p > 0]
 
 
+def printable(text: str) -> str:
+    """`text` on one line without terminal controls (a holder's command, or what it wrote)."""
+    return " ".join("".join(c if c.isprintable() else " " for c in text).split())
+
+
 def describe_pid(pid: int) -> str:
     """'pid N (user, command, since HH:MM:SS)' as far as this user may read it."""
     import psutil
@@ -130,8 +138,7 @@ def describe_pid(pid: int) -> str:
         with p.oneshot():
             user = p.username()
             # one line whatever the command holds (a `python -c` program has newlines)
-            cmd = " ".join("".join(c if c.isprintable() else " " for c in " ".join(
-                p.cmdline())).split())[:120] or p.name()
+            cmd = printable(" ".join(p.cmdline()))[:120] or p.name()
             since = time.strftime("%H:%M:%S", time.localtime(p.create_time()))
         return f"pid {pid} ({user}: {cmd}, since {since})"
     except (psutil.Error, OSError):

@@ -15,7 +15,7 @@ import tempfile
 import time
 
 from ..errors import LockError
-from ..file_lock import describe_pid, flock_holders, open_lock_file, safe_folder
+from ..file_lock import describe_pid, flock_holders, open_lock_file, printable, safe_folder
 
 
 def lock_folder() -> str:
@@ -66,7 +66,7 @@ class MachineLock:
         pids = flock_holders(fd)
         if pids:
             return ", ".join(describe_pid(p) for p in pids)
-        return os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
+        return printable(os.pread(fd, 200, 0).decode(errors="replace")) or "another process"
 
     def release(self) -> None:
         if self._fd is not None:

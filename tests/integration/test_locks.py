@@ -105,3 +105,75 @@ def test_a_held_machine_lock_names_its_holder_in_one_line(tmp_path):
         holder.wait()
     message = str(err.value)
     assert f"pid {holder.pid} (root: " in message and "\n" not in message
+
+
+# ---- item 7: a lock whose holder hangs is given up at a deadline, naming the holder (every one
+# of these waited for ever: a plain flock / pg_advisory_lock)
+
+def test_a_hung_holder_of_a_file_studys_lock_is_named_at_the_deadline(tmp_path):
+    from autotune.search.shared import StudyLock
+    db = tmp_path / "autotune.db"
+    holder = hold_flock(Path(f"{db}.claims.lock"))
+    lock = StudyLock(f"sqlite:///{db}", "autotune-x", wait_s=1)
+    try:
+        with pytest.raises(LockError) as err:
+            with lock.held():
+                pass
+    finally:
+        holder.kill()
+        holder.wait()
+        lock.close()
+    assert f"the study lock of autotune-x ({db}.claims.lock) has been held for more than 1 s " \
+           f"by pid {holder.pid} (root: " in str(err.value)
+
+
+PG_HOLD = textwrap.dedent("""
+    import sys, time
+    sys.path.insert(0, {repo!r})
+    from autotune.search.shared import StudyLock
+    with StudyLock({url!r}, "autotune-x").held():
+        print("held", flush=True)
+        time.sleep(120)
+""")
+
+
+def test_a_hung_holder_of_the_postgres_study_lock_is_named_at_the_deadline():
+    from pg_server import postgres_server
+
+    from autotune.search.shared import StudyLock
+    with postgres_server() as url:
+        holder = subprocess.Popen([sys.executable, "-c", PG_HOLD.format(repo=str(REPO), url=url)],
+                                  stdout=subprocess.PIPE, text=True)
+        try:
+            assert holder.stdout.readline() == "held\n"
+            lock = StudyLock(url, "autotune-x", wait_s=1)
+            with pytest.raises(LockError) as err:
+                with lock.held():
+                    pass
+            lock.close()
+        finally:
+            holder.kill()
+            holder.wait()
+    message = str(err.value)
+    assert "the study lock of autotune-x has been held for more than 1 s by server session " \
+           "" in message, message
+    assert f"pid {holder.pid})" in message and "pg_terminate_backend" in message, message
+
+
+def test_a_hung_holder_of_the_ccl_build_lock_is_named_at_the_deadline():
+    import importlib
+    ccl_build = importlib.import_module("autotune.comm.ccl.build")   # the package's `build` is
+                                                                     # the function
+    if ccl_build.runtime_problem():
+        pytest.skip(f"no oneCCL runtime: {ccl_build.runtime_problem()}")
+    folder = ccl_build.cache_root() / ccl_build.cache_key()
+    folder.mkdir(parents=True, exist_ok=True)
+    holder = hold_flock(folder / ".lock")
+    try:
+        with pytest.raises(LockError) as err:
+            ccl_build.build(wait_s=1, log=lambda *_: None)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert f"the ccl build lock {folder / '.lock'} has been held for more than 1 s by pid " \
+           f"{holder.pid}" in str(err.value)
