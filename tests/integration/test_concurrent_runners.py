@@ -90,3 +90,31 @@ def test_the_ranks_of_a_killed_runner_named_autotune_are_still_reaped(tmp_path):
     time.sleep(0.5)
     assert survivors(child_trial(tmp)) == []
     assert os.path.exists(tmp / "pids")
+
+
+OPEN_AT_ONCE = """
+import os, sys, time
+sys.path.insert(0, {repo!r})
+from autotune.study.storage import open_storage
+go = {go!r}
+while not os.path.exists(go):
+    time.sleep(0.001)
+open_storage({url!r})
+"""
+
+
+def test_searches_started_together_on_a_new_sqlite_file_all_open_it(tmp_path):
+    """Two `autotune search --allow-concurrent` started together in a fresh folder both create
+    Optuna's tables in the new file: the loser failed (alembic_version's unique row, or a table
+    created meanwhile) and the search ended with exit 2 before any trial."""
+    failed = []
+    for round_ in range(6):
+        url, go = f"sqlite:///{tmp_path}/r{round_}.db", str(tmp_path / f"go{round_}")
+        code = OPEN_AT_ONCE.format(repo=str(REPO), go=go, url=url)
+        procs = [subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE,
+                                  text=True) for _ in range(4)]
+        time.sleep(1.5)                      # every one imported and waiting for the go
+        Path(go).touch()
+        failed += [err.strip().splitlines()[-1] for p in procs
+                   if (err := p.communicate(timeout=120)[1]) and p.returncode]
+    assert failed == []
