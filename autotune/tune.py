@@ -409,7 +409,8 @@ def _recommend(study: Any, result: SearchResult, evaluate: Evaluate, req: Search
     rec, stored = shared_recommendation(workers, study, result, evaluate, **choose)
     if stored is not None:
         return rec, stored.get("command"), stored
-    command = save(rec)
+    with workers.lock.held():   # beside an `autotune verify` that may store its own figure
+        command = save(rec)
     workers.verified()
     return rec, command, None
 

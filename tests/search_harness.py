@@ -38,9 +38,10 @@ def write_space(tmp: Path, choices: list[int]) -> Path:
 
 
 def search_env(tmp: Path, faults: dict[int, dict[int, str]] | None = None) -> dict[str, str]:
-    """TMPDIR under tmp: the machine lock lives there, so other searches on this box (other test
-    runs) neither block these nor are blocked by them."""
-    env = {**os.environ, "TMPDIR": str(tmp), "PYTHONUNBUFFERED": "1",
+    """TMPDIR under tmp: the machine lock lives there (in autotune-<uid>/, with XDG_RUNTIME_DIR
+    unset), so other searches on this box (other test runs) neither block these nor are blocked
+    by them."""
+    env = {**{k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}, "TMPDIR": str(tmp), "PYTHONUNBUFFERED": "1",
            "PYTHONPATH": os.pathsep.join([str(TESTS / "fault_site"), str(TESTS), str(REPO)]),
            "AUTOTUNE_FAULT_LOG": str(tmp / "faults.jsonl"),
            "AUTOTUNE_FAULTS": json.dumps({str(k): {str(r): b for r, b in v.items()}

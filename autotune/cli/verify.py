@@ -47,7 +47,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..export.recommendation import save_recommendation
     from ..probe import torch_build
-    from ..recommend.reverify import reverify
+    from ..recommend.reverify import reverify, store_unless_replaced
+    from ..search.lock import MachineLock
+    from ..study.storage import default_storage
     from ..run.trial import live_evaluator
     from ..search.budget import parse_budget
     from ..study.attrs import StudyAttrs
@@ -73,12 +75,18 @@ def run(args: argparse.Namespace) -> int:
         if kind == "verify_start" and not args.json:
             print(f"autotune: round {info['round']}: {info['role']}", file=sys.stderr, flush=True)
 
-    result = reverify(study, evaluate, rounds=args.rounds, on_event=progress,
-                      time_left=lambda: budget_s - (time.monotonic() - started))
+    # The search's machine lock: verify times trials too, and must not run beside a search
+    # (whose recommendation it would then overwrite with a figure measured under its load).
+    with MachineLock(topology.fingerprint(), advice="run verify once it has finished"):
+        measured = StudyAttrs.of(study).recommendation
+        result = reverify(study, evaluate, rounds=args.rounds, on_event=progress,
+                          time_left=lambda: budget_s - (time.monotonic() - started))
+        result = store_unless_replaced(
+            study, args.storage or default_storage(args.results), measured, result,
+            lambda rec: save_recommendation(study, rec, topology,
+                                            attrs.workload or settings.workload,
+                                            command=settings.command))
     rec = result.recommendation
-    if result.replaces:
-        save_recommendation(study, rec, topology, attrs.workload or settings.workload,
-                            command=settings.command)
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
         return 0

@@ -72,3 +72,24 @@ def reverify(study, evaluate: Evaluate, *, rounds: int, time_left: Callable[[], 
                           why_kept=f"other processes took the cores in {mine.rounds - mine.quiet_rounds}"
                                    f" of {mine.rounds} rounds; run it again when the machine is quiet")
     return Reverified(recommendation=rec, previous=stored.get("headline") or "", replaces=True)
+
+
+def store_unless_replaced(study, url: str, measured: dict | None, result: Reverified,
+                          save: Callable[[Recommendation], Any]) -> Reverified:
+    """Store `result`'s recommendation with `save` if it `replaces` the stored one and the
+    stored one is still `measured`, the one verify re-measured: under the study lock that a
+    shared search holds when it stores its own, so that a search that stored a new
+    recommendation meanwhile keeps it (verify used to overwrite it with the old configuration)."""
+    from ..search.study_lock import StudyLock
+    lock = StudyLock(url, study.study_name)
+    try:
+        with lock.held():
+            if StudyAttrs.of(study).recommendation != measured:
+                return dataclasses.replace(result, replaces=False, why_kept=(
+                    "a search stored a new recommendation while this ran; run `autotune "
+                    "verify` again to measure that one"))
+            if result.replaces:
+                save(result.recommendation)
+    finally:
+        lock.close()
+    return result

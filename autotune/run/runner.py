@@ -26,6 +26,7 @@ from .classify import classify, declared_outcome, describe_exit, rank_failure, r
 from .cpu_ledger import CpuLedger, trial_cpus
 from .idle import IDLE_DEADLINE_S, IdleWatch
 from ..comm.ccl.shm import RECORD as SEGMENT_RECORD, SegmentRecord, clean_recorded
+from ..process_identity import RUNNER_ENV, alive, machine, mark, parse_mark
 from ..plan.launch_plan import LaunchPlan
 from .outcome import CRASH, OK, RunResult
 from .rank_output import _MAX_TAIL_RANKS, _result_of, read_tail
@@ -129,11 +130,14 @@ class _Trial:
 
     def spawn(self, *, pipe: bool = False) -> None:
         """Start every rank; `pipe`: output comes back through a pipe (a Tee copies it to the
-        log, capped for a trial) instead of going straight to the rank's log file."""
+        log, capped for a trial) instead of going straight to the rank's log file. Each rank's env
+        names this runner (its mark), so that reap_orphans can tell whether the process that
+        started it still runs."""
+        env_runner = {RUNNER_ENV: mark()}
         for rp in self.plan.ranks:
             with open(private_file(rp.log_path), "wb") as log:
                 self.procs.append(subprocess.Popen(
-                    rp.argv, env=rp.env, stdout=subprocess.PIPE if pipe else log,
+                    rp.argv, env={**rp.env, **env_runner}, stdout=subprocess.PIPE if pipe else log,
                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
                     preexec_fn=_end_with_parent))
             with contextlib.suppress(psutil.Error):
@@ -236,27 +240,34 @@ class _Trial:
 def reap_orphans(results_root: str) -> list[int]:
     """Kill what a runner that died (kill -9) left behind under `results_root`; returns the pids.
 
-    A trial process is recognised by its AUTOTUNE_RESULT under the root. It is an orphan when its
-    session leader (the rank) is gone or no longer the child of a Python process (the runner is
-    always Python; an orphaned rank is reparented to init or a subreaper), so another search's
-    live trial on the same storage is left alone. Meant for the search's start.
+    A trial process is recognised by its AUTOTUNE_RESULT under the root. It is an orphan only when
+    the exact runner that started it (the mark in its env, inherited by everything the rank
+    starts) no longer runs. Never judged by process names: the runner of a search started beside
+    this one (--allow-concurrent, `autotune run`) is a live process named `autotune`, and its
+    ranks were killed mid-trial when a name decided. A process without a mark (started by another
+    version, or a remote rank) or from another machine or pid namespace is left alone: nothing
+    here can tell whether its runner lives. Meant for the search's start.
     """
     root = os.path.join(os.path.realpath(results_root), "")
     killed = []
     for proc in psutil.process_iter():
         with contextlib.suppress(psutil.Error, OSError):
-            marker = proc.environ().get("AUTOTUNE_RESULT")
+            env = proc.environ()
+            marker = env.get("AUTOTUNE_RESULT")
             if not marker or not os.path.realpath(marker).startswith(root):
                 continue
-            try:
-                parent = psutil.Process(os.getsid(proc.pid)).parent()
-                orphan = parent is None or "python" not in parent.name().lower()
-            except (psutil.NoSuchProcess, psutil.AccessDenied, ProcessLookupError):
-                orphan = True    # leader gone, or its parent is not even ours to read
-            if orphan and proc.pid != os.getpid():
+            if _runner_gone(env.get(RUNNER_ENV, "")) and proc.pid != os.getpid():
                 proc.kill()
                 killed.append(proc.pid)
     return killed
+
+
+def _runner_gone(runner_mark: str) -> bool:
+    """True only when the runner named by `runner_mark` is known to have ended."""
+    runner = parse_mark(runner_mark)
+    if runner is None or runner[0] != machine():
+        return False
+    return not alive(runner[1], runner[2])
 
 
 @contextlib.contextmanager

@@ -8,6 +8,7 @@ the steps; the sampling phase's own counters are a `_Sampling` passed to its ste
 from __future__ import annotations
 
 import random
+import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
@@ -87,6 +88,10 @@ class _Search:
         self.hold({**options.overridden, **self.overrides})
         self.claims = ConfigClaims(study, lock, self.key, deadline=deadline) \
             if lock is not None else None
+        # The end of this search's budget, on every trial it claims: a search on another
+        # machine may then fail a trial this one left RUNNING when killed (never before).
+        self.deadline = deadline if deadline is not None else \
+            time.time() + max(0.0, options.budget_s - clock.elapsed())
         # shared: each (math class, seed) is claimed, so workers never run the same quality run
         self.book = QualityBook(study, evaluate, batchnorm=options.batchnorm, base=self.base,
                                 claims=self.claims, tolerance_pp=options.max_accuracy_drop,
@@ -373,7 +378,7 @@ class _Search:
     def _sample_one(self, state: _Sampling) -> None:
         """Ask the sampler for a trial and measure it, unless measured (a repeat) or busy."""
         trial = self.study.ask(self.distributions)
-        claim_trial(self.study, trial)
+        claim_trial(self.study, trial, deadline=self.deadline)
         config = self.space.to_config(trial.params)
         taken, seen, _ = self.take(config, trial)
         if taken == "busy":

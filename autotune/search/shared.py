@@ -18,76 +18,19 @@ searches on one machine with --allow-concurrent).
 """
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import hashlib
-import os
-import threading
 import time
 import uuid
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import optuna
 from optuna.trial import TrialState
 
 from ..config import Config
-from ..errors import StorageError
-from ..study.storage import redact, redact_message
 from ..study.owners import owner_alive, this_process
 from ..study import attrs as A
 from ..study.records import (REPEAT_ROLE, Record, claim_of, duplicate_attrs, has_record, record_of,
                              write_claim)
-
-
-class StudyLock:
-    """Makes 'read the study, then write a claim' atomic for every worker on this storage."""
-
-    def __init__(self, url: str, study_name: str):
-        self.atomic = True
-        self._local = threading.Lock()   # one holder per process as well (tests use threads)
-        self._conn = None
-        self._fd: int | None = None
-        # 63 bits of the study name: every worker of this study, and only they, share the lock
-        self._key = int.from_bytes(hashlib.sha1(study_name.encode()).digest()[:8], "big") >> 1
-        path = next((url[len(s):] for s in ("sqlite:///", "journal:///") if url.startswith(s)), None)
-        if url.split(":", 1)[0].split("+")[0] == "postgresql":
-            import sqlalchemy
-            from sqlalchemy.pool import NullPool
-            try:
-                engine = sqlalchemy.create_engine(url, poolclass=NullPool)
-                self._conn = engine.connect().execution_options(isolation_level="AUTOCOMMIT")
-            except Exception as exc:  # driver errors: many types, one line for the user
-                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-                raise StorageError(f"storage {redact(url)}: cannot connect for the study lock: "
-                                   f"{redact_message(first, url)}") from None
-        elif path and path != ":memory:":
-            self._fd = os.open(f"{path}.claims.lock", os.O_RDWR | os.O_CREAT, 0o644)
-        else:
-            self.atomic = False  # another server kind: claims hold within this process only
-
-    @contextlib.contextmanager
-    def held(self) -> Iterator[None]:
-        from sqlalchemy import text
-        with self._local:
-            if self._conn is not None:
-                self._conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": self._key})
-            elif self._fd is not None:
-                fcntl.flock(self._fd, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                if self._conn is not None:
-                    self._conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": self._key})
-                elif self._fd is not None:
-                    fcntl.flock(self._fd, fcntl.LOCK_UN)
-
-    def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+from .study_lock import StudyLock
 
 
 class ConfigClaims:

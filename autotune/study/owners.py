@@ -1,8 +1,11 @@
 """Which process owns a RUNNING trial, and recovering the trials of searches that were killed.
 
-A search claims each trial it starts (a system attr naming host, pid and start time); a trial
-left RUNNING by a search that no longer runs becomes FAIL with reason 'interrupted', while one
-whose search is alive (another search on the same storage) is left alone.
+A search claims each trial it starts (a system attr naming host, machine, pid, start time and
+the end of its budget); a trial left RUNNING by a search that no longer runs becomes FAIL with
+reason 'interrupted', while one whose search is alive (another search on the same storage) is
+left alone. The pid is checked only on the same machine (process_identity.machine(): boot id and
+pid namespace): containers share a hostname, and a pid read across them names another process.
+A search elsewhere is presumed alive until its deadline (plus a grace), never for ever.
 """
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from ..process_identity import alive, machine
 from .records import interrupted_attrs
 from .storage import storage_of, trial_id
 
@@ -26,20 +30,28 @@ _UNCLAIMED_GRACE_S = 60.0
 
 _REMOTE_GRACE_S = 120.0
 
+# A RUNNING trial claimed on another machine by a version that stored no deadline: presumed
+# abandoned this long after it started (a trial's own timeout is a quarter of its budget).
+_UNDATED_REMOTE_S = 24 * 3600.0
+
 
 def this_process() -> dict[str, Any]:
+    """This process as stored on a study; "host" stays for people and for older readers."""
     import socket
 
     import psutil
-    return {"host": socket.gethostname(), "pid": os.getpid(),
+    return {"host": socket.gethostname(), "machine": machine(), "pid": os.getpid(),
             "started": psutil.Process().create_time()}
 
 
-def claim_trial(study: optuna.Study, trial: optuna.Trial) -> None:
+def claim_trial(study: optuna.Study, trial: optuna.Trial, *, deadline: float | None = None
+                ) -> None:
     """Mark a RUNNING trial as this process's, so a search started beside it (--allow-concurrent,
-    same storage) can tell it from one a killed search left behind."""
-    storage_of(study).set_trial_system_attr(trial_id(study, trial.number), _OWNER_KEY,
-                                            this_process())
+    same storage) can tell it from one a killed search left behind. `deadline` (epoch seconds):
+    the end of this search's budget, after which a search on another machine that finds the
+    trial still RUNNING may take it for abandoned."""
+    owner = this_process() if deadline is None else {**this_process(), "deadline": deadline}
+    storage_of(study).set_trial_system_attr(trial_id(study, trial.number), _OWNER_KEY, owner)
 
 
 def _owner_alive(t: FrozenTrial) -> bool:
@@ -49,25 +61,28 @@ def _owner_alive(t: FrozenTrial) -> bool:
         start = t.datetime_start
         age = (datetime.datetime.now() - start).total_seconds() if start else float("inf")
         return age < _UNCLAIMED_GRACE_S
-    return owner_alive(owner)
+    deadline = owner.get("deadline")
+    if not isinstance(deadline, (int, float)) and t.datetime_start is not None:
+        deadline = t.datetime_start.timestamp() + _UNDATED_REMOTE_S
+    return owner_alive(owner, deadline)
 
 
 def owner_alive(owner: dict[str, Any], deadline: float | None = None) -> bool:
-    """Whether the process `owner` (from this_process) still runs: checked on this host; on
-    another host nothing here can tell, so it is presumed alive until `deadline` (epoch seconds,
-    the end of its budget) plus a grace for its last trial's kill and writes, or for ever."""
+    """Whether the process `owner` (from this_process) still runs: checked here when it ran on
+    this machine; on another nothing here can tell, so it is presumed alive until `deadline`
+    (epoch seconds, the end of its budget) plus a grace for its last trial's kill and writes, or
+    for ever without one. An owner stored before "machine" was is placed by its hostname."""
     import socket
     import time
-
-    import psutil
-    if owner.get("host") != socket.gethostname():
+    if "machine" in owner:
+        here = owner["machine"] == machine()
+    else:
+        here = owner.get("host") == socket.gethostname()
+    if not here:
         return deadline is None or time.time() < deadline + _REMOTE_GRACE_S
     try:
-        proc = psutil.Process(int(owner["pid"]))
-        # the same pid with another start time is an unrelated process that reused it
-        return abs(proc.create_time() - float(owner["started"])) < 1.0 and \
-            proc.status() != psutil.STATUS_ZOMBIE
-    except (psutil.Error, KeyError, TypeError, ValueError):
+        return alive(int(owner["pid"]), float(owner["started"]))
+    except (KeyError, TypeError, ValueError):
         return False
 
 

@@ -151,15 +151,20 @@ def _create_private(url: str, path: str) -> None:
 def _rdb_storage(url: str) -> optuna.storages.RDBStorage:
     """Workers of a shared search that start together on a fresh database all create Optuna's
     tables; on PostgreSQL the losers fail on the catalog's unique index (or find the table
-    created meanwhile), and then the tables exist: one more try succeeds."""
+    created meanwhile), and then the tables exist: one more try succeeds. So do two searches
+    started together with --allow-concurrent on one new SQLite file (the loser failed on
+    alembic_version's unique row, or found a table created meanwhile: exit 2 at once)."""
     import sqlalchemy.exc
     attempt = 0
     while True:
         try:
             return optuna.storages.RDBStorage(url, engine_kwargs=_engine_kwargs(url))
-        except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.ProgrammingError):
+        except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.ProgrammingError,
+                sqlalchemy.exc.OperationalError) as exc:
             attempt += 1
-            if attempt == 3 or url.startswith("sqlite"):
+            raced = not isinstance(exc, sqlalchemy.exc.OperationalError) or \
+                "already exists" in str(exc) or "locked" in str(exc)
+            if attempt == 3 or not raced:
                 raise
             time.sleep(0.5 * attempt)
 

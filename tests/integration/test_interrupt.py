@@ -6,6 +6,7 @@ to `hang_collective` gives a trial that is reliably running when the signal arri
 """
 from __future__ import annotations
 
+import os
 import random
 import re
 import signal
@@ -151,7 +152,9 @@ def test_second_search_on_the_machine_is_refused_naming_the_holder(tmp_path):
         wait_for(lambda: (tmp_path / "results" / "autotune.db").exists(), 60, "the study",
                  first)
         db = tmp_path / "results" / "autotune.db"
-        wait_for(lambda: list(tmp_path.glob("autotune-*.lock")), 30, "the lock", first)
+        # the per-user lock folder under TMPDIR (issue 34: never a file straight in /tmp)
+        locks = tmp_path / f"autotune-{os.getuid()}"
+        wait_for(lambda: list(locks.glob("autotune-*.lock")), 30, "the lock", first)
         second = subprocess.run(search_argv(tmp_path, space), cwd=REPO,
                                 env=search_env(tmp_path), capture_output=True, text=True,
                                 timeout=60)
@@ -159,7 +162,7 @@ def test_second_search_on_the_machine_is_refused_naming_the_holder(tmp_path):
         lines = second.stderr.strip().splitlines()
         assert len(lines) == 1, second.stderr
         assert lines[0].startswith("autotune: error: another autotune search is running on "
-                                   f"this machine (pid {first.pid}, since ")
+                                   f"this machine (pid {first.pid} (")   # user: command, since
         assert "--allow-concurrent" in lines[0]
     finally:
         first.send_signal(signal.SIGINT)

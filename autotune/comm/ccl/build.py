@@ -12,7 +12,6 @@ import loads it without compiling. Compiling takes about a minute on 2 cores, so
 """
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import importlib.machinery
 import importlib.util
@@ -26,6 +25,7 @@ from pathlib import Path
 
 from ...errors import AutotuneError
 from ...private_files import private_dir
+from ...file_lock import open_lock_file, wait_flock
 
 SOURCE = Path(__file__).with_name("backend.cpp")
 RUNTIME_VERSION = "2022.2.0"   # oneccl-cpu / oneccl-cpu-devel / oneccl (for libccl.so.2)
@@ -147,11 +147,16 @@ def load_extension():
     return module
 
 
-def build(*, log=print) -> Path:
+# A build takes about a minute (several on a loaded machine): a holder past this hangs.
+BUILD_LOCK_WAIT_S = 900.0
+
+
+def build(*, log=print, wait_s: float = BUILD_LOCK_WAIT_S) -> Path:
     """Compile backend.cpp unless this torch already has it; returns the module's path.
 
     One build at a time per cache folder (a file lock): two ranks or two set-ups started together
-    wait for the first instead of compiling twice."""
+    wait for the first instead of compiling twice, for up to `wait_s` seconds (then a LockError
+    names the holder). The lock file is never followed through a link nor truncated."""
     problem = runtime_problem()
     if problem:
         raise CclUnavailable(f"ccl: {problem}")
@@ -161,8 +166,8 @@ def build(*, log=print) -> Path:
     if (why := untrusted(folder)) is not None:   # its lock and module would be someone else's
         raise CclUnavailable(f"ccl: refusing to build into {folder}: {why}")
     target = folder / (module_name() + _suffix())
-    with open(folder / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with open(open_lock_file(str(folder / ".lock")), "rb") as lock:
+        wait_flock(lock.fileno(), wait_s=wait_s, what=f"the ccl build lock {folder / '.lock'}")
         if target.exists():
             return target
         log(f"ccl: compiling the oneCCL backend for torch {_torch_version()} (about a minute, once)")

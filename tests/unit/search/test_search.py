@@ -520,3 +520,18 @@ def test_sampled_trials_race_the_accepted_leader_and_a_stopped_one_is_never_a_ca
                options=SearchOptions(budget_s=10**6, min_trial_s=10, max_trials=12,
                                      patience=100, max_accuracy_drop=0.1))
     assert {lead for _, lead in sim.leaders} == {None}
+
+
+def test_every_sampled_trial_names_its_machine_and_the_end_of_the_budget(tmp_path, topo, space):
+    """Issue 34: a search on another machine fails a trial left RUNNING only after this deadline;
+    without one it stayed RUNNING for ever, and a hostname cannot tell containers apart."""
+    import time
+
+    from autotune.process_identity import machine
+    sim, study, before = Sim(), new_study(tmp_path), time.time()
+    run_search(study, space=space, topology=topo, evaluate=sim, clock=sim,
+               options=SearchOptions(budget_s=600, min_trial_s=10, patience=100))
+    owners = [t.system_attrs["autotune:owner"] for t in study.trials
+              if "autotune:owner" in t.system_attrs]
+    assert owners and all(o["machine"] == machine() for o in owners)
+    assert all(before + 600 <= o["deadline"] <= time.time() + 600 for o in owners)
