@@ -178,8 +178,8 @@ def cpu_phase(kit: Kit, work: Path, probe: dict[str, Any], args: argparse.Namesp
     rec = (report.get("recommendation") or {}).get("config") or {}
     run_cpu = next((t.get("changes") or {} for t in report.get("top", [])
                     if t.get("role") == "reference:run_cpu"), None)
+    winner = changed_knobs(rec)
     if rec and run_cpu is not None:
-        winner = changed_knobs(rec)
         kit.log(f"cpu: comparing the winner ({winner or 'the default launch'}) with run_cpu's "
                 f"settings ({run_cpu})")
         # --a needs one knob: the default launch is spelled by its binding
@@ -188,7 +188,7 @@ def cpu_phase(kit: Kit, work: Path, probe: dict[str, Any], args: argparse.Namesp
     else:
         kit.log("cpu: no winner or no run_cpu reference stored; that comparison is skipped")
     a, b, label = layout_comparison(probe)
-    common = {k: v for k, v in changed_knobs(rec).items()
+    common = {k: v for k, v in winner.items()
               if k in ("allocator", "omp_runtime", "precision", "global_batch", "backend")}
     common["binding"] = "numactl" if probe.get("numactl") else "taskset"
     kit.log(f"cpu: layout comparison: {label}; A={a} B={b} both with {common}")

@@ -87,10 +87,16 @@ def test_launch_does_not_run_another_users_stored_command(tmp_path, capsys):
     assert marker.exists()
 
 
-def test_launch_runs_the_command_of_a_study_this_user_created(tmp_path, capsys):
-    marker = tmp_path / "mine-ran"
+def _own_study_running(tmp_path, marker):
+    """A study of this user's own whose stored command touches `marker`."""
     db = study_copy(tmp_path / "mine")
     inject(db, marker, command=["sh", "-c", f"touch {marker}"], backend="gloo", machine=False)
+    return db
+
+
+def test_launch_runs_the_command_of_a_study_this_user_created(tmp_path, capsys):
+    marker = tmp_path / "mine-ran"
+    db = _own_study_running(tmp_path, marker)
     assert not os.stat(db).st_mode & (stat.S_IWGRP | stat.S_IWOTH)
     assert main(["launch", "--storage", f"sqlite:///{db}", "--check-seconds", "0",
                  "--log-dir", str(tmp_path / "logs")]) == 0
@@ -99,8 +105,7 @@ def test_launch_runs_the_command_of_a_study_this_user_created(tmp_path, capsys):
 
 def test_a_group_writable_study_is_not_only_mine(tmp_path, capsys):
     marker = tmp_path / "group-ran"
-    db = study_copy(tmp_path / "mine")
-    inject(db, marker, command=["sh", "-c", f"touch {marker}"], backend="gloo", machine=False)
+    db = _own_study_running(tmp_path, marker)
     db.chmod(0o664)
     _refused_own = main(["launch", "--storage", f"sqlite:///{db}", "--check-seconds", "0"])
     err = capsys.readouterr().err
