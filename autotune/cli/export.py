@@ -25,6 +25,7 @@ from ..config import DEFAULT_WORKLOAD, Config
 from ..study.records import DEFAULT_ROLE, has_record, record_of, records
 from ..errors import AutotuneError, StorageError
 from ..export.command import FORMATS, launch_command, render, training_command
+from ..export.launch import inconclusive
 from ..plan.launch_plan import STANDALONE_SECONDS
 from ..probe.topology import Topology
 from ..export.recommendation import script_launch
@@ -125,7 +126,7 @@ def _recommended(study) -> tuple[Config, dict]:
     config = Config.from_dict(rec["config"], where="stored recommendation")
     return config, {"headline": rec.get("headline"), "speedup": rec.get("speedup"),
                     "spread": rec.get("spread"), "verified": rec.get("verified"),
-                    "vs_run_cpu": rec.get("vs_run_cpu")}
+                    "inconclusive": inconclusive(rec, config), "vs_run_cpu": rec.get("vs_run_cpu")}
 
 
 def _from_trial(study, number: int) -> tuple[Config, dict]:

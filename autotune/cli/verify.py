@@ -5,8 +5,10 @@ trial cores do not settle a figure; the headline then says "unsettled" with how 
 
 Run it when the machine is quiet, after a search that warned the machine was busy. The new figure
 replaces the stored recommendation (what `report`, `export` and `launch` show) only when most of
-its rounds were quiet. A study measured on other hardware or with another torch, or without a
-recommendation, is refused (exit 2).
+its rounds were quiet. When the search recommended the default launch (no candidate held up or
+settled), verify measures the search's best candidates against it again, with the seeded quality
+confirmation for one that changes the math. A study measured on other hardware or with another
+torch, or without a recommendation, is refused (exit 2).
 
 A study is data: its stored script command runs (and its module:function workload is imported)
 only when the storage is a file only you can write. From any other storage, a shared PostgreSQL
@@ -27,6 +29,7 @@ import time
 
 from ..errors import ConfigError
 from ..clean import printable
+from ..config import describe_changes
 from ._common import (STORED_COMMAND_HELP, add_idle_arg, add_study_args, add_trust_arg,
                       int_at_least, load_topology, open_study_from_args, storage_url)
 
@@ -47,7 +50,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..export.recommendation import save_recommendation
     from ..probe import torch_build
-    from ..recommend.reverify import reverify, store_unless_replaced
+    from ..recommend.reverify import reverify, seeded_confirmation, store_unless_replaced
     from ..search.lock import MachineLock
     from ..study.storage import default_storage
     from ..run.trial import live_evaluator
@@ -72,15 +75,23 @@ def run(args: argparse.Namespace) -> int:
                               time_left=lambda: budget_s - (time.monotonic() - started))
 
     def progress(kind: str, **info) -> None:
-        if kind == "verify_start" and not args.json:
-            print(f"autotune: round {info['round']}: {info['role']}", file=sys.stderr, flush=True)
+        if args.json:
+            return
+        if kind == "verify_start":
+            print(f"autotune: round {info['round']}: {info['role']} "
+                  f"({describe_changes(info['config'])})", file=sys.stderr, flush=True)
+        elif kind == "confirm_start":
+            print(f"autotune: seeded quality confirmation, seed {info['seed']}: "
+                  f"{describe_changes(info['config'])}", file=sys.stderr, flush=True)
 
     # The search's machine lock: verify times trials too, and must not run beside a search
     # (whose recommendation it would then overwrite with a figure measured under its load).
     with MachineLock(topology.fingerprint(), advice="run verify once it has finished"):
         measured = StudyAttrs.of(study).recommendation
+        time_left = lambda: budget_s - (time.monotonic() - started)  # noqa: E731
+        accept = seeded_confirmation(study, evaluate, time_left=time_left, on_event=progress)
         result = reverify(study, evaluate, rounds=args.rounds, on_event=progress,
-                          time_left=lambda: budget_s - (time.monotonic() - started))
+                          time_left=time_left, accept=accept)
         result = store_unless_replaced(
             study, args.storage or default_storage(args.results), measured, result,
             lambda rec: save_recommendation(study, rec, topology,
