@@ -179,3 +179,16 @@ def test_salloc_from_the_submitting_host_and_a_node_outside_it(slurm, tmp_path):
                         "(sl1, sl2); name its nodes, or --launcher ssh for other hosts")
     assert not (tmp_path / "bad").exists()
     assert leftovers() == {ns: [] for ns in NAMESPACES}
+
+
+def test_a_hung_trial_through_srun_leaves_no_process_on_either_node(slurm, tmp_path):
+    """Past its timeout the trial's srun is stopped (SLURM cancels the step on every node) and
+    the kill by marker runs on each node as an srun --overlap step of its own."""
+    hang = f"{shlex.quote(sys.executable)} -c 'import time; time.sleep(600)'"
+    run = slurm.run("salloc", "--quiet", "-N2", "--exclusive", *shlex.split(autotune()), "run",
+                    "--json", "--set", "nnodes=2", "--set", "nproc=2", "--timeout", "10",
+                    "--results", str(tmp_path), "--", *shlex.split(hang), timeout=240)
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    assert run.returncode == 1 and out["outcome"] == "timeout", run.stderr[-2000:]
+    assert leftovers() == {ns: [] for ns in NAMESPACES}
+    assert slurm.run("squeue", "-h").stdout.strip() == ""
