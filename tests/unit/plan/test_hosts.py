@@ -376,3 +376,17 @@ def test_mpi_backend_only_under_mpirun():
     c = dataclasses.replace(cluster("mpirun"), topologies=(topo, topo))
     assert trial_infeasible(Config(nproc=2, nnodes=2, backend="mpi"), topo,
                             TrialSettings(cluster=c)) is None
+
+
+def test_two_allocations_searched_from_one_login_node_take_two_locks(tmp_path):
+    """`salloc ... autotune search` twice from one login node: other nodes, other locks; the
+    same nodes twice: refused as two searches on one machine are."""
+    from autotune.errors import LockError
+    from autotune.search.lock import MachineLock, machine_key
+    assert machine_key("fp") == "fp"
+    first = MachineLock(machine_key("fp", ("n1", "n2")), directory=str(tmp_path)).acquire()
+    other = MachineLock(machine_key("fp", ("n3", "n4")), directory=str(tmp_path)).acquire()
+    with pytest.raises(LockError, match="another autotune search is running"):
+        MachineLock(machine_key("fp", ("n1", "n2")), directory=str(tmp_path)).acquire()
+    first.release()
+    other.release()
