@@ -97,11 +97,11 @@ def searched(slurm, tmp_path_factory):
     script = d / "search.sbatch"
     script.write_text("\n".join([
         "#!/bin/bash", "#SBATCH --nodes=2", "#SBATCH --exclusive",
-        f"srun -N2 --ntasks-per-node=1 {autotune()} search --space space.yaml --budget 4m "
+        f"srun -N2 --ntasks-per-node=1 {autotune()} search --space space.yaml --budget 6m "
         "--seconds 1 --verify-rounds 1 --max-verify-rounds 1 --workload mlp "
         f"--quality-samples 2048 --quality-seeds 2 --json --results {d / 'res'}", ""]))
     started = time.monotonic()
-    job = submit(slurm, script, d)
+    job = submit(slurm, script, d, timeout=500)   # the budget caps it; 2-4 min here
     return d, job, time.monotonic() - started
 
 
