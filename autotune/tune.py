@@ -31,7 +31,7 @@ from .private_files import foreign_folder
 from .run.trials_dir import DEFAULT_KEEP as DEFAULT_KEEP_TRIALS, settle as settle_trials
 from .run.trial import MIN_TRIAL_TIMEOUT_S, TrialSettings, live_evaluator
 from .search.budget import BudgetPlan, plan_budget
-from .search.lock import MachineLock
+from .search.lock import MachineLock, machine_key
 from .quality.samples import QUALITY_SAMPLES
 from .search.loop import run_search
 from .search.options import SearchOptions, SearchResult
@@ -208,7 +208,9 @@ def search(req: SearchRequest, *, label: str | None = None, topology: Topology |
         # The machine lock first: a search refused because another holds the machine leaves
         # nothing behind (no results folder, no study file).
         if not req.allow_concurrent:
-            held.callback(MachineLock(job.topology.fingerprint()).acquire().release)
+            hosts = tuple(h.name for h in cluster.hosts) if cluster is not None else ()
+            held.callback(MachineLock(machine_key(job.topology.fingerprint(), hosts))
+                          .acquire().release)
         storage = open_storage(req.url, create_under=req.results)
         with interrupt_on_sigterm():
             study, study_lock, workers, others = _open_study(storage, req, job, held)

@@ -26,7 +26,7 @@ from ..errors import ConfigError
 from ..plan.feasible import infeasible_reason
 from ..run.trial import TrialSettings, plan_trial, run_trial
 from ..measure.script import SOURCES
-from ._hosts import add_host_args, cluster_from_args
+from ._hosts import add_host_args, cluster_from_args, only_task_zero
 from ._common import (add_workload_args, check_workload_args, describe_measurement, load_topology,
                       positive_float, settings_from_args, ACCURACY_HELP)
 
@@ -61,6 +61,8 @@ def knob_list() -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if not only_task_zero("trial"):
+        return 0
     config = parse_sets(args.set)
     if args.sysfs_root and not args.dry_run:
         raise ConfigError("--sysfs-root plans against another machine; add --dry-run")

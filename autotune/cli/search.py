@@ -25,6 +25,8 @@ examples:
       --accuracy 'Test accuracy: ([0-9.]+)%' -- python train.py
   autotune search --budget 1h --hosts node1:8,node2:8                  across machines (ssh)
   autotune search --budget 1h --hostfile hosts.txt --launcher mpirun   the same under Open MPI
+  salloc -N2 --exclusive autotune search --budget 1h    in a SLURM allocation: every node, trials
+      by `srun --overlap` (one search: started by srun, the tasks but task 0 exit at once)
 """
 from __future__ import annotations
 
@@ -40,7 +42,7 @@ from ..study.storage import redact
 from ..tune import SearchRequest, search
 from ._common import (ACCURACY_HELP, accuracy_pattern, add_storage_arg, add_workload_args,
                       check_workload_args, int_at_least, load_topology, positive_float)
-from ._hosts import add_host_args, cluster_from_args
+from ._hosts import add_host_args, cluster_from_args, only_task_zero
 from ._progress import Progress
 
 
@@ -125,6 +127,8 @@ def keep_trials(text: str) -> int | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if not only_task_zero("search"):
+        return 0
     started = time.monotonic()
     req = SearchRequest(budget_s=parse_budget(args.budget), workload=args.workload,
                         script=tuple(args.script) if args.script else None, metric=args.metric,

@@ -70,7 +70,10 @@ def sbatch(config: Config, cluster: Cluster, program: tuple[str, ...]) -> str:
         f"#SBATCH --cpus-per-task={max(1, cores // per_host)}",
         "#SBATCH --exclusive",
         "set -euo pipefail",
-        "# The first node of the allocation holds the rendezvous.",
-        'export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+        "# The first node of the allocation holds the rendezvous, at the address SLURM itself",
+        "# reaches it by (its NodeAddr; the node's name where none is set).",
+        'first=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+        "addr=$(scontrol show node \"$first\" | sed -n 's/.*NodeAddr=\\([^ ]*\\).*/\\1/p')",
+        'export MASTER_ADDR="${addr:-$first}"',
         f"export MASTER_PORT={PORT}",
         _q(argv)])

@@ -5,7 +5,8 @@ probed topology), so binding, allocator and threads apply on every host exactly 
 one. A launcher then starts those ranks:
 - ssh: one `torchrun --nnodes N --rdzv-backend c10d` per host, over ssh;
 - mpirun: one Open MPI `mpirun` for all hosts (`-x` env, ranks mapped by node in host order);
-- srun: one `srun` inside a SLURM allocation (block distribution, in nodelist order).
+- srun: one `srun --overlap` step inside a SLURM allocation (block distribution, in nodelist
+  order), started by the one search of the allocation.
 Every rank process runs `python -m autotune.bind`, which picks its planned rank's cores and
 variables (the launchers give all ranks one command). Every process of the trial carries
 AUTOTUNE_TRIAL_MARKER, by which `python -m autotune.run.remote kill MARKER` ends it on each host.
@@ -199,10 +200,14 @@ def _launchers(config: Config, cluster: Cluster, shim: list[str], program: list[
             argv += ["-x", f"{k}={env[k]}"]
         argv += [*shim, "--", *program]
         return (("mpirun", tuple(argv), os.path.join(workdir, "launcher-mpirun.log")),)
+    # A trial is one step of the allocation the search runs in: --overlap, or under `srun
+    # autotune search` it waits for ever behind the step running the search, which holds the
+    # CPUs. No --cpus-per-task (it implies --exact): the step gets every CPU the job has on its
+    # nodes, and the shim binds each rank within them as planned.
     argv = ["srun", f"--nodes={nn}", f"--ntasks={config.nproc}",
             f"--ntasks-per-node={per_host}", "--distribution=block", "--cpu-bind=none",
             "--kill-on-bad-exit=1",
-            *([] if export else [f"--nodelist={','.join(h.name for h in hosts)}"]),
+            *([] if export else ["--overlap", f"--nodelist={','.join(h.name for h in hosts)}"]),
             # env, not --export: srun splits --export on commas, which MALLOC_CONF contains.
             "env", *assign, *shim, "--", *program]
     return (("srun", tuple(argv), os.path.join(workdir, "launcher-srun.log")),)

@@ -24,7 +24,8 @@ import psutil
 
 from ..comm.ccl.shm import remove_mapped_by
 from ..errors import AutotuneError
-from ..plan.hosts import Host, differences, interface_of, network_of, ssh_hostname
+from ..plan.hosts import (Host, differences, interface_of, network_of, node_address,
+                          ssh_hostname)
 from ..plan.cluster import FORWARD, MARKER, Cluster
 from ..plan.launch_plan import LaunchPlan
 from .outcome import CRASH, RunResult
@@ -75,9 +76,15 @@ def run_on(cluster: Cluster, host: str, *cmd: str, timeout: float = 60.0) -> str
 
 
 def address_of(cluster: Cluster, host: str) -> str:
-    """The IPv4 address this machine reaches `host` at (ssh config aliases resolved)."""
+    """The IPv4 address this machine reaches `host` at (ssh config aliases resolved; under
+    SLURM the node's NodeAddr, which is how SLURM reaches it when its name does not resolve)."""
     name = host.split("@")[-1]
-    if cluster.launcher != "srun":
+    if cluster.launcher == "srun":
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            out = subprocess.run(["scontrol", "show", "node", name], capture_output=True,
+                                 text=True, timeout=30).stdout
+            name = node_address(out) or name
+    else:
         cfg = ("-F", cluster.ssh_config) if cluster.ssh_config else ()
         with contextlib.suppress(OSError, subprocess.SubprocessError):
             out = subprocess.run(["ssh", *cfg, "-G", host], capture_output=True, text=True,

@@ -14,9 +14,10 @@ from autotune.cli._hosts import hosts_from_args
 from autotune.config import Config
 from autotune.errors import ConfigError
 from autotune.export.command import launch_command, render
-from autotune.plan.hosts import (Host, differences, expand_nodelist, expand_tasks_per_node,
-                            interface_of, network_of, parse_hostfile, parse_hosts, slurm_hosts,
-                            ssh_hostname)
+from autotune.plan.hosts import (Host, differences, expand_nodelist, expand_per_node,
+                            interface_of, network_of, node_address, other_slurm_task,
+                            parse_hostfile, parse_hosts, slurm_hosts, ssh_hostname,
+                            within_allocation)
 from autotune.plan.cluster import (Cluster, build_cluster_plan, cluster_from_json, cluster_to_json,
                                 infeasible_on_cluster)
 from autotune.probe import probe
@@ -89,14 +90,58 @@ def test_bad_nodelist_is_an_error(text):
         expand_nodelist(text)
 
 
-def test_slurm_allocation_with_tasks_per_node():
-    assert expand_tasks_per_node("2(x3),1") == (2, 2, 2, 1)
-    env = {"SLURM_JOB_NODELIST": "n[1-3]", "SLURM_TASKS_PER_NODE": "4(x2),2"}
+@pytest.mark.parametrize("text, counts", [
+    ("2(x3),1", (2, 2, 2, 1)), ("48", (48,)), ("2(x2)", (2, 2)),
+    ("36,72(x2),36", (36, 72, 72, 36)), (" 4(x1) , 8", (4, 8)),
+])
+def test_slurm_per_node_counts_compressed_form(text, counts):
+    assert expand_per_node(text) == counts
+
+
+@pytest.mark.parametrize("text", ["", "2(x)", "x2", "2(x0)", "2,,1", "-1", "2(x3", "2x3"])
+def test_bad_per_node_counts_name_the_variable(text):
+    with pytest.raises(ConfigError, match=r"SLURM_JOB_CPUS_PER_NODE=.*cannot read"):
+        expand_per_node(text)
+
+
+def test_slurm_slots_are_the_cpus_of_each_node_not_its_tasks():
+    # `salloc -N2 --exclusive` then `srun -N2 --ntasks-per-node=1 autotune search`: one task
+    # per node, yet 2 CPUs each are the job's, and a trial may put 2 ranks on each.
+    env = {"SLURM_JOB_NODELIST": "n[1-3]", "SLURM_JOB_CPUS_PER_NODE": "4(x2),2",
+           "SLURM_NTASKS_PER_NODE": "1", "SLURM_TASKS_PER_NODE": "1(x3)"}
     assert slurm_hosts(env) == (Host(name="n1", slots=4), Host(name="n2", slots=4),
                                 Host(name="n3", slots=2))
     assert slurm_hosts({"SLURM_JOB_NODELIST": "n[1-2]", "SLURM_NTASKS_PER_NODE": "8"}) == (
-        Host(name="n1", slots=8), Host(name="n2", slots=8))
+        Host(name="n1"), Host(name="n2"))    # no CPU count: the plan decides
     assert slurm_hosts({}) is None
+    with pytest.raises(ConfigError, match="counts 2 node.*SLURM_JOB_NODELIST='n\\[1-3\\]' 3"):
+        slurm_hosts({"SLURM_JOB_NODELIST": "n[1-3]", "SLURM_JOB_CPUS_PER_NODE": "4(x2)"})
+    with pytest.raises(ConfigError, match="0 CPUs"):
+        slurm_hosts({"SLURM_JOB_NODELIST": "n1", "SLURM_JOB_CPUS_PER_NODE": "0"})
+
+
+def test_hosts_named_in_an_allocation_must_be_its_nodes():
+    alloc = (Host(name="n1", slots=4), Host(name="n2", slots=4), Host(name="n3", slots=2))
+    assert within_allocation(parse_hosts("n3,n1:2"), alloc) == (Host(name="n3", slots=2),
+                                                                 Host(name="n1", slots=2))
+    with pytest.raises(ConfigError, match=r"^--hosts: n9 is not a node of this SLURM allocation "
+                                          r"\(n1, n2, n3\); .*--launcher ssh"):
+        within_allocation(parse_hosts("n1,n9"), alloc)
+
+
+def test_only_slurm_task_zero_runs_the_search():
+    assert other_slurm_task({}, "search") is None                        # not under srun
+    assert other_slurm_task({"SLURM_PROCID": "0", "SLURM_NTASKS": "2"}, "search") is None
+    note = other_slurm_task({"SLURM_PROCID": "1", "SLURM_NTASKS": "2"}, "search")
+    assert note is not None and note.startswith("SLURM task 1 of 2: task 0 runs the search")
+    assert "\n" not in note
+
+
+def test_node_address_from_scontrol():
+    text = ("NodeName=sl1 Arch=x86_64 CoresPerSocket=2\n   CPUAlloc=0 CPUEfctv=2 CPUTot=2\n"
+            "   NodeAddr=10.231.78.11 NodeHostName=sl1 Version=22.05.8\n   OS=Linux 6.1\n")
+    assert node_address(text) == "10.231.78.11"
+    assert node_address("Node nope not found\n") is None
 
 
 def _args(**kw):
@@ -120,6 +165,48 @@ def test_hosts_from_args_sources(tmp_path):
         hosts_from_args(_args(launcher="mpirun"), env={})
     with pytest.raises(ConfigError, match="(?i)no such file"):
         hosts_from_args(_args(hostfile=str(tmp_path / "nope")), env={})
+
+
+ALLOC = {"SLURM_JOB_NODELIST": "n[1-3]", "SLURM_JOB_CPUS_PER_NODE": "8(x3)"}
+
+
+def test_hosts_inside_an_allocation_go_through_srun_and_must_be_its_nodes(tmp_path):
+    hosts, launcher = hosts_from_args(_args(hosts="n2,n3"), env=ALLOC)
+    assert launcher == "srun" and hosts == (Host(name="n2", slots=8), Host(name="n3", slots=8))
+    hf = tmp_path / "hosts"
+    hf.write_text("n1 slots=2\nother slots=2\n")
+    with pytest.raises(ConfigError, match=f"--hostfile {hf}: other is not a node"):
+        hosts_from_args(_args(hostfile=str(hf)), env=ALLOC)
+    # ssh to other machines stays possible, when asked for
+    hosts, launcher = hosts_from_args(_args(hosts="a,b", launcher="ssh"), env=ALLOC)
+    assert launcher == "ssh" and [h.name for h in hosts] == ["a", "b"]
+    with pytest.raises(ConfigError, match="--ssh-config is for ssh.*--launcher ssh"):
+        hosts_from_args(_args(hosts="n1,n2", ssh_config=str(hf)), env=ALLOC)
+    with pytest.raises(ConfigError, match="--launcher srun .* not one .*salloc"):
+        hosts_from_args(_args(hosts="n1,n2", launcher="srun"), env={})
+
+
+def test_a_node_outside_the_allocation_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
+    from autotune.cli import main
+    for k, v in ALLOC.items():
+        monkeypatch.setenv(k, v)
+    rc = main(["search", "--hosts", "n1,gpu7", "--budget", "1m", "--results", str(tmp_path)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1, err
+    assert err[0].startswith("autotune: error: --hosts: gpu7 is not a node of this SLURM "
+                             "allocation (n1, n2, n3)")
+    assert list(tmp_path.iterdir()) == []          # nothing made, nothing stored
+
+
+def test_srun_tasks_but_task_zero_leave_the_search_to_it(tmp_path, monkeypatch, capsys):
+    from autotune.cli import main
+    for k, v in {**ALLOC, "SLURM_PROCID": "2", "SLURM_NTASKS": "3"}.items():
+        monkeypatch.setenv(k, v)
+    for command in (["search", "--budget", "1m"], ["run", "--set", "nproc=2"]):
+        assert main([*command, "--results", str(tmp_path)]) == 0
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("autotune: SLURM task 2 of 3: task 0 runs")
+        assert list(tmp_path.iterdir()) == []
 
 
 IP_ADDR = """1: lo    inet 127.0.0.1/8 scope host lo\\       valid_lft forever
@@ -187,6 +274,10 @@ def test_srun_plan_passes_env_through_env_not_export():
     p = cplan(Config(nproc=2, nnodes=2, allocator="jemalloc"), cluster("srun"))
     (_h, argv, _log), = p.launchers
     assert argv[0] == "srun" and "--ntasks-per-node=1" in argv and "--nodelist=node1,node2" in argv
+    # a step beside the one running the search (`srun ... autotune search`), on every CPU the
+    # job has on its nodes (--cpus-per-task would imply --exact)
+    assert "--overlap" in argv and not any(a.startswith(("--cpus-per-task", "-c")) for a in argv)
+    assert all("--overlap" in k for k in p.host_kill)
     assert not any(a.startswith("--export") for a in argv)     # MALLOC_CONF has commas
     assert any(a.startswith("MALLOC_CONF=") for a in argv)
 
@@ -242,7 +333,9 @@ def test_export_formats_across_hosts():
     script = render(cmd, "slurm")
     assert script.startswith("#!/bin/bash\n") and "#SBATCH --nodes=2" in script
     assert "#SBATCH --ntasks-per-node=2" in script and "\nsrun " in script
-    assert "export MASTER_ADDR=$(scontrol show hostnames" in script
+    assert 'first=$(scontrol show hostnames "$SLURM_JOB_NODELIST"' in script
+    assert 'export MASTER_ADDR="${addr:-$first}"' in script       # NodeAddr, else the name
+    assert "--overlap" not in script       # the batch script's steps are the only ones
     assert "MASTER_ADDR=10.0.0.1" not in script        # the allocation decides, not the study
     with pytest.raises(ConfigError, match="json exports one machine"):
         render(cmd, "json")
@@ -266,6 +359,8 @@ def test_single_host_torchrun_export_keeps_per_rank_ccl_env():
 def test_missing_launcher_is_one_line(launcher, tool, tmp_path, monkeypatch, capsys):
     from autotune.cli import main
     monkeypatch.setenv("PATH", str(tmp_path))          # nothing on PATH
+    if launcher == "srun":     # srun only means something inside an allocation
+        monkeypatch.setenv("SLURM_JOB_NODELIST", "a,b")
     rc = main(["run", "--hosts", "a,b", "--launcher", launcher, "--set", "nnodes=2",
                "--set", "nproc=2", "--results", str(tmp_path)])
     err = capsys.readouterr().err.strip().splitlines()
@@ -281,3 +376,17 @@ def test_mpi_backend_only_under_mpirun():
     c = dataclasses.replace(cluster("mpirun"), topologies=(topo, topo))
     assert trial_infeasible(Config(nproc=2, nnodes=2, backend="mpi"), topo,
                             TrialSettings(cluster=c)) is None
+
+
+def test_two_allocations_searched_from_one_login_node_take_two_locks(tmp_path):
+    """`salloc ... autotune search` twice from one login node: other nodes, other locks; the
+    same nodes twice: refused as two searches on one machine are."""
+    from autotune.errors import LockError
+    from autotune.search.lock import MachineLock, machine_key
+    assert machine_key("fp") == "fp"
+    first = MachineLock(machine_key("fp", ("n1", "n2")), directory=str(tmp_path)).acquire()
+    other = MachineLock(machine_key("fp", ("n3", "n4")), directory=str(tmp_path)).acquire()
+    with pytest.raises(LockError, match="another autotune search is running"):
+        MachineLock(machine_key("fp", ("n1", "n2")), directory=str(tmp_path)).acquire()
+    first.release()
+    other.release()
