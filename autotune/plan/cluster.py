@@ -145,10 +145,12 @@ def build_cluster_plan(config: Config, cluster: Cluster, *, workdir: str, master
                  "--cpus=" + ";".join(format_cpulist(r.cpus or ()) for r in flat)]
         if any(r.mem_node is not None for r in flat):
             shim.append("--membind=" + ";".join(str(r.mem_node) for r in flat))
+    if any(r.mem_policy for r in flat):   # mem_policy: numactl's memory flags, per rank
+        shim.append("--mem=" + ";".join(r.mem_policy or "" for r in flat))
     launchers = _launchers(config, cluster, shim, list(program), common, master_port, trial_id,
                            workdir, export)
     ranks = tuple(RankPlan(rank=i, argv=tuple(shim + ["--", *program]), env={**common, **e},
-                           cpus=r.cpus, mem_node=r.mem_node,
+                           cpus=r.cpus, mem_node=r.mem_node, mem_policy=r.mem_policy,
                            log_path=os.path.join(workdir, f"rank{i}.log"),
                            result_path=os.path.join(workdir, f"rank{i}.json"))
                   for i, (r, e) in enumerate(zip(flat, ranks_env)))
