@@ -106,8 +106,8 @@ def run(args: argparse.Namespace) -> int:
         if settings.self_launching:
             print("note: the script starts its own workers: autotune launches it once",
                   file=sys.stderr)
-    if config.mem_policy == "weighted" and cluster is None:
-        _set_weights(topology)
+    if cluster is None:
+        _before_launch(config, topology)
     out = run_trial(config, topology, settings)
     script = settings.command is not None   # a script reports its accuracy with its speed, if at all
     acc = (run_trial(config, topology, settings, mode="accuracy")
@@ -119,11 +119,16 @@ def run(args: argparse.Namespace) -> int:
     return 0 if out.ok and (acc is None or acc.ok) else 1
 
 
-def _set_weights(topology) -> None:
-    """The kernel's weighted-interleave weights before the launch; a file that refuses them is
-    a one-line error (exit 2) with nothing changed (run/weights.py)."""
+def _before_launch(config, topology) -> None:
+    """Says when numa_balancing may disturb the timing, and sets the kernel's weighted-interleave
+    weights for mem_policy=weighted; a weight file that refuses them is a one-line error (exit
+    2) with nothing changed (run/weights.py)."""
+    from ..run.numa_quiet import disturbs
     from ..run.weights import apply_weights, describe
-    changes = apply_weights(topology)
+    warning = disturbs(topology.memory.numa_balancing, len(topology.numa_nodes))
+    if warning:
+        print(f"note: {warning}", file=sys.stderr)
+    changes = apply_weights(topology) if config.mem_policy == "weighted" else []
     if changes:
         print(f"note: {describe(changes)}", file=sys.stderr)
 
