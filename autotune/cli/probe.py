@@ -116,8 +116,9 @@ def _numa_lines(t: Topology) -> list[str]:
         facts = [mem.kind.upper()] + ([] if mem.free_bytes is None else
                                       [f"{mem.free_bytes / GIB:.1f} GiB free"])
         facts += [] if mem.tier is None else [f"tier {mem.tier}"]
-        if mem.read_bandwidth_mbs and mem.read_latency_ns:
-            facts.append(f"{mem.read_bandwidth_mbs / 1000:g} GB/s, {mem.read_latency_ns} ns")
+        if mem.read_bandwidth_mibs and mem.read_latency_ns:
+            facts.append(f"{mem.read_bandwidth_mibs * 2**20 / 1e9:.1f} GB/s, "
+                         f"{mem.read_latency_ns} ns")
         where = "memory only (no CPUs)" if n.memory_only else format_cpulist(n.cpus)
         out.append(f"  node {n.id:<3} {n.memory_bytes / GIB:8.1f} GiB  {where}  "
                    f"[{', '.join(facts)}]")

@@ -166,7 +166,7 @@ def wanted_weights(topology: Topology) -> dict[int, int] | None:
     nodes = mem.nodes_of("dram") + mem.nodes_of("cxl")
     if wi is not None and wi.auto:
         return {n: w for n, w in wi.weights if n in nodes}
-    bandwidth = {n: mem.node(n).read_bandwidth_mbs for n in nodes}
+    bandwidth = {n: mem.node(n).read_bandwidth_mibs for n in nodes}
     if not nodes or not all(bandwidth.values()):
         return None
     slowest = min(bandwidth.values())

@@ -7,7 +7,7 @@ What tells the kinds apart, in the order it is trusted (docs/memory.md):
   smaller N is faster memory. CXL expanders onlined by dax/kmem land in a slower tier than the
   DRAM nodes (memory_tier22 against memory_tier4 on 6.x kernels);
 - the firmware's performance table (HMAT; CDAT for CXL), which the kernel shows per node as
-  nodeN/access0/initiators/{read_bandwidth,read_latency} (MB/s, ns): a memory-only node much
+  nodeN/access0/initiators/{read_bandwidth,read_latency} (MiB/s, ns): a memory-only node much
   faster than its nearest CPU node's DRAM is HBM, much slower is CXL;
 - the CPU: a Xeon CPU Max in flat mode shows its on-package HBM as memory-only nodes in the same
   tier as DDR, and without HMAT nothing else in sysfs says so.
@@ -42,7 +42,7 @@ class NodeMemory:
     kind: str = "dram"                      # "dram" | "hbm" | "cxl"
     free_bytes: int | None = None           # MemFree when probed (not part of the fingerprint)
     tier: int | None = None                 # the kernel's memory tier (smaller: faster)
-    read_bandwidth_mbs: int | None = None   # HMAT/CDAT, MB/s, from the nearest initiator
+    read_bandwidth_mibs: int | None = None  # HMAT/CDAT, MiB/s (the kernel's unit), nearest initiator
     read_latency_ns: int | None = None
 
 
@@ -75,7 +75,7 @@ class Memory:
     def to_json(self) -> dict[str, Any]:
         wi = self.weighted_interleave
         return {"nodes": [{"id": n.id, "kind": n.kind, "free_bytes": n.free_bytes, "tier": n.tier,
-                           "read_bandwidth_mbs": n.read_bandwidth_mbs,
+                           "read_bandwidth_mibs": n.read_bandwidth_mibs,
                            "read_latency_ns": n.read_latency_ns} for n in self.nodes],
                 "weighted_interleave": None if wi is None else {
                     "weights": {str(k): v for k, v in wi.weights}, "auto": wi.auto,
@@ -88,7 +88,7 @@ class Memory:
             return cls()
         wi = d.get("weighted_interleave")
         return cls(nodes=tuple(NodeMemory(**{k: n.get(k) for k in ("id", "free_bytes", "tier",
-                                                                    "read_bandwidth_mbs",
+                                                                    "read_bandwidth_mibs",
                                                                     "read_latency_ns")},
                                           kind=n.get("kind") or "dram")
                                for n in d.get("nodes", ())),
@@ -111,7 +111,7 @@ def parse_memory(files: Mapping[str, str], nodes, distances, model_name: str, *,
                 for name in PERF}
         meminfo = files.get(f"{base}/meminfo")
         out.append(NodeMemory(id=node.id, free_bytes=parse_mem_free(meminfo) if meminfo else None,
-                              tier=tiers.get(node.id), read_bandwidth_mbs=perf["read_bandwidth"],
+                              tier=tiers.get(node.id), read_bandwidth_mibs=perf["read_bandwidth"],
                               read_latency_ns=perf["read_latency"]))
     kinds = classify(nodes, distances, out, model_name)
     return Memory(nodes=tuple(replace(n, kind=kinds[n.id]) for n in out),
@@ -181,10 +181,10 @@ def _memory_only_kind(mem: NodeMemory, dram_tier: int | None, near: NodeMemory |
                       model_name: str) -> str:
     if mem.tier is not None and dram_tier is not None and mem.tier != dram_tier:
         return "cxl" if mem.tier > dram_tier else "hbm"
-    if near is not None and mem.read_bandwidth_mbs and near.read_bandwidth_mbs:
-        if mem.read_bandwidth_mbs >= _PERF_MARGIN * near.read_bandwidth_mbs:
+    if near is not None and mem.read_bandwidth_mibs and near.read_bandwidth_mibs:
+        if mem.read_bandwidth_mibs >= _PERF_MARGIN * near.read_bandwidth_mibs:
             return "hbm"
-        if mem.read_bandwidth_mbs * _PERF_MARGIN <= near.read_bandwidth_mbs:
+        if mem.read_bandwidth_mibs * _PERF_MARGIN <= near.read_bandwidth_mibs:
             return "cxl"
     if "cpu max" in model_name.lower():
         return "hbm"

@@ -32,7 +32,7 @@ def test_xeon_max_flat_snc4_has_four_hbm_nodes_beside_four_ddr_quadrants():
     assert m.nodes_of("cxl") == ()
     # the HBM is boot memory: the same tier as DDR, told apart by the firmware's bandwidth
     assert {n.tier for n in m.nodes} == {4}
-    assert (m.node(4).read_bandwidth_mbs, m.node(0).read_bandwidth_mbs) == (409600, 76800)
+    assert (m.node(4).read_bandwidth_mibs, m.node(0).read_bandwidth_mibs) == (390625, 73242)
     assert m.node(5).free_bytes == 16 * GIB * 9 // 10 // 1024 * 1024
     # each quadrant's own HBM is the nearest to it (13), another quadrant's further (14)
     assert t.distances[0] == (10, 12, 12, 12, 13, 14, 14, 14)
