@@ -97,8 +97,12 @@ def infeasible_on_cluster(config: Config, cluster: Cluster) -> str | None:
         if h.slots is not None and per_host > h.slots:
             return f"{per_host} ranks per host but {h.name} has {h.slots} slot(s)"
     from .feasible import infeasible_reason as on_host
+    from .memory import stale_weights
     for h, topo in zip(cluster.hosts[:config.nnodes], cluster.topologies):
         if (why := on_host(config.with_(nproc=per_host, nnodes=1), topo)) is not None:
+            return f"{h.name}: {why}"
+        # autotune sets the weights on this machine only: another host's must be right already
+        if config.mem_policy == "weighted" and (why := stale_weights(topo)) is not None:
             return f"{h.name}: {why}"
     return None
 

@@ -183,6 +183,17 @@ def weight_commands(wanted: dict[int, int], nodes=None) -> str:
                      for n in (nodes if nodes is not None else sorted(wanted)))
 
 
+def stale_weights(topology: Topology) -> str | None:
+    """Why the weights are not what mem_policy=weighted wants on a host autotune does not write
+    them on (another host of a cluster); None when they are."""
+    wanted, wi = wanted_weights(topology), topology.memory.weighted_interleave
+    stale = sorted(n for n, w in (wanted or {}).items() if wi is None or wi.weight(n) != w)
+    if not stale:
+        return None
+    return ("mem_policy=weighted across hosts: set the weights on each host first (as root): "
+            + weight_commands(wanted, stale))
+
+
 def offered(topology: Topology) -> tuple[str, ...]:
     """The policies a space may search here: local, and each other one some rank could use."""
     return ("local",) + tuple(p for p in _MODES if policy_unavailable(p, topology) is None)

@@ -186,3 +186,19 @@ def test_exports_carry_the_policy(tmp_path):
                                   cxl), "shell")
     assert "--weighted-interleave=1,3" in shell
     assert "# mem_policy=weighted interleaves by these weights (as root): echo 6 >" in shell
+
+
+def test_across_hosts_the_weights_must_be_set_on_each_host_already():
+    from autotune.plan.cluster import Cluster, infeasible_on_cluster
+    from autotune.plan.hosts import Host
+    cxl = dataclasses.replace(probe(str(CXL), collect_capabilities=False),
+                              capabilities=dataclasses.replace(
+                                  probe(collect_capabilities=True).capabilities,
+                                  numactl_weighted=True, numactl_membind=True))
+    hosts = (Host(name="a", slots=None), Host(name="b", slots=None))
+    cluster = Cluster(hosts=hosts, topologies=(cxl, cxl), launcher="ssh",
+                      addresses=("10.0.0.1", "10.0.0.2"))
+    why = infeasible_on_cluster(Config(nproc=4, nnodes=2, binding="numactl",
+                                       mem_policy="weighted"), cluster)
+    assert why.startswith("a: mem_policy=weighted across hosts: set the weights on each host")
+    assert "echo 6 > /sys/kernel/mm/mempolicy/weighted_interleave/node0" in why
