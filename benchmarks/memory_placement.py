@@ -120,11 +120,14 @@ def stream_oracle(land: ModelLandscape, space: ResolvedSpace, max_drop: float = 
     outer = [k for k in knobs if k in _LAYOUT]
     inner = [k for k in knobs if k not in _LAYOUT]
     base_acc, default = accuracy(32, "fp32"), Config()
+    names = space.topology_names
     best, where, launchable = 0.0, None, 0
     for combo in itertools.product(*(knobs[k] for k in outer)):
         params = dict(zip(outer, combo))
         if params.get("backend", "gloo") != "ccl" and any(
                 params.get(k, getattr(default, k)) != getattr(default, k) for k in CCL_KNOBS):
+            continue
+        if _cannot_split(params, names):   # most of the grid: decided without a Config
             continue
         first = space.to_config({**params, **{k: knobs[k][0] for k in inner}})
         if (base_acc - accuracy(first.global_batch, first.precision)) * 100 > max_drop:
@@ -138,6 +141,19 @@ def stream_oracle(land: ModelLandscape, space: ResolvedSpace, max_drop: float = 
             if thr > best:
                 best, where = thr, config
     return {"oracle": best, "config": where, "launchable": launchable}
+
+
+def _cannot_split(params: dict[str, Any], names: dict[str, int]) -> bool:
+    """The two rules that rule out most of a large grid, checked on the values alone: more
+    threads than usable cores (the space's constraint), and a global batch the ranks cannot
+    split evenly (ruled_out says the same of these, more slowly)."""
+    npn, threads = params.get("nproc_per_node"), params.get("threads")
+    if npn is None:
+        return False
+    nproc = npn * names["numa_nodes"]
+    if threads is not None and threads * nproc > names["usable_cores"]:
+        return True
+    return params.get("global_batch", 32) % nproc != 0
 
 
 def replay(land: ModelLandscape, seed: int, oracle: float, budget_s: float = 1800.0,
