@@ -1,8 +1,9 @@
-"""`python -m autotune.bind [--tool numactl --cpus '0-3;4-7'] [--env K=a;b] [--rank-log F] -- CMD ...`
+"""`python -m autotune.bind [--tool numactl --cpus '0-3;4-7'] [--mem 'interleave:0,4;interleave:1,5']
+    [--env K=a;b] [--rank-log F] -- CMD ...`
 
 A launcher (torchrun, mpirun, srun) starts every rank with the same command and cannot give ranks
 different cores or environments. This shim runs as that command: it finds which planned rank it
-is, picks that rank's CPU set, memory node and per-rank variables, and replaces itself (exec)
+is, picks that rank's CPU set, memory node or policy and per-rank variables, and replaces itself (exec)
 with numactl/taskset running CMD, so launched ranks bind like the measured trial did.
 
 Which planned rank: `--node-rank N` (torchrun across hosts, whose rendezvous may number ranks
@@ -28,10 +29,31 @@ _LAUNCHER_VARS = (
 )
 
 
-def command(tool: str, cpus: str, membind: str | None, argv: list[str]) -> list[str]:
+# numactl's flag for each memory mode a plan names (autotune/plan/memory.py)
+_MEM_FLAGS = {"bind": "--membind", "interleave": "--interleave", "preferred": "--preferred",
+              "weighted": "--weighted-interleave"}
+
+
+def mem_flags(spec: str) -> list[str]:
+    """A plan's memory policy as numactl flags: 'interleave:0,4' -> ['--interleave=0,4'];
+    a bare node list is --membind (the shim's form before other policies existed)."""
+    mode, sep, nodes = spec.partition(":")
+    if not sep:
+        return [f"--membind={spec}"]
+    if mode not in _MEM_FLAGS:
+        raise SystemExit(f"autotune.bind: memory policy {spec!r}: the mode is one of "
+                         f"{', '.join(_MEM_FLAGS)}")
+    return [f"{_MEM_FLAGS[mode]}={nodes}"]
+
+
+def command(tool: str, cpus: str | None, membind: str | None, argv: list[str],
+            mem: str | None = None) -> list[str]:
+    """The binding prefix and argv: taskset's CPUs, or numactl's CPUs (None: not bound) with
+    --membind=`membind` or the memory policy `mem` ('interleave:0,4')."""
     if tool == "taskset":
         return ["taskset", "-c", cpus, *argv]
-    return ["numactl", f"--physcpubind={cpus}", *([f"--membind={membind}"] if membind else []), *argv]
+    memory = mem_flags(mem) if mem else ([f"--membind={membind}"] if membind else [])
+    return ["numactl", *([f"--physcpubind={cpus}"] if cpus else []), *memory, *argv]
 
 
 def rank_env(env: Mapping[str, str]) -> dict[str, str]:
@@ -71,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tool", choices=("numactl", "taskset"), default="numactl")
     p.add_argument("--cpus", help="one CPU list per rank, separated by ';' (none: not bound)")
     p.add_argument("--membind", help="one NUMA node per rank, separated by ';'")
+    p.add_argument("--mem", help="one memory policy per rank ('interleave:0,4', 'preferred:4', "
+                                 "'weighted:0,2'), separated by ';'")
     p.add_argument("--env", action="append", default=[], metavar="KEY=VALUES",
                    help="a variable for the rank: one value per rank separated by ';', or one for all")
     p.add_argument("--node-rank", type=int, help="this host's place in the host list (torchrun)")
@@ -90,9 +114,11 @@ def main(argv: list[str] | None = None) -> int:
             p.error(f"--env {item!r}: expected KEY=VALUE")
         env[key] = pick(values, index, f"values of {key}").replace("{rank}", str(index))
     full = cmd
-    if args.cpus:
+    if args.cpus or args.mem:
         nodes = pick(args.membind, index, "NUMA nodes") if args.membind else None
-        full = command(args.tool, pick(args.cpus, index, "CPU lists"), nodes, cmd)
+        full = command(args.tool, pick(args.cpus, index, "CPU lists") if args.cpus else None,
+                       nodes, cmd, mem=pick(args.mem, index, "memory policies") if args.mem
+                       else None)
     if args.rank_log:
         fd = os.open(args.rank_log.replace("{rank}", str(index)),
                      os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)

@@ -26,6 +26,12 @@ CCL_WORKER_AFFINITIES = ("shared", "dedicated")
 CCL_YIELDS = ("sched_yield", "pause", "sleep")
 CCL_MAX_WORKERS = 4
 
+# Where a rank's memory lives (plan/memory.py): `local` is the launch as it always was (numactl
+# --membind to the rank's node, or the kernel's first touch); `interleave` spreads pages over the
+# rank's nodes (its CPUs' nodes and the memory-only nodes nearest them); `preferred_fast` takes
+# HBM first, then DRAM; `weighted` interleaves DRAM and CXL by their bandwidths.
+MEM_POLICIES = ("local", "interleave", "preferred_fast", "weighted")
+
 LR_RULES = ("linear", "sqrt", "none")
 # The global batch of the default launch. Learning rates of workloads are tuned for it, and the
 # lr_rule scales them for another global batch (see quality/math_class.py).
@@ -72,6 +78,7 @@ class Config:
     ccl_workers: int = 1
     ccl_worker_affinity: str = "shared"
     ccl_yield: str = "sched_yield"
+    mem_policy: str = "local"           # where each rank's memory lives (MEM_POLICIES)
 
     def __post_init__(self) -> None:
         _positive("nproc", self.nproc)
@@ -168,6 +175,10 @@ class Knob:
     # Passed to the built-in trainer with --set by an exported command (the rest act through the
     # environment and the binding).
     trainer_flag: bool = False
+    # Offered only where it can matter: a space that resolves it to the default launch's value
+    # alone leaves it out, so a machine where it cannot act searches the very space it searched
+    # before the knob existed (mem_policy on one NUMA node).
+    only_where_it_varies: bool = False
 
 
 KNOB_TABLE: dict[str, Knob] = {
@@ -195,6 +206,7 @@ KNOB_TABLE: dict[str, Knob] = {
     "ccl_workers": Knob("int"),
     "ccl_worker_affinity": Knob("str", CCL_WORKER_AFFINITIES),
     "ccl_yield": Knob("str", CCL_YIELDS),
+    "mem_policy": Knob("str", MEM_POLICIES, only_where_it_varies=True),
 }
 KNOBS: tuple[str, ...] = tuple(f.name for f in fields(Config))
 assert tuple(KNOB_TABLE) == KNOBS, "KNOB_TABLE and Config's fields differ"

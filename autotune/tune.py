@@ -23,6 +23,7 @@ from .measure.script import check_command, placeholders, restrict_space, takes_s
 from .measure.script_scan import held_from_scan, scan_command, script_notes, script_settings
 from .plan.cluster import Cluster
 from .probe.topology import Topology
+from .run.numa_quiet import QuietNuma, disturbs, restore_stale
 from .recommend.choose import recommend, shared_recommendation
 from .run.idle import IDLE_DEADLINE_S
 from .run.runner import interrupt_on_sigterm, reap_orphans
@@ -77,6 +78,7 @@ class SearchRequest:
     keep_trials: int | None = DEFAULT_KEEP_TRIALS   # trial folders kept; None: all (trials_dir.py)
     guide: str = "descent"                      # search/guide.py (GUIDES)
     early_stop: bool = True                     # built-in workloads only: measure/early_stop.py
+    quiet_numa: bool = False                    # numa_balancing off while searching (run/numa_quiet.py)
 
     def __post_init__(self) -> None:
         if not math.isfinite(self.max_accuracy_drop) or self.max_accuracy_drop < 0:
@@ -201,12 +203,15 @@ def search(req: SearchRequest, *, label: str | None = None, topology: Topology |
     progress = progress if progress is not None else Silent()
     job = _prepare(req, label=label, topology=topology, cluster=cluster)
     time_left = functools.partial(_time_left, req.budget_s, clock)
+    evaluate_is_live = evaluate is None
     if evaluate is None:
         evaluate = live_evaluator(job.topology, job.settings, time_left=time_left,
                                   adapt_timeout=req.trial_timeout is None)
     with contextlib.ExitStack() as held:   # unwinds the locks even when interrupted
-        # The machine lock first: a search refused because another holds the machine leaves
-        # nothing behind (no results folder, no study file).
+        # numa_balancing first (refused to non-root before anything exists), then the machine
+        # lock: a search refused because another holds the machine leaves nothing behind (no
+        # results folder, no study file).
+        numa = _numa_balancing(req, live=evaluate_is_live, held=held)
         if not req.allow_concurrent:
             hosts = tuple(h.name for h in cluster.hosts) if cluster is not None else ()
             held.callback(MachineLock(machine_key(job.topology.fingerprint(), hosts))
@@ -222,6 +227,7 @@ def search(req: SearchRequest, *, label: str | None = None, topology: Topology |
             _describe(study, req, job, cluster)
             progress.start(name=job.name, storage=redact(req.url), space=job.space, stale=stale,
                            topology=job.topology)
+            _say_numa(progress, numa, job.topology, req.quiet_numa)
             elsewhere = _announce(progress, storage, job, workers, others, study_lock)
             if (shown := foreign_folder(req.results)) is not None:
                 progress.warn(f"--results {shown}")
@@ -238,6 +244,25 @@ def search(req: SearchRequest, *, label: str | None = None, topology: Topology |
     return Tuned(summary=summary, result=result, recommendation=rec, command=command,
                  stored=stored,
                  overridden=A.StudyAttrs.of(study).script_overrides if req.script else None)
+
+
+def _numa_balancing(req: SearchRequest, *, live: bool, held: contextlib.ExitStack) -> list[str]:
+    """--quiet-numa: numa_balancing off until `held` unwinds (run/numa_quiet.py); a live search
+    also puts back what a search that died left off. What happened, as progress lines."""
+    if req.quiet_numa:
+        return held.enter_context(QuietNuma()).said
+    if live and os.geteuid() == 0:
+        return [line for line in (restore_stale(),) if line]
+    return []
+
+
+def _say_numa(progress: Any, said: list[str], topology: Topology, quiet: bool) -> None:
+    """What --quiet-numa did, or a warning when numa_balancing may disturb the timings."""
+    for line in said:
+        progress.note(line)
+    warning = disturbs(topology.memory.numa_balancing, len(topology.numa_nodes))
+    if warning and not quiet:
+        progress.warn(warning)
 
 
 def _time_left(budget_s: float, clock: Any) -> float:

@@ -121,6 +121,7 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         print(printable(describe(plan, base_env)))
         return 0
+    _set_weights(config, topology)
     check = _InForce(plan, args.check_seconds)
     try:
         result = run_attached(plan, echo=sys.stdout, on_start=check.start, on_poll=check.poll,
@@ -135,6 +136,16 @@ def run(args: argparse.Namespace) -> int:
     _say(f"{'done' if code == 0 else 'failed'} in {result.wall_seconds:.1f}s ({codes}); "
          f"logs in {log_dir}")
     return code
+
+
+def _set_weights(config, topology) -> None:
+    """mem_policy=weighted ran with the kernel's weights set from the nodes' bandwidths: set
+    them again before the user's training (a file that refuses: exit 2, nothing changed)."""
+    if config.mem_policy == "weighted":
+        from ..run.weights import apply_weights, describe as weights_text
+        changes = apply_weights(topology)
+        if changes:
+            _say(f"note: {weights_text(changes)}")
 
 
 def _check_trusted(args: argparse.Namespace, tuned) -> None:

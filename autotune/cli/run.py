@@ -90,10 +90,15 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps({"config": config.to_dict(), "ranks": [
                 {"rank": r.rank, "argv": list(r.argv), "cpus": r.cpus, "mem_node": r.mem_node,
+                 "mem_policy": r.mem_policy,
                  "env": {k: r.env[k] for k in sorted(plan.env_delta) if k in r.env}}
                 for r in plan.ranks], "env": plan.env_delta, "timeout_s": plan.timeout_s}))
         else:
             print(plan.describe())
+        if config.mem_policy == "weighted":
+            from ..plan.memory import wanted_weights, weight_commands
+            print(f"note: mem_policy=weighted runs with the weights {weight_commands(wanted_weights(topology))}"
+                  " (a real run sets them first; a dry run changes nothing)", file=sys.stderr)
         return 0
     if settings.command:
         from ..measure.script_scan import scan_command
@@ -103,6 +108,8 @@ def run(args: argparse.Namespace) -> int:
         if settings.self_launching:
             print("note: the script starts its own workers: autotune launches it once",
                   file=sys.stderr)
+    if cluster is None:
+        _before_launch(config, topology)
     out = run_trial(config, topology, settings)
     script = settings.command is not None   # a script reports its accuracy with its speed, if at all
     acc = (run_trial(config, topology, settings, mode="accuracy")
@@ -112,6 +119,20 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(_as_text(config, out, acc))
     return 0 if out.ok and (acc is None or acc.ok) else 1
+
+
+def _before_launch(config, topology) -> None:
+    """Says when numa_balancing may disturb the timing, and sets the kernel's weighted-interleave
+    weights for mem_policy=weighted; a weight file that refuses them is a one-line error (exit
+    2) with nothing changed (run/weights.py)."""
+    from ..run.numa_quiet import disturbs
+    from ..run.weights import apply_weights, describe
+    warning = disturbs(topology.memory.numa_balancing, len(topology.numa_nodes))
+    if warning:
+        print(f"note: {warning}", file=sys.stderr)
+    changes = apply_weights(topology) if config.mem_policy == "weighted" else []
+    if changes:
+        print(f"note: {describe(changes)}", file=sys.stderr)
 
 
 # The `measurement` object of `run --json`: an ok trial's timed window.

@@ -27,6 +27,7 @@ examples:
   autotune search --budget 1h --hostfile hosts.txt --launcher mpirun   the same under Open MPI
   salloc -N2 --exclusive autotune search --budget 1h    in a SLURM allocation: every node, trials
       by `srun --overlap` (one search: started by srun, the tasks but task 0 exit at once)
+  sudo autotune search --budget 30m --quiet-numa      numa_balancing off while trials are timed
 """
 from __future__ import annotations
 
@@ -105,12 +106,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         f"trial uses; 'all' keeps every one (default: {DEFAULT_KEEP_TRIALS})")
     p.add_argument("--allow-concurrent", action="store_true",
                    help="run even if another search holds this machine (timings will suffer)")
+    _add_machine_args(p)
     add_host_args(p)
     p.add_argument("--quiet", action="store_true",
                    help="print only the final summary (no per-trial lines, no live bar)")
     p.add_argument("--json", action="store_true",
                    help="print one JSON object on stdout at the end; the progress stays on "
                         "stderr (a long search is not silent), unless --quiet")
+
+
+def _add_machine_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--quiet-numa", action="store_true",
+                   help="root only: turn the kernel's automatic NUMA balancing "
+                        "(kernel.numa_balancing) off for the search, so that pages do not move "
+                        "between nodes while trials are timed, and put it back afterwards, also "
+                        "after Ctrl-C, SIGTERM or a crash (the next search restores it). Without "
+                        "it the search says when numa_balancing may disturb its timings")
 
 
 def keep_trials(text: str) -> int | None:
@@ -141,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
                         trial_timeout=args.trial_timeout,
                         allow_concurrent=args.allow_concurrent, idle_timeout=args.idle_timeout,
                         guide=args.guide, early_stop=args.early_stop,
-                        keep_trials=args.keep_trials)
+                        keep_trials=args.keep_trials, quiet_numa=args.quiet_numa)
     label = check_workload_args(args)
     progress = Progress(budget_s=req.budget_s, quiet=args.quiet, started=started)
     try:

@@ -98,8 +98,12 @@ def infeasible_on_cluster(config: Config, cluster: Cluster) -> str | None:
         if h.slots is not None and per_host > h.slots:
             return f"{per_host} ranks per host but {h.name} has {h.slots} slot(s)"
     from .feasible import infeasible_reason as on_host
+    from .memory import stale_weights
     for h, topo in zip(cluster.hosts[:config.nnodes], cluster.topologies):
         if (why := on_host(config.with_(nproc=per_host, nnodes=1), topo)) is not None:
+            return f"{h.name}: {why}"
+        # autotune sets the weights on this machine only: another host's must be right already
+        if config.mem_policy == "weighted" and (why := stale_weights(topo)) is not None:
             return f"{h.name}: {why}"
     return None
 
@@ -146,10 +150,12 @@ def build_cluster_plan(config: Config, cluster: Cluster, *, workdir: str, master
                  "--cpus=" + ";".join(format_cpulist(r.cpus or ()) for r in flat)]
         if any(r.mem_node is not None for r in flat):
             shim.append("--membind=" + ";".join(str(r.mem_node) for r in flat))
+    if any(r.mem_policy for r in flat):   # mem_policy: numactl's memory flags, per rank
+        shim.append("--mem=" + ";".join(r.mem_policy or "" for r in flat))
     launchers = _launchers(config, cluster, shim, list(program), common, master_port, trial_id,
                            workdir, export)
     ranks = tuple(RankPlan(rank=i, argv=tuple(shim + ["--", *program]), env={**common, **e},
-                           cpus=r.cpus, mem_node=r.mem_node,
+                           cpus=r.cpus, mem_node=r.mem_node, mem_policy=r.mem_policy,
                            log_path=os.path.join(workdir, f"rank{i}.log"),
                            result_path=os.path.join(workdir, f"rank{i}.json"))
                   for i, (r, e) in enumerate(zip(flat, ranks_env)))

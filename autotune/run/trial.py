@@ -23,6 +23,7 @@ from ..plan.build import build_plan
 from ..plan.feasible import infeasible_reason
 from ..plan.launch_plan import (KILL_GRACE_S, TARGET_SECONDS, TRIAL_TIMEOUT_S, WARMUP_STEPS,
                                 LaunchPlan)
+from .weights import weights_problem
 from .outcome import RunResult, TrialResult
 from .idle import IDLE_DEADLINE_S
 from .classify import abort_in_teardown
@@ -126,6 +127,8 @@ def run_trial(config: Config, topology: Topology, settings: TrialSettings, *,
     """Run one configuration: what the trial yields. Never raises for a failing trial: the
     failure is the result."""
     reason = trial_infeasible(config, topology, settings)
+    if not reason and config.mem_policy == "weighted" and settings.cluster is None:
+        reason = weights_problem(topology)   # the kernel's weights, set before the launch
     if not reason and settings.self_launching and config.nproc > 1:
         reason = (f"nproc={config.nproc}: the script starts its own workers, so autotune launches "
                   "it once (more copies would oversubscribe the cores)")

@@ -30,13 +30,16 @@ _PREFER: dict[str, tuple[Any, ...]] = {
     "allocator": ("tcmalloc", "jemalloc", "default"),
     "backend": ("ccl", "gloo"),               # oneCCL's shared-memory transport, where found
     "ipex": ("off",),                         # a library's own rewrite: measured, not assumed
+    # HBM in flat mode is there to be used (Intel's Xeon Max guide: numactl --preferred to the
+    # HBM node); preferred falls back to DRAM when it is full, so it is a safe first guess
+    "mem_policy": ("preferred_fast", "local"),
 }
 # The descent's knob order: the global batch first (a larger one amortises each step's fixed cost
 # and all-reduce over more samples, the largest effect in the model; it changes the math, so the
 # quality gate judges it, and the guess keeps the default's), then the layout (how much of the
 # machine works), the work per sample, the rest of the launch. Knobs not listed follow.
 DESCENT_ORDER = ("global_batch", "nproc_per_node", "precision", "backend", "allocator",
-                 "binding", "omp_runtime", "threads", "ipex")
+                 "binding", "mem_policy", "omp_runtime", "threads", "ipex")
 # Ordered knobs: a move goes to the neighbouring values, doubling and halving first.
 _ORDERED = ("nproc_per_node", "global_batch", "dataloader_workers")
 # ... except these, whose first move upwards is a jump to the largest value, then back down by

@@ -23,7 +23,8 @@ TOPOLOGY_INTS = ("usable_cores", "cores_per_node", "numa_nodes", "logical_cpus",
 TOPOLOGY_LISTS = {"found_allocators": "allocator", "found_backends": "backend",
                   "found_omp_runtimes": "omp_runtime", "supported_precisions": "precision",
                   "found_bindings": "binding", "found_ipex": "ipex",
-                  "ccl_affinities": "ccl_worker_affinity", "ccl_yields": "ccl_yield"}
+                  "ccl_affinities": "ccl_worker_affinity", "ccl_yields": "ccl_yield",
+                  "found_mem_policies": "mem_policy"}
 # Used when a file has no `constraints:` key; `constraints: []` means none at all.
 DEFAULT_CONSTRAINTS = ("threads * nproc <= usable_cores",)
 _TOP_KEYS = ("name", "description", "knobs", "fixed", "constraints")

@@ -115,9 +115,11 @@ def test_the_real_search_on_a_modelled_machine(tmp_path, capsys):
                                  "--out", str(out)]) == 0
     text = capsys.readouterr().out
     # cpu.yaml on NPS4: 11520 combinations, 1740 launchable: a layout is launchable at a global
-    # batch its ranks can split (64 ranks cannot split 32 but can split 64 and 128)
-    assert "| epyc-7763-nps4 | 11520 (1740) |" in text
+    # batch its ranks can split (64 ranks cannot split 32 but can split 64 and 128); mem_policy
+    # doubles the grid (local, interleave), and interleave launches only unbound ranks, which
+    # span the 4 nodes (348 more launchable)
+    assert "| epyc-7763-nps4 | 23040 (2088) |" in text
     row = json.loads(out.read_text())["rows"][0]
-    assert row["space_size"] == 11520 and row["oracle_in_space"] is True  # auto reaches it
+    assert row["space_size"] == 23040 and row["oracle_in_space"] is True  # auto reaches it
     assert row["trials_95"]["autotune"] <= row["launchable"]
     assert 0.0 <= row["success_30min"] <= 1.0
