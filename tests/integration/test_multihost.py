@@ -20,12 +20,16 @@ from autotune.cli import main
 pytestmark = pytest.mark.slow
 ROOT = REPO
 SCRIPT = ROOT / "scripts" / "testhosts.sh"
-NAMESPACES = ("atth1", "atth2")
+# The set of test hosts (AUTOTUNE_TESTHOSTS_SET, scripts/testhosts.sh): another set on the same
+# machine is never touched. Its namespaces and addresses are read from the hosts file `up` writes.
+NAMESPACES: tuple[str, ...] = ("atth1", "atth2")
+ADDRESSES: tuple[str, ...] = ("10.231.77.11", "10.231.77.12")
 
 
 @pytest.fixture(scope="module")
 def hosts(tmp_path_factory):
     """Two namespace hosts th1, th2 (one CPU each here); yields the ssh config to reach them."""
+    global NAMESPACES, ADDRESSES
     if os.geteuid() != 0:
         pytest.skip("namespace test hosts need root (ip netns, veth, sshd)")
     d = tmp_path_factory.mktemp("testhosts") / "h"
@@ -33,6 +37,9 @@ def hosts(tmp_path_factory):
     up = subprocess.run([str(SCRIPT), "up", "2"], env=env, capture_output=True, text=True,
                         timeout=180)
     assert up.returncode == 0, up.stderr
+    rows = [line.split() for line in (d / "hosts").read_text().splitlines()]
+    NAMESPACES = tuple(r[r.index("netns") + 1] for r in rows)
+    ADDRESSES = tuple(r[1] for r in rows)
     try:
         yield str(d / "ssh_config")
     finally:
@@ -148,9 +155,10 @@ def test_a_rank_crashing_on_one_host_stops_the_other_host(hosts, tmp_path, capsy
 
 
 def test_unreachable_host_and_refused_ssh_are_one_line_errors(hosts, tmp_path, capsys):
-    cfg = Path(hosts).read_text().replace("th2", "thdown").replace("10.231.77.12", "10.231.77.99")
+    net = ADDRESSES[1].rsplit(".", 1)[0]
+    cfg = Path(hosts).read_text().replace("th2", "thdown").replace(ADDRESSES[1], f"{net}.99")
     down = tmp_path / "ssh_config"
-    down.write_text(cfg + "\nHost threfused\n  HostName 10.231.77.1\n  Port 1\n  BatchMode yes\n")
+    down.write_text(cfg + f"\nHost threfused\n  HostName {net}.1\n  Port 1\n  BatchMode yes\n")
     for host, needle in (("threfused", "ssh refused the connection"),
                          ("thdown", "host unreachable")):
         rc = main(["run", "--hosts", f"th1,{host}", "--ssh-config", str(down), "--set", "nnodes=2",
