@@ -15,8 +15,10 @@ import re
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -31,7 +33,7 @@ from ..plan.launch_plan import LaunchPlan
 from .outcome import CRASH, RunResult
 from .rank_output import _result_of, read_tail
 from .runner import EXIT_LINGER_S, POLL_S, classify, root_cause, write_request
-from ..private_files import private_file
+from ..private_files import private_dir, private_file
 
 _SSH_ERRORS = (  # (pattern in ssh's stderr, what to tell the user)
     (r"Connection refused", "ssh refused the connection (no sshd listening?)"),
@@ -107,7 +109,8 @@ def probe_cluster(hosts: tuple[Host, ...], *, launcher: str = "ssh", ssh_config:
     env = {k: os.environ[k] for k in FORWARD if k in os.environ}
     pending = Cluster(hosts=hosts, addresses=("0.0.0.0",) * len(hosts),
                       topologies=(None,) * len(hosts), launcher=launcher,  # type: ignore[arg-type]
-                      ssh_config=ssh_config, python=python, cwd=cwd, env=env)
+                      ssh_config=ssh_config, python=python, cwd=cwd, env=env,
+                      control_dir=ssh_control_dir() if launcher != "srun" else None)
     addresses = tuple(address_of(pending, h.name) for h in hosts)
     probes = {}
     for h in hosts:
@@ -131,7 +134,20 @@ def probe_cluster(hosts: tuple[Host, ...], *, launcher: str = "ssh", ssh_config:
     return Cluster(hosts=hosts, addresses=addresses, subnet=subnet,
                    topologies=tuple(Topology.from_json(probes[h.name]) for h in hosts),
                    launcher=launcher, iface=iface, ssh_config=ssh_config, python=python, cwd=cwd,
-                   env=env, master_port=master_port)
+                   env=env, master_port=master_port, control_dir=pending.control_dir)
+
+
+def ssh_control_dir() -> str | None:
+    """This user's folder for ssh's shared connections (0700, under the temp folder: a control
+    socket's path must stay under ~100 bytes), or None when it cannot be trusted (another
+    user's, or open to others): then every ssh makes its own connection, as before."""
+    path = os.path.join(tempfile.gettempdir(), f"autotune-ssh-{os.getuid()}")
+    with contextlib.suppress(OSError):
+        private_dir(path)
+        st = os.lstat(path)
+        if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o077:
+            return path
+    return None
 
 
 def free_port_on(cluster: Cluster) -> int:
