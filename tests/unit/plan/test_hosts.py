@@ -277,6 +277,10 @@ def test_ssh_reuses_one_connection_per_host_only_where_a_control_folder_is_given
     assert not any(a.startswith("Control") for a in cluster().ssh("node1", "true"))
     # the study stores the hosts, not this machine's sockets: an export connects afresh
     assert cluster_from_json(cluster_to_json(cluster(control_dir="/x"))).control_dir is None
+    live = cluster(control_dir="/tmp/autotune-ssh-7")     # the search's own, as it saves
+    cmd = launch_command(Config(nproc=2, nnodes=2), live.topologies[0],
+                         program=("python", "train.py"), cluster=live)
+    assert "Control" not in render(cmd, "torchrun")
 
 
 def test_mpirun_plan_is_one_open_mpi_command_with_env_and_per_rank_binding():
