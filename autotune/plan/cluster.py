@@ -72,6 +72,15 @@ class Cluster:
                     f"--chdir={self.cwd}", "env", *assign, *cmd)
         return self.ssh(host, "env", *assign, *cmd, cwd=self.cwd)
 
+    def lane(self, index: int, width: int) -> "Cluster":
+        """The hosts index*width .. (index+1)*width - 1 as a cluster of their own (the first of
+        them holds the rendezvous): runs side by side on disjoint hosts."""
+        cut = slice(index * width, (index + 1) * width)
+        if not self.hosts[cut] or len(self.hosts[cut]) < width:
+            raise ConfigError(f"lane {index} of {width} host(s): only {len(self.hosts)} host(s)")
+        return replace(self, hosts=self.hosts[cut], addresses=self.addresses[cut],
+                       topologies=self.topologies[cut])
+
     def __post_init__(self) -> None:
         if self.launcher not in LAUNCHERS:
             raise ConfigError(f"launcher {self.launcher!r}: choose one of {', '.join(LAUNCHERS)}")
