@@ -159,6 +159,10 @@ def budget_note(trials_s: float, costs: dict[int, tuple[float, bool]], *,
                                                       ("verification", verify_s)) if s >= 1]
     head = f"budget: {format_seconds(max(0.0, trials_s))} for trials" + \
         (f" after {' and '.join(after)}" if after else "")
+    cheapest = min((cost for cost, _ in costs.values()), default=0.0)
+    if costs and trials_s < cheapest:
+        return (f"budget: no time left for trials after {' and '.join(after) or 'the references'}"
+                f" (one takes {cheapest:.0f} s)")
     parts = []
     for k, (cost, measured) in sorted(costs.items()):
         where = "on 1 host" if k == 1 else f"across {k} hosts"

@@ -316,11 +316,19 @@ class _Search:
         contender = throughput >= 0.97 * self.leader()
         if book.missing_seeds(config) and (is_base or contender) \
                 and self.quality_cost(config, throughput) <= max(0.0, self.left()):
-            if book.missing_seeds(base):   # the noise floor is the default launch's own
-                book.measure(base, on_run=self._quality_started)
+            if book.missing_seeds(base):   # the noise floor is the default launch's class's
+                book.measure(self.fastest_of_class(base, (config, throughput)),
+                             on_run=self._quality_started)
             if not is_base:
                 book.measure(config, on_run=self._quality_started)
         return judge_class(book, config)
+
+    def fastest_of_class(self, config: Config, now: tuple[Config, float]) -> Config:
+        """The quickest measured launch of `config`'s class (`now`: one being judged, not stored
+        yet), which runs that class's seeded quality runs (QualityBook.quickest)."""
+        seen = [(r.config, r.throughput) for r in self.known.values()
+                if r.outcome == R.OK and r.throughput]
+        return self.book.quickest(config, seen + [now])
 
     def _quality_started(self, **info) -> None:
         self.on_event("quality_start", **info)

@@ -227,3 +227,32 @@ def test_search_across_two_hosts_recommends_and_its_exports_run(hosts, tmp_path,
         assert run.returncode == 0 and lines and all(x["status"] == "ok" for x in lines), \
             (fmt, run.stdout[-2000:], run.stderr[-2000:])
     assert leftovers() == {ns: [] for ns in NAMESPACES}
+
+
+def test_a_short_search_over_two_hosts_measures_a_spanning_launch_right_after_the_references(
+        hosts, tmp_path, capsys):
+    """The built-in space, as a user runs it: the guide's first guess spans both hosts (issue 35:
+    an 8-minute search started from one host and never measured two), the budget note names a
+    trial across the hosts, and the noise floor's seeds of the one-host default launch run side
+    by side, one host each."""
+    rc = main(["search", "--hosts", "th1:1,th2:1", "--ssh-config", hosts, "--budget", "5m",
+               "--seconds", "1", "--max-trials", "3", "--verify-rounds", "1",
+               "--max-verify-rounds", "1", "--quality-samples", "1024", "--quality-seeds", "2",
+               "--json", "--results", str(tmp_path / "res")])
+    captured = capsys.readouterr()
+    assert rc == 0, captured.err[-3000:]
+    summary = json.loads(captured.out)
+    import optuna
+    study = optuna.load_study(study_name=summary["study"],
+                              storage=f"sqlite:///{tmp_path / 'res' / 'autotune.db'}")
+    measured = [t.user_attrs for t in sorted(study.trials, key=lambda t: t.number)
+                if t.user_attrs.get("config") and t.user_attrs.get("outcome") != "infeasible"]
+    roles = [(a["role"], a["config"].get("nnodes", 1), a["outcome"]) for a in measured]
+    assert roles[:2] == [("reference:default", 1, "ok"), ("reference:run_cpu", 1, "ok")], roles
+    assert roles[2] == ("search", 2, "ok"), roles
+    budget = [line for line in captured.err.splitlines() if "budget:" in line]
+    assert budget and "across 2 hosts" in budget[0], captured.err[-3000:]
+    beside = [line for line in captured.err.splitlines() if "side by side" in line]
+    assert len(beside) == 2 and "seed 0" in beside[0] and "seed 1" in beside[1], \
+        captured.err[-3000:]
+    assert leftovers() == {ns: [] for ns in NAMESPACES}

@@ -65,3 +65,15 @@ def test_a_plain_evaluator_runs_one_seed_at_a_time(tmp_path):
     assert book.lanes(Config()) == 1
     book.measure(Config())
     assert calls == [0, 1, 2]
+
+
+def test_a_class_is_measured_by_its_quickest_launch(tmp_path):
+    """Ranks, threads, binding, allocator and OpenMP runtime leave the math alone: the default's
+    class (its noise floor) is run by whichever of its launches measured fastest."""
+    book = _book(tmp_path, TwoHosts())
+    run_cpu = Config(binding="numactl", allocator="tcmalloc", omp_runtime="libiomp5")
+    bf16 = Config(precision="bf16")                     # another class: never chosen for it
+    measured = [(Config(), 118.0), (run_cpu, 190.0), (bf16, 400.0)]
+    assert book.quickest(Config(), measured) == run_cpu
+    assert book.quickest(bf16, measured) == bf16
+    assert book.quickest(Config(global_batch=64), measured) == Config(global_batch=64)

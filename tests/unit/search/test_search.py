@@ -546,6 +546,9 @@ def test_the_budget_note_counts_trials_per_number_of_hosts_and_measures_a_span_w
         "on 1 host (22 s each) or 10 across 2 hosts (~28 s each, estimated until one runs)")
     assert trial_costs({1: [20.0], 2: [26.0]}, hosts=2) == {1: (20.0, True), 2: (26.0, True)}
     assert trial_costs({}, hosts=2) == {}
+    assert budget_note(-30, costs, floor_s=360, verify_s=120) == (
+        "budget: no time left for trials after the noise floor (~6m) and verification (~2m) "
+        "(one takes 22 s)")
     # one machine: no hosts to name
     assert budget_note(60, trial_costs({1: [9.0]}, hosts=1)) == \
         "budget: 01:00 for trials: about 6 trials of ~9 s"
