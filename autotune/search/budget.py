@@ -123,8 +123,8 @@ def _minutes(seconds: float) -> str:
 
 
 # Until a trial across hosts is measured, it is taken as this much dearer than one host's: each
-# host starts its ranks and they meet before the first step. Measured on the namespace hosts, a
-# 2-host trial's wall was 1.0-1.3x a 1-host one's (benchmarks/results/hosts_startup_*.json).
+# host starts its ranks and they meet before the first step. On the namespace hosts a whole 2-host
+# trial cost 0.91-1.37x a 1-host one, median 1.20 (benchmarks/results/hosts_startup_2026-11-26.json).
 SPAN_COST_FACTOR = 1.25
 
 
