@@ -30,7 +30,8 @@ from .run.runner import interrupt_on_sigterm, reap_orphans
 from .run.outcome import Evaluate
 from .private_files import foreign_folder
 from .run.trials_dir import DEFAULT_KEEP as DEFAULT_KEEP_TRIALS, settle as settle_trials
-from .run.trial import MIN_TRIAL_TIMEOUT_S, TrialSettings, live_evaluator
+from .run.evaluate import live_evaluator
+from .run.trial import MIN_TRIAL_TIMEOUT_S, TrialSettings
 from .search.budget import BudgetPlan, plan_budget
 from .search.lock import MachineLock, machine_key
 from .quality.samples import QUALITY_SAMPLES

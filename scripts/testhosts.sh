@@ -110,7 +110,7 @@ Host $NAME$i
   BatchMode yes
   ConnectTimeout 5
 EOF
-        echo "$NAME$i $addr cpus $cpulist" >> "$DIR/hosts"
+        echo "$NAME$i $addr cpus $cpulist netns $ns" >> "$DIR/hosts"
     done
     for i in $(seq 1 "$n"); do   # wait until every sshd answers
         for _ in $(seq 1 50); do

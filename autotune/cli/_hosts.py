@@ -19,10 +19,11 @@ def add_host_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--hostfile", metavar="FILE",
                    help="hosts in the Open MPI / DeepSpeed format: one `host slots=N` per line")
     g.add_argument("--launcher", choices=LAUNCHERS,
-                   help="what starts the ranks on the hosts: ssh (torchrun per host, c10d "
-                        "rendezvous), mpirun (Open MPI) or srun (inside a SLURM allocation: "
-                        "each trial one `srun --overlap` step on its nodes); default: srun in a "
-                        "SLURM allocation, ssh otherwise")
+                   help="what starts the ranks on the hosts: ssh (one shared connection per "
+                        "host; the export: torchrun per host, c10d rendezvous), mpirun (Open "
+                        "MPI) or srun (inside a SLURM allocation: each trial one `srun "
+                        "--overlap` step on its nodes); default: srun in a SLURM allocation, "
+                        "ssh otherwise")
     g.add_argument("--ssh-config", metavar="FILE", help="ssh -F FILE for every ssh (and mpirun's)")
     g.add_argument("--master-port", type=int, metavar="PORT",
                    help="rendezvous port on the first host (default: one free there per trial)")

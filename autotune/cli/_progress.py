@@ -112,7 +112,10 @@ class Progress:
             self._print(f"{self._clock()} verify round {round_label(info)} "
                         f"({info['role']}): {short(info['config'])}")
         elif kind == "quality_start":
-            self._print(f"{self._clock()} quality run, seed {info['seed']}: {info['math_class']}")
+            beside = f" ({info['side_by_side']} side by side, on hosts of their own)" \
+                if info.get("side_by_side") else ""
+            self._print(f"{self._clock()} quality run, seed {info['seed']}: "
+                        f"{info['math_class']}{beside}")
         elif kind == "confirm_start":
             self._print(f"{self._clock()} confirming quality, seed {info['seed']}: "
                         f"{short(info['config'])}")

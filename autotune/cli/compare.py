@@ -25,7 +25,7 @@ from ..recommend.compare import compare, describe
 from ..config import parse_sets
 from ..errors import ConfigError
 from ..plan.feasible import infeasible_reason
-from ..run.trial import live_evaluator
+from ..run.evaluate import live_evaluator
 from ._common import (add_workload_args, check_workload_args, int_at_least, load_topology,
                       positive_float, settings_from_args)
 

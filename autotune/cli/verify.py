@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     from ..recommend.reverify import reverify, seeded_confirmation, store_unless_replaced
     from ..search.lock import MachineLock
     from ..study.storage import default_storage
-    from ..run.trial import live_evaluator
+    from ..run.evaluate import live_evaluator
     from ..search.budget import parse_budget
     from ..study.attrs import StudyAttrs
     from ..study.provenance import Here, why_not_here

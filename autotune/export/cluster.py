@@ -27,8 +27,9 @@ def local_cluster(topology: Topology, python: str) -> Cluster:
 def _argv(config: Config, cluster: Cluster, launcher: str, program: tuple[str, ...]):
     # ssh and Open MPI's daemons start with a bare environment: PATH/PYTHONPATH as the trials
     # had them (Cluster.env) go into the command, or another autotune may be imported there.
-    plan = build_cluster_plan(config, replace(cluster, launcher=launcher), workdir=".",
-                              master_port=PORT, base_env=dict(cluster.env), trial_id="autotune",
+    # (no shared ssh connection: the sockets are this search's, the command runs anywhere)
+    plan = build_cluster_plan(config, replace(cluster, launcher=launcher, control_dir=None),
+                              workdir=".", master_port=PORT, base_env=dict(cluster.env), trial_id="autotune",
                               program=program, export=True)
     return plan.launchers
 

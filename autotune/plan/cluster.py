@@ -3,7 +3,9 @@
 Each host gets the single-host plan of its share of the ranks (plan.build_plan on that host's own
 probed topology), so binding, allocator and threads apply on every host exactly as they do on
 one. A launcher then starts those ranks:
-- ssh: one `torchrun --nnodes N --rdzv-backend c10d` per host, over ssh;
+- ssh: a trial starts each host's ranks over ssh through the rank shim (`autotune.bind
+  --local-ranks`), with torchrun's variables and rank 0's store; the export is one
+  `torchrun --nnodes N --rdzv-backend c10d` per host, over ssh;
 - mpirun: one Open MPI `mpirun` for all hosts (`-x` env, ranks mapped by node in host order);
 - srun: one `srun --overlap` step inside a SLURM allocation (block distribution, in nodelist
   order), started by the one search of the allocation.
@@ -38,6 +40,11 @@ _LAUNCHER_OWNED = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "AUTO
                    "CCL_KVS_IFACE", "FI_TCP_IFACE")
 
 
+# Seconds a shared ssh connection stays open with nothing running over it: longer than a gap
+# between two trials, short enough that nothing lingers long after a search.
+SSH_PERSIST_S = 120
+
+
 @dataclass(frozen=True, kw_only=True)
 class Cluster:
     """The hosts a study runs on, as probed: one topology and one reachable address per host."""
@@ -52,6 +59,10 @@ class Cluster:
     cwd: str = "."
     env: dict[str, str] = field(default_factory=dict)   # forwarded to every remote command
     master_port: int | None = None       # the rendezvous port (None: one free on the first host)
+    # A private folder for ssh's shared connections (run/remote.ssh_control_dir): every ssh to a
+    # host then rides one connection kept open between trials. None: a new connection each time
+    # (an export, whose commands run elsewhere).
+    control_dir: str | None = None
 
     def remote(self, host: str, *cmd: str) -> tuple[str, ...]:
         """argv running a short command on `host` the way the ranks get there (env and cwd)."""
@@ -60,6 +71,15 @@ class Cluster:
             return ("srun", "--nodes=1", "--ntasks=1", "--overlap", f"--nodelist={host}",
                     f"--chdir={self.cwd}", "env", *assign, *cmd)
         return self.ssh(host, "env", *assign, *cmd, cwd=self.cwd)
+
+    def lane(self, index: int, width: int) -> "Cluster":
+        """The hosts index*width .. (index+1)*width - 1 as a cluster of their own (the first of
+        them holds the rendezvous): runs side by side on disjoint hosts."""
+        cut = slice(index * width, (index + 1) * width)
+        if not self.hosts[cut] or len(self.hosts[cut]) < width:
+            raise ConfigError(f"lane {index} of {width} host(s): only {len(self.hosts)} host(s)")
+        return replace(self, hosts=self.hosts[cut], addresses=self.addresses[cut],
+                       topologies=self.topologies[cut])
 
     def __post_init__(self) -> None:
         if self.launcher not in LAUNCHERS:
@@ -73,7 +93,16 @@ class Cluster:
         line = " ".join(shlex.quote(a) for a in remote)
         if cwd is not None:
             line = f"cd {shlex.quote(cwd)} && exec {line}"
-        return ("ssh", *cfg, "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", host, "--", line)
+        return ("ssh", *cfg, "-o", "BatchMode=yes", "-o", "ConnectTimeout=10",
+                *self._shared_connection(), host, "--", line)
+
+    def _shared_connection(self) -> tuple[str, ...]:
+        """ssh options that reuse one connection per host: a trial makes 2 to 3 ssh calls per
+        host (port, launch, kill), each a new handshake otherwise."""
+        if not self.control_dir:
+            return ()
+        return ("-o", "ControlMaster=auto", "-o", f"ControlPersist={SSH_PERSIST_S}",
+                "-o", f"ControlPath={os.path.join(self.control_dir, '%C')}")
 
 
 def collective_env(iface: str | None) -> dict[str, str]:
@@ -180,6 +209,17 @@ def _launchers(config: Config, cluster: Cluster, shim: list[str], program: list[
     nn, per_host = config.nnodes, config.nproc // config.nnodes
     hosts = cluster.hosts[:nn]
     assign = [f"{k}={v}" for k, v in sorted(env.items())]
+    if cluster.launcher == "ssh" and not export:
+        # A trial starts each host's ranks through the shim (no torchrun agent: its own import of
+        # torch and its rendezvous cost seconds per trial and measure nothing); rank 0 holds the
+        # store at MASTER_ADDR:MASTER_PORT. The export stays one torchrun per host.
+        return tuple((h.name, cluster.ssh(h.name, "env", *assign, f"WORLD_SIZE={config.nproc}",
+                                          f"GROUP_WORLD_SIZE={nn}",
+                                          f"TORCHELASTIC_RUN_ID={trial_id}", *shim,
+                                          f"--node-rank={i}", f"--local-ranks={per_host}", "--",
+                                          *program, cwd=cluster.cwd),
+                      os.path.join(workdir, f"launcher-{h.name}.log"))
+                     for i, h in enumerate(hosts))
     if cluster.launcher == "ssh":
         out = []
         for i, h in enumerate(hosts):

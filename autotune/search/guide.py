@@ -9,6 +9,10 @@ most consequential knobs first, as AutoCCL tunes NCCL (Xu et al., NSDI 2025: coo
 over a few influential parameters). When no neighbour of the leader is left to try, the search
 hands over to the model-guided sampler (benchmarks: docs/search-at-scale.md compares both).
 
+Across hosts (`nnodes`, which the space gains with --hosts) the guess spans every host: the user
+gave them to be used, and the references already measure one host. The descent's second knob is
+`nnodes`, so one host against all of them around the leader comes early too.
+
 Generic over knobs: a knob this module has no opinion on (one a space adds, a backend's own)
 keeps the default launch's value in the guess and is varied last by the descent, in the order
 the space lists its choices.
@@ -38,10 +42,10 @@ _PREFER: dict[str, tuple[Any, ...]] = {
 # and all-reduce over more samples, the largest effect in the model; it changes the math, so the
 # quality gate judges it, and the guess keeps the default's), then the layout (how much of the
 # machine works), the work per sample, the rest of the launch. Knobs not listed follow.
-DESCENT_ORDER = ("global_batch", "nproc_per_node", "precision", "backend", "allocator",
+DESCENT_ORDER = ("global_batch", "nnodes", "nproc_per_node", "precision", "backend", "allocator",
                  "binding", "mem_policy", "omp_runtime", "threads", "ipex")
 # Ordered knobs: a move goes to the neighbouring values, doubling and halving first.
-_ORDERED = ("nproc_per_node", "global_batch", "dataloader_workers")
+_ORDERED = ("nproc_per_node", "global_batch", "dataloader_workers", "nnodes")
 # ... except these, whose first move upwards is a jump to the largest value, then back down by
 # halving: a larger global batch is faster per sample almost everywhere, so the far end is the
 # likeliest leader and is one trial (and one quality check) away instead of one per doubling. At
@@ -60,11 +64,13 @@ def preference(knob: str, choices: tuple[Any, ...], topology: Topology) -> tuple
         prefer = ("libiomp5", "libgomp") if topology.isa.vendor == "intel" else ("libgomp",)
     elif knob == "nproc_per_node":
         prefer = (1,)   # one rank per NUMA node filling it: run_cpu's layout, the safe start
+    elif knob == "nnodes":
+        prefer = tuple(sorted(choices, reverse=True))   # every host the user gave
     first = [v for v in prefer if v in choices]
     return tuple(first) + tuple(v for v in choices if v not in first)
 
 
-_OPINIONS = set(_PREFER) | {"precision", "omp_runtime", "nproc_per_node"}
+_OPINIONS = set(_PREFER) | {"precision", "omp_runtime", "nproc_per_node", "nnodes"}
 
 
 def first_guess(space, topology: Topology,
@@ -83,7 +89,8 @@ def first_guess(space, topology: Topology,
             guess[knob] = dv if dv in choices else choices[0]
     if guess.get("threads", 0) is not None and "threads" in space.knobs:
         guess["threads"] = _filling(space, guess)
-    if _ranks(space, guess) == 1 and guess.get("backend") not in (None, default.backend) \
+    if _ranks(space, guess) * int(guess.get("nnodes") or 1) == 1 \
+            and guess.get("backend") not in (None, default.backend) \
             and default.backend in space.knobs["backend"]:
         guess["backend"] = default.backend    # one rank talks to no one: no backend to prefer
     if launchable(guess):

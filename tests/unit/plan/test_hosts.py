@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from autotune.bind import pick, plan_index, rank_env
+from autotune.bind import local_rank_env, pick, plan_index, rank_env
 from autotune.cli._hosts import hosts_from_args
 from autotune.config import Config
 from autotune.errors import ConfigError
@@ -232,7 +232,7 @@ def test_hosts_that_differ_are_named_with_the_difference():
 
 # ---------------------------------------------------------------- plans across hosts
 
-def test_ssh_plan_runs_one_torchrun_per_host_with_c10d_rendezvous():
+def test_ssh_plan_starts_each_hosts_ranks_through_the_shim_without_torchrun():
     c = cluster()
     p = cplan(Config(nproc=4, nnodes=2, binding="numactl"), c)
     assert [h for h, _argv, _log in p.launchers] == ["node1", "node2"]
@@ -240,10 +240,12 @@ def test_ssh_plan_runs_one_torchrun_per_host_with_c10d_rendezvous():
         assert argv[:3] == ("ssh", "-F", "/etc/at/ssh_config")
         remote = shlex.split(argv[-1])
         assert remote[:3] == ["cd", "/work", "&&"]
-        for arg in ("--nnodes=2", "--nproc-per-node=2", "--rdzv-backend=c10d",
-                    "--rdzv-endpoint=10.0.0.1:29555", f"--local-addr=10.0.0.{i + 1}",
-                    f"--rdzv-conf=is_host={int(i == 0)},join_timeout=60", f"--node-rank={i}"):
-            assert arg in remote
+        assert "torch.distributed.run" not in remote     # no agent: the shim starts the ranks
+        shim = remote.index("autotune.bind")
+        for arg in ("MASTER_ADDR=10.0.0.1", "MASTER_PORT=29555", "WORLD_SIZE=4"):
+            assert arg in remote[:shim]
+        for arg in (f"--node-rank={i}", "--local-ranks=2"):
+            assert arg in remote[shim:remote.index("--", shim)]
         assert "GLOO_SOCKET_IFNAME=ib0" in remote and "AUTOTUNE_TRIAL_MARKER=t1" in remote
         assert "SECRET=x" not in remote            # only what a rank needs is forwarded
     # 4 planned ranks, each host's two bound to its own sockets; expectations in plan order.
@@ -254,6 +256,31 @@ def test_ssh_plan_runs_one_torchrun_per_host_with_c10d_rendezvous():
     # a ccl trial's kill also clears the shared memory its dead ranks left on each host
     ccl = cplan(Config(nproc=4, nnodes=2, backend="ccl"), cluster("ssh"))
     assert all(k[-1].endswith("autotune.run.remote kill t1 --ccl") for k in ccl.host_kill)
+
+
+def test_ssh_export_runs_one_torchrun_per_host_with_c10d_rendezvous():
+    p = cplan(Config(nproc=4, nnodes=2, binding="numactl"), cluster(), export=True)
+    for i, (_h, argv, _log) in enumerate(p.launchers):
+        remote = shlex.split(argv[-1])
+        for arg in ("torch.distributed.run", "--nnodes=2", "--nproc-per-node=2",
+                    "--rdzv-backend=c10d", "--rdzv-endpoint=10.0.0.1:29555",
+                    f"--local-addr=10.0.0.{i + 1}",
+                    f"--rdzv-conf=is_host={int(i == 0)},join_timeout=60", f"--node-rank={i}"):
+            assert arg in remote
+        assert "AUTOTUNE_TRIAL_MARKER=t1" not in remote and "--local-ranks=2" not in remote
+
+
+def test_ssh_reuses_one_connection_per_host_only_where_a_control_folder_is_given():
+    shared = cluster(control_dir="/tmp/autotune-ssh-7").ssh("node1", "true")
+    assert "ControlMaster=auto" in shared and "ControlPath=/tmp/autotune-ssh-7/%C" in shared
+    assert any(a.startswith("ControlPersist=") for a in shared)
+    assert not any(a.startswith("Control") for a in cluster().ssh("node1", "true"))
+    # the study stores the hosts, not this machine's sockets: an export connects afresh
+    assert cluster_from_json(cluster_to_json(cluster(control_dir="/x"))).control_dir is None
+    live = cluster(control_dir="/tmp/autotune-ssh-7")     # the search's own, as it saves
+    cmd = launch_command(Config(nproc=2, nnodes=2), live.topologies[0],
+                         program=("python", "train.py"), cluster=live)
+    assert "Control" not in render(cmd, "torchrun")
 
 
 def test_mpirun_plan_is_one_open_mpi_command_with_env_and_per_rank_binding():
@@ -317,6 +344,13 @@ def test_shim_maps_every_launchers_rank_variables():
     assert plan_index({"RANK": "0", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"}, 1) == 3
     assert plan_index({"RANK": "5", "LOCAL_RANK": "1"}, None) == 1
     assert pick("0-3;4-7", 1, "cpus") == "4-7" and pick("x", 5, "cpus") == "x"
+    # the shim as the launcher (--local-ranks): torchrun's numbers, host after host
+    env = local_rank_env({"WORLD_SIZE": "4"}, node_rank=1, local_rank=1, local_ranks=2)
+    assert {k: env[k] for k in ("RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "WORLD_SIZE",
+                                "GROUP_RANK")} == {"RANK": "3", "LOCAL_RANK": "1",
+                                                   "LOCAL_WORLD_SIZE": "2", "WORLD_SIZE": "4",
+                                                   "GROUP_RANK": "1"}
+    assert plan_index(env, 1) == 3
 
 
 # ---------------------------------------------------------------- exports

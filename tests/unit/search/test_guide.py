@@ -11,7 +11,7 @@ from autotune.plan.feasible import ruled_out
 from autotune.plan.placement import canonical
 from autotune.probe import probe
 from autotune.probe.topology import Capabilities
-from autotune.search.guide import Descent, first_guess, moves, params_of
+from autotune.search.guide import Descent, first_guess, moves, params_of, preference
 from autotune.search.loop import run_search
 from autotune.search.options import SearchOptions
 from autotune.space.resolve import find_space, load_space, parse_space, resolve
@@ -179,3 +179,36 @@ def test_a_guess_of_one_rank_keeps_the_default_backend():
     # two NUMA nodes: two ranks, and oneCCL where it was built
     topology, space = _machine("xeon-2s-icx", ccl=True)
     assert first_guess(space, topology, _launchable(space, topology))["backend"] == "ccl"
+
+
+def test_across_hosts_the_guess_spans_every_host_and_the_descent_tries_one_host_early(topo,
+                                                                                       space):
+    """--hosts adds `nnodes` to the space: the user gave the hosts to be used, so the guess
+    spans them all (the references measure one host), and around that leader the descent's
+    second knob, after the global batch, is one host against all of them."""
+    hosts = space.across(2)
+    launchable = _launchable(hosts, topo)
+    g = first_guess(hosts, topo, launchable)
+    assert g["nnodes"] == 2 and hosts.to_config(g).nproc == 2 * g["nproc_per_node"]
+    # one rank per host, but two ranks in all, which talk: the backend the hardware prefers
+    assert g["backend"] == preference("backend", hosts.knobs["backend"], topo)[0]
+    d, seen, changed = Descent(topo), [g], []
+    for _ in range(3):
+        p = d.propose(hosts, g, lambda q: q in seen, launchable)
+        seen.append(p)
+        changed.append({k: v for k, v in p.items() if v != g[k]})
+    # the batch's jump, its way back by doubling (search/guide.py), then one host
+    assert [list(c) for c in changed[:2]] == [["global_batch"]] * 2
+    assert changed[2] == {"nnodes": 1}
+
+
+def test_a_search_across_hosts_measures_a_spanning_launch_right_after_the_references(
+        tmp_path, topo, space):
+    sim = Sim()
+    study = new_study(tmp_path)
+    hosts = space.across(2)
+    run_search(study, space=hosts, topology=topo, evaluate=sim, clock=sim,
+               options=SearchOptions(budget_s=10**6, min_trial_s=10, max_trials=3,
+                                     guide="descent", patience=100))
+    search = [r for r in records(study) if r.role == SEARCH_ROLE]
+    assert search[0].config.nnodes == 2
