@@ -156,7 +156,7 @@ _LAYOUTS: dict[tuple, tuple] = {}
 def _layout(config: Config, topology: Topology) -> tuple[tuple[int, int, int, Any], ...]:
     """(threads, physical cores, logical CPUs, node) per rank, from the real planner (cached:
     only these knobs change it, and a Topology holds dicts so it cannot be a cache key)."""
-    key = (id(topology), config.nproc, config.nproc_per_node, config.threads, config.binding,
+    key = (id(topology), config.nproc, config.ranks_per_numa_node, config.threads, config.binding,
            config.backend)
     if key in _LAYOUTS:
         return _LAYOUTS[key]
@@ -176,7 +176,7 @@ def _mem_layout(config: Config, topology: Topology) -> tuple[tuple[Any, dict], .
     its pages}) under a mem_policy other than local (None for local: the model as it was)."""
     if config.mem_policy == "local":
         return None
-    key = (id(topology), config.nproc, config.nproc_per_node, config.threads, config.binding,
+    key = (id(topology), config.nproc, config.ranks_per_numa_node, config.threads, config.binding,
            config.backend, config.mem_policy)
     if key in _MEMS:
         return _MEMS[key]

@@ -48,7 +48,7 @@ from .search_efficiency import RESULTS, _Trace, _finite
 
 # Knobs that decide whether a launch can run (the grid walk checks them once per combination,
 # then times every value of the others).
-_LAYOUT = ("nnodes", "nproc", "nproc_per_node", "threads", "binding", "backend", "precision",
+_LAYOUT = ("nnodes", "nproc", "ranks_per_numa_node", "threads", "binding", "backend", "precision",
            "ipex", "global_batch", "mem_policy", *CCL_KNOBS, "device", "numa_binding",
            "batch_size", "compile")
 PHASE2_TRIALS = 150   # after the 30-minute search: how far a replay goes looking for 95% / 99%
@@ -147,7 +147,7 @@ def _cannot_split(params: dict[str, Any], names: dict[str, int]) -> bool:
     """The two rules that rule out most of a large grid, checked on the values alone: more
     threads than usable cores (the space's constraint), and a global batch the ranks cannot
     split evenly (ruled_out says the same of these, more slowly)."""
-    npn, threads = params.get("nproc_per_node"), params.get("threads")
+    npn, threads = params.get("ranks_per_numa_node"), params.get("threads")
     if npn is None:
         return False
     nproc = npn * names["numa_nodes"]

@@ -142,7 +142,7 @@ def model_landscape(name: str, topology: Topology, hw: Hardware, params: Params 
         # Only these knobs decide feasibility here (every library is found, the space's one rule
         # reads threads and nproc, and the global batch must split over the ranks): asking the
         # real ruled_out once per layout is enough.
-        lay = (c.nproc, c.nproc_per_node, c.threads, c.binding, c.backend, c.precision, c.ipex,
+        lay = (c.nproc, c.ranks_per_numa_node, c.threads, c.binding, c.backend, c.precision, c.ipex,
                c.global_batch, c.mem_policy)
         if lay not in verdicts:
             verdicts[lay] = bool(ruled_out(c, space, topology))
@@ -176,7 +176,7 @@ def extended_optimum(topology: Topology, hw: Hardware, params: Params, land: Lan
         for threads in [None] + list(range(1, 2 * max(node_sizes) // npn + 1)):
             for binding in k["binding"]:
                 for backend in k["backend"]:
-                    c = Config(nproc=npn * nodes, nproc_per_node=npn, threads=threads,
+                    c = Config(nproc=npn * nodes, ranks_per_numa_node=npn, threads=threads,
                                binding=binding, backend=backend, allocator=k["allocator"][-1],
                                omp_runtime=k["omp_runtime"][-1])
                     # whether the ranks can split the global batch depends on the batch: asked
@@ -270,7 +270,7 @@ def published_shapes(params: Params, global_batch: int = 256) -> dict[str, Any]:
         for npn in range(1, 33):
             if gb % (2 * npn):
                 continue
-            c = Config(nproc=2 * npn, nproc_per_node=npn, binding="numactl", backend=backend,
+            c = Config(nproc=2 * npn, ranks_per_numa_node=npn, binding="numactl", backend=backend,
                        allocator="default", global_batch=gb)
             if ruled_out(c, None, topo):
                 continue

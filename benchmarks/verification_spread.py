@@ -107,7 +107,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from autotune.config import parse_sets
     from autotune.probe import probe
     from autotune.run.evaluate import live_evaluator
-from autotune.run.trial import TrialSettings
+    from autotune.run.trial import TrialSettings
     candidate = parse_sets(args.candidate)
     settings = TrialSettings(workload=args.workload, target_seconds=args.seconds,
                              results_dir=args.workdir)

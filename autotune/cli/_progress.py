@@ -235,7 +235,7 @@ class Progress:
             print(f"  not recommended: {rec.note}", file=out)
         overridden = {k: v for k, v in (overridden or {}).items() if k in rec.config.to_dict()}
         shown = rec.config.with_(**{k: getattr(Config(), k) for k in overridden
-                                    if k not in ("nproc", "nproc_per_node")})
+                                    if k not in ("nproc", "ranks_per_numa_node")})
         print(f"recommended: {short(shown)}", file=out)
         for knob, why in overridden.items():
             print(f"  {knob}: not claimed, the script sets its own ({why})", file=out)

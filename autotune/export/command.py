@@ -75,7 +75,7 @@ def launch_command(config: Config, topology: Topology, *, workload: str = DEFAUL
     overridden = {k: v for k, v in (overridden or {}).items() if k in Config().to_dict()}
     reset = {k: getattr(Config(), k) for k in overridden}
     if "nproc" in reset:   # a script that starts its own workers is launched once
-        reset["nproc_per_node"] = None
+        reset["ranks_per_numa_node"] = None
     config = config.with_(**reset)
     program = program or training_command(workload, config, python=python)
     if config.nnodes > 1 or cluster is not None:   # across hosts: the launcher formats (_across)

@@ -147,7 +147,7 @@ def override(config: Config, topology: Topology, *,
     what changed. Threads per rank are kept when they still fit, else sized to each rank's cores."""
     if nproc_per_node is None or nproc_per_node == config.nproc:
         return config, []
-    out = config.with_(nproc=nproc_per_node, nproc_per_node=None)
+    out = config.with_(nproc=nproc_per_node, ranks_per_numa_node=None)
     threads = "kept"
     if out.threads is not None and infeasible_reason(out, topology):
         out, threads = out.with_(threads=None), "sized to each rank's cores"

@@ -42,10 +42,10 @@ _PREFER: dict[str, tuple[Any, ...]] = {
 # and all-reduce over more samples, the largest effect in the model; it changes the math, so the
 # quality gate judges it, and the guess keeps the default's), then the layout (how much of the
 # machine works), the work per sample, the rest of the launch. Knobs not listed follow.
-DESCENT_ORDER = ("global_batch", "nnodes", "nproc_per_node", "precision", "backend", "allocator",
+DESCENT_ORDER = ("global_batch", "nnodes", "ranks_per_numa_node", "precision", "backend", "allocator",
                  "binding", "mem_policy", "omp_runtime", "threads", "ipex")
 # Ordered knobs: a move goes to the neighbouring values, doubling and halving first.
-_ORDERED = ("nproc_per_node", "global_batch", "dataloader_workers", "nnodes")
+_ORDERED = ("ranks_per_numa_node", "global_batch", "dataloader_workers", "nnodes")
 # ... except these, whose first move upwards is a jump to the largest value, then back down by
 # halving: a larger global batch is faster per sample almost everywhere, so the far end is the
 # likeliest leader and is one trial (and one quality check) away instead of one per doubling. At
@@ -62,7 +62,7 @@ def preference(knob: str, choices: tuple[Any, ...], topology: Topology) -> tuple
         prefer = ("bf16", "fp16", "fp32") if topology.isa.bf16 else ("fp32",)
     elif knob == "omp_runtime":
         prefer = ("libiomp5", "libgomp") if topology.isa.vendor == "intel" else ("libgomp",)
-    elif knob == "nproc_per_node":
+    elif knob == "ranks_per_numa_node":
         prefer = (1,)   # one rank per NUMA node filling it: run_cpu's layout, the safe start
     elif knob == "nnodes":
         prefer = tuple(sorted(choices, reverse=True))   # every host the user gave
@@ -70,7 +70,7 @@ def preference(knob: str, choices: tuple[Any, ...], topology: Topology) -> tuple
     return tuple(first) + tuple(v for v in choices if v not in first)
 
 
-_OPINIONS = set(_PREFER) | {"precision", "omp_runtime", "nproc_per_node", "nnodes"}
+_OPINIONS = set(_PREFER) | {"precision", "omp_runtime", "ranks_per_numa_node", "nnodes"}
 
 
 def first_guess(space, topology: Topology,
@@ -106,7 +106,7 @@ def first_guess(space, topology: Topology,
 def _ranks(space, guess: Params) -> int:
     """The ranks a guess launches on one host (per NUMA node x nodes)."""
     nodes = max(1, int(space.topology_names.get("numa_nodes", 1)))
-    return int(guess.get("nproc_per_node") or 1) * nodes
+    return int(guess.get("ranks_per_numa_node") or 1) * nodes
 
 
 def _filling(space, guess: Params) -> Any:
@@ -127,7 +127,7 @@ def params_of(config: Config, space) -> Params | None:
     out: Params = {}
     for knob, choices in space.knobs.items():
         v = getattr(config, knob, None)
-        if knob == "nproc_per_node" and v is None:
+        if knob == "ranks_per_numa_node" and v is None:
             v = config.nproc // (nodes * config.nnodes) or None
         if v not in choices:
             return None

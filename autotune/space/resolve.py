@@ -67,9 +67,9 @@ class ResolvedSpace:
 
     def to_config(self, params: Mapping[str, Any]) -> Config:
         merged = {**self.fixed, **params}
-        # nproc_per_node counts ranks per NUMA node, so the world size follows from the machine.
-        if "nproc" not in merged and merged.get("nproc_per_node") is not None:
-            merged["nproc"] = (merged["nproc_per_node"] * self.topology_names["numa_nodes"]
+        # ranks_per_numa_node counts ranks per NUMA node, so the world size follows from the machine.
+        if "nproc" not in merged and merged.get("ranks_per_numa_node") is not None:
+            merged["nproc"] = (merged["ranks_per_numa_node"] * self.topology_names["numa_nodes"]
                                * int(merged.get("nnodes", 1)))
         return Config.from_dict(merged, where=f"{self.source}: params")
 

@@ -26,7 +26,7 @@ def machine(name: str):
 
 def test_local_is_the_model_as_it_was_and_the_share_scales_the_traffic():
     topo, hw = machine("xeon-max-snc4-flat")
-    c = Config(nproc=4, nproc_per_node=1, threads=14, binding="numactl", global_batch=128)
+    c = Config(nproc=4, ranks_per_numa_node=1, threads=14, binding="numactl", global_batch=128)
     # 32 samples a rank, each its activation bytes, over its quadrant's 76.8 GB/s of DDR5
     assert LM.step_seconds(c, topo, hw, MEMORY_ONLY) == pytest.approx(
         32 * LM.BYTES_PER_SAMPLE / 76.8e9)
@@ -37,7 +37,7 @@ def test_local_is_the_model_as_it_was_and_the_share_scales_the_traffic():
 
 def test_preferred_fast_streams_from_the_quadrants_hbm():
     topo, hw = machine("xeon-max-snc4-flat")
-    c = Config(nproc=4, nproc_per_node=1, threads=14, binding="numactl", global_batch=128,
+    c = Config(nproc=4, ranks_per_numa_node=1, threads=14, binding="numactl", global_batch=128,
                mem_policy="preferred_fast")
     # the HBM node's HMAT figure: 390625 MiB/s (409.6 GB/s)
     assert LM.step_seconds(c, topo, hw, MEMORY_ONLY) == pytest.approx(
@@ -51,7 +51,7 @@ def test_preferred_fast_streams_from_the_quadrants_hbm():
 
 def test_interleave_spreads_the_pages_over_ddr_and_hbm():
     topo, hw = machine("xeon-max-snc4-flat")
-    c = Config(nproc=4, nproc_per_node=1, threads=14, binding="numactl", global_batch=128,
+    c = Config(nproc=4, ranks_per_numa_node=1, threads=14, binding="numactl", global_batch=128,
                mem_policy="interleave")
     half = 16 * LM.BYTES_PER_SAMPLE   # half of a rank's 32 samples' bytes on each node
     assert LM.step_seconds(c, topo, hw, MEMORY_ONLY) == pytest.approx(half / 76.8e9)
@@ -59,7 +59,7 @@ def test_interleave_spreads_the_pages_over_ddr_and_hbm():
 
 def test_weighted_splits_dram_and_cxl_by_bandwidth_and_interleave_waits_on_cxl():
     topo, hw = machine("xeon-2s-cxl")
-    c = Config(nproc=2, nproc_per_node=1, threads=52, binding="numactl", global_batch=64,
+    c = Config(nproc=2, ranks_per_numa_node=1, threads=52, binding="numactl", global_batch=64,
                mem_policy="weighted")
     bytes_ = 32 * LM.BYTES_PER_SAMPLE
     dram, cxl = 6 / 7 * bytes_ / 307.2e9, 1 / 7 * bytes_ / (48828 * MIB)

@@ -192,7 +192,7 @@ knobs:
     choices: [taskset]
 fixed:
   threads: 1
-  nproc_per_node: 1
+  ranks_per_numa_node: 1
 constraints: []
 """
 
