@@ -26,7 +26,7 @@ from .probe.topology import Topology
 from .recommend.choose import recommend, shared_recommendation
 from .run.idle import IDLE_DEADLINE_S
 from .run.runner import interrupt_on_sigterm, reap_orphans
-from .run.outcome import Evaluate
+from .result import Evaluate
 from .private_files import foreign_folder
 from .run.trials_dir import DEFAULT_KEEP as DEFAULT_KEEP_TRIALS, settle as settle_trials
 from .run.trial import MIN_TRIAL_TIMEOUT_S, TrialSettings, live_evaluator

@@ -22,10 +22,10 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-from autotune.run import outcome as R
+from autotune import result as R
 from autotune.config import Config
 from autotune.plan.feasible import ruled_out
-from autotune.run.outcome import TrialResult
+from autotune.result import TrialResult
 from autotune.search.references import reference_configs
 from autotune.space.resolve import ResolvedSpace, find_space, load_space, resolve
 from autotune.probe.topology import Capabilities, Topology

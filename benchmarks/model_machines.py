@@ -20,7 +20,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from autotune.run import outcome as R
+from autotune import result as R
 from autotune.config import Config
 from autotune.plan.feasible import ruled_out
 from autotune.search.references import reference_configs

@@ -32,7 +32,7 @@ from typing import Any
 
 import optuna
 
-from autotune.run import outcome as R
+from autotune import result as R
 from autotune.search.budget import plan_budget
 from autotune.config import Config
 from autotune.measure.early_stop import StopRule, losing

@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from autotune.run import outcome as R
+from autotune import result as R
 from autotune.config import Config, parse_sets
 from autotune.measure.stats import Stats, ratio_stats
 from autotune.probe.topology import Topology

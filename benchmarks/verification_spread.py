@@ -43,8 +43,8 @@ def one_verification(candidate, evaluate, *, rounds: int, budget_s: float) -> di
     from autotune.config import Config
     from autotune.measure.stats import Stats
     from autotune.recommend.verify import verify
-    from autotune.run import outcome as R
-    from autotune.run.outcome import TrialResult
+    from autotune import result as R
+    from autotune.result import TrialResult
     from autotune.study.records import DEFAULT_ROLE, Record
     start = time.monotonic()
     default = Record(config=Config(), role=DEFAULT_ROLE, feasible=True,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import optuna
 
-from autotune.run import outcome as R
+from autotune import result as R
 from autotune.export.recommendation import save_recommendation
 from autotune.config import Config
 from autotune.probe import probe
@@ -21,7 +21,7 @@ from autotune.recommend.verify import verify
 from autotune.search.lineup import pick_candidates
 from autotune.search.loop import run_search
 from autotune.search.options import SearchOptions
-from autotune.run.outcome import TrialResult
+from autotune.result import TrialResult
 from autotune.search.references import make_sampler
 from autotune.space.resolve import find_space, load_space, resolve
 from autotune.study.storage import describe_study, open_storage, open_study, study_name

@@ -10,7 +10,7 @@ import time
 from typing import Any, TextIO
 
 from ..clean import one_line, printable
-from ..run import outcome as R
+from .. import result as R
 from ..search.budget import format_seconds
 from ..config import Config, describe_changes
 from ..study.records import (DEFAULT_ROLE, RUN_CPU_WON, RUN_CPU_WORDS,

@@ -20,7 +20,7 @@ import argparse
 import sys
 
 from ..clean import one_line, printable
-from ..run import outcome as R
+from .. import result as R
 from ..config import DEFAULT_WORKLOAD, Config
 from ..study.records import DEFAULT_ROLE, has_record, record_of, records
 from ..errors import AutotuneError, StorageError

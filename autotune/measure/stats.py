@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
 if TYPE_CHECKING:
-    from ..run.outcome import TrialResult
+    from ..result import TrialResult
 
 
 def quantile(sorted_values: Sequence[float], q: float) -> float:
@@ -64,7 +64,7 @@ def aggregate(rank_results: Sequence[dict[str, Any]], launched_at: float) -> "Tr
     """An ok trial's result from the per-rank reports the worker wrote (ordered by rank). Rank
     0's window is the throughput: DDP synchronises every step, so all ranks see the same window
     to within a barrier's latency. Raises ValueError for reports that hold no measurement."""
-    from ..run.outcome import OK, TrialResult
+    from ..result import OK, TrialResult
     if not rank_results:
         raise ValueError("aggregate: no rank results")
     r0 = rank_results[0]

@@ -15,7 +15,7 @@ from typing import Any, Callable
 import optuna
 
 from ..config import Config
-from ..run import outcome as R
+from .. import result as R
 from .gate import GateResult, Sample, gate
 from .goodput import NoiseScale, noise_scale
 from .math_class import math_class

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config import REFERENCE_GLOBAL_BATCH
-from ..run.outcome import TrialResult
+from ..result import TrialResult
 from ..study.attrs import StudyAttrs
 from .evidence import ClassEvidence, stored_classes
 from .gate import Sample, gate

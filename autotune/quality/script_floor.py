@@ -9,8 +9,8 @@ from typing import Any, Callable
 import optuna
 
 from ..config import Config
-from ..run import outcome as R
-from ..run.outcome import Evaluate, TrialResult
+from .. import result as R
+from ..result import Evaluate, TrialResult
 from ..study import attrs as A
 from .gate import Sample
 

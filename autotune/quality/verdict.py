@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config import Config
-from ..run.outcome import TrialResult
+from ..result import TrialResult
 from .evidence import QualityBook
 from .gate import GateResult, Sample, single_run_gate
 

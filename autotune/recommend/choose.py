@@ -10,7 +10,7 @@ from ..measure.stats import BUSY_CPU_SHARE
 from ..quality.confirm import confirm_quality, confirmation_reserve
 from ..quality.evidence import stored_classes
 from ..quality.verdict import QualityVerdict, judge_class
-from ..run import outcome as R
+from .. import result as R
 from ..search.shared import Workers
 from ..study.records import DEFAULT_ROLE, REPEAT_ROLE, records
 from ..search.lineup import pick_candidates

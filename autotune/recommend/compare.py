@@ -11,13 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..run import outcome as R
+from .. import result as R
 from ..config import Config, changed_knobs
 from ..measure.stats import RatioStats, Stats, ratio_stats
 from ..measure.contention import disturbed
 from .settle import Settling, settle
 from .verify import interleave
-from ..run.outcome import Evaluate
+from ..result import Evaluate
 
 
 @dataclass(frozen=True, kw_only=True)

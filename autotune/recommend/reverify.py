@@ -13,8 +13,8 @@ from typing import Any, Callable
 
 from ..config import Config
 from ..errors import StorageError
-from ..run import outcome as R
-from ..run.outcome import Evaluate, TrialResult
+from .. import result as R
+from ..result import Evaluate, TrialResult
 from ..study.attrs import StudyAttrs
 from ..study.records import DEFAULT_ROLE, Record, records
 from .verify import Recommendation, verify

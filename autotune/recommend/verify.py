@@ -10,12 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..run import outcome as R
+from .. import result as R
 from ..config import Config
 from ..measure.contention import disturbed
 from ..measure.stats import RatioStats, Stats, busy, ratio_stats
 from ..quality.verdict import QualityVerdict
-from ..run.outcome import Evaluate, TrialResult
+from ..result import Evaluate, TrialResult
 from ..study.records import RUN_CPU_ROLE, Record
 from .settle import Settling, settle
 

@@ -7,7 +7,7 @@ import os
 from typing import Any
 
 from ..plan.launch_plan import LaunchPlan
-from .outcome import OK
+from ..result import OK
 
 
 LOG_TAIL_LINES = 40

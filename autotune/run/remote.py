@@ -27,7 +27,8 @@ from ..errors import AutotuneError
 from ..plan.hosts import Host, differences, interface_of, network_of, ssh_hostname
 from ..plan.cluster import FORWARD, MARKER, Cluster
 from ..plan.launch_plan import LaunchPlan
-from .outcome import CRASH, RunResult
+from ..result import CRASH
+from .outcome import RunResult
 from .rank_output import _result_of, read_tail
 from .runner import EXIT_LINGER_S, POLL_S, classify, root_cause, write_request
 from ..private_files import private_file

@@ -28,7 +28,8 @@ from .idle import IDLE_DEADLINE_S, IdleWatch
 from ..comm.ccl.shm import RECORD as SEGMENT_RECORD, SegmentRecord, clean_recorded
 from ..process_identity import RUNNER_ENV, alive, machine, mark, parse_mark
 from ..plan.launch_plan import LaunchPlan
-from .outcome import CRASH, OK, RunResult
+from ..result import CRASH, OK
+from .outcome import RunResult
 from .rank_output import _MAX_TAIL_RANKS, _result_of, read_tail
 from .tee import MAX_LOG_BYTES, Tee
 from ..private_files import private_dir, private_file

@@ -12,7 +12,7 @@ import uuid
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable
 
-from . import outcome as R
+from .. import result as R
 from ..config import DEFAULT_WORKLOAD, Config
 from ..errors import ConfigError
 from ..measure.contention import Contention, contention
@@ -23,7 +23,8 @@ from ..plan.build import build_plan
 from ..plan.feasible import infeasible_reason
 from ..plan.launch_plan import (KILL_GRACE_S, TARGET_SECONDS, TRIAL_TIMEOUT_S, WARMUP_STEPS,
                                 LaunchPlan)
-from .outcome import RunResult, TrialResult
+from ..result import TrialResult
+from .outcome import RunResult
 from .idle import IDLE_DEADLINE_S
 from .classify import abort_in_teardown
 from .runner import free_port, run_plan
@@ -37,7 +38,7 @@ from ..quality.samples import QUALITY_SAMPLES
 
 if TYPE_CHECKING:
     from ..plan.cluster import Cluster
-    from .outcome import Evaluate
+    from ..result import Evaluate
 
 # No trial's timeout is sized below this (from the first trial's length, or from a budget).
 MIN_TRIAL_TIMEOUT_S = 30.0

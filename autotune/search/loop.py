@@ -26,8 +26,8 @@ from ..quality.evidence import QualityBook
 from ..quality.script_floor import measure_script_floor, stored_script_floor
 from ..quality.verdict import ACCEPTED, PENDING, QualityVerdict, accuracy_violation, \
     judge_class, judge_single_run
-from ..run import outcome as R
-from ..run.outcome import Evaluate, TrialResult
+from .. import result as R
+from ..result import Evaluate, TrialResult
 from ..study import attrs as A
 from ..study.records import (DEFAULT_ROLE, REPEAT_ROLE, RUN_CPU_ROLE, SEARCH_ROLE, Record,
                              record_trial, records)

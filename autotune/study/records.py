@@ -3,7 +3,7 @@ plays in a study (the only place they are named), and the one conversion between
 result and Optuna's user attributes.
 
 A `Record` is a stored trial: its configuration, the role it played, its number, whether it met
-every constraint, and its `TrialResult` (run/outcome.py), the same typed value the runner
+every constraint, and its `TrialResult` (autotune/result.py), the same typed value the runner
 returned and the search judged. The record wraps the result instead of merging with it: role,
 number and feasibility belong to the study, and an evaluation has none of them until stored.
 
@@ -32,8 +32,8 @@ from .. import __version__
 from ..config import Config
 from ..measure.script import SOURCES
 from ..probe.topology import SCHEMA_VERSION
-from ..run import outcome as R
-from ..run.outcome import TrialResult
+from .. import result as R
+from ..result import TrialResult
 from .storage import storage_of, trial_id
 
 # The roles a trial plays (user attr "role"). The two references are measured first; a repeat

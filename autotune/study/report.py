@@ -19,7 +19,7 @@ from ..quality.evidence import stored_classes
 from ..quality.script_floor import stored_script_floor
 from ..quality.verdict import FAILED, REJECTED
 from .attrs import StudyAttrs
-from ..run import outcome as R
+from .. import result as R
 from ..config import changed_knobs
 from .report_format import _clip, _knobs, _machine, _num, _table
 from ..measure.contention import DISTURBED_SHARE, disturbed

@@ -29,7 +29,7 @@ from ..atomic_json import write_json  # noqa: E402
 from ..plan.launch_plan import (EXIT_BACKEND_UNAVAILABLE, EXIT_BAD_CONFIG,  # noqa: E402
                                 EXIT_WORKLOAD_ERROR, STANDALONE_SECONDS, RankExpect,
                                 WorkerRequest)
-from ..run.outcome import BAD_CONFIG, CRASH, OOM, UNAVAILABLE, WORKLOAD_ERROR  # noqa: E402
+from ..result import BAD_CONFIG, CRASH, OOM, UNAVAILABLE, WORKLOAD_ERROR  # noqa: E402
 from . import device as _device  # noqa: E402
 from . import in_force  # noqa: E402
 from .dist import backend_problem, gather_problems  # noqa: E402
@@ -50,7 +50,7 @@ def _started_at() -> float:
 def _empty_result(rank: int, world_size: int, req: WorkerRequest | None) -> dict[str, Any]:
     return {
         "schema": SCHEMA_VERSION, "rank": rank, "world_size": world_size, "pid": os.getpid(),
-        # status uses the runner's outcome names (run/outcome.py) so a rank can declare its own outcome
+        # status uses the runner's outcome names (autotune/result.py) so a rank can declare its own outcome
         "status": CRASH, "reason": None, "bad_config": None, "error": None,
         "mode": req.mode if req else None, "workload": req.workload if req else None,
         "in_force": None, "channels_last_applied": False, "compiled": False, "ipex_applied": False,

@@ -21,7 +21,7 @@ from ..config import REFERENCE_GLOBAL_BATCH
 from ..measure.early_stop import losing
 from ..quality.math_class import lr_at, lr_scale, split_batch
 from ..plan.launch_plan import EXIT_BACKEND_UNAVAILABLE, EXIT_WORKLOAD_ERROR, WorkerRequest
-from ..run.outcome import OK, UNAVAILABLE, WORKLOAD_ERROR
+from ..result import OK, UNAVAILABLE, WORKLOAD_ERROR
 from . import data
 from . import device as _device
 from . import gradnoise

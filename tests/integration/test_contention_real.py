@@ -8,7 +8,7 @@ import sys
 
 from autotune.config import Config
 from autotune.measure.contention import DISTURBED_SHARE
-from autotune.run import outcome as R
+from autotune import result as R
 from autotune.run.trial import TrialSettings, live_evaluator
 from results_study import live_topology
 

@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 import pytest
-from autotune.run import outcome as R
+from autotune import result as R
 from autotune.run.runner import free_port
 from autotune.cli import main
 from autotune.config import Config
@@ -17,7 +17,7 @@ from autotune.export.command import launch_command, render
 from autotune.worker.in_force import differences
 from autotune.plan.build import build_plan
 from autotune.study.storage import describe_study, open_storage, open_study, study_name
-from autotune.run.outcome import TrialResult
+from autotune.result import TrialResult
 from autotune.study.records import record_trial
 from results_study import live_topology
 

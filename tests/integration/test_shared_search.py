@@ -17,13 +17,13 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from autotune.run import outcome as R
+from autotune import result as R
 from autotune.cli import main
 from autotune.config import Config
 from autotune.plan.placement import canonical
 from autotune.search.loop import run_search
 from autotune.search.options import SearchOptions
-from autotune.run.outcome import TrialResult
+from autotune.result import TrialResult
 from autotune.search.references import make_sampler
 from autotune.search.shared import ConfigClaims, StudyLock, Workers
 from autotune.study.attrs import VERIFIER

@@ -13,7 +13,7 @@ import psutil
 
 from autotune.cli import main
 from autotune.config import Config
-from autotune.run import outcome as R
+from autotune import result as R
 from autotune.run.trial import TrialSettings, live_evaluator
 from results_study import live_topology, study_copy
 

@@ -9,8 +9,8 @@ import sys
 from autotune.cli._live import BarState, render_line, wanted
 from autotune.cli._progress import Progress
 from autotune.config import Config
-from autotune.run import outcome as R
-from autotune.run.outcome import TrialResult
+from autotune import result as R
+from autotune.result import TrialResult
 from autotune.study.records import DEFAULT_ROLE, SEARCH_ROLE, Record
 
 FAST = Config(nproc=2, threads=1)

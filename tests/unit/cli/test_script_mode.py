@@ -10,7 +10,7 @@ from pathlib import Path
 import optuna
 import pytest
 
-from autotune.run import outcome as R
+from autotune import result as R
 from autotune.cli import main
 from autotune.config import Config
 from autotune.export.command import launch_command, render
@@ -22,7 +22,7 @@ from autotune.search.loop import run_search
 from autotune.study import attrs as A
 from autotune.study.attrs import SCRIPT_OVERRIDES
 from autotune.search.options import SearchOptions
-from autotune.run.outcome import TrialResult
+from autotune.result import TrialResult
 from autotune.search.references import make_sampler
 from autotune.space.resolve import find_space, load_space, resolve
 from autotune.study.storage import open_storage, open_study

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autotune.run import outcome as R
+from autotune import result as R
 from autotune.cli import PASSWORD_WARNING, main
 from autotune.config import Config
 from autotune.export.command import launch_command, render
@@ -26,7 +26,7 @@ from autotune.probe import probe
 from autotune.plan.feasible import ruled_out
 from autotune.space.resolve import find_space, load_space, resolve
 from autotune.study.storage import describe_study, open_storage, open_study, study_name
-from autotune.run.outcome import TrialResult
+from autotune.result import TrialResult
 from autotune.study.records import record_trial
 from results_study import live_topology, study_copy
 

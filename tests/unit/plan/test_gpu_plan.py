@@ -218,8 +218,8 @@ class GpuSim:
         return s * (1.2 if c.dataloader_workers else 1.0) * (1.05 if c.pin_memory else 1.0)
 
     def __call__(self, c: Config, mode: str, seed: int = 0, samples: int | None = None):
-        from autotune.run import outcome as R
-        from autotune.run.outcome import TrialResult
+        from autotune import result as R
+        from autotune.result import TrialResult
         self.calls.append((c, mode))
         self.t += 10.0
         if mode == "accuracy":

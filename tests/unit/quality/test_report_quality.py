@@ -6,8 +6,8 @@ import optuna
 import pytest
 
 from autotune.config import Config
-from autotune.run import outcome as R
-from autotune.run.outcome import TrialResult
+from autotune import result as R
+from autotune.result import TrialResult
 from autotune.quality import report as QR
 from autotune.quality.evidence import ClassEvidence
 from autotune.study.attrs import NOISE_FLOOR

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from autotune.run import outcome as R
+from autotune import result as R
 from autotune.cli import main
 from autotune.recommend.compare import Comparison, Window, compare, describe
 from autotune.config import Config
 from autotune.measure.stats import ratio_stats
-from autotune.run.outcome import TrialResult
+from autotune.result import TrialResult
 from benchmarks.intel_ab import compare_argv
 from results_study import live_topology
 

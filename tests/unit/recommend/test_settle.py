@@ -12,8 +12,8 @@ import pytest
 from autotune.config import Config
 from autotune.recommend.settle import SETTLED_HALF_WIDTH, ratio_interval, settle
 from autotune.recommend.verify import Recommendation, verify
-from autotune.run import outcome as R
-from autotune.run.outcome import TrialResult
+from autotune import result as R
+from autotune.result import TrialResult
 from autotune.study.records import DEFAULT_ROLE, Record
 
 

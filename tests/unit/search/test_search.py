@@ -13,7 +13,7 @@ from pathlib import Path
 import optuna
 import pytest
 
-from autotune.run import outcome as R
+from autotune import result as R
 from autotune.config import Config
 from autotune.errors import WorkloadError
 from autotune.probe import probe
@@ -22,7 +22,7 @@ from autotune.recommend.verify import verify
 from autotune.search.lineup import pick_candidates
 from autotune.search.loop import run_search
 from autotune.search.options import SearchOptions
-from autotune.run.outcome import TrialResult
+from autotune.result import TrialResult
 from autotune.search.references import (STARTUP_TRIALS, launchable_draw, make_sampler,
                                         reference_configs)
 from autotune.study.records import DEFAULT_ROLE, RUN_CPU_ROLE

@@ -15,7 +15,7 @@ from pathlib import Path
 import optuna
 import pytest
 
-from autotune.run import outcome as R
+from autotune import result as R
 from autotune.cli import main
 from autotune.config import Config
 from autotune.errors import StorageError
@@ -25,7 +25,7 @@ from autotune.study.provenance import Here, check_resumable, not_used, why_not_h
 from autotune.study.attrs import StudyAttrs, machine_attrs
 from autotune.space.resolve import find_space, load_space, resolve
 from autotune.study.storage import describe_study, open_storage, open_study, study_name
-from autotune.run.outcome import TrialResult
+from autotune.result import TrialResult
 from autotune.study.records import record_trial
 from autotune.probe.topology import TorchBuild
 from results_study import live_topology, study_copy

@@ -10,8 +10,8 @@ import pytest
 from optuna.trial import TrialState
 
 from autotune.config import Config
-from autotune.run import outcome as R
-from autotune.run.outcome import TrialResult
+from autotune import result as R
+from autotune.result import TrialResult
 from autotune.study.records import (DEFAULT_ROLE, LOG_TAIL_LIMIT, REASON_LIMIT, REPEAT_ROLE,
                                     SEARCH_ROLE, Record, record_of, record_trial, records)
 from autotune.study.storage import open_storage, open_study

@@ -8,13 +8,13 @@ from collections import Counter
 import optuna
 import pytest
 
-from autotune.run import outcome as R
+from autotune import result as R
 from autotune.cli import main
 from autotune.config import Config
 from autotune.quality.evidence import stored_classes
 from autotune.study.report import Row, build_report, importance, pareto_front
 from autotune.study.storage import open_storage, open_study
-from autotune.run.outcome import TrialResult
+from autotune.result import TrialResult
 from autotune.study.records import record_trial
 from autotune.plan.feasible import precision_problem
 from results_study import live_topology, sha256, study_copy
