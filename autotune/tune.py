@@ -32,7 +32,7 @@ from .run.trials_dir import DEFAULT_KEEP as DEFAULT_KEEP_TRIALS, settle as settl
 from .run.trial import MIN_TRIAL_TIMEOUT_S, TrialSettings, live_evaluator
 from .search.budget import BudgetPlan, plan_budget
 from .search.lock import MachineLock
-from .quality.samples import QUALITY_SAMPLES
+from .training import QUALITY_SAMPLES
 from .search.loop import run_search
 from .search.options import SearchOptions, SearchResult
 from .search.references import make_sampler

@@ -34,7 +34,7 @@ from ..measure.script import SEED_ENV, fill
 from ..measure.script import ScriptMetric
 from .bounded import last_metric_end, score_output
 from ..probe.topology import Topology
-from ..quality.samples import QUALITY_SAMPLES
+from ..training import QUALITY_SAMPLES
 
 if TYPE_CHECKING:
     from ..plan.cluster import Cluster
@@ -51,7 +51,7 @@ class TrialSettings:
     workload_args: dict[str, Any] = field(default_factory=dict)
     target_seconds: float = TARGET_SECONDS
     warmup_steps: int = WARMUP_STEPS
-    # Training samples of one quality run (why this length: quality/samples.py).
+    # Training samples of one quality run (why this length: autotune/training.py).
     accuracy_samples: int = QUALITY_SAMPLES
     timeout_s: float = TRIAL_TIMEOUT_S
     grace_s: float = KILL_GRACE_S

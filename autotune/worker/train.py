@@ -19,7 +19,7 @@ import torch.distributed as dist
 
 from ..config import REFERENCE_GLOBAL_BATCH
 from ..measure.early_stop import losing
-from ..quality.math_class import lr_at, lr_scale, split_batch
+from ..training import lr_at, lr_scale, split_batch
 from ..plan.launch_plan import EXIT_BACKEND_UNAVAILABLE, EXIT_WORKLOAD_ERROR, WorkerRequest
 from ..result import OK, UNAVAILABLE, WORKLOAD_ERROR
 from . import data

@@ -17,7 +17,7 @@ from torch import nn
 
 from ..config import BUILTIN_WORKLOADS, DEFAULT_WORKLOAD  # noqa: F401 - DEFAULT_WORKLOAD re-exported
 from ..errors import WorkloadError
-from ..quality.samples import QUALITY_SAMPLES
+from ..training import QUALITY_SAMPLES
 from .models import NUM_CLASSES, SmallResNet, TinyEncoder
 from .synthetic import (_sample_seed, _shifted_class_batch, _smooth_templates, _teacher_batch,
                         _token_batch, _unit_rows)

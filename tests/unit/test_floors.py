@@ -19,8 +19,8 @@ from import_graph import cycles, imports, unit
 # Lowest first.
 FLOORS: tuple[tuple[str, ...], ...] = (
     # the ground floor: errors, the knob table, the shared vocabulary, small leaf utilities
-    ("errors", "config", "result", "clean", "atomic_json", "private_files", "process_identity",
-     "file_lock", "client", "autotune"),
+    ("errors", "config", "result", "training", "clean", "atomic_json", "private_files",
+     "process_identity", "file_lock", "client", "autotune"),
     ("probe", "comm", "bind"),                 # the machine; communication backends
     ("plan", "space"),                         # pure: configs, plans, feasibility
     ("measure",),                              # statistics and observation of what ran
@@ -37,17 +37,11 @@ FLOORS: tuple[tuple[str, ...], ...] = (
 # Upward imports still to fix, as (importer, imported) modules. This list only shrinks: a fixed
 # entry must be removed (test_allowances_are_still_needed), and at the end it is empty.
 ALLOWED_UPWARD: set[tuple[str, str]] = {
-    ("autotune.plan.build", "autotune.quality.samples"),
-    ("autotune.plan.feasible", "autotune.quality.math_class"),
-    ("autotune.plan.launch_plan", "autotune.quality.samples"),
-    ("autotune.run.trial", "autotune.quality.samples"),
     ("autotune.study.report", "autotune.quality.evidence"),
     ("autotune.study.report", "autotune.quality.report"),
     ("autotune.study.report", "autotune.quality.script_floor"),
     ("autotune.study.report", "autotune.quality.verdict"),
     ("autotune.study.storage", "autotune.dashboard"),
-    ("autotune.worker.train", "autotune.quality.math_class"),
-    ("autotune.worker.workloads", "autotune.quality.samples"),
 }
 
 # Module cycles still to break (each as its set of modules); likewise only shrinks.
