@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from .config import DEFAULT_WORKLOAD, Config
+from .dashboard import set_metric_names
 from .errors import AutotuneError, WorkloadError
 from .export.recommendation import save_recommendation
 from .measure.script import check_command, placeholders, restrict_space, takes_seed
@@ -335,6 +336,7 @@ def _describe(study: Any, req: SearchRequest, job: _Job, cluster: Cluster | None
                        "quality_samples": job.settings.accuracy_samples,
                        "quality_seeds": req.quality_seeds, "batchnorm": job.batchnorm,
                        "reference_batch": Config().global_batch}, torch=job.here.torch)
+    set_metric_names(study)   # the dashboard's labels of the two objectives
     if cluster is not None:
         from .plan.cluster import cluster_to_json
         A.write_cluster(study, cluster_to_json(cluster))

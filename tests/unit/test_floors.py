@@ -41,7 +41,6 @@ ALLOWED_UPWARD: set[tuple[str, str]] = {
     ("autotune.study.report", "autotune.quality.report"),
     ("autotune.study.report", "autotune.quality.script_floor"),
     ("autotune.study.report", "autotune.quality.verdict"),
-    ("autotune.study.storage", "autotune.dashboard"),
 }
 
 # Module cycles still to break (each as its set of modules); likewise only shrinks.
