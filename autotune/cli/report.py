@@ -13,7 +13,7 @@ import argparse
 import json
 
 from ..clean import one_line, printable
-from ..study.report import build_report
+from ..reporting.report import build_report
 from ._common import add_study_args, int_at_least, open_study_from_args
 
 

@@ -9,7 +9,6 @@
 - verdict.py      QualityVerdict, the typed answer the search, the recommender and the report use
 - confirm.py      the seeded confirmation of a recommendation that changes the math
 - goodput.py      gradient noise scale, goodput, time to accuracy (pure arithmetic)
-- report.py       the quality side of `autotune report`
 
 Callers import the module they need (autotune.quality.gate, ...): this package re-exports nothing.
 """

@@ -67,7 +67,7 @@ def test_metric_preference_report_then_pattern_then_wall_time():
 
 
 def test_report_is_a_noop_outside_autotune_and_merges_inside(tmp_path, monkeypatch):
-    import autotune.study.report  # noqa: F401 - importing the report stage must not shadow the API
+    import autotune.reporting.report  # noqa: F401 - importing the report stage must not shadow the API
     monkeypatch.delenv("AUTOTUNE_REPORT", raising=False)
     assert autotune.report_metrics(samples_per_sec=1.0) is False
     path = tmp_path / "r.json"

@@ -281,7 +281,7 @@ def test_export_takes_overrides_from_the_trials_and_from_certain_lines_of_the_sc
 
 
 def test_report_of_a_script_study_says_what_its_score_is(tmp_path):
-    from autotune.study.report import _script_facts, _table, build_report
+    from autotune.reporting.report import _script_facts, _table, build_report
     facts = _script_facts({A.SCRIPT_COMMAND: ["python", "t.py"], A.SCRIPT_METRIC: "time: (\\d+)",
                            A.SCRIPT_LOWER_IS_BETTER: True,
                            A.SCRIPT_OVERRIDES: {"threads": "rank 0 ran 2 busy threads"}})

@@ -8,11 +8,11 @@ import pytest
 from autotune.config import Config
 from autotune import result as R
 from autotune.result import TrialResult
-from autotune.quality import report as QR
+from autotune.reporting import quality as QR
 from autotune.quality.evidence import ClassEvidence
 from autotune.study.attrs import NOISE_FLOOR
 from autotune.study.records import DEFAULT_ROLE, record_trial
-from autotune.study.report import build_report, importance
+from autotune.reporting.report import build_report, importance
 from autotune.study.storage import open_storage, open_study
 
 DEFAULT = Config()

@@ -19,10 +19,10 @@ from typing import Any
 from ..config import REFERENCE_GLOBAL_BATCH
 from ..result import TrialResult
 from ..study.attrs import StudyAttrs
-from .evidence import ClassEvidence, stored_classes
-from .gate import Sample, gate
-from .goodput import efficiency, samples_to_target
-from .verdict import ACCEPTED, FAILED, PENDING, REJECTED, QualityVerdict, stored_verdict
+from ..quality.evidence import ClassEvidence, stored_classes
+from ..quality.gate import Sample, gate
+from ..quality.goodput import efficiency, samples_to_target
+from ..quality.verdict import ACCEPTED, FAILED, PENDING, REJECTED, QualityVerdict, stored_verdict
 
 
 @dataclass(frozen=True, kw_only=True)

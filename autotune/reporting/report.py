@@ -14,18 +14,19 @@ import optuna
 from optuna.trial import TrialState
 
 from ..clean import one_line
-from ..quality import report as QR
+from . import quality as QR
 from ..quality.evidence import stored_classes
 from ..quality.script_floor import stored_script_floor
 from ..quality.verdict import FAILED, REJECTED
-from .attrs import StudyAttrs
+from ..study.attrs import StudyAttrs
 from .. import result as R
 from ..config import changed_knobs
-from .report_format import _clip, _knobs, _machine, _num, _table
+from .format import _clip, _knobs, _machine, _num, _table
 from ..measure.contention import DISTURBED_SHARE, disturbed
 from ..measure.stats import BUSY_CPU_SHARE, busy
-from .records import (DEFAULT_ROLE, REPEAT_ROLE, RUN_CPU_ROLE, RUN_CPU_WON, RUN_CPU_WORDS,
-                      SEARCH_ROLE, Record, has_record, record_of, recommends_run_cpu)
+from ..study.records import (DEFAULT_ROLE, REPEAT_ROLE, RUN_CPU_ROLE, RUN_CPU_WON,
+                             RUN_CPU_WORDS, SEARCH_ROLE, Record, has_record, record_of,
+                             recommends_run_cpu)
 
 MIN_IMPORTANCE_TRIALS = 5
 
