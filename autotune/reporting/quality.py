@@ -19,10 +19,13 @@ from typing import Any
 from ..config import REFERENCE_GLOBAL_BATCH
 from ..result import TrialResult
 from ..study.attrs import StudyAttrs
+from ..study.records import Record
 from ..quality.evidence import ClassEvidence, stored_classes
 from ..quality.gate import Sample, gate
 from ..quality.goodput import efficiency, samples_to_target
 from ..quality.verdict import ACCEPTED, FAILED, PENDING, REJECTED, QualityVerdict, stored_verdict
+from .format import _knobs
+from .rows import Row
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -165,3 +168,19 @@ def table(rows: list[tuple[int, float, float | None, QualityFacts | None, str]],
         lines.append(f"  {number:>5}  {thr:>10.1f}  {xs:>6}  {q:>20}  {verdict:>8}  " +
                      (f"{ttt:>9}  " if with_target else "") + f"{gp:>8}  {knobs}")
     return lines
+
+
+def quality_extra(attrs: StudyAttrs, recs: list[Record], rows: list[Row]) -> dict[str, Any]:
+    """The quality side of the top rows, for Report.extra (nothing without seeded evidence)."""
+    if not attrs.quality_evidence:
+        return {}
+    by_number = {r.number: r for r in recs}
+    goal = target(attrs)
+    out = []
+    for row in rows:
+        r = by_number[row.number]
+        f = facts(attrs, r.result, row.throughput, r.config.global_batch, goal)
+        out.append({"trial": row.number, "throughput": row.throughput, "x_default": row.x_default,
+                    "facts": f.to_json() if f else None, "knobs": _knobs(row.changes)})
+    return {"quality": out, "noise_floor": noise_floor_line(attrs),
+            "target": {"value": goal.value, "why": goal.why}}

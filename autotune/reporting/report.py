@@ -13,59 +13,21 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
+from .. import result as R
 from ..clean import one_line
-from . import quality as QR
-from ..quality.evidence import stored_classes
-from ..quality.script_floor import stored_script_floor
+from ..config import changed_knobs
+from ..measure.contention import DISTURBED_SHARE
+from ..measure.stats import BUSY_CPU_SHARE
 from ..quality.verdict import FAILED, REJECTED
 from ..study.attrs import StudyAttrs
-from .. import result as R
-from ..config import changed_knobs
-from .format import _clip, _knobs, _machine, _num, _table
-from ..measure.contention import DISTURBED_SHARE, disturbed
-from ..measure.stats import BUSY_CPU_SHARE, busy
 from ..study.records import (DEFAULT_ROLE, REPEAT_ROLE, RUN_CPU_ROLE, RUN_CPU_WON,
-                             RUN_CPU_WORDS, SEARCH_ROLE, Record, has_record, record_of,
-                             recommends_run_cpu)
-
-MIN_IMPORTANCE_TRIALS = 5
-
-
-@dataclass(frozen=True, kw_only=True)
-class Row:
-    number: int
-    role: str
-    throughput: float
-    x_default: float | None
-    accuracy: float | None
-    feasible: bool                   # within the accuracy tolerance (and every other constraint)
-    changes: dict[str, Any]          # knobs that differ from the default launch
-    cpu_share: float | None = None   # of rank 0's threads' CPU time it got; None = not recorded
-    outside_share: float | None = None  # of its cores taken by other processes (contention.py)
-
-    @property
-    def disturbed(self) -> bool:
-        return disturbed(self.outside_share)
-
-    @property
-    def busy(self) -> bool:
-        """Disturbed; for a trial stored before contention was measured, a low cpu_share."""
-        return self.disturbed if self.outside_share is not None else busy(self.cpu_share)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"trial": self.number, "role": self.role, "throughput": self.throughput,
-                "x_default": self.x_default, "accuracy": self.accuracy,
-                "feasible": self.feasible, "changes": self.changes,
-                "cpu_share": self.cpu_share, "outside_share": self.outside_share,
-                "busy": self.busy}
-
-
-@dataclass(frozen=True, kw_only=True)
-class Failure:
-    outcome: str
-    count: int
-    example: str
-    trial: int | None
+                             RUN_CPU_WORDS, Record, has_record, record_of, recommends_run_cpu)
+from . import quality as QR
+from .format import _clip, _knobs, _machine, _num, _table
+from ..quality.evidence import stored_classes
+from .importance import importance
+from .rows import Failure, Row, pareto_front
+from .script import script_facts
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -102,18 +64,31 @@ class Report:
                 "unit": self.unit, "script_notes": list(self.script_notes), **self.extra}
 
     def text(self) -> str:
+        out = self._summary_lines() + self._recommendation_lines() + self._top_lines()
+        out += self._quality_lines()
+        out += ["", "throughput/accuracy Pareto front (feasible trials, none better in both):"]
+        out += _table(self.pareto, self.unit) if self.pareto else ["  no feasible trial"]
+        out += self._importance_lines() + self._failure_lines()
+        # each entry is one line; a newline inside a stored headline or reason must not add one
+        return "\n".join(one_line(line) for line in out)
+
+    def _summary_lines(self) -> list[str]:
         total = sum(self.counts.values())
         by = ", ".join(f"{n} {o}" for o, n in sorted(self.counts.items(), key=lambda kv: -kv[1]))
-        out = [f"study {self.study}",
-               f"machine: {self.machine}" + (f" (topology {self.fingerprint})" if self.fingerprint else ""),
-               f"workload: {self.workload}",
-               f"trials: {total} ({by or 'none'})" + (
-                   f"; {self.outside_tolerance} ran but fell outside the accuracy tolerance"
-                   if self.outside_tolerance else "")]
+        return [f"study {self.study}",
+                f"machine: {self.machine}" + (f" (topology {self.fingerprint})" if self.fingerprint else ""),
+                f"workload: {self.workload}",
+                f"trials: {total} ({by or 'none'})" + (
+                    f"; {self.outside_tolerance} ran but fell outside the accuracy tolerance"
+                    if self.outside_tolerance else "")]
+
+    def _recommendation_lines(self) -> list[str]:
         rec = self.recommendation
-        if rec:
-            out.append("")
-            out.append(rec.get("headline") or "recommendation stored")
+        if not rec:
+            out = ["", "no recommendation stored (the search was interrupted, or has not "
+                   "finished verifying)"]
+        else:
+            out = ["", rec.get("headline") or "recommendation stored"]
             settling = (rec.get("settling") or {}).get("text")
             # a settled speedup's headline already holds its interval: one interval, not two
             if settling and settling.split("(", 1)[-1].rstrip(")") not in rec.get("headline", ""):
@@ -122,15 +97,13 @@ class Report:
                 out.append(f"  {rec['vs_run_cpu']:.2f}x over {RUN_CPU_WORDS}")
             if recommends_run_cpu(rec):
                 out.append(f"  {RUN_CPU_WON}")
-            changes = changed_knobs(rec.get("config", {}))
-            out.append(f"  config: {_knobs(changes)}")
-        else:
-            out += ["", "no recommendation stored (the search was interrupted, or has not "
-                    "finished verifying)"]
+            out.append(f"  config: {_knobs(changed_knobs(rec.get('config', {})))}")
         refs = [f"{role.split(':')[1]} {_num(t)} {self.unit}" for role, t in self.references.items()]
         out.append("references: " + (", ".join(refs) if refs else "none measured"))
-        out += [f"  {note}" for note in self.script_notes]
-        out += ["", f"top {len(self.top)} configurations (measured once each during the search):"]
+        return out + [f"  {note}" for note in self.script_notes]
+
+    def _top_lines(self) -> list[str]:
+        out = ["", f"top {len(self.top)} configurations (measured once each during the search):"]
         out += _table(self.top, self.unit) if self.top else ["  none completed"]
         busy_rows = sum(r.busy for r in self.top)
         if busy_rows:
@@ -139,37 +112,39 @@ class Report:
                        f"older trials, rank 0 got less than {BUSY_CPU_SHARE:.0%} of its threads' "
                        "CPU time); such a figure is never recommended alone: verification "
                        "re-measures it")
+        return out
+
+    def _quality_lines(self) -> list[str]:
         quality = self.extra.get("quality")
-        if quality is not None:
-            goal = self.extra.get("target") or {}
-            out += ["", "quality (seeded runs per math class; time to reach a common target; "
-                    "goodput = samples/s x statistical efficiency):",
-                    f"  {self.extra.get('noise_floor', '')}", f"  {goal.get('why', '')}"]
-            out += QR.table([(q["trial"], q["throughput"], q["x_default"],
-                              QR.QualityFacts(**q["facts"]) if q["facts"] else None, q["knobs"])
-                             for q in quality], with_target=goal.get("value") is not None)
-        out += ["", "throughput/accuracy Pareto front (feasible trials, none better in both):"]
-        out += _table(self.pareto, self.unit) if self.pareto else ["  no feasible trial"]
-        out += ["", "which knobs mattered for throughput (PED-ANOVA over feasible search trials):"]
-        if self.importances:
-            width = max(len(k) for k in self.importances)
-            top = max(self.importances.values()) or 1.0
-            for knob, value in self.importances.items():
-                bar = "#" * round(20 * value / top)
-                out.append(f"  {knob:<{width}}  {value:6.3f}  {bar}")
-            if self.importance_note:
-                out.append(f"  ({self.importance_note})")
-        else:
-            out.append(f"  {self.importance_note}")
-        out += ["", "failures by reason:"]
-        if self.failures:
-            for f in self.failures:
-                where = f" (trial {f.trial})" if f.trial is not None else ""
-                out.append(f"  {f.outcome}: {f.count}, e.g.{where} {_clip(f.example)}")
-        else:
-            out.append("  none")
-        # each entry is one line; a newline inside a stored headline or reason must not add one
-        return "\n".join(one_line(line) for line in out)
+        if quality is None:
+            return []
+        goal = self.extra.get("target") or {}
+        out = ["", "quality (seeded runs per math class; time to reach a common target; "
+               "goodput = samples/s x statistical efficiency):",
+               f"  {self.extra.get('noise_floor', '')}", f"  {goal.get('why', '')}"]
+        return out + QR.table([(q["trial"], q["throughput"], q["x_default"],
+                                QR.QualityFacts(**q["facts"]) if q["facts"] else None, q["knobs"])
+                               for q in quality], with_target=goal.get("value") is not None)
+
+    def _importance_lines(self) -> list[str]:
+        out = ["", "which knobs mattered for throughput (PED-ANOVA over feasible search trials):"]
+        if not self.importances:
+            return out + [f"  {self.importance_note}"]
+        width = max(len(k) for k in self.importances)
+        top = max(self.importances.values()) or 1.0
+        for knob, value in self.importances.items():
+            bar = "#" * round(20 * value / top)
+            out.append(f"  {knob:<{width}}  {value:6.3f}  {bar}")
+        if self.importance_note:
+            out.append(f"  ({self.importance_note})")
+        return out
+
+    def _failure_lines(self) -> list[str]:
+        out = ["", "failures by reason:"]
+        for f in self.failures:
+            where = f" (trial {f.trial})" if f.trial is not None else ""
+            out.append(f"  {f.outcome}: {f.count}, e.g.{where} {_clip(f.example)}")
+        return out if self.failures else out + ["  none"]
 
 
 def build_report(study: optuna.Study, *, top: int = 10) -> Report:
@@ -197,52 +172,8 @@ def build_report(study: optuna.Study, *, top: int = 10) -> Report:
                   importances=importances, importance_note=note,
                   failures=tuple(failures(fresh + failed)),
                   outside_tolerance=sum(1 for r in fresh if r.outcome == R.OK and not r.feasible),
-                  extra=_quality_extra(attrs, fresh, rows[:max(0, top)]),
-                  **_script_facts(attrs))
-
-
-def _quality_extra(attrs: StudyAttrs, recs: list[Record], rows: list[Row]) -> dict[str, Any]:
-    if not attrs.quality_evidence:
-        return {}
-    by_number = {r.number: r for r in recs}
-    goal = QR.target(attrs)
-    out = []
-    for row in rows:
-        r = by_number[row.number]
-        f = QR.facts(attrs, r.result, row.throughput, r.config.global_batch, goal)
-        out.append({"trial": row.number, "throughput": row.throughput, "x_default": row.x_default,
-                    "facts": f.to_json() if f else None, "knobs": _knobs(row.changes)})
-    return {"quality": out, "noise_floor": QR.noise_floor_line(attrs),
-            "target": {"value": goal.value, "why": goal.why}}
-
-
-def _script_facts(attrs: StudyAttrs | dict[str, Any]) -> dict[str, Any]:
-    """Unit and notes of a script study (nothing for a built-in workload)."""
-    attrs = StudyAttrs(attrs)
-    if not attrs.script_command:
-        return {}
-    metric = attrs.script_metric
-    if metric and attrs.script_lower_is_better:
-        what = f"score = 1 / the median of --metric {metric!r} (lower is better)"
-    elif metric:
-        what = f"score = the median of --metric {metric!r}"
-    else:
-        what = "score = 1 / wall seconds per run (or autotune.report_metrics()), start-up included"
-    notes = [what] + [f"not tuned, the script sets its own {k}: {why}"
-                      for k, why in attrs.script_overrides.items()]
-    floor = _script_floor_line(attrs)
-    return {"unit": "score", "script_notes": tuple(notes + ([floor] if floor else []))}
-
-
-def _script_floor_line(attrs: StudyAttrs) -> str:
-    """The script's --accuracy noise floor over seeds, or why the gate has none."""
-    floor = attrs.script_noise_floor
-    s = stored_script_floor(attrs)
-    if s is not None:
-        seeds = ", ".join(str(x) for x in floor.get("seeds") or [])
-        return (f"accuracy noise floor: the default launch measured {s.describe()} over seeds "
-                f"{seeds}; the gate allows --max-accuracy-drop plus this noise")
-    return floor.get("note") or ""
+                  extra=QR.quality_extra(attrs, fresh, rows[:max(0, top)]),
+                  **script_facts(attrs))
 
 
 def _rows(recs: list[Record], default_thr: float | None, attrs: StudyAttrs) -> list[Row]:
@@ -271,61 +202,6 @@ def accuracy_of(r: Record, attrs: StudyAttrs | dict[str, Any]) -> float | None:
     return sample.mean if sample else r.accuracy
 
 
-def pareto_front(rows: list[Row]) -> list[Row]:
-    """Rows no other row beats in both throughput and accuracy (unknown accuracy ranks lowest)."""
-    def acc(r: Row) -> float:
-        return r.accuracy if r.accuracy is not None else float("-inf")
-
-    front = [r for r in rows
-             if not any(o.throughput >= r.throughput and acc(o) >= acc(r)
-                        and (o.throughput > r.throughput or acc(o) > acc(r)) for o in rows)]
-    return sorted(front, key=lambda r: r.throughput, reverse=True)
-
-
-def importance(study: optuna.Study) -> tuple[dict[str, float] | None, str]:
-    """PED-ANOVA importances of the knobs for high throughput, over feasible sampler-proposed
-    trials: how differently each knob is distributed in the fastest 10% than in all of them.
-
-    References and repeats are left out: references carry no sampler params, and a repeat would
-    count one measurement twice. The trials are copied into an in-memory study so the evaluator
-    sees exactly that subset.
-    """
-    from optuna.importance import PedAnovaImportanceEvaluator, get_param_importances
-    chosen = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-              if t.params and t.values and has_record(t)
-              and (r := record_of(t)).role == SEARCH_ROLE and r.feasible]
-    if len(chosen) < MIN_IMPORTANCE_TRIALS:
-        return None, (f"not enough data: {len(chosen)} feasible search trial(s), at least "
-                      f"{MIN_IMPORTANCE_TRIALS} needed; run a longer search")
-    varied, fixed = varied_knobs(chosen)
-    if not varied:
-        return None, "every feasible search trial used the same knob values"
-    # A single-objective "maximize" copy rather than `target=lambda t: t.values[0]`: with a
-    # target, PED-ANOVA ranks knobs by how they reach *low* values, the wrong end for throughput.
-    # Only the knobs that varied: one that held one value cannot have mattered, and listing it
-    # at 0.000 reads as "measured, no effect".
-    sub = optuna.create_study(direction="maximize")
-    for t in chosen:
-        sub.add_trial(optuna.trial.create_trial(
-            params={k: t.params[k] for k in varied},
-            distributions={k: t.distributions[k] for k in varied}, value=t.values[0]))
-    try:
-        result = get_param_importances(sub, evaluator=PedAnovaImportanceEvaluator())
-    except (ValueError, RuntimeError, ZeroDivisionError) as exc:
-        return None, f"importances could not be computed from {len(chosen)} trials: {exc}"
-    note = f"not ranked, one value in every trial: {', '.join(fixed)}" if fixed else ""
-    return {k: float(v) for k, v in result.items()}, note
-
-
-def varied_knobs(trials: list) -> tuple[list[str], list[str]]:
-    """(knobs that took more than one value, knobs that held one) over trials' params. A knob
-    some trials lack (a conditional one) is left out of both: the evaluator needs it in all."""
-    common = set.intersection(*(set(t.params) for t in trials)) if trials else set()
-    names = [k for k in trials[0].params if k in common] if trials else []
-    varied = [k for k in names if len({repr(t.params[k]) for t in trials}) > 1]
-    return varied, [k for k in names if k not in varied]
-
-
 def failures(recs: list[Record]) -> list[Failure]:
     groups: dict[str, list[tuple[int | None, str]]] = {}
     for r in recs:
@@ -337,5 +213,3 @@ def failures(recs: list[Record]) -> list[Failure]:
         out.append(Failure(outcome=outcome, count=len(items), example=reason or "(no reason stored)",
                            trial=number))
     return out
-
-

@@ -281,8 +281,10 @@ def test_export_takes_overrides_from_the_trials_and_from_certain_lines_of_the_sc
 
 
 def test_report_of_a_script_study_says_what_its_score_is(tmp_path):
-    from autotune.reporting.report import _script_facts, _table, build_report
-    facts = _script_facts({A.SCRIPT_COMMAND: ["python", "t.py"], A.SCRIPT_METRIC: "time: (\\d+)",
+    from autotune.reporting.format import _table
+    from autotune.reporting.report import build_report
+    from autotune.reporting.script import script_facts
+    facts = script_facts({A.SCRIPT_COMMAND: ["python", "t.py"], A.SCRIPT_METRIC: "time: (\\d+)",
                            A.SCRIPT_LOWER_IS_BETTER: True,
                            A.SCRIPT_OVERRIDES: {"threads": "rank 0 ran 2 busy threads"}})
     assert facts["unit"] == "score"
@@ -290,8 +292,8 @@ def test_report_of_a_script_study_says_what_its_score_is(tmp_path):
                                      "(lower is better)",
                                      "not tuned, the script sets its own threads: rank 0 ran 2 "
                                      "busy threads")
-    assert "1 / wall seconds" in _script_facts({A.SCRIPT_COMMAND: ["x"]})["script_notes"][0]
-    assert _script_facts({}) == {} and "score" in _table([], "score")[0]
+    assert "1 / wall seconds" in script_facts({A.SCRIPT_COMMAND: ["x"]})["script_notes"][0]
+    assert script_facts({}) == {} and "score" in _table([], "score")[0]
     study = open_study(open_storage(f"sqlite:///{tmp_path}/s.db"), "s", sampler=make_sampler(0))
     A.write_script(study, command=["python", "t.py"], metric=None, lower_is_better=False,
                    accuracy=None, scan={}, warning=None)

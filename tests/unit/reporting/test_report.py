@@ -12,7 +12,9 @@ from autotune import result as R
 from autotune.cli import main
 from autotune.config import Config
 from autotune.quality.evidence import stored_classes
-from autotune.reporting.report import Row, build_report, importance, pareto_front
+from autotune.reporting.importance import importance
+from autotune.reporting.report import build_report
+from autotune.reporting.rows import Row, pareto_front
 from autotune.study.storage import open_storage, open_study
 from autotune.result import TrialResult
 from autotune.study.records import record_trial

@@ -12,7 +12,8 @@ from autotune.reporting import quality as QR
 from autotune.quality.evidence import ClassEvidence
 from autotune.study.attrs import NOISE_FLOOR
 from autotune.study.records import DEFAULT_ROLE, record_trial
-from autotune.reporting.report import build_report, importance
+from autotune.reporting.importance import importance
+from autotune.reporting.report import build_report
 from autotune.study.storage import open_storage, open_study
 
 DEFAULT = Config()
