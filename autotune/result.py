@@ -13,17 +13,34 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-# A failed trial is a result, not a crash: every launch ends in exactly one of these.
-OK = "ok"
-CRASH = "crash"              # non-zero exit or killed by a signal
-OOM = "oom"                  # killed for memory (SIGKILL by the OOM killer, MemoryError, ...)
-TIMEOUT = "timeout"          # ran past the plan's timeout and was torn down
-UNAVAILABLE = "unavailable"  # the communication backend (or another facility) is not there
-BAD_CONFIG = "bad_config"    # what the worker found in force differs from the plan
-WORKLOAD_ERROR = "workload_error"  # the user's workload is broken (import error, bad spec, no metric)
-INFEASIBLE = "infeasible"    # ruled out before launch; never run
-INTERRUPTED = "interrupted"  # the search itself was stopped (Ctrl-C, SIGTERM, kill -9)
-OUTCOMES = (OK, CRASH, OOM, TIMEOUT, UNAVAILABLE, BAD_CONFIG, WORKLOAD_ERROR, INFEASIBLE, INTERRUPTED)
+try:
+    from enum import StrEnum
+except ImportError:   # Python 3.10: the same behaviour, spelled out
+    from enum import Enum
+
+    class StrEnum(str, Enum):  # type: ignore[no-redef]
+        """Members are their values: equal to, printed and stored as the plain strings."""
+        __str__ = str.__str__
+        __format__ = str.__format__
+
+
+class Outcome(StrEnum):
+    """How a trial ended. A failed trial is a result, not a crash: every launch ends in exactly
+    one of these. The values are the strings stored on trials (user attr "outcome"), so studies
+    written before this type read the same."""
+    OK = "ok"
+    CRASH = "crash"              # non-zero exit or killed by a signal
+    OOM = "oom"                  # killed for memory (SIGKILL by the OOM killer, MemoryError, ...)
+    TIMEOUT = "timeout"          # ran past the plan's timeout and was torn down
+    UNAVAILABLE = "unavailable"  # the communication backend (or another facility) is not there
+    BAD_CONFIG = "bad_config"    # what the worker found in force differs from the plan
+    # the user's workload is broken (import error, bad spec, no metric)
+    WORKLOAD_ERROR = "workload_error"
+    INFEASIBLE = "infeasible"    # ruled out before launch; never run
+    INTERRUPTED = "interrupted"  # the search itself was stopped (Ctrl-C, SIGTERM, kill -9)
+
+
+OUTCOMES = tuple(Outcome)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -36,7 +53,8 @@ class TrialResult:
     configuration's quality (`accuracy`, `math_class`, `quality*`) before storing it. A field
     left at its default is not known for this trial (and not stored).
     """
-    outcome: str                             # one of OUTCOMES
+    # an Outcome; a str, since a study written by a later version may hold one not known here
+    outcome: str
     reason: str = ""                         # why it did not end ok (clipped when stored)
     throughput: float | None = None          # samples/s (a script's score); stored as values[0]
     accuracy: float | None = None            # held-out quality: the run's; once stored, as judged
@@ -85,7 +103,7 @@ class TrialResult:
 
     @property
     def ok(self) -> bool:
-        return self.outcome == OK
+        return self.outcome == Outcome.OK
 
 
 # (config, "throughput" | "accuracy", seed=0): "accuracy" is one seeded quality run

@@ -10,11 +10,10 @@ import time
 from typing import Any, TextIO
 
 from ..clean import one_line, printable
-from .. import result as R
+from ..result import Outcome
 from ..search.budget import format_seconds
 from ..config import Config, describe_changes
-from ..study.records import (DEFAULT_ROLE, RUN_CPU_WON, RUN_CPU_WORDS,
-                             recommends_run_cpu)
+from ..study.records import RUN_CPU_WON, RUN_CPU_WORDS, Role, recommends_run_cpu
 from ..measure.contention import describe_outside, disturbed
 from ..measure.stats import busy
 from ._live import BarState, LiveBar, wanted
@@ -136,15 +135,15 @@ class Progress:
             bar.phase, bar.now = "search", ""
 
     def _trial_end(self, rec) -> None:
-        if rec.outcome == R.INFEASIBLE:
+        if rec.outcome == Outcome.INFEASIBLE:
             self.infeasible += 1
             return  # ruled out before launch: cheap, and noisy to print each one
         self.done += 1
-        if rec.outcome != R.OK:
+        if rec.outcome != Outcome.OK:
             self.failed += 1
             what = f"{rec.outcome}: {rec.reason}"
         else:
-            if rec.role == DEFAULT_ROLE:
+            if rec.role == Role.DEFAULT:
                 self.default_thr = rec.throughput
             ratio = rec.throughput / self.default_thr if self.default_thr else None
             if rec.feasible and (self.best is None or rec.throughput > self.best):

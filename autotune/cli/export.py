@@ -20,9 +20,9 @@ import argparse
 import sys
 
 from ..clean import one_line, printable
-from .. import result as R
+from ..result import Outcome
 from ..config import DEFAULT_WORKLOAD, Config
-from ..study.records import DEFAULT_ROLE, has_record, record_of, records
+from ..study.records import Role, has_record, record_of, records
 from ..errors import AutotuneError, StorageError
 from ..export.command import FORMATS, launch_command, render, training_command
 from ..plan.launch_plan import STANDALONE_SECONDS
@@ -138,13 +138,13 @@ def _from_trial(study, number: int) -> tuple[Config, dict]:
         raise StorageError(f"--trial {number}: no configuration stored on this trial")
     rec = record_of(trials[number])
     extra = {"trial": number, "outcome": rec.outcome}
-    if rec.outcome != R.OK:
+    if rec.outcome != Outcome.OK:
         print(f"autotune: warning: trial {number} did not complete ({rec.outcome}: "
               f"{one_line(rec.reason)}); exporting its configuration anyway", file=sys.stderr)
     elif rec.throughput is not None:
         extra["throughput"] = rec.throughput
         default = next((d for d in records(study)
-                        if d.role == DEFAULT_ROLE and d.outcome == R.OK), None)
+                        if d.role == Role.DEFAULT and d.outcome == Outcome.OK), None)
         if default is not None and default.throughput:
             ratio = rec.throughput / default.throughput
             extra["speedup"] = ratio

@@ -64,7 +64,7 @@ def aggregate(rank_results: Sequence[dict[str, Any]], launched_at: float) -> "Tr
     """An ok trial's result from the per-rank reports the worker wrote (ordered by rank). Rank
     0's window is the throughput: DDP synchronises every step, so all ranks see the same window
     to within a barrier's latency. Raises ValueError for reports that hold no measurement."""
-    from ..result import OK, TrialResult
+    from ..result import Outcome, TrialResult
     if not rank_results:
         raise ValueError("aggregate: no rank results")
     r0 = rank_results[0]
@@ -81,7 +81,7 @@ def aggregate(rank_results: Sequence[dict[str, Any]], launched_at: float) -> "Tr
     wall = max(ends) - launched_at if ends and launched_at else None   # launch -> last window end
     rss = tuple(r.get("peak_rss_bytes") for r in rank_results)
     return TrialResult(
-        outcome=OK, throughput=float(r0["throughput"]), throughput_iqr=thr_iqr,
+        outcome=Outcome.OK, throughput=float(r0["throughput"]), throughput_iqr=thr_iqr,
         step_median_s=steps.median, step_iqr_s=steps.iqr,
         median_throughput=per_step / steps.median if steps.median > 0 else 0.0,
         window_s=float(r0["window_seconds"]), timed_steps=int(r0["timed_steps"]),

@@ -10,7 +10,7 @@ from typing import Callable
 
 from ..config import Config, describe_changes
 from .evidence import CONFIRM_SEEDS, QualityBook
-from .verdict import ACCEPTED, FAILED, PENDING, REJECTED, QualityVerdict
+from .verdict import QualityStatus, QualityVerdict, gate_status
 
 
 def confirm_quality(book: QualityBook, config: Config, *, time_left: Callable[[], float],
@@ -24,12 +24,12 @@ def confirm_quality(book: QualityBook, config: Config, *, time_left: Callable[[]
     cls = book.class_of(config)
     d_now = book.default_sample()
     if cls == book.class_of(book.base):
-        return QualityVerdict(status=ACCEPTED, math_class=cls, sample=d_now, why=(
+        return QualityVerdict(status=QualityStatus.ACCEPTED, math_class=cls, sample=d_now, why=(
             f"same math as the default launch (quality {d_now.describe()}, {d_now.n} seeds)"
             if d_now else "same math as the default launch"))
     length, per_run = _run_length(book, config, samples, time_left)
     if length * per_run * len(CONFIRM_SEEDS) > time_left():
-        return QualityVerdict(status=PENDING, math_class=cls, why=(
+        return QualityVerdict(status=QualityStatus.PENDING, math_class=cls, why=(
             f"{describe_changes(config, none='default')} not confirmed: the seeded confirmation needs "
             f"about {per_run * len(CONFIRM_SEEDS):.0f}s, more than the budget left"))
     for seed in CONFIRM_SEEDS:   # interleaved, so a drift in the machine hits both alike
@@ -38,15 +38,14 @@ def confirm_quality(book: QualityBook, config: Config, *, time_left: Callable[[]
             book.measure(c, (seed,), samples=samples * length)
     d, c = book.default_sample(CONFIRM_SEEDS), book.evidence(config).sample(CONFIRM_SEEDS)
     if d is None or c is None or d.n < 2 or c.n < 2:
-        return QualityVerdict(status=FAILED, math_class=cls, why=(
+        return QualityVerdict(status=QualityStatus.FAILED, math_class=cls, why=(
             f"{describe_changes(config, none='default')} not confirmed: confirmation runs failed"))
     v = book.gate_result(config, CONFIRM_SEEDS)
     text = (f"accuracy {c.describe()} (default {d.describe()}, {c.n} new seeds x "
             f"{samples * length} samples, side by side): "
             f"{'beyond' if v.reject else 'within'} {v.tolerance_pp:g} pp "
             f"(drop {v.drop_pp:+.2f} pp, noise {v.noise_pp:.2f} pp)")
-    return QualityVerdict(status=REJECTED if v.reject else ACCEPTED, math_class=cls, sample=c,
-                          gate=v, why=text)
+    return QualityVerdict(status=gate_status(v), math_class=cls, sample=c, gate=v, why=text)
 
 
 def _run_length(book: QualityBook, config: Config, samples: int,

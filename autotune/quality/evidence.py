@@ -15,7 +15,7 @@ from typing import Any, Callable
 import optuna
 
 from ..config import Config
-from .. import result as R
+from ..result import Outcome
 from .gate import GateResult, Sample, gate
 from .goodput import NoiseScale, noise_scale
 from .math_class import math_class
@@ -126,7 +126,7 @@ class QualityBook:
                 on_run(config=config, math_class=cls, seed=seed)
                 out = self.evaluate(config, "accuracy", seed=seed,
                                     **({"samples": samples} if samples else {}))
-                ok = out.outcome == R.OK and out.accuracy is not None
+                ok = out.outcome == Outcome.OK and out.accuracy is not None
                 self._store(cls, config, seed, {
                     "quality": out.accuracy if ok else None,
                     "reason": None if ok else f"{out.outcome}: {out.reason}",

@@ -9,8 +9,7 @@ from typing import Any, Callable
 import optuna
 
 from ..config import Config
-from .. import result as R
-from ..result import Evaluate, TrialResult
+from ..result import Evaluate, Outcome, TrialResult
 from ..study import attrs as A
 from .gate import Sample
 
@@ -39,7 +38,7 @@ def measure_script_floor(study: optuna.Study, evaluate: Evaluate, config: Config
     for seed in more:
         on_event("note", text=f"accuracy noise floor: default launch, seed {seed}")
         ev = evaluate(config, "throughput", seed=seed)
-        if ev.outcome == R.OK and ev.accuracy is not None:
+        if ev.outcome == Outcome.OK and ev.accuracy is not None:
             values.append(ev.accuracy)
             used.append(seed)
     A.write_script_noise_floor(study, {"seeds": used, "values": values})

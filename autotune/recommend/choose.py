@@ -10,9 +10,9 @@ from ..measure.stats import BUSY_CPU_SHARE
 from ..quality.confirm import confirm_quality, confirmation_reserve
 from ..quality.evidence import stored_classes
 from ..quality.verdict import QualityVerdict, judge_class
-from .. import result as R
+from ..result import Outcome
 from ..search.shared import Workers
-from ..study.records import DEFAULT_ROLE, REPEAT_ROLE, records
+from ..study.records import Role, records
 from ..search.lineup import pick_candidates
 from .verify import Recommendation, round_limit, trusted_alone, unverified, verify
 
@@ -27,8 +27,8 @@ def shared_recommendation(workers: Workers, study, result, evaluate, *, rounds: 
         what, detail = workers.turn()
         if what == "verify":
             fresh = [judged(r, result.book, script_mode) for r in records(study)
-                     if r.role != REPEAT_ROLE]
-            default = next((r for r in fresh if r.role == DEFAULT_ROLE), result.default)
+                     if r.role != Role.REPEAT]
+            default = next((r for r in fresh if r.role == Role.DEFAULT), result.default)
             everyone = dataclasses.replace(result, records=fresh, default=default)
             return recommend(everyone, evaluate, rounds=rounds, max_rounds=max_rounds,
                              script_mode=script_mode,
@@ -45,7 +45,7 @@ def shared_recommendation(workers: Workers, study, result, evaluate, *, rounds: 
 def judged(r, book, script_mode: bool):
     """A stored trial with its quality judged on all the evidence now in the study (another
     worker may have measured its class since it was recorded)."""
-    if book is None or script_mode or r.outcome != R.OK:
+    if book is None or script_mode or r.outcome != Outcome.OK:
         return r
     book.classes.update(stored_classes(book.study.user_attrs))
     return dataclasses.replace(r, feasible=r.feasible and judge_class(book, r.config).accepted)

@@ -13,10 +13,9 @@ from typing import Any, Callable
 
 from ..config import Config
 from ..errors import StorageError
-from .. import result as R
-from ..result import Evaluate, TrialResult
+from ..result import Evaluate, Outcome, TrialResult
 from ..study.attrs import StudyAttrs
-from ..study.records import DEFAULT_ROLE, Record, records
+from ..study.records import Record, Role, records
 from .verify import Recommendation, verify
 
 
@@ -40,12 +39,13 @@ def lineup(study) -> tuple[Record, Record]:
                            "search was interrupted or is still running); finish `autotune "
                            "search` first")
     config = Config.from_dict(rec["config"], where="stored recommendation")
-    stored_default = next((r for r in records(study) if r.role == DEFAULT_ROLE), None)
+    stored_default = next((r for r in records(study) if r.role == Role.DEFAULT), None)
     base = stored_default.config if stored_default is not None else Config()
-    default = Record(config=base, role=DEFAULT_ROLE, feasible=True,
-                     result=TrialResult(outcome=R.OK, throughput=rec.get("default_throughput")))
+    default = Record(config=base, role=Role.DEFAULT, feasible=True,
+                     result=TrialResult(outcome=Outcome.OK,
+                                        throughput=rec.get("default_throughput")))
     chosen = Record(config=config, role="recommended", feasible=True,
-                    result=TrialResult(outcome=R.OK, throughput=rec.get("throughput"),
+                    result=TrialResult(outcome=Outcome.OK, throughput=rec.get("throughput"),
                                        accuracy=rec.get("accuracy")))
     return default, chosen
 

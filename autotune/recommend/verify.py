@@ -10,13 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .. import result as R
+from ..result import Evaluate, Outcome, TrialResult
 from ..config import Config
 from ..measure.contention import disturbed
 from ..measure.stats import RatioStats, Stats, busy, ratio_stats
 from ..quality.verdict import QualityVerdict
-from ..result import Evaluate, TrialResult
-from ..study.records import RUN_CPU_ROLE, Record
+from ..study.records import Record, Role
 from .settle import Settling, settle
 
 # A candidate "holds up" when it beats the default launch by at least MIN_GAIN in the median
@@ -173,7 +172,7 @@ def verify(candidates: list[Record], default: Record, evaluate: Evaluate, *,
                        max_rounds=round_limit(rounds, max_rounds),
                        enough=lambda evs: _settled_enough(_verified(lineup, evs)), keep_s=keep_s)
     results: dict[int, list[float | None]] = {
-        i: [ev.throughput if ev.outcome == R.OK else None for ev in evs]
+        i: [ev.throughput if ev.outcome == Outcome.OK else None for ev in evs]
         for i, evs in enumerate(evals)}
     return _choose(_verified(lineup, evals), default, len(evals[0]), results, accept)
 
@@ -181,7 +180,7 @@ def verify(candidates: list[Record], default: Record, evaluate: Evaluate, *,
 def _verified(lineup: list[Record], evals: list[list[TrialResult]]) -> list[Verified]:
     """Each candidate's completed rounds, paired with the default launch's in the same round."""
     def ok(ev: TrialResult) -> bool:
-        return ev.outcome == R.OK and bool(ev.throughput)
+        return ev.outcome == Outcome.OK and bool(ev.throughput)
 
     out = []
     for rec, evs in zip(lineup[1:], evals[1:]):
@@ -211,7 +210,7 @@ def _choose(verified: list[Verified], default: Record, rounds: int,
             accept: Callable[[Config], QualityVerdict] | None = None) -> Recommendation:
     d_thr = [t for t in results[0] if t]
     d_med = Stats.of(d_thr).median if d_thr else default.throughput
-    run_cpu = next((v for v in verified if v.role == RUN_CPU_ROLE), None)
+    run_cpu = next((v for v in verified if v.role == Role.RUN_CPU), None)
     holding = sorted((v for v in verified if v.holds), key=lambda v: v.ratio.median, reverse=True)
     refused: list[str] = []
     confirmed = ""

@@ -4,7 +4,7 @@ from __future__ import annotations
 import optuna
 from optuna.trial import TrialState
 
-from ..study.records import SEARCH_ROLE, has_record, record_of
+from ..study.records import Role, has_record, record_of
 
 MIN_IMPORTANCE_TRIALS = 5
 
@@ -20,7 +20,7 @@ def importance(study: optuna.Study) -> tuple[dict[str, float] | None, str]:
     from optuna.importance import PedAnovaImportanceEvaluator, get_param_importances
     chosen = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
               if t.params and t.values and has_record(t)
-              and (r := record_of(t)).role == SEARCH_ROLE and r.feasible]
+              and (r := record_of(t)).role == Role.SEARCH and r.feasible]
     if len(chosen) < MIN_IMPORTANCE_TRIALS:
         return None, (f"not enough data: {len(chosen)} feasible search trial(s), at least "
                       f"{MIN_IMPORTANCE_TRIALS} needed; run a longer search")

@@ -23,7 +23,7 @@ from ..study.records import Record
 from ..quality.evidence import ClassEvidence, stored_classes
 from ..quality.gate import Sample, gate
 from ..quality.goodput import efficiency, samples_to_target
-from ..quality.verdict import ACCEPTED, FAILED, PENDING, REJECTED, QualityVerdict, stored_verdict
+from ..quality.verdict import QualityStatus, QualityVerdict, gate_status, stored_verdict
 from .format import _knobs
 from .rows import Row
 
@@ -64,17 +64,16 @@ def class_verdict(study_attrs: StudyAttrs | dict[str, Any], cls: str) -> Quality
     if ev is None or not floor.get("values"):
         return None
     if ev.failed and ev.sample() is None:
-        return QualityVerdict(status=FAILED, math_class=cls)
+        return QualityVerdict(status=QualityStatus.FAILED, math_class=cls)
     if cls == floor.get("math_class"):
-        return QualityVerdict(status=ACCEPTED, math_class=cls, sample=ev.sample())
+        return QualityVerdict(status=QualityStatus.ACCEPTED, math_class=cls, sample=ev.sample())
     seeds = tuple(range(int(floor["n"])))
     sample = ev.sample(seeds)
     if sample is None:
-        return QualityVerdict(status=PENDING, math_class=cls)
+        return QualityVerdict(status=QualityStatus.PENDING, math_class=cls)
     tol = float(StudyAttrs(study_attrs).settings.get("max_accuracy_drop", 1.0))
     v = gate(Sample(tuple(floor["values"])), sample, tol)
-    return QualityVerdict(status=REJECTED if v.reject else ACCEPTED, math_class=cls,
-                          sample=sample, gate=v)
+    return QualityVerdict(status=gate_status(v), math_class=cls, sample=sample, gate=v)
 
 
 def curve_end(curves: list[list[tuple[int, float]]]) -> float | None:

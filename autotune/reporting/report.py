@@ -13,15 +13,15 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from .. import result as R
+from ..result import Outcome
 from ..clean import one_line
 from ..config import changed_knobs
 from ..measure.contention import DISTURBED_SHARE
 from ..measure.stats import BUSY_CPU_SHARE
-from ..quality.verdict import FAILED, REJECTED
+from ..quality.verdict import QualityStatus
 from ..study.attrs import StudyAttrs
-from ..study.records import (DEFAULT_ROLE, REPEAT_ROLE, RUN_CPU_ROLE, RUN_CPU_WON,
-                             RUN_CPU_WORDS, Record, has_record, record_of, recommends_run_cpu)
+from ..study.records import (RUN_CPU_WON, RUN_CPU_WORDS, Record, Role, has_record,
+                             recommends_run_cpu, record_of)
 from . import quality as QR
 from .format import _clip, _knobs, _machine, _num, _table
 from ..quality.evidence import stored_classes
@@ -151,7 +151,7 @@ def build_report(study: optuna.Study, *, top: int = 10) -> Report:
     attrs = StudyAttrs.of(study)
     trials = study.get_trials(deepcopy=False)
     recs = [record_of(t) for t in trials if t.state == TrialState.COMPLETE and has_record(t)]
-    fresh = [r for r in recs if r.role != REPEAT_ROLE]
+    fresh = [r for r in recs if r.role != Role.REPEAT]
     failed = [record_of(t) for t in trials if t.state == TrialState.FAIL and has_record(t)]
     counts = Counter(r.outcome for r in fresh + failed)
     running = sum(t.state == TrialState.RUNNING for t in trials)
@@ -159,9 +159,9 @@ def build_report(study: optuna.Study, *, top: int = 10) -> Report:
         counts["running"] += running
 
     refs = {role: next((r.throughput for r in fresh if r.role == role), None)
-            for role in (DEFAULT_ROLE, RUN_CPU_ROLE)
+            for role in (Role.DEFAULT, Role.RUN_CPU)
             if any(r.role == role for r in fresh)}
-    default_thr = refs.get(DEFAULT_ROLE)
+    default_thr = refs.get(Role.DEFAULT)
     rows = _rows(fresh, default_thr, attrs)
     importances, note = importance(study)
     return Report(study=study.study_name, machine=_machine(attrs.topology_json),
@@ -171,7 +171,8 @@ def build_report(study: optuna.Study, *, top: int = 10) -> Report:
                   pareto=tuple(pareto_front([r for r in rows if r.feasible])),
                   importances=importances, importance_note=note,
                   failures=tuple(failures(fresh + failed)),
-                  outside_tolerance=sum(1 for r in fresh if r.outcome == R.OK and not r.feasible),
+                  outside_tolerance=sum(1 for r in fresh
+                                        if r.outcome == Outcome.OK and not r.feasible),
                   extra=QR.quality_extra(attrs, fresh, rows[:max(0, top)]),
                   **script_facts(attrs))
 
@@ -179,12 +180,13 @@ def build_report(study: optuna.Study, *, top: int = 10) -> Report:
 def _rows(recs: list[Record], default_thr: float | None, attrs: StudyAttrs) -> list[Row]:
     """Measured configurations, fastest first, each configuration once."""
     seen, rows = set(), []
-    for r in sorted((r for r in recs if r.outcome == R.OK and r.throughput),
+    for r in sorted((r for r in recs if r.outcome == Outcome.OK and r.throughput),
                     key=lambda r: r.throughput, reverse=True):
         if r.config.key() in seen:
             continue
         seen.add(r.config.key())
-        feasible = r.feasible and QR.verdict(attrs, r.result).status not in (REJECTED, FAILED)
+        status = QR.verdict(attrs, r.result).status
+        feasible = r.feasible and status not in (QualityStatus.REJECTED, QualityStatus.FAILED)
         rows.append(Row(number=r.number, role=r.role, throughput=r.throughput,
                         x_default=r.throughput / default_thr if default_thr else None,
                         accuracy=accuracy_of(r, attrs), feasible=feasible,
@@ -205,7 +207,7 @@ def accuracy_of(r: Record, attrs: StudyAttrs | dict[str, Any]) -> float | None:
 def failures(recs: list[Record]) -> list[Failure]:
     groups: dict[str, list[tuple[int | None, str]]] = {}
     for r in recs:
-        if r.outcome != R.OK:
+        if r.outcome != Outcome.OK:
             groups.setdefault(r.outcome, []).append((r.number, r.reason))
     out = []
     for outcome, items in sorted(groups.items(), key=lambda kv: -len(kv[1])):

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..measure.contention import CpuSample
-from ..result import OK
+from ..result import Outcome
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -29,4 +29,4 @@ class RunResult:
 
     @property
     def ok(self) -> bool:
-        return self.outcome == OK
+        return self.outcome == Outcome.OK

@@ -27,7 +27,7 @@ from ..errors import AutotuneError
 from ..plan.hosts import Host, differences, interface_of, network_of, ssh_hostname
 from ..plan.cluster import FORWARD, MARKER, Cluster
 from ..plan.launch_plan import LaunchPlan
-from ..result import CRASH
+from ..result import Outcome
 from .outcome import RunResult
 from .rank_output import _result_of, read_tail
 from .runner import EXIT_LINGER_S, POLL_S, classify, root_cause, write_request
@@ -199,7 +199,7 @@ def run_cluster_plan(plan: LaunchPlan) -> RunResult:
             if code not in (0, None):
                 text = read_tail(log, 8)
                 log_tail += f"\n--- launcher on {host} (exit {code}) ---\n{text}"
-                if not any(tails) and outcome == CRASH:   # the ranks never started
+                if not any(tails) and outcome == Outcome.CRASH:   # the ranks never started
                     last = text.strip().splitlines()[-1] if text.strip() else f"exit {code}"
                     reason = f"launcher on {host} failed: {last}"
     return RunResult(outcome=outcome, reason=reason, log_tail=log_tail,

@@ -28,7 +28,7 @@ from .idle import IDLE_DEADLINE_S, IdleWatch
 from ..comm.ccl.shm import RECORD as SEGMENT_RECORD, SegmentRecord, clean_recorded
 from ..process_identity import RUNNER_ENV, alive, machine, mark, parse_mark
 from ..plan.launch_plan import LaunchPlan
-from ..result import CRASH, OK
+from ..result import Outcome
 from .outcome import RunResult
 from .rank_output import _MAX_TAIL_RANKS, _result_of, read_tail
 from .tee import MAX_LOG_BYTES, Tee
@@ -343,7 +343,7 @@ def run_plan(plan: LaunchPlan, *, on_start: Callable[[list[int]], None] | None =
         with _signals_held():
             _end(trial, tee, segments)
     if spawn_error:
-        return RunResult(outcome=CRASH, reason=spawn_error, exit_codes=tuple(trial.codes),
+        return RunResult(outcome=Outcome.CRASH, reason=spawn_error, exit_codes=tuple(trial.codes),
                          wall_seconds=time.monotonic() - start, launched_at=launched_at)
     return _judged(plan, trial, timed_out=timed_out, notes=notes, ledger=ledger,
                    wall_seconds=time.monotonic() - start, launched_at=launched_at)
@@ -399,16 +399,16 @@ def _judged(plan: LaunchPlan, trial: _Trial, *, timed_out: bool, notes: list[str
     results = [_result_of(plan, r, trial.codes[r]) for r in range(len(plan.ranks))]
     for r in trial.ended:   # a script's rank stuck after a peer's clean exit had finished training
         if plan.script and results[r] is None:
-            results[r] = {"status": OK, "script": True}
+            results[r] = {"status": Outcome.OK, "script": True}
     tails = [read_tail(rp.log_path) for rp in plan.ranks]
     outcome, reason = classify(trial.codes, results, tails, timed_out, exit_order=trial.exit_order,
                                signalled=trial.signalled, timeout_s=plan.timeout_s)
-    if outcome == OK:
+    if outcome == Outcome.OK:
         notes = notes + [f"{describe_exit(r, c)} after its result was in (in teardown); the "
                          "measurement stands" for r, c in enumerate(trial.codes)
                          if c not in (0, None) and r not in trial.signalled]
     log_tail = ""
-    if outcome != OK:
+    if outcome != Outcome.OK:
         root = root_cause(trial.codes, results, tails, exit_order=trial.exit_order,
                           signalled=trial.signalled)
         shown = [root] if root is not None else [   # no single culprit: those without a success

@@ -12,9 +12,9 @@ import uuid
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable
 
-from .. import result as R
+from ..result import Outcome, TrialResult
 from ..config import DEFAULT_WORKLOAD, Config
-from ..errors import ConfigError
+from ..errors import ConfigError, WorkloadError
 from ..measure.contention import Contention, contention
 from ..measure.stats import aggregate, quantile
 from ..measure.observe import Sampler
@@ -23,15 +23,12 @@ from ..plan.build import build_plan
 from ..plan.feasible import infeasible_reason
 from ..plan.launch_plan import (KILL_GRACE_S, TARGET_SECONDS, TRIAL_TIMEOUT_S, WARMUP_STEPS,
                                 LaunchPlan)
-from ..result import TrialResult
 from .outcome import RunResult
 from .idle import IDLE_DEADLINE_S
 from .classify import abort_in_teardown
 from .runner import free_port, run_plan
 from .rank_output import read_tail
-from ..errors import WorkloadError
-from ..measure.script import SEED_ENV, fill
-from ..measure.script import ScriptMetric
+from ..measure.script import SEED_ENV, ScriptMetric, fill
 from .bounded import last_metric_end, score_output
 from ..probe.topology import Topology
 from ..training import QUALITY_SAMPLES
@@ -136,7 +133,7 @@ def run_trial(config: Config, topology: Topology, settings: TrialSettings, *,
     except ConfigError as exc:
         reason = str(exc)
     if plan is None:
-        return TrialResult(outcome=R.INFEASIBLE, reason=reason, mode=mode,
+        return TrialResult(outcome=Outcome.INFEASIBLE, reason=reason, mode=mode,
                            metric_source="worker" if settings.command else None)
     if plan.launchers:   # across hosts: the launchers start the ranks there
         from .remote import run_cluster_plan
@@ -162,7 +159,7 @@ def run_trial(config: Config, topology: Topology, settings: TrialSettings, *,
         try:
             measured = aggregate(list(run.rank_results), run.launched_at)
         except (KeyError, ValueError, TypeError, IndexError) as exc:
-            run = replace(run, outcome=R.CRASH, reason=f"malformed result: {exc}", notes=(),
+            run = replace(run, outcome=Outcome.CRASH, reason=f"malformed result: {exc}", notes=(),
                           signalled=(), cpu_samples=(), num_cpus=0)
     return _yielded(run, mode, seed, measured, {})
 
@@ -210,12 +207,12 @@ def _script_measured(plan: LaunchPlan, run: RunResult, settings: TrialSettings
     except WorkloadError as exc:   # a pattern past its deadline fails the trial, not the search
         sm = ScriptMetric(value=None, source="pattern", problem=str(exc))
     if sm.value is None:
-        failed = replace(run, outcome=R.WORKLOAD_ERROR, reason=sm.problem,
+        failed = replace(run, outcome=Outcome.WORKLOAD_ERROR, reason=sm.problem,
                          log_tail=f"--- rank 0 ({rank0.log_path}) ---\n{read_tail(rank0.log_path)}")
         return failed, None, {"metric_source": sm.source}
     values = sorted(sm.values) or [sm.value]
     # a script has no timed window of its own: its "step" is the whole run
-    measured = TrialResult(outcome=R.OK, throughput=sm.value,
+    measured = TrialResult(outcome=Outcome.OK, throughput=sm.value,
                            throughput_iqr=quantile(values, 0.75) - quantile(values, 0.25),
                            step_median_s=run.wall_seconds, step_iqr_s=0.0,
                            timed_steps=len(sm.values), accuracy=sm.accuracy)
@@ -227,7 +224,7 @@ def _aborted_in_teardown(run: RunResult, plan: LaunchPlan, settings: TrialSettin
     """A crash that was only SIGABRT after rank 0's last --metric line counts as ok, with a note
     (gloo aborts in teardown now and then; the training was measured in full)."""
     last = None
-    if run.outcome == R.CRASH and settings.metric is not None:
+    if run.outcome == Outcome.CRASH and settings.metric is not None:
         try:
             last = last_metric_end(log_text, settings.metric)
         except WorkloadError:      # past its deadline: the crash stands as it was
@@ -238,7 +235,7 @@ def _aborted_in_teardown(run: RunResult, plan: LaunchPlan, settings: TrialSettin
         signalled=run.signalled)
     if note is None:
         return run
-    return replace(run, outcome=R.OK, reason="", log_tail="", notes=(*run.notes, note))
+    return replace(run, outcome=Outcome.OK, reason="", log_tail="", notes=(*run.notes, note))
 
 
 def live_evaluator(topology: Topology, settings: TrialSettings, *,
@@ -255,7 +252,7 @@ def live_evaluator(topology: Topology, settings: TrialSettings, *,
                  leader: float | None = None) -> TrialResult:
         if mode == "accuracy" and settings.command:
             # A script is not rerun for accuracy: what it reported alongside its speed stands.
-            return TrialResult(outcome=R.OK, accuracy=script_accuracy.get(config.key()))
+            return TrialResult(outcome=Outcome.OK, accuracy=script_accuracy.get(config.key()))
         timeout = state["timeout"]
         if mode == "accuracy" and config.key() in speed:
             # A quality run trains a fixed number of samples (plus held-out checkpoints and the

@@ -24,20 +24,18 @@ from ..probe.topology import Topology
 from ..quality.confirm import confirmation_cost
 from ..quality.evidence import QualityBook
 from ..quality.script_floor import measure_script_floor, stored_script_floor
-from ..quality.verdict import ACCEPTED, PENDING, QualityVerdict, accuracy_violation, \
-    judge_class, judge_single_run
-from .. import result as R
-from ..result import Evaluate, TrialResult
+from ..quality.verdict import (QualityStatus, QualityVerdict, accuracy_violation, judge_class,
+                               judge_single_run)
+from ..result import Evaluate, Outcome, TrialResult
 from ..study import attrs as A
-from ..study.records import (DEFAULT_ROLE, REPEAT_ROLE, RUN_CPU_ROLE, SEARCH_ROLE, Record,
-                             record_trial, records)
+from ..study.records import Record, Role, record_trial, records
 from ..study.owners import claim_trial
 from .budget import phase_costs, too_short
 from .options import Clock, SearchOptions, SearchResult
 from .guide import Descent, first_guess, params_of
 from .lineup import pick_candidates
 from .references import default_launch, launchable_draw, reference_configs, unseen
-from .shared import ConfigClaims, StudyLock
+from .shared import Claim, ConfigClaims, StudyLock
 
 
 def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Evaluate,
@@ -55,8 +53,8 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
     # 3. Settle: the fastest configurations whose class is still pending get their quality
     # measured while time allows (a class rejected late can promote one that never led).
     settled = search.settle()
-    return SearchResult(records=settled, default=refs.get(DEFAULT_ROLE), book=search.book,
-                        run_cpu=refs.get(RUN_CPU_ROLE), stop_reason=stop_reason,
+    return SearchResult(records=settled, default=refs.get(Role.DEFAULT), book=search.book,
+                        run_cpu=refs.get(Role.RUN_CPU), stop_reason=stop_reason,
                         measured=search.measured)
 
 
@@ -99,7 +97,7 @@ class _Search:
         # A "repeat" row only mirrors the measurement it reuses; on resume, the original is the
         # one that stands for the config (candidates would otherwise be reported as "repeat").
         self.known: dict[str, Record] = {self.key(r.config): r for r in records(study)
-                                         if r.role != REPEAT_ROLE}
+                                         if r.role != Role.REPEAT}
         self.measured = 0                 # configurations launched by this run
         self.durations: list[float] = []  # seconds of this run's successful trials
 
@@ -123,16 +121,16 @@ class _Search:
         for knob in held:
             self.on_event("knob_held", knob=knob, why=self.overrides[knob])
 
-    def take(self, config: Config, trial) -> tuple[str, Record | None, optuna.Trial | None]:
-        """('mine', None, trial) to run it; ('done', record, None) when measured (by any
-        worker); ('busy', None, None) while another worker measures it."""
+    def take(self, config: Config, trial) -> tuple[Claim, Record | None, optuna.Trial | None]:
+        """(MINE, None, trial) to run it; (DONE, record, None) when measured (by any worker);
+        (BUSY, None, None) while another worker measures it."""
         seen = self.known.get(self.key(config))
         if seen is not None:
-            return "done", seen, None
+            return Claim.DONE, seen, None
         if self.claims is None:
-            return "mine", None, trial() if callable(trial) else trial
+            return Claim.MINE, None, trial() if callable(trial) else trial
         state, rec, trial = self.claims.claim(config, trial)
-        if rec is not None and rec.role != REPEAT_ROLE:
+        if rec is not None and rec.role != Role.REPEAT:
             self.known[self.key(rec.config)] = rec
         return state, rec, trial
 
@@ -140,7 +138,7 @@ class _Search:
         """What a sampled trial must be able to reach: the fastest whole measurement whose
         quality is accepted (0: none yet, nothing to race)."""
         return max((r.throughput for r in self.known.values() if r.feasible and r.throughput
-                    and r.result.quality == ACCEPTED and not r.result.stopped_early),
+                    and r.result.quality == QualityStatus.ACCEPTED and not r.result.stopped_early),
                    default=0.0)
 
     def leader(self) -> float:
@@ -161,7 +159,7 @@ class _Search:
         need = lineup * o.verify_rounds * typical
         verify = max(o.verify_reserve_s, min(0.4 * o.budget_s, need))
         lead = max((r for r in self.known.values() if r.feasible and r.throughput
-                    and r.result.quality == ACCEPTED),
+                    and r.result.quality == QualityStatus.ACCEPTED),
                    key=lambda r: r.throughput, default=None)
         confirm = confirmation_cost(self.book, lead.config if lead else None)
         # room for two: a class that fails its confirmation hands over to the next class
@@ -179,14 +177,14 @@ class _Search:
         """Measure `config` (unless it cannot run here), judge its quality, store it (adds to
         `known`; counts in `measured`, `durations`)."""
         reason = ruled_out(config, self.space, self.topology)
-        ev = TrialResult(outcome=R.INFEASIBLE, reason=reason) if reason \
+        ev = TrialResult(outcome=Outcome.INFEASIBLE, reason=reason) if reason \
             else self._measure(config, role, trial)
-        if role == DEFAULT_ROLE and ev.outcome == R.OK and ev.throughput:
+        if role == Role.DEFAULT and ev.outcome == Outcome.OK and ev.throughput:
             self.warn_if_too_short(config, ev)
         acc, violation, judged = None, 0.0, {}
-        if ev.outcome == R.OK and self.options.reported_accuracy:
+        if ev.outcome == Outcome.OK and self.options.reported_accuracy:
             acc, violation, judged = self._judge_reported(config, role, ev)
-        elif ev.outcome == R.OK:
+        elif ev.outcome == Outcome.OK:
             verdict = self.judge(config, ev.throughput or 0.0)
             acc, violation, judged = verdict.mean, verdict.violation, verdict.trial_fields()
         rec = record_trial(self.study, config=config, result=replace(ev, accuracy=acc, **judged),
@@ -202,19 +200,19 @@ class _Search:
         self.on_event("trial_start", config=config, role=role, number=len(self.known))
         # a sampled trial races the leader and may end its window early (measure/early_stop.py);
         # the references always run theirs: verification and the export compare with them
-        lead = self.race_leader() if role == SEARCH_ROLE and self.options.early_stop else 0.0
+        lead = self.race_leader() if role == Role.SEARCH and self.options.early_stop else 0.0
         try:
             ev = self.evaluate(config, "throughput", **({"leader": lead} if lead else {}))
         except KeyboardInterrupt:
             if trial is not None:  # keep the study honest: this one did not finish
-                stopped = TrialResult(outcome=R.INTERRUPTED,
+                stopped = TrialResult(outcome=Outcome.INTERRUPTED,
                                       reason="the search was interrupted during this trial")
                 record_trial(self.study, config=config, result=stopped, role=role, trial=trial)
             raise
         self.measured += 1
-        if ev.outcome == R.OK and disturbed(ev.outside_share) and self.left() >= 1.2 * ev.seconds:
+        if ev.ok and disturbed(ev.outside_share) and self.left() >= 1.2 * ev.seconds:
             ev = self.remeasure(config, ev)
-        if ev.outcome == R.OK and not ev.stopped_early:   # a whole trial's length, for the reserve
+        if ev.ok and not ev.stopped_early:   # a whole trial's length, for the reserve
             self.durations.append(ev.seconds)
         return ev
 
@@ -226,7 +224,7 @@ class _Search:
                                    "while it was timed")
         second = self.evaluate(config, "throughput")
         keep, other = second, first
-        if second.outcome != R.OK or (second.outside_share or 0.0) > (first.outside_share or 0.0):
+        if not second.ok or (second.outside_share or 0.0) > (first.outside_share or 0.0):
             keep, other = first, second
         share = other.outside_share
         why = ("measured twice; " + (f"in the other run {describe_outside(share)}"
@@ -260,7 +258,7 @@ class _Search:
         o = self.options
         acc, violation, judged = ev.accuracy, 0.0, {}
         base_rec = self.known.get(self.key(self.base))
-        if role == DEFAULT_ROLE:
+        if role == Role.DEFAULT:
             floor = measure_script_floor(self.study, self.evaluate, config, ev, o.script_seeds,
                                          time_left=self.left, on_event=self.on_event)
             if floor is not None:
@@ -306,15 +304,15 @@ class _Search:
         refs: dict[str, Record | None] = {}
         for role, config in reference_configs(self.topology, self.base):
             rec = self.known.get(self.key(config))
-            state, trial = "done", None
+            state, trial = Claim.DONE, None
             if rec is None and self.left() > 0:
                 # shared: a RUNNING trial carries the claim; alone: stored when done, as before
                 state, rec, trial = self.take(config, self.study.ask if self.claims else None)
-                if state == "busy":
+                if state == Claim.BUSY:
                     self.on_event("note", text=f"{role}: another worker is measuring it")
-            if state == "mine":
+            if state == Claim.MINE:
                 rec = self.evaluate_and_record(config, role, trial=trial)
-                if role == DEFAULT_ROLE and rec.outcome in (R.WORKLOAD_ERROR, R.CRASH):
+                if role == Role.DEFAULT and rec.outcome in (Outcome.WORKLOAD_ERROR, Outcome.CRASH):
                     raise _fails_on_default(rec)
             refs[role] = rec
         return refs
@@ -323,7 +321,7 @@ class _Search:
         """Sampler-proposed trials until a stop; returns why it stopped."""
         state = _Sampling(
             rng=random.Random(self.options.seed), best=self.leader(),
-            drawn=sum(r.role == SEARCH_ROLE for r in self.known.values()))
+            drawn=sum(r.role == Role.SEARCH for r in self.known.values()))
         guided = _Guide(self.options.guide, self.topology, self.key, ruled_out,
                         rejected=self.rejected)
         while True:
@@ -381,7 +379,7 @@ class _Search:
         claim_trial(self.study, trial, deadline=self.deadline)
         config = self.space.to_config(trial.params)
         taken, seen, _ = self.take(config, trial)
-        if taken == "busy":
+        if taken == Claim.BUSY:
             state.repeats += 1
             self.claims.release(trial, "another worker is measuring this configuration")
             return
@@ -391,11 +389,11 @@ class _Search:
             # the measurement it reuses, whole (a script's metric too), and where it came from
             mirror = replace(seen.result, accuracy=seen.accuracy, reused_from=seen.number)
             record_trial(self.study, config=config, result=mirror,
-                         violation=0.0 if seen.feasible else 1.0, role=REPEAT_ROLE, trial=trial)
+                         violation=0.0 if seen.feasible else 1.0, role=Role.REPEAT, trial=trial)
             return
         state.repeats = 0
-        rec = self.evaluate_and_record(config, SEARCH_ROLE, trial=trial)
-        if rec.outcome != R.INFEASIBLE:
+        rec = self.evaluate_and_record(config, Role.SEARCH, trial=trial)
+        if rec.outcome != Outcome.INFEASIBLE:
             state.since_gain += 1
         if rec.feasible and rec.throughput and rec.throughput > state.best * 1.01:
             state.best, state.since_gain = rec.throughput, 0
@@ -405,11 +403,11 @@ class _Search:
         allows, and any still pending afterwards are not recommendable."""
         while True:
             recs = [self._refreshed(r) for r in self.known.values()]
-            ranked = sorted((r for r in recs if r.outcome == R.OK and r.throughput
-                             and r.result.quality in (ACCEPTED, PENDING)
+            ranked = sorted((r for r in recs if r.outcome == Outcome.OK and r.throughput
+                             and r.result.quality in (QualityStatus.ACCEPTED, QualityStatus.PENDING)
                              and not r.result.stopped_early),
                             key=lambda r: r.throughput, reverse=True)[:top]
-            pending = [r for r in ranked if r.result.quality == PENDING]
+            pending = [r for r in ranked if r.result.quality == QualityStatus.PENDING]
             todo = next((r for r in pending
                          if self.quality_cost(r.config, r.throughput) <= self.left()), None)
             if todo is None:
@@ -418,12 +416,12 @@ class _Search:
 
     def _refreshed(self, r: Record) -> Record:
         """`r` judged on the quality evidence stored now."""
-        if r.outcome != R.OK or r.result.metric_source:
+        if r.outcome != Outcome.OK or r.result.metric_source:
             return r
         verdict = judge_class(self.book, r.config)
         return replace(r, result=replace(r.result, accuracy=verdict.mean,
                                          **verdict.trial_fields()),
-                       feasible=verdict.violation <= 0 and verdict.status != PENDING)
+                       feasible=verdict.violation <= 0 and verdict.status != QualityStatus.PENDING)
 
 
 def _fails_on_default(rec: Record) -> WorkloadError:

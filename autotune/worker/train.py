@@ -21,10 +21,8 @@ from ..config import REFERENCE_GLOBAL_BATCH
 from ..measure.early_stop import losing
 from ..training import lr_at, lr_scale, split_batch
 from ..plan.launch_plan import EXIT_BACKEND_UNAVAILABLE, EXIT_WORKLOAD_ERROR, WorkerRequest
-from ..result import OK, UNAVAILABLE, WORKLOAD_ERROR
-from . import data
-from . import device as _device
-from . import gradnoise
+from ..result import Outcome
+from . import data, device as _device, gradnoise
 from .workloads import EVAL_SEED, held_out_counts
 
 
@@ -60,7 +58,7 @@ def train(req: WorkerRequest, spec, model: torch.nn.Module, rank: int, world_siz
                f"loss {res['final_loss']}")
     if run.quality:
         _held_out(run, index)
-    res["status"] = OK
+    res["status"] = Outcome.OK
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -179,7 +177,7 @@ class _Trainer:
             if _device.is_oom(exc) or self.req.config.get("compile"):
                 raise  # out of memory or a compiler failure: not the workload's fault
             traceback.print_exc()
-            raise _Stop(EXIT_WORKLOAD_ERROR, WORKLOAD_ERROR,
+            raise _Stop(EXIT_WORKLOAD_ERROR, Outcome.WORKLOAD_ERROR,
                         f"workload {self.req.workload!r} failed in its first step: "
                         f"{type(exc).__name__}: {exc}") from exc
 
@@ -193,7 +191,7 @@ def _with_ipex(model: torch.nn.Module, opt: torch.optim.Optimizer, cfg: dict[str
     try:
         import intel_extension_for_pytorch as ipex
     except Exception as exc:  # noqa: BLE001
-        raise _Stop(EXIT_BACKEND_UNAVAILABLE, UNAVAILABLE,
+        raise _Stop(EXIT_BACKEND_UNAVAILABLE, Outcome.UNAVAILABLE,
                     f"ipex=on but intel_extension_for_pytorch does not import: {exc}") from exc
     # IPEX's documented DDP order: optimize() first (it may swap modules and re-create the
     # optimizer's state), then wrap the returned model, so DDP hooks the parameters that train.

@@ -13,7 +13,7 @@ import psutil
 
 from autotune.cli import main
 from autotune.config import Config
-from autotune import result as R
+from autotune.result import Outcome
 from autotune.run.trial import TrialSettings, live_evaluator
 from results_study import live_topology, study_copy
 
@@ -94,7 +94,7 @@ def test_script_trial_with_a_rank_stuck_in_teardown_counts_with_a_note(tmp_path)
         if os.environ["RANK"] == "1":
             threading.Event().wait()
     """)
-    assert res.outcome == R.OK, res.reason
+    assert res.outcome == Outcome.OK, res.reason
     assert res.throughput == 120.5
     assert f"rank 1 idle for {IDLE_S} s after rank 0 exited; ended" in res.note
     assert took < IDLE_S + GRACE_S + 15, took   # not the 60 s timeout
@@ -109,7 +109,7 @@ def test_abort_after_the_last_metric_line_counts_before_it_is_a_crash(tmp_path):
             sys.stderr.flush()
             os.abort()
     """)
-    assert res.outcome == R.OK, res.reason
+    assert res.outcome == Outcome.OK, res.reason
     assert res.throughput == 80
     assert "killed by SIGABRT after rank 0's last metric line (in teardown)" in res.note
     res, _ = _trial(tmp_path, """
@@ -118,5 +118,5 @@ def test_abort_after_the_last_metric_line_counts_before_it_is_a_crash(tmp_path):
             os.abort()
         print("throughput: 80", flush=True)
     """)
-    assert res.outcome == R.CRASH
+    assert res.outcome == Outcome.CRASH
     assert "rank 0 killed by SIGABRT" in res.reason

@@ -10,7 +10,7 @@ from pathlib import Path
 import optuna
 import pytest
 
-from autotune import result as R
+from autotune.result import Outcome, TrialResult
 from autotune.cli import main
 from autotune.config import Config
 from autotune.export.command import launch_command, render
@@ -22,7 +22,6 @@ from autotune.search.loop import run_search
 from autotune.study import attrs as A
 from autotune.study.attrs import SCRIPT_OVERRIDES
 from autotune.search.options import SearchOptions
-from autotune.result import TrialResult
 from autotune.search.references import make_sampler
 from autotune.space.resolve import find_space, load_space, resolve
 from autotune.study.storage import open_storage, open_study
@@ -168,7 +167,7 @@ def test_search_stops_varying_a_knob_the_script_overrides(topo, tmp_path):
                                    num_threads=9, affinity=(0, 1), libraries=(),
                                    mempolicy=None)]
             observed = observed_fields(obs, compare(exp, obs))
-        return TrialResult(outcome=R.OK, throughput=10.0, seconds=5.0, **observed)
+        return TrialResult(outcome=Outcome.OK, throughput=10.0, seconds=5.0, **observed)
 
     study = open_study(open_storage(f"sqlite:///{tmp_path}/s.db"), "s", sampler=make_sampler(0))
     events = []
@@ -192,7 +191,7 @@ def test_held_knobs_stay_held_on_resume_and_from_the_scan(topo, tmp_path):
     def evaluate(config: Config, mode: str) -> TrialResult:
         clock.t += 5
         seen.append(config)
-        return TrialResult(outcome=R.OK, throughput=10.0, seconds=5.0)
+        return TrialResult(outcome=Outcome.OK, throughput=10.0, seconds=5.0)
 
     study = open_study(open_storage(f"sqlite:///{tmp_path}/s.db"), "s", sampler=make_sampler(0))
     study.set_user_attr(SCRIPT_OVERRIDES, {"threads": "seen on an earlier run"})
@@ -228,7 +227,7 @@ def test_a_self_launching_script_is_never_multiplied(topo, tmp_path):
     settings = TrialSettings(command=("python", str(SPAWNS)), results_dir=str(tmp_path),
                              self_launching=True)
     out = run_trial(Config(nproc=2, threads=1), topo, settings)
-    assert out.outcome == R.INFEASIBLE and "starts its own workers" in out.reason
+    assert out.outcome == Outcome.INFEASIBLE and "starts its own workers" in out.reason
     assert len(plan_trial(Config(threads=1), topo, settings).ranks) == 1
 
 
