@@ -2,8 +2,8 @@
 
 `search(SearchRequest(...))` runs a whole `autotune search` and returns what it found; the CLI
 only parses arguments into a SearchRequest, calls this and prints. Tests drive whole searches
-through it without argparse. Progress is reported to an observer (`Silent` by default; the CLI
-passes its terminal progress).
+through it without argparse. Progress is reported to a `progress.Progress` (silent by default;
+the CLI passes its terminal display).
 """
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ from .run.idle import IDLE_DEADLINE_S
 from .run.runner import interrupt_on_sigterm, reap_orphans
 from .result import Evaluate
 from .private_files import foreign_folder
+from .progress import SILENT, Progress
 from .run.trials_dir import DEFAULT_KEEP as DEFAULT_KEEP_TRIALS, settle as settle_trials
 from .run.trial import MIN_TRIAL_TIMEOUT_S, TrialSettings, live_evaluator
 from .search.budget import BudgetPlan, plan_budget
@@ -112,18 +113,6 @@ class Tuned:
     overridden: dict[str, str] | None   # script mode: knobs the script overrides
 
 
-class Silent:
-    """The progress observer of a search nobody watches."""
-
-    def start(self, **_info: Any) -> None: ...
-
-    def note(self, _text: str) -> None: ...
-
-    def warn(self, _text: str) -> None: ...
-
-    def event(self, _kind: str, **_info: Any) -> None: ...
-
-
 def check_workload(workload: str | None = None, script: tuple[str, ...] | None = None, *,
                    metric: str | None = None, accuracy: str | None = None,
                    lower_is_better: bool = False) -> str:
@@ -187,7 +176,8 @@ class _Job:
 
 
 def search(req: SearchRequest, *, label: str | None = None, topology: Topology | None = None,
-           cluster: Cluster | None = None, progress=None, started: float | None = None,
+           cluster: Cluster | None = None, progress: Progress = SILENT,
+           started: float | None = None,
            evaluate: Evaluate | None = None, clock: Any = None) -> Tuned:
     """One whole search: probe (unless `topology` is given), resolve the space, open or resume
     the study, measure the references and the sampler's trials within the budget, verify and
@@ -199,7 +189,6 @@ def search(req: SearchRequest, *, label: str | None = None, topology: Topology |
     (`live_evaluator`). `clock` (an object with `elapsed()`) spends the budget; None: the wall
     clock since `started`. A replay of a recorded landscape passes both and runs in seconds."""
     clock = clock if clock is not None else MonotonicClock(started)
-    progress = progress if progress is not None else Silent()
     job = _prepare(req, label=label, topology=topology, cluster=cluster)
     time_left = functools.partial(_time_left, req.budget_s, clock)
     if evaluate is None:
@@ -228,7 +217,7 @@ def search(req: SearchRequest, *, label: str | None = None, topology: Topology |
                 _record_script(study, req, job, progress)
             result = run_search(study, space=job.space, topology=job.topology,
                                 evaluate=evaluate, clock=clock, options=_options(req, job),
-                                on_event=progress.event, lock=study_lock,
+                                progress=progress, lock=study_lock,
                                 deadline=workers and workers.deadline)
             rec, command, stored = _recommend(study, result, evaluate, req, job, workers,
                                               cluster, time_left=time_left, progress=progress)

@@ -36,6 +36,7 @@ from autotune import result as R
 from autotune.result import Outcome
 from autotune.search.budget import plan_budget
 from autotune.config import Config
+from autotune.progress import Silent
 from autotune.measure.early_stop import StopRule, losing
 from autotune.search.loop import run_search
 from autotune.plan.feasible import ruled_out
@@ -158,10 +159,9 @@ def run_autotune(land: Landscape, seed: int, oracle: float, max_drop: float,
     variant = {**({} if startup_draws is None else {"startup_draws": startup_draws}),
                **({} if guide is None else {"guide": guide}), "early_stop": early_stop}
 
-    def on_event(kind: str, **info: Any) -> None:
-        if kind == "trial_end":
-            rec = info["record"]
-            trace.saw(rec.config, rec.outcome, rec.throughput)
+    class Tracing(Silent):
+        def trial_end(self, *, record, seconds: float) -> None:
+            trace.saw(record.config, record.outcome, record.throughput)
             if stop_when_done and trace.done():
                 raise _Reached
 
@@ -172,7 +172,7 @@ def run_autotune(land: Landscape, seed: int, oracle: float, max_drop: float,
     bp = plan_budget(budget_s)
     stop_when_done = False
     first = run_search(study, space=space, topology=topology, evaluate=evaluate, clock=clock,
-                       on_event=on_event,
+                       progress=Tracing(),
                        options=SearchOptions(budget_s=budget_s, verify_reserve_s=bp.verify_reserve_s,
                                              min_trial_s=bp.min_trial_s, seed=seed,
                                              max_accuracy_drop=max_drop,
@@ -186,7 +186,7 @@ def run_autotune(land: Landscape, seed: int, oracle: float, max_drop: float,
     if not trace.done():
         try:
             run_search(study, space=space, topology=topology, evaluate=evaluate, clock=clock,
-                       on_event=on_event,
+                       progress=Tracing(),
                        options=SearchOptions(budget_s=1e12, min_trial_s=0.0, patience=10**9,
                                              seed=seed, max_accuracy_drop=max_drop, **variant))
         except _Reached:

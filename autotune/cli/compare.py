@@ -25,6 +25,7 @@ from ..recommend.compare import compare, describe
 from ..config import parse_sets
 from ..errors import ConfigError
 from ..plan.feasible import infeasible_reason
+from ..progress import Silent
 from ..run.trial import live_evaluator
 from ._common import (add_workload_args, check_workload_args, int_at_least, load_topology,
                       positive_float, settings_from_args)
@@ -57,10 +58,11 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args, timeout_s=args.timeout)
     evaluate = live_evaluator(topology, settings, adapt_timeout=False)
 
-    def progress(kind: str, *, role: str, round: int, rounds: int, **_) -> None:
-        print(f"autotune: round {round}/{rounds}: {role}", file=sys.stderr, flush=True)
+    class Rounds(Silent):
+        def verify_start(self, *, role: str, round: int, rounds: int, **_: object) -> None:
+            print(f"autotune: round {round}/{rounds}: {role}", file=sys.stderr, flush=True)
 
-    result = compare(a, b, evaluate, rounds=args.rounds, on_event=progress)
+    result = compare(a, b, evaluate, rounds=args.rounds, progress=Rounds())
     if args.json:
         print(json.dumps(result.to_json()))
     else:

@@ -27,6 +27,7 @@ import time
 
 from ..errors import ConfigError
 from ..clean import printable
+from ..progress import Silent
 from ._common import (STORED_COMMAND_HELP, add_idle_arg, add_study_args, add_trust_arg,
                       int_at_least, load_topology, open_study_from_args, storage_url)
 
@@ -71,15 +72,16 @@ def run(args: argparse.Namespace) -> int:
     evaluate = live_evaluator(topology, settings,
                               time_left=lambda: budget_s - (time.monotonic() - started))
 
-    def progress(kind: str, **info) -> None:
-        if kind == "verify_start" and not args.json:
-            print(f"autotune: round {info['round']}: {info['role']}", file=sys.stderr, flush=True)
+    class Rounds(Silent):
+        def verify_start(self, *, role: str, round: int, **_: object) -> None:
+            if not args.json:
+                print(f"autotune: round {round}: {role}", file=sys.stderr, flush=True)
 
     # The search's machine lock: verify times trials too, and must not run beside a search
     # (whose recommendation it would then overwrite with a figure measured under its load).
     with MachineLock(topology.fingerprint(), advice="run verify once it has finished"):
         measured = StudyAttrs.of(study).recommendation
-        result = reverify(study, evaluate, rounds=args.rounds, on_event=progress,
+        result = reverify(study, evaluate, rounds=args.rounds, progress=Rounds(),
                           time_left=lambda: budget_s - (time.monotonic() - started))
         result = store_unless_replaced(
             study, args.storage or default_storage(args.results), measured, result,

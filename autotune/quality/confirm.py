@@ -9,13 +9,13 @@ from __future__ import annotations
 from typing import Callable
 
 from ..config import Config, describe_changes
+from ..progress import SILENT, Progress
 from .evidence import CONFIRM_SEEDS, QualityBook
 from .verdict import QualityStatus, QualityVerdict, gate_status
 
 
 def confirm_quality(book: QualityBook, config: Config, *, time_left: Callable[[], float],
-                    samples: int, on_event: Callable[..., None] = lambda kind, **info: None,
-                    ) -> QualityVerdict:
+                    samples: int, progress: Progress = SILENT) -> QualityVerdict:
     """Confirm, before recommending it, that a configuration which changes the math trains as
     well as the default launch: new seeds, each run twice as long as the search's quality runs
     when the budget allows (else as long), default and candidate side by side (D C D C ...), and
@@ -34,7 +34,7 @@ def confirm_quality(book: QualityBook, config: Config, *, time_left: Callable[[]
             f"about {per_run * len(CONFIRM_SEEDS):.0f}s, more than the budget left"))
     for seed in CONFIRM_SEEDS:   # interleaved, so a drift in the machine hits both alike
         for c in (book.base, config):
-            on_event("confirm_start", config=c, seed=seed)
+            progress.confirm_start(config=c, seed=seed)
             book.measure(c, (seed,), samples=samples * length)
     d, c = book.default_sample(CONFIRM_SEEDS), book.evidence(config).sample(CONFIRM_SEEDS)
     if d is None or c is None or d.n < 2 or c.n < 2:

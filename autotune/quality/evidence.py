@@ -15,6 +15,7 @@ from typing import Any, Callable
 import optuna
 
 from ..config import Config
+from ..progress import SILENT, Progress
 from ..result import Outcome
 from .gate import GateResult, Sample, gate
 from .goodput import NoiseScale, noise_scale
@@ -115,7 +116,7 @@ class QualityBook:
         return [s for s in (seeds or self.seeds) if s not in have]
 
     def measure(self, config: Config, seeds: tuple[int, ...] | None = None,
-                on_run: Callable[..., None] = lambda **info: None,
+                progress: Progress = SILENT,
                 samples: int | None = None) -> ClassEvidence:
         """Run the class's missing seeds (storing each as it finishes: a crash keeps them).
         `samples` overrides the run length (the confirmation's longer runs use their own seeds)."""
@@ -123,7 +124,7 @@ class QualityBook:
         self.classes.setdefault(cls, ClassEvidence(math_class=cls, config=config.to_dict()))
         for seed in self.missing_seeds(config, seeds):
             def run(seed: int = seed) -> tuple[float | None, float]:
-                on_run(config=config, math_class=cls, seed=seed)
+                progress.quality_start(config=config, math_class=cls, seed=seed)
                 out = self.evaluate(config, "accuracy", seed=seed,
                                     **({"samples": samples} if samples else {}))
                 ok = out.outcome == Outcome.OK and out.accuracy is not None

@@ -9,6 +9,7 @@ from typing import Any, Callable
 import optuna
 
 from ..config import Config
+from ..progress import Progress
 from ..result import Evaluate, Outcome, TrialResult
 from ..study import attrs as A
 from .gate import Sample
@@ -23,7 +24,7 @@ def stored_script_floor(study_attrs: dict[str, Any] | A.StudyAttrs) -> Sample | 
 def measure_script_floor(study: optuna.Study, evaluate: Evaluate, config: Config,
                          first: TrialResult, seeds: tuple[int, ...], *,
                          time_left: Callable[[], float],
-                         on_event: Callable[..., None]) -> Sample | None:
+                         progress: Progress) -> Sample | None:
     """The default launch's --accuracy over `seeds`: measured once (the first seed is the
     reference run `first` itself), kept on the study for resumes and the report."""
     if stored_script_floor(study.user_attrs) is not None or len(seeds) < 2 \
@@ -31,12 +32,12 @@ def measure_script_floor(study: optuna.Study, evaluate: Evaluate, config: Config
         return stored_script_floor(study.user_attrs)
     more = seeds[1:]
     if time_left() < first.seconds * len(more):
-        on_event("note", text="no budget for the script's accuracy noise floor: the gate "
-                              "compares single measurements")
+        progress.note("no budget for the script's accuracy noise floor: the gate compares "
+                      "single measurements")
         return None
     values, used = [first.accuracy], [seeds[0]]
     for seed in more:
-        on_event("note", text=f"accuracy noise floor: default launch, seed {seed}")
+        progress.note(f"accuracy noise floor: default launch, seed {seed}")
         ev = evaluate(config, "throughput", seed=seed)
         if ev.outcome == Outcome.OK and ev.accuracy is not None:
             values.append(ev.accuracy)

@@ -7,6 +7,7 @@ import time
 
 from ..measure.contention import DISTURBED_SHARE
 from ..measure.stats import BUSY_CPU_SHARE
+from ..progress import Progress
 from ..quality.confirm import confirm_quality, confirmation_reserve
 from ..quality.evidence import stored_classes
 from ..quality.verdict import QualityVerdict, judge_class
@@ -18,7 +19,7 @@ from .verify import Recommendation, round_limit, trusted_alone, unverified, veri
 
 
 def shared_recommendation(workers: Workers, study, result, evaluate, *, rounds: int,
-                          script_mode: bool, time_left, progress, quality_samples: int,
+                          script_mode: bool, time_left, progress: Progress, quality_samples: int,
                           max_rounds: int | None = None):
     """(recommendation, None) when this worker verified, over every worker's measurements;
     (None, stored) when another worker verified for it, after waiting with progress."""
@@ -51,7 +52,7 @@ def judged(r, book, script_mode: bool):
     return dataclasses.replace(r, feasible=r.feasible and judge_class(book, r.config).accepted)
 
 
-def recommend(result, evaluate, *, rounds: int, script_mode: bool, time_left, progress,
+def recommend(result, evaluate, *, rounds: int, script_mode: bool, time_left, progress: Progress,
               quality_samples: int, max_rounds: int | None = None) -> Recommendation | None:
     """The winner of a finished search: its best candidates verified against the default
     launch (interleaved, `rounds` rounds), a winner that changes the math confirmed with seeded
@@ -86,7 +87,7 @@ def recommend(result, evaluate, *, rounds: int, script_mode: bool, time_left, pr
             cls = book.class_of(config)
             if cls not in answers:
                 answers[cls] = confirm_quality(book, config, time_left=time_left,
-                                               samples=quality_samples, on_event=progress.event)
+                                               samples=quality_samples, progress=progress)
             return answers[cls]
     # Rounds past the asked ones must not eat the seeded confirmation of a winner that
     # changes the math: keep what it would cost.
@@ -95,7 +96,7 @@ def recommend(result, evaluate, *, rounds: int, script_mode: bool, time_left, pr
         keep_s = confirmation_reserve(book)
     rec = verify(candidates, default, evaluate, rounds=rounds, max_rounds=limit,
                  time_left=time_left,
-                 on_event=progress.event, accept=accept, keep_s=keep_s)
+                 progress=progress, accept=accept, keep_s=keep_s)
     if book is not None and book.default_sample() is not None:
         d = book.default_sample()
         rec = dataclasses.replace(rec, extra={**rec.extra, "noise_floor":

@@ -9,10 +9,11 @@ the cores says little.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from ..result import Evaluate, Outcome
 from ..config import Config, changed_knobs
+from ..progress import SILENT, Progress
 from ..measure.stats import RatioStats, Stats, ratio_stats
 from ..measure.contention import disturbed
 from .settle import Settling, settle
@@ -97,10 +98,10 @@ class Comparison:
 
 
 def compare(a: Config, b: Config, evaluate: Evaluate, *, rounds: int,
-            on_event: Callable[..., None] = lambda kind, **info: None) -> Comparison:
+            progress: Progress = SILENT) -> Comparison:
     if rounds < 1:
         raise ValueError(f"rounds={rounds}: must be at least 1")
-    evals = interleave([("A", a), ("B", b)], evaluate, rounds=rounds, on_event=on_event)
+    evals = interleave([("A", a), ("B", b)], evaluate, rounds=rounds, progress=progress)
     order = []
     for rnd in range(len(evals[0])):
         sides = ("A", "B") if rnd % 2 == 0 else ("B", "A")   # as interleave ran them

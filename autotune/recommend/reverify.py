@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..config import Config
+from ..progress import SILENT, Progress
 from ..errors import StorageError
 from ..result import Evaluate, Outcome, TrialResult
 from ..study.attrs import StudyAttrs
@@ -51,7 +52,7 @@ def lineup(study) -> tuple[Record, Record]:
 
 
 def reverify(study, evaluate: Evaluate, *, rounds: int, time_left: Callable[[], float],
-             on_event: Callable[..., None] = lambda kind, **info: None) -> Reverified:
+             progress: Progress = SILENT) -> Reverified:
     """Measure the stored recommendation against the default launch again (speed only: its
     quality was confirmed by the search, and the configuration has not changed)."""
     default, chosen = lineup(study)
@@ -60,7 +61,7 @@ def reverify(study, evaluate: Evaluate, *, rounds: int, time_left: Callable[[], 
         raise StorageError(f"study {study.study_name!r} recommends the default launch: there is "
                            "no speedup to verify")
     rec = verify([chosen], default, evaluate, rounds=rounds, time_left=time_left,
-                 on_event=on_event)
+                 progress=progress)
     rec = dataclasses.replace(rec, accuracy=stored.get("accuracy"),
                               default_accuracy=stored.get("default_accuracy"))
     mine = rec.candidates[0].settling if rec.candidates else None

@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 from ..result import Evaluate, Outcome, TrialResult
 from ..config import Config
+from ..progress import SILENT, Progress
 from ..measure.contention import disturbed
 from ..measure.stats import RatioStats, Stats, busy, ratio_stats
 from ..quality.verdict import QualityVerdict
@@ -119,8 +120,7 @@ class Recommendation:
 
 def interleave(lineup: list[tuple[str, Config]], evaluate: Evaluate, *, rounds: int,
                time_left: Callable[[], float] = lambda: float("inf"),
-               on_event: Callable[..., None] = lambda kind, **info: None,
-               max_rounds: int | None = None,
+               progress: Progress = SILENT, max_rounds: int | None = None,
                enough: Callable[[list[list[TrialResult]]], bool] = lambda results: True,
                keep_s: float = 0.0) -> list[list[TrialResult]]:
     """Rounds of every (role, config) in turn, the order reversed every other round (A B C,
@@ -141,8 +141,8 @@ def interleave(lineup: list[tuple[str, Config]], evaluate: Evaluate, *, rounds: 
         spent = 0.0
         for i in order:
             role, config = lineup[i]
-            on_event("verify_start", config=config, role=role, round=rnd + 1,
-                     rounds=rounds, max_rounds=max(rounds, max_rounds or rounds))
+            progress.verify_start(config=config, role=role, round=rnd + 1, rounds=rounds,
+                                  max_rounds=max(rounds, max_rounds or rounds))
             ev = evaluate(config, "throughput")
             spent += ev.seconds
             results[i].append(ev)
@@ -158,7 +158,7 @@ def round_limit(rounds: int, max_rounds: int | None) -> int:
 
 def verify(candidates: list[Record], default: Record, evaluate: Evaluate, *,
            rounds: int = 3, time_left: Callable[[], float] = lambda: float("inf"),
-           on_event: Callable[..., None] = lambda kind, **info: None,
+           progress: Progress = SILENT,
            accept: Callable[[Config], QualityVerdict] | None = None,
            max_rounds: int | None = None, keep_s: float = 0.0) -> Recommendation:
     """Interleaved rounds of default + candidates (D A B C, C B A D, ...): `rounds` of them,
@@ -168,7 +168,7 @@ def verify(candidates: list[Record], default: Record, evaluate: Evaluate, *,
     one that changes the math (quality/confirm.py), whose verdict's `why` the note shows."""
     lineup = [default] + list(candidates)
     evals = interleave([(r.role, r.config) for r in lineup], evaluate, rounds=rounds,
-                       time_left=time_left, on_event=on_event,
+                       time_left=time_left, progress=progress,
                        max_rounds=round_limit(rounds, max_rounds),
                        enough=lambda evs: _settled_enough(_verified(lineup, evs)), keep_s=keep_s)
     results: dict[int, list[float | None]] = {

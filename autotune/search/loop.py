@@ -17,6 +17,7 @@ from optuna.distributions import CategoricalDistribution
 
 from ..config import Config
 from ..errors import WorkloadError
+from ..progress import SILENT, Progress
 from ..measure.contention import describe_outside, disturbed
 from ..plan.placement import canonical
 from ..plan.feasible import ruled_out
@@ -40,12 +41,11 @@ from .shared import Claim, ConfigClaims, StudyLock
 
 def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Evaluate,
                clock: Clock, options: SearchOptions,
-               on_event: Callable[..., None] = lambda kind, **info: None,
-               lock: StudyLock | None = None, deadline: float | None = None) -> SearchResult:
+               progress: Progress = SILENT, lock: StudyLock | None = None, deadline: float | None = None) -> SearchResult:
     """With `lock` (a search shared with other workers on this study), each configuration is
     claimed through the study before it runs, so no worker measures what another did or does."""
     search = _Search(study, space=space, topology=topology, evaluate=evaluate, clock=clock,
-                     options=options, on_event=on_event, lock=lock, deadline=deadline)
+                     options=options, progress=progress, lock=lock, deadline=deadline)
     # 1. References: what the user gets without tuning, and the best-known launcher heuristic.
     refs = search.references()
     # 2. Sampler-proposed trials until the budget (less verification), stagnation or exhaustion.
@@ -73,10 +73,10 @@ class _Search:
     one say so in their docstring."""
 
     def __init__(self, study: optuna.Study, *, space, topology: Topology, evaluate: Evaluate,
-                 clock: Clock, options: SearchOptions, on_event: Callable[..., None],
+                 clock: Clock, options: SearchOptions, progress: Progress,
                  lock: StudyLock | None, deadline: float | None) -> None:
         self.study, self.topology, self.evaluate = study, topology, evaluate
-        self.clock, self.options, self.on_event = clock, options, on_event
+        self.clock, self.options, self.progress = clock, options, progress
         self.base = default_launch(space, topology)
         self.space = space
         self.distributions = self._distributions()
@@ -119,7 +119,7 @@ class _Search:
         self.space, held = freeze(self.space, list(found))
         self.distributions = self._distributions()
         for knob in held:
-            self.on_event("knob_held", knob=knob, why=self.overrides[knob])
+            self.progress.knob_held(knob=knob, why=self.overrides[knob])
 
     def take(self, config: Config, trial) -> tuple[Claim, Record | None, optuna.Trial | None]:
         """(MINE, None, trial) to run it; (DONE, record, None) when measured (by any worker);
@@ -190,14 +190,14 @@ class _Search:
         rec = record_trial(self.study, config=config, result=replace(ev, accuracy=acc, **judged),
                            violation=violation, role=role, trial=trial)
         self.known[self.key(config)] = rec
-        self.on_event("trial_end", record=rec, seconds=ev.seconds)
+        self.progress.trial_end(record=rec, seconds=ev.seconds)
         if ev.overridden:
             self.hold(ev.overridden)
         return rec
 
     def _measure(self, config: Config, role: str, trial) -> TrialResult:
         """One timed run (twice when other processes took its cores and time allows)."""
-        self.on_event("trial_start", config=config, role=role, number=len(self.known))
+        self.progress.trial_start(config=config, role=role, number=len(self.known))
         # a sampled trial races the leader and may end its window early (measure/early_stop.py);
         # the references always run theirs: verification and the export compare with them
         lead = self.race_leader() if role == Role.SEARCH and self.options.early_stop else 0.0
@@ -220,8 +220,8 @@ class _Search:
         """Once more, for a trial whose cores other processes took: the less disturbed of the
         two stands, and its note says so (a still-disturbed one stays marked by its share)."""
         # (one trial measured twice: it counts once in trials_run and against --max-trials)
-        self.on_event("note", text=f"re-measuring: {describe_outside(first.outside_share or 0.0)} "
-                                   "while it was timed")
+        self.progress.note(f"re-measuring: {describe_outside(first.outside_share or 0.0)} "
+                           "while it was timed")
         second = self.evaluate(config, "throughput")
         keep, other = second, first
         if not second.ok or (second.outside_share or 0.0) > (first.outside_share or 0.0):
@@ -246,8 +246,8 @@ class _Search:
                             verify_rounds=o.verify_rounds)
         message = too_short(costs, o.budget_s)
         if message:
-            self.on_event("warn", text=f"{message}. Going on: what is measured is kept, and the "
-                                       "same command with a longer --budget resumes it")
+            self.progress.warn(f"warning: {message}. Going on: what is measured is kept, and "
+                               "the same command with a longer --budget resumes it")
 
     # ---- quality ---------------------------------------------------------------------------------
 
@@ -260,7 +260,7 @@ class _Search:
         base_rec = self.known.get(self.key(self.base))
         if role == Role.DEFAULT:
             floor = measure_script_floor(self.study, self.evaluate, config, ev, o.script_seeds,
-                                         time_left=self.left, on_event=self.on_event)
+                                         time_left=self.left, progress=self.progress)
             if floor is not None:
                 judged = {"quality_sd": floor.sd, "quality_n": floor.n}
             return acc, violation, judged
@@ -284,13 +284,10 @@ class _Search:
         if book.missing_seeds(config) and (is_base or contender) \
                 and self.quality_cost(config, throughput) <= max(0.0, self.left()):
             if book.missing_seeds(base):   # the noise floor is the default launch's own
-                book.measure(base, on_run=self._quality_started)
+                book.measure(base, progress=self.progress)
             if not is_base:
-                book.measure(config, on_run=self._quality_started)
+                book.measure(config, progress=self.progress)
         return judge_class(book, config)
-
-    def _quality_started(self, **info) -> None:
-        self.on_event("quality_start", **info)
 
     def rejected(self, config: Config) -> bool:
         """A class the quality gate rejected is no place to look (script mode: the script's
@@ -309,7 +306,7 @@ class _Search:
                 # shared: a RUNNING trial carries the claim; alone: stored when done, as before
                 state, rec, trial = self.take(config, self.study.ask if self.claims else None)
                 if state == Claim.BUSY:
-                    self.on_event("note", text=f"{role}: another worker is measuring it")
+                    self.progress.note(f"{role}: another worker is measuring it")
             if state == Claim.MINE:
                 rec = self.evaluate_and_record(config, role, trial=trial)
                 if role == Role.DEFAULT and rec.outcome in (Outcome.WORKLOAD_ERROR, Outcome.CRASH):
@@ -412,7 +409,7 @@ class _Search:
                          if self.quality_cost(r.config, r.throughput) <= self.left()), None)
             if todo is None:
                 return recs
-            self.book.measure(todo.config, on_run=self._quality_started)
+            self.book.measure(todo.config, progress=self.progress)
 
     def _refreshed(self, r: Record) -> Record:
         """`r` judged on the quality evidence stored now."""

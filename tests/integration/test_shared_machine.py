@@ -340,7 +340,8 @@ def test_a_search_into_another_users_open_folder_says_so_and_leaves_its_mode(tmp
     """The whole search (replayed landscape): it does not chmod a --results it does not own,
     warns in one line, and what it creates inside (database, trials/) is private."""
     import tempfile
-    from autotune.tune import SearchRequest, Silent, search
+    from autotune.progress import Silent
+    from autotune.tune import SearchRequest, search
     from benchmarks.landscape import SimClock, synthetic
 
     class Warnings(Silent):

@@ -25,7 +25,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("plan", "space"),                         # pure: configs, plans, feasibility
     ("measure",),                              # statistics and observation of what ran
     ("run", "worker"),                         # spawn and watch ranks; what runs inside one
-    ("study",),                                # storage, records, attributes, provenance
+    ("study", "progress"),                     # storage, records, attributes; progress events
     ("quality",),                              # the accuracy side: evidence, gate, verdict
     ("search",),                               # the loop, its budget and locks
     ("recommend",),                            # verified winner

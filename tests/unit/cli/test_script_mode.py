@@ -13,6 +13,7 @@ import pytest
 from autotune.result import Outcome, TrialResult
 from autotune.cli import main
 from autotune.config import Config
+from autotune.progress import Silent
 from autotune.export.command import launch_command, render
 from autotune.plan.build import build_plan
 from autotune.probe import probe
@@ -170,14 +171,22 @@ def test_search_stops_varying_a_knob_the_script_overrides(topo, tmp_path):
         return TrialResult(outcome=Outcome.OK, throughput=10.0, seconds=5.0, **observed)
 
     study = open_study(open_storage(f"sqlite:///{tmp_path}/s.db"), "s", sampler=make_sampler(0))
-    events = []
+
+    class Held(Silent):
+        def __init__(self) -> None:
+            self.knobs: list[dict] = []
+
+        def knob_held(self, **info) -> None:
+            self.knobs.append(info)
+
+    heard = Held()
     run_search(study, space=_tiny_space(topo, tmp_path), topology=topo, evaluate=evaluate,
                clock=clock, options=SearchOptions(budget_s=1000, min_trial_s=1, max_trials=8,
                                                   reported_accuracy=True),
-               on_event=lambda kind, **info: events.append((kind, info)))
+               progress=heard)
     first = next(i for i, c in enumerate(seen) if c.threads is not None)
     assert all(c.threads is None for c in seen[first + 1:]) and len(seen) > first + 1
-    held = [info for kind, info in events if kind == "knob_held"]
+    held = heard.knobs
     assert [h["knob"] for h in held] == ["threads"]
     assert held[0]["why"].startswith(f"threads={seen[first].threads} planned; rank 0 ran ")
     assert set(study.user_attrs[SCRIPT_OVERRIDES]) == {"threads"}

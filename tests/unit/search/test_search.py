@@ -15,6 +15,7 @@ import pytest
 
 from autotune.result import Outcome, TrialResult
 from autotune.config import Config
+from autotune.progress import Silent
 from autotune.errors import WorkloadError
 from autotune.probe import probe
 from autotune.quality.math_class import math_class
@@ -335,7 +336,7 @@ def test_the_search_keeps_back_verification_rounds_for_its_lineup_only(tmp_path,
 
     def reserve():
         search = _Search(study, space=space, topology=topo, evaluate=sim, clock=sim,
-                         options=SearchOptions(budget_s=1800), on_event=lambda *a, **k: None,
+                         options=SearchOptions(budget_s=1800), progress=Silent(),
                          lock=None, deadline=None)
         search.durations = [60.0]
         return search.reserve()
@@ -453,22 +454,36 @@ def test_the_issues_short_budget_is_named_before_the_noise_floor_spends_it():
                                                   "takes about 3m; use at least 5m")
 
 
+class Events(Silent):
+    """The warnings and trial starts of a search, in order, as (kind, info)."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, dict]] = []
+
+    def warn(self, text: str) -> None:
+        self.seen.append(("warn", {"text": text}))
+
+    def trial_start(self, **info) -> None:
+        self.seen.append(("trial_start", info))
+
+
 def test_a_search_warns_once_at_its_first_trial_when_the_budget_is_too_short(tmp_path, topo, space):
-    sim, events = Sim(trial_s=30.0), []
+    sim, heard = Sim(trial_s=30.0), Events()
     run_search(new_study(tmp_path), space=space, topology=topo, evaluate=sim, clock=sim,
                options=SearchOptions(budget_s=150, min_trial_s=10, patience=100),
-               on_event=lambda kind, **info: events.append((kind, info)))
+               progress=heard)
+    events = heard.seen
     warnings = [info["text"] for kind, info in events if kind == "warn"]
     assert len(warnings) == 1 and "is too short here" in warnings[0]
     assert "Going on" in warnings[0]
     starts = [i for i, (kind, _) in enumerate(events) if kind == "trial_start"]
     warned = next(i for i, (kind, _) in enumerate(events) if kind == "warn")
     assert starts[0] < warned < starts[1]          # from the first trial, before anything else
-    sim, events = Sim(trial_s=10.0), []
+    sim, heard = Sim(trial_s=10.0), Events()
     run_search(new_study(tmp_path, "long"), space=space, topology=topo, evaluate=sim, clock=sim,
                options=SearchOptions(budget_s=1800, min_trial_s=10, patience=100),
-               on_event=lambda kind, **info: events.append((kind, info)))
-    assert not [1 for kind, _ in events if kind == "warn"]
+               progress=heard)
+    assert not [1 for kind, _ in heard.seen if kind == "warn"]
 
 
 class Racing(Sim):
