@@ -14,17 +14,20 @@ import math
 import os
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Callable
+
+import optuna
 
 from .config import DEFAULT_WORKLOAD, Config
 from .dashboard import set_metric_names
 from .errors import AutotuneError, WorkloadError
 from .export.recommendation import save_recommendation
 from .measure.script import check_command, placeholders, restrict_space, takes_seed
-from .measure.script_scan import held_from_scan, scan_command, script_notes, script_settings
+from .measure.script_scan import ScriptScan, held_from_scan, scan_command, script_notes, script_settings
 from .plan.cluster import Cluster
 from .probe.topology import Topology
 from .recommend.choose import recommend, shared_recommendation
+from .recommend.verify import Recommendation
 from .run.idle import IDLE_DEADLINE_S
 from .run.runner import interrupt_on_sigterm, reap_orphans
 from .result import Evaluate
@@ -36,7 +39,7 @@ from .search.budget import BudgetPlan, plan_budget
 from .search.lock import MachineLock
 from .training import QUALITY_SAMPLES
 from .search.loop import run_search
-from .search.options import SearchOptions, SearchResult
+from .search.options import Clock, SearchOptions, SearchResult
 from .search.references import make_sampler
 from .search.shared import StudyLock, Workers
 from .space.resolve import ResolvedSpace, default_space_path, find_space, load_space, resolve
@@ -105,11 +108,11 @@ class SearchRequest:
 @dataclass(frozen=True, kw_only=True)
 class Tuned:
     """What a search found: `summary` is what `autotune search --json` prints."""
-    summary: dict[str, Any]
+    summary: dict[str, object]
     result: SearchResult
-    recommendation: Any                 # recommend.verify.Recommendation | None
+    recommendation: Recommendation | None
     command: str | None
-    stored: dict[str, Any] | None       # another worker's recommendation (shared search)
+    stored: dict[str, object] | None    # another worker's recommendation (shared search)
     overridden: dict[str, str] | None   # script mode: knobs the script overrides
 
 
@@ -169,7 +172,7 @@ class _Job:
     settings: TrialSettings
     budget: BudgetPlan
     batchnorm: bool
-    scan: Any                       # measure.script_scan's scan of the command, or None
+    scan: ScriptScan | None         # the static scan of a script's command
     seeded: bool                    # a script's accuracy gets a noise floor over seeds
     name: str                       # the study's name
     here: Here
@@ -178,7 +181,7 @@ class _Job:
 def search(req: SearchRequest, *, label: str | None = None, topology: Topology | None = None,
            cluster: Cluster | None = None, progress: Progress = SILENT,
            started: float | None = None,
-           evaluate: Evaluate | None = None, clock: Any = None) -> Tuned:
+           evaluate: Evaluate | None = None, clock: Clock | None = None) -> Tuned:
     """One whole search: probe (unless `topology` is given), resolve the space, open or resume
     the study, measure the references and the sampler's trials within the budget, verify and
     store the recommendation with its launch command. `label` (from check_workload) names the
@@ -228,7 +231,7 @@ def search(req: SearchRequest, *, label: str | None = None, topology: Topology |
                  overridden=A.StudyAttrs.of(study).script_overrides if req.script else None)
 
 
-def _time_left(budget_s: float, clock: Any) -> float:
+def _time_left(budget_s: float, clock: Clock) -> float:
     """What the budget has left, keeping 2 s to store the recommendation."""
     return budget_s - clock.elapsed() - 2.0
 
@@ -296,7 +299,9 @@ def _quality_facts(req: SearchRequest) -> tuple[bool, int]:
     return quality_facts(req.workload or DEFAULT_WORKLOAD)
 
 
-def _open_study(storage: Any, req: SearchRequest, job: _Job, held: contextlib.ExitStack):
+def _open_study(storage: optuna.storages.BaseStorage, req: SearchRequest, job: _Job,
+                held: contextlib.ExitStack
+                ) -> tuple[optuna.Study, StudyLock | None, Workers | None, int]:
     """(study, study lock, workers, other workers) for this search. Shared: other searches may
     use this study at once (a database server, or --allow-concurrent on a file); then
     configurations are claimed through the study and one worker verifies. What is taken is
@@ -316,7 +321,8 @@ def _open_study(storage: Any, req: SearchRequest, job: _Job, held: contextlib.Ex
     return study, study_lock, workers, others
 
 
-def _describe(study: Any, req: SearchRequest, job: _Job, cluster: Cluster | None) -> None:
+def _describe(study: optuna.Study, req: SearchRequest, job: _Job,
+              cluster: Cluster | None) -> None:
     """The study's self-description: machine, workload, space and the settings of its trials."""
     describe_study(study, topology=job.topology, workload=job.label,
                    space=job.space.to_json(), settings={
@@ -331,7 +337,8 @@ def _describe(study: Any, req: SearchRequest, job: _Job, cluster: Cluster | None
         A.write_cluster(study, cluster_to_json(cluster))
 
 
-def _announce(progress: Any, storage: Any, job: _Job, workers: Workers | None, others: int,
+def _announce(progress: Progress, storage: optuna.storages.BaseStorage, job: _Job,
+              workers: Workers | None, others: int,
               study_lock: StudyLock | None) -> list[dict[str, str]]:
     """Tell the user what this search does not resume and how it shares; returns the studies of
     this job measured elsewhere (they stay in the storage but are never resumed)."""
@@ -349,7 +356,8 @@ def _announce(progress: Any, storage: Any, job: _Job, workers: Workers | None, o
     return elsewhere
 
 
-def _record_script(study: Any, req: SearchRequest, job: _Job, progress: Any) -> None:
+def _record_script(study: optuna.Study, req: SearchRequest, job: _Job,
+                   progress: Progress) -> None:
     """Script mode: store the command (export fills this template with the tuned values) and
     what the scan of it found."""
     A.write_script(study, command=list(req.script), metric=req.metric,
@@ -379,9 +387,10 @@ def _options(req: SearchRequest, job: _Job) -> SearchOptions:
                          early_stop=req.early_stop and req.script is None)
 
 
-def _recommend(study: Any, result: SearchResult, evaluate: Evaluate, req: SearchRequest,
-               job: _Job, workers: Workers | None, cluster: Cluster | None, *,
-               time_left: Callable[[], float], progress: Any):
+def _recommend(study: optuna.Study, result: SearchResult, evaluate: Evaluate,
+               req: SearchRequest, job: _Job, workers: Workers | None, cluster: Cluster | None,
+               *, time_left: Callable[[], float], progress: Progress
+               ) -> tuple[Recommendation | None, str | None, dict[str, object] | None]:
     """(recommendation, its launch command, another worker's stored recommendation or None):
     verify the best candidates and store the winner; in a shared search only the last worker
     verifies and the others take what it stored."""
@@ -390,7 +399,7 @@ def _recommend(study: Any, result: SearchResult, evaluate: Evaluate, req: Search
               "time_left": time_left, "progress": progress,
               "quality_samples": job.settings.accuracy_samples}
 
-    def save(rec: Any) -> str | None:
+    def save(rec: Recommendation | None) -> str | None:
         return save_recommendation(study, rec, job.topology, job.label, command=req.script,
                                    cluster=cluster)
 
@@ -406,15 +415,17 @@ def _recommend(study: Any, result: SearchResult, evaluate: Evaluate, req: Search
     return rec, command, None
 
 
-def _summary(req: SearchRequest, job: _Job, result: SearchResult, rec: Any,
+def _summary(req: SearchRequest, job: _Job, result: SearchResult, rec: Recommendation | None,
              command: str | None, *, elapsed: float, not_resumed: list[dict[str, str]],
-             study: Any, workers: Workers | None, stored: dict[str, Any] | None) -> dict:
+             study: optuna.Study, workers: Workers | None,
+             stored: dict[str, object] | None) -> dict[str, object]:
     """What `autotune search --json` prints."""
-    summary = {"study": job.name, "storage": redact(req.url), "stop_reason": result.stop_reason,
-               "trials_run": result.measured, "elapsed_s": round(elapsed, 1),
-               "budget_s": req.budget_s, "recommendation": rec.to_json() if rec else None,
-               "command": command, "not_resumed": not_resumed,
-               "overridden_by_script": A.StudyAttrs.of(study).script_overrides}
+    summary: dict[str, object] = {
+        "study": job.name, "storage": redact(req.url), "stop_reason": result.stop_reason,
+        "trials_run": result.measured, "elapsed_s": round(elapsed, 1),
+        "budget_s": req.budget_s, "recommendation": rec.to_json() if rec else None,
+        "command": command, "not_resumed": not_resumed,
+        "overridden_by_script": A.StudyAttrs.of(study).script_overrides}
     if workers is not None:
         summary["worker"] = workers.id
         summary["verified_here"] = stored is None
