@@ -22,8 +22,8 @@ from .config import DEFAULT_WORKLOAD, Config
 from .dashboard import set_metric_names
 from .errors import AutotuneError, WorkloadError
 from .export.recommendation import save_recommendation
-from .measure.script import check_command, placeholders, restrict_space, takes_seed
-from .measure.script_scan import ScriptScan, held_from_scan, scan_command, script_notes, script_settings
+from .script.template import check_command, placeholders, restrict_space, takes_seed
+from .script.scan import ScriptScan, held_from_scan, scan_command, script_notes, script_settings
 from .plan.cluster import Cluster
 from .probe.topology import Topology
 from .recommend.choose import recommend, shared_recommendation

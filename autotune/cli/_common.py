@@ -105,7 +105,7 @@ def accuracy_pattern(args: argparse.Namespace) -> str | None:
 
 def script_settings(args: argparse.Namespace) -> dict:
     """The TrialSettings fields script mode takes from the command line and the script's text."""
-    from ..measure.script_scan import script_settings as from_request
+    from ..script.scan import script_settings as from_request
     return from_request(argparse.Namespace(script=getattr(args, "script", None),
                                            metric=args.metric, accuracy=accuracy_pattern(args),
                                            lower_is_better=args.lower_is_better))

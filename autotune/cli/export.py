@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     template = attrs.script_command
     script = {}
     if template:  # script mode: the user's own invocation, with the tuned values filled in
-        from ..measure.script import fill
+        from ..script.template import fill
         program = fill(tuple(template), config)
         script = script_launch(attrs)
     else:

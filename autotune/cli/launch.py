@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     from ..export.launch import exit_code
     from ..run.runner import free_port
     from ..run.attached import run_attached
-    from ..measure.script import check_command
+    from ..script.template import check_command
     if args.check_seconds < 0:
         raise ConfigError(f"--check-seconds {args.check_seconds:g}: must be 0 (no check) or more")
     if args.config and args.storage:
@@ -152,8 +152,8 @@ _INTERVAL_S = 0.5   # one /proc walk per rank per interval, taken from the train
 
 def _scan(command, tuned):
     """What the script's own text overrides, and whether it takes --local-rank, as the search's
-    script mode reads it (measure/script_scan.py)."""
-    from ..measure.script_scan import ScriptScan, scan_command
+    script mode reads it (script/scan.py)."""
+    from ..script.scan import ScriptScan, scan_command
     command = command if command is not None else tuned.program
     return scan_command(tuple(command)) if command else ScriptScan(path=None)
 

@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
             print(plan.describe())
         return 0
     if settings.command:
-        from ..measure.script_scan import scan_command
+        from ..script.scan import scan_command
         warning = scan_command(settings.command).warning()
         if warning:
             print(warning, file=sys.stderr)

@@ -110,7 +110,7 @@ def _check_trusted(args: argparse.Namespace, attrs, name: str) -> None:
 
 def _settings(attrs, args: argparse.Namespace):
     """The search's trial settings, from the study: its workload or script, its timed window."""
-    from ..measure.script_scan import script_settings
+    from ..script.scan import script_settings
     from ..config import DEFAULT_WORKLOAD
     from ..plan.launch_plan import TARGET_SECONDS
     from ..run.trial import TrialSettings

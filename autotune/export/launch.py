@@ -23,7 +23,7 @@ from ..errors import ConfigError, StorageError
 from ..plan.build import build_plan
 from ..plan.feasible import infeasible_reason
 from ..plan.launch_plan import LaunchPlan
-from ..measure.script import fill, placeholders
+from ..script.template import fill, placeholders
 from ..config import IN_PROCESS_KNOBS, changed_knobs
 from ..probe.topology import Topology
 from ..study.attrs import StudyAttrs

@@ -28,7 +28,8 @@ from .idle import IDLE_DEADLINE_S
 from .classify import abort_in_teardown
 from .runner import free_port, run_plan
 from .rank_output import read_tail
-from ..measure.script import SEED_ENV, ScriptMetric, fill
+from ..measure.script import ScriptMetric
+from ..script.template import SEED_ENV, fill
 from .bounded import last_metric_end, score_output
 from ..probe.topology import Topology
 from ..training import QUALITY_SAMPLES

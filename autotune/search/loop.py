@@ -111,7 +111,7 @@ class _Search:
 
     def hold(self, found: dict[str, str]) -> None:
         """Freeze the knobs a script overrides (changes `space`, `distributions`, `overrides`)."""
-        from ..measure.script import freeze
+        from ..script.template import freeze
         new = {k: v for k, v in found.items() if k not in self.overrides}
         if new:
             self.overrides.update(new)

@@ -15,7 +15,8 @@ import pytest
 
 from autotune.config import Config
 from autotune.errors import WorkloadError
-from autotune.measure.script import fill, placeholders, script_metric
+from autotune.measure.script import script_metric
+from autotune.script.template import fill, placeholders
 
 PLAIN = "benchmarks/workloads/plain_ddp.py"
 METRIC = r"throughput: ([0-9.]+) samples/s"

@@ -171,6 +171,6 @@ def test_the_glossary_explains_every_term_and_the_readme_links_it():
 
 def test_a_placeholder_typo_in_the_command_says_did_you_mean():
     from autotune.errors import WorkloadError
-    from autotune.measure.script import placeholders
+    from autotune.script.template import placeholders
     with pytest.raises(WorkloadError, match=r"\{nprocs\} is not a knob \(did you mean 'nproc'\?\)"):
         placeholders(("python", "train.py", "--ranks", "{nprocs}"))

@@ -17,8 +17,9 @@ from autotune.progress import Silent
 from autotune.export.command import launch_command, render
 from autotune.plan.build import build_plan
 from autotune.probe import probe
-from autotune.measure.script import freeze, metric_values, script_metric
-from autotune.measure.script_scan import scan_command, scan_text
+from autotune.measure.script import metric_values, script_metric
+from autotune.script.template import freeze
+from autotune.script.scan import scan_command, scan_text
 from autotune.search.loop import run_search
 from autotune.study import attrs as A
 from autotune.study.attrs import SCRIPT_OVERRIDES
@@ -310,7 +311,7 @@ def test_report_of_a_script_study_says_what_its_score_is(tmp_path):
 
 
 def test_the_scan_alone_holds_only_what_no_process_shows_and_the_rank_count():
-    from autotune.measure.script_scan import held_from_scan
+    from autotune.script.scan import held_from_scan
     assert held_from_scan(scan_command(("python", str(OWN_THREADS)))) == {
         "kmp_affinity": f"{OWN_THREADS}:13 sets KMP_AFFINITY"}      # threads: seen per trial
     assert set(held_from_scan(scan_command(("python", str(SPAWNS))))) == {"nproc"}
@@ -327,7 +328,7 @@ def test_dashboard_note_of_a_script_study_shows_a_score_not_samples():
 
 def test_a_script_gets_its_seed_through_the_command_or_its_environment(tmp_path):
     from autotune.config import Config
-    from autotune.measure.script import fill, placeholders, takes_seed
+    from autotune.script.template import fill, placeholders, takes_seed
     assert placeholders(("python", "t.py", "--seed", "{seed}", "--threads", "{threads}")) == \
         ["threads"]                                    # {seed} is not a knob
     assert fill(("t.py", "--seed", "{seed}"), Config(), 2) == ("t.py", "--seed", "2")
