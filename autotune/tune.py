@@ -22,8 +22,8 @@ from .config import DEFAULT_WORKLOAD, Config
 from .dashboard import set_metric_names
 from .errors import AutotuneError, WorkloadError
 from .export.recommendation import save_recommendation
-from .script.template import check_command, placeholders, restrict_space, takes_seed
-from .script.scan import ScriptScan, held_from_scan, scan_command, script_notes, script_settings
+from .script.spec import ScriptSpec
+from .script.template import placeholders, restrict_space, takes_seed
 from .plan.cluster import Cluster
 from .probe.topology import Topology
 from .recommend.choose import recommend, shared_recommendation
@@ -60,10 +60,7 @@ class SearchRequest:
     budget_s: float
     workload: str | None = None                 # built-in name or module:function; None:
                                                 # not given (DEFAULT_WORKLOAD, or a script)
-    script: tuple[str, ...] | None = None       # a user's command (script mode)
-    metric: str | None = None
-    accuracy: str | None = None                 # --accuracy REGEX (script mode)
-    lower_is_better: bool = False
+    script: ScriptSpec | None = None            # a user's command (script mode)
     seconds: float | None = None                # timed window; None: from the budget
     results: str = "autotune-results"
     storage: str | None = None                  # None: the SQLite file under `results`
@@ -116,9 +113,7 @@ class Tuned:
     overridden: dict[str, str] | None   # script mode: knobs the script overrides
 
 
-def check_workload(workload: str | None = None, script: tuple[str, ...] | None = None, *,
-                   metric: str | None = None, accuracy: str | None = None,
-                   lower_is_better: bool = False) -> str:
+def check_workload(workload: str | None = None, script: ScriptSpec | None = None) -> str:
     """Validate the workload in this process before any trial; returns its label for studies.
     `workload` None: none was named (the default one, unless a command is given).
 
@@ -126,10 +121,6 @@ def check_workload(workload: str | None = None, script: tuple[str, ...] | None =
     the workload is loaded here once: a typo in `module:function`, an import error or a wrong
     return type is one line at once, not two failed reference trials."""
     if script is None:
-        for given, flag in ((metric, "--metric"), (accuracy, "--accuracy"),
-                            (lower_is_better, "--lower-is-better")):
-            if given:
-                raise WorkloadError(f"{flag} reads a script's output: give the command after `--`")
         workload = workload or DEFAULT_WORKLOAD
         from .worker.workloads import get_workload
         try:
@@ -142,11 +133,12 @@ def check_workload(workload: str | None = None, script: tuple[str, ...] | None =
         return workload
     if workload is not None:
         raise WorkloadError("give either --workload or a command after `--`, not both")
-    check_command(script, metric, accuracy, lower_is_better)
-    named = next((os.path.basename(a) for a in script[1:] if a.endswith(".py")),
-                 os.path.basename(script[0]))
-    digest = hashlib.sha1(repr((script, metric, os.getcwd())).encode()).hexdigest()[:8]
-    if lower_is_better:   # another score for the same numbers: another study
+    script.check()
+    command = script.command
+    named = next((os.path.basename(a) for a in command[1:] if a.endswith(".py")),
+                 os.path.basename(command[0]))
+    digest = hashlib.sha1(repr((command, script.metric, os.getcwd())).encode()).hexdigest()[:8]
+    if script.lower_is_better:   # another score for the same numbers: another study
         digest = hashlib.sha1(f"{digest}:lower".encode()).hexdigest()[:8]
     return f"script-{named}-{digest}"
 
@@ -172,7 +164,6 @@ class _Job:
     settings: TrialSettings
     budget: BudgetPlan
     batchnorm: bool
-    scan: ScriptScan | None         # the static scan of a script's command
     seeded: bool                    # a script's accuracy gets a noise floor over seeds
     name: str                       # the study's name
     here: Here
@@ -241,8 +232,7 @@ def _prepare(req: SearchRequest, *, label: str | None, topology: Topology | None
     """Everything decided before the study opens: the workload's label, the machine, the space
     and the trial settings."""
     if label is None:
-        label = check_workload(req.workload, req.script, metric=req.metric,
-                               accuracy=req.accuracy, lower_is_better=req.lower_is_better)
+        label = check_workload(req.workload, req.script)
     topology = _machine(topology, cluster)
     space, dropped = _space(req, topology, cluster)
     batchnorm, quality_samples = _quality_facts(req)
@@ -252,7 +242,7 @@ def _prepare(req: SearchRequest, *, label: str | None, topology: Topology | None
     # A study across hosts is another study than one on the first host alone.
     name = study_name(label if cluster is None else f"{label}-{len(cluster.hosts)}hosts",
                       topology, space.name, torch=here.torch)
-    settings = TrialSettings(**script_settings(req),
+    settings = TrialSettings(script=req.script,
                              workload=req.workload or DEFAULT_WORKLOAD,
                              target_seconds=req.seconds or budget.target_seconds,
                              results_dir=req.results,
@@ -261,9 +251,9 @@ def _prepare(req: SearchRequest, *, label: str | None, topology: Topology | None
                              cluster=cluster, idle_s=req.idle_timeout)
     return _Job(label=label, topology=topology, space=space, dropped=tuple(dropped),
                 settings=settings, budget=budget, batchnorm=batchnorm,
-                scan=scan_command(req.script) if req.script else None,
                 # A script's --accuracy gets a noise floor over seeds when it can take a seed.
-                seeded=bool(req.script and req.accuracy and takes_seed(req.script)),
+                seeded=bool(req.script and req.script.accuracy
+                            and takes_seed(req.script.command)),
                 name=name, here=here)
 
 
@@ -287,7 +277,7 @@ def _space(req: SearchRequest, topology: Topology,
     if cluster is not None:
         space = space.across(len(cluster.hosts))
     if req.script:
-        return restrict_space(space, placeholders(req.script))
+        return restrict_space(space, placeholders(req.script.command))
     return space, []
 
 
@@ -360,13 +350,38 @@ def _record_script(study: optuna.Study, req: SearchRequest, job: _Job,
                    progress: Progress) -> None:
     """Script mode: store the command (export fills this template with the tuned values) and
     what the scan of it found."""
-    A.write_script(study, command=list(req.script), metric=req.metric,
-                   lower_is_better=req.lower_is_better, accuracy=req.accuracy,
-                   scan=job.scan.to_json(), warning=job.scan.warning())
-    script_notes(progress, req, list(job.dropped), job.scan)
-    if req.accuracy and not job.seeded:
+    A.write_script(study, req.script)
+    script_notes(progress, req.script, req.max_accuracy_drop, list(job.dropped))
+    if req.script.accuracy and not job.seeded:
         A.write_script_noise_floor(study, {"note": NO_SEED_NOTE})
         progress.note(NO_SEED_NOTE)
+
+
+def script_notes(progress: Progress, script: ScriptSpec, max_accuracy_drop: float,
+                 dropped: list[str]) -> None:
+    """What a script-mode search will measure, said once before the first trial."""
+    scan = script.scan
+    if scan.warning():
+        # One warning, before the first trial; stored so `report` and the dashboard show it.
+        progress.warn(scan.warning())
+    if scan.self_launching:
+        progress.note("the script starts its own workers: autotune launches it once (nproc=1) "
+                      "and tunes the environment, binding and libraries its workers inherit")
+    if script.metric:
+        order = "lower is better: a time or a loss" if script.lower_is_better else "higher is better"
+        progress.note("metric: autotune.report_metrics() if the script calls it, else the "
+                      f"median of --metric {script.metric!r} over rank 0's output ({order})")
+    else:
+        progress.note("metric: autotune.report_metrics() if the script calls it; otherwise each "
+                      "trial is scored by its wall time for the whole run, start-up included, "
+                      "printed in seconds per run -- the WEAKEST measure (valid only for a fixed "
+                      "amount of work); pass --metric REGEX or call autotune.report_metrics() for "
+                      "a real throughput")
+    if script.accuracy:
+        progress.note(f"accuracy: the last match of --accuracy {script.accuracy!r}, held to "
+                      f"--max-accuracy-drop {max_accuracy_drop} points")
+    if dropped:
+        progress.note(f"not tuned (the command has no placeholder for them): {', '.join(dropped)}")
 
 
 def _options(req: SearchRequest, job: _Job) -> SearchOptions:
@@ -377,8 +392,9 @@ def _options(req: SearchRequest, job: _Job) -> SearchOptions:
                          max_accuracy_drop=req.max_accuracy_drop, seed=req.seed,
                          max_trials=req.max_trials,
                          reported_accuracy=req.script is not None,
-                         accuracy_required=req.accuracy is not None,
-                         overridden=held_from_scan(job.scan),
+                         accuracy_required=req.script is not None
+                         and req.script.accuracy is not None,
+                         overridden=req.script.held() if req.script else {},
                          batchnorm=job.batchnorm,
                          quality_seeds=tuple(range(req.quality_seeds)),
                          quality_samples=job.settings.accuracy_samples,
@@ -400,7 +416,8 @@ def _recommend(study: optuna.Study, result: SearchResult, evaluate: Evaluate,
               "quality_samples": job.settings.accuracy_samples}
 
     def save(rec: Recommendation | None) -> str | None:
-        return save_recommendation(study, rec, job.topology, job.label, command=req.script,
+        return save_recommendation(study, rec, job.topology, job.label,
+                                   command=req.script.command if req.script else None,
                                    cluster=cluster)
 
     if workers is None:

@@ -7,6 +7,7 @@ from ..config import BUILTIN_WORKLOADS, DEFAULT_WORKLOAD
 from ..plan.launch_plan import TARGET_SECONDS
 from ..probe.topology import Topology
 from ..run.trial import TrialSettings
+from ..script.spec import ScriptSpec, script_from_flags
 
 
 def positive_float(text: str) -> float:
@@ -83,16 +84,23 @@ ACCURACY_HELP = ("with `-- CMD`: a pattern over rank 0's output whose (group) is
                  "match counts; matched line by line, as --metric)")
 
 
-def check_workload_args(args: argparse.Namespace) -> str:
+def script_of(args: argparse.Namespace) -> ScriptSpec | None:
+    """The command after `--` with its --metric, --accuracy and --lower-is-better, scanned once
+    (None without a command, where those flags are refused)."""
+    return script_from_flags(getattr(args, "script", None), metric=args.metric,
+                             accuracy=accuracy_pattern(args), lower_is_better=args.lower_is_better)
+
+
+def check_workload_args(args: argparse.Namespace, script: ScriptSpec | None) -> str:
     """The workload of `run`, `compare` and `search`, checked before any trial (tune.check_workload);
     returns its label for studies."""
     from ..tune import check_workload
-    return check_workload(args.workload, getattr(args, "script", None), metric=args.metric,
-                          accuracy=accuracy_pattern(args), lower_is_better=args.lower_is_better)
+    return check_workload(args.workload, script)
 
 
-def settings_from_args(args: argparse.Namespace, **overrides) -> TrialSettings:
-    return TrialSettings(**{**script_settings(args), "workload": args.workload or DEFAULT_WORKLOAD,
+def settings_from_args(args: argparse.Namespace, script: ScriptSpec | None,
+                       **overrides) -> TrialSettings:
+    return TrialSettings(**{"script": script, "workload": args.workload or DEFAULT_WORKLOAD,
                             "target_seconds": args.seconds, "results_dir": args.results,
                             "idle_s": args.idle_timeout, **overrides})
 
@@ -101,14 +109,6 @@ def accuracy_pattern(args: argparse.Namespace) -> str | None:
     """--accuracy REGEX (`run --accuracy` alone asks the built-in workload for its accuracy)."""
     value = getattr(args, "accuracy", None)
     return value if isinstance(value, str) else None
-
-
-def script_settings(args: argparse.Namespace) -> dict:
-    """The TrialSettings fields script mode takes from the command line and the script's text."""
-    from ..script.scan import script_settings as from_request
-    return from_request(argparse.Namespace(script=getattr(args, "script", None),
-                                           metric=args.metric, accuracy=accuracy_pattern(args),
-                                           lower_is_better=args.lower_is_better))
 
 
 def load_topology(sysfs_root: str | None) -> Topology:

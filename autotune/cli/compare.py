@@ -28,7 +28,7 @@ from ..plan.feasible import infeasible_reason
 from ..progress import Silent
 from ..run.trial import live_evaluator
 from ._common import (add_workload_args, check_workload_args, int_at_least, load_topology,
-                      positive_float, settings_from_args)
+                      positive_float, script_of, settings_from_args)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -49,13 +49,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     a = parse_sets(args.set + args.a)
     b = parse_sets(args.set + args.b)
-    check_workload_args(args)
+    script = script_of(args)
+    check_workload_args(args, script)
     topology = load_topology(None)
     for side, config in (("A", a), ("B", b)):
         why = infeasible_reason(config, topology)
         if why:
             raise ConfigError(f"configuration {side} cannot run here: {why}")
-    settings = settings_from_args(args, timeout_s=args.timeout)
+    settings = settings_from_args(args, script, timeout_s=args.timeout)
     evaluate = live_evaluator(topology, settings, adapt_timeout=False)
 
     class Rounds(Silent):
@@ -66,5 +67,5 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.to_json()))
     else:
-        print(describe(result, "samples/s" if settings.command is None else "per s (metric)"))
+        print(describe(result, "samples/s" if settings.script is None else "per s (metric)"))
     return 0 if result.stats is not None else 1

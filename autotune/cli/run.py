@@ -28,7 +28,7 @@ from ..run.trial import TrialSettings, plan_trial, run_trial
 from ..measure.script import SOURCES
 from ._hosts import add_host_args, cluster_from_args
 from ._common import (add_workload_args, check_workload_args, describe_measurement, load_topology,
-                      positive_float, settings_from_args, ACCURACY_HELP)
+                      positive_float, script_of, settings_from_args, ACCURACY_HELP)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -64,7 +64,8 @@ def run(args: argparse.Namespace) -> int:
     config = parse_sets(args.set)
     if args.sysfs_root and not args.dry_run:
         raise ConfigError("--sysfs-root plans against another machine; add --dry-run")
-    check_workload_args(args)
+    script = script_of(args)
+    check_workload_args(args, script)
     cluster = cluster_from_args(args)
     if cluster is not None and args.sysfs_root:
         raise ConfigError("--sysfs-root plans one captured machine; not with --hosts")
@@ -77,7 +78,8 @@ def run(args: argparse.Namespace) -> int:
         where = f"the machine in {args.sysfs_root}" if args.sysfs_root else \
             "these hosts" if cluster else "this machine"
         raise ConfigError(f"--set: {reason} (on {where})")
-    settings: TrialSettings = settings_from_args(args, timeout_s=args.timeout, cluster=cluster)
+    settings: TrialSettings = settings_from_args(args, script, timeout_s=args.timeout,
+                                                 cluster=cluster)
     if args.dry_run:
         if args.sysfs_root:   # a capture without its capabilities: say what was assumed
             from ..probe.captured import CAPABILITIES
@@ -93,18 +95,17 @@ def run(args: argparse.Namespace) -> int:
         else:
             print(plan.describe())
         return 0
-    if settings.command:
-        from ..script.scan import scan_command
-        warning = scan_command(settings.command).warning()
+    if script is not None:
+        warning = script.scan.warning()
         if warning:
             print(warning, file=sys.stderr)
-        if settings.self_launching:
+        if script.self_launching:
             print("note: the script starts its own workers: autotune launches it once",
                   file=sys.stderr)
     out = run_trial(config, topology, settings)
-    script = settings.command is not None   # a script reports its accuracy with its speed, if at all
+    # a script reports its accuracy with its speed, if at all
     acc = (run_trial(config, topology, settings, mode="accuracy")
-           if args.accuracy is True and out.ok and not script else None)
+           if args.accuracy is True and out.ok and script is None else None)
     if args.json:
         print(json.dumps(_as_json(config, out, acc), default=str))
     else:

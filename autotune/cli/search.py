@@ -38,8 +38,8 @@ from ..run.trials_dir import DEFAULT_KEEP as DEFAULT_KEEP_TRIALS
 from ..search.options import GUIDES
 from ..study.storage import redact
 from ..tune import SearchRequest, search
-from ._common import (ACCURACY_HELP, accuracy_pattern, add_storage_arg, add_workload_args,
-                      check_workload_args, int_at_least, load_topology, positive_float)
+from ._common import (ACCURACY_HELP, add_storage_arg, add_workload_args, check_workload_args,
+                      int_at_least, load_topology, positive_float, script_of)
 from ._hosts import add_host_args, cluster_from_args
 from ._progress import Progress
 
@@ -127,9 +127,7 @@ def keep_trials(text: str) -> int | None:
 def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     req = SearchRequest(budget_s=parse_budget(args.budget), workload=args.workload,
-                        script=tuple(args.script) if args.script else None, metric=args.metric,
-                        accuracy=accuracy_pattern(args), lower_is_better=args.lower_is_better,
-                        seconds=args.seconds, results=args.results, storage=args.storage,
+                        script=script_of(args), seconds=args.seconds, results=args.results, storage=args.storage,
                         space=args.space, max_accuracy_drop=args.max_accuracy_drop,
                         quality_seeds=args.quality_seeds, quality_samples=args.quality_samples,
                         seed=args.seed, max_trials=args.max_trials,
@@ -138,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
                         allow_concurrent=args.allow_concurrent, idle_timeout=args.idle_timeout,
                         guide=args.guide, early_stop=args.early_stop,
                         keep_trials=args.keep_trials)
-    label = check_workload_args(args)
+    label = check_workload_args(args, req.script)
     progress = Progress(budget_s=req.budget_s, quiet=args.quiet, started=started)
     try:
         with progress:   # at a terminal, the live bar runs from the probe to the verdict

@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
             study, args.storage or default_storage(args.results), measured, result,
             lambda rec: save_recommendation(study, rec, topology,
                                             attrs.workload or settings.workload,
-                                            command=settings.command))
+                                            command=settings.script and settings.script.command))
     rec = result.recommendation
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
@@ -110,16 +110,10 @@ def _check_trusted(args: argparse.Namespace, attrs, name: str) -> None:
 
 def _settings(attrs, args: argparse.Namespace):
     """The search's trial settings, from the study: its workload or script, its timed window."""
-    from ..script.scan import script_settings
     from ..config import DEFAULT_WORKLOAD
     from ..plan.launch_plan import TARGET_SECONDS
     from ..run.trial import TrialSettings
-    script = attrs.script_command
-    req = argparse.Namespace(script=tuple(script) if script else None,
-                             metric=attrs.script_metric,
-                             accuracy=attrs.script_accuracy,
-                             lower_is_better=attrs.script_lower_is_better)
     stored = attrs.settings
-    return TrialSettings(**script_settings(req), workload=attrs.workload or DEFAULT_WORKLOAD,
+    return TrialSettings(script=attrs.script(), workload=attrs.workload or DEFAULT_WORKLOAD,
                          target_seconds=float(stored.get("target_seconds") or TARGET_SECONDS),
                          results_dir=args.results, idle_s=args.idle_timeout)

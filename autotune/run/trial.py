@@ -29,6 +29,7 @@ from .classify import abort_in_teardown
 from .runner import free_port, run_plan
 from .rank_output import read_tail
 from ..measure.script import ScriptMetric
+from ..script.spec import ScriptSpec
 from ..script.template import SEED_ENV, fill
 from .bounded import last_metric_end, score_output
 from ..probe.topology import Topology
@@ -55,12 +56,7 @@ class TrialSettings:
     grace_s: float = KILL_GRACE_S
     results_dir: str = "autotune-results"
     # Script mode: the user's command with {knob} placeholders replaces the built-in worker.
-    command: tuple[str, ...] | None = None
-    metric: str | None = None             # regex over rank 0's output (script mode)
-    accuracy: str | None = None           # regex of the script's accuracy (script mode)
-    lower_is_better: bool = False         # the --metric number is a time or a loss
-    local_rank_arg: str | None = None     # the script takes --local-rank: each rank gets its own
-    self_launching: bool = False          # the script starts its own workers: launch it once
+    script: ScriptSpec | None = None
     cluster: "Cluster | None" = None      # the hosts a trial spans (None: this machine only)
     # A rank idle this long after another exited cleanly is stuck in teardown and ended
     # (run/idle.py); 0: never.
@@ -76,7 +72,7 @@ def plan_trial(config: Config, topology: Topology, settings: TrialSettings, *,
                seed: int = 0) -> LaunchPlan:
     trial_id = trial_id or f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
     workdir = os.path.abspath(os.path.join(settings.results_dir, "trials", trial_id))
-    program = fill(settings.command, config, seed) if settings.command else None
+    program = fill(settings.script.command, config, seed) if settings.script else None
     if settings.cluster is not None:
         from ..plan.cluster import build_cluster_plan
         from .remote import free_port_on
@@ -98,7 +94,7 @@ def plan_trial(config: Config, topology: Topology, settings: TrialSettings, *,
                       timeout_s=settings.timeout_s, grace_s=settings.grace_s, mode=mode,
                       target_seconds=settings.target_seconds, warmup_steps=settings.warmup_steps,
                       accuracy_samples=settings.accuracy_samples, trial_id=trial_id, seed=seed,
-                      local_rank_arg=settings.local_rank_arg,
+                      local_rank_arg=settings.script.local_rank_arg if settings.script else None,
                       leader_throughput=settings.leader_throughput)
     if not plan.script:
         return plan
@@ -125,7 +121,7 @@ def run_trial(config: Config, topology: Topology, settings: TrialSettings, *,
     """Run one configuration: what the trial yields. Never raises for a failing trial: the
     failure is the result."""
     reason = trial_infeasible(config, topology, settings)
-    if not reason and settings.self_launching and config.nproc > 1:
+    if not reason and settings.script and settings.script.self_launching and config.nproc > 1:
         reason = (f"nproc={config.nproc}: the script starts its own workers, so autotune launches "
                   "it once (more copies would oversubscribe the cores)")
     try:
@@ -135,7 +131,7 @@ def run_trial(config: Config, topology: Topology, settings: TrialSettings, *,
         reason = str(exc)
     if plan is None:
         return TrialResult(outcome=Outcome.INFEASIBLE, reason=reason, mode=mode,
-                           metric_source="worker" if settings.command else None)
+                           metric_source="worker" if settings.script else None)
     if plan.launchers:   # across hosts: the launchers start the ranks there
         from .remote import run_cluster_plan
         run = run_cluster_plan(plan)
@@ -201,10 +197,11 @@ def _script_measured(plan: LaunchPlan, run: RunResult, settings: TrialSettings
     with contextlib.suppress(OSError, ValueError):
         with open(rank0.env["AUTOTUNE_REPORT"], encoding="utf-8") as f:
             report = json.load(f)
+    script = settings.script
     try:
         sm = score_output(report=report if isinstance(report, dict) else None, log_text=log_text,
-                          metric=settings.metric, wall_seconds=run.wall_seconds,
-                          accuracy=settings.accuracy, lower_is_better=settings.lower_is_better)
+                          metric=script.metric, wall_seconds=run.wall_seconds,
+                          accuracy=script.accuracy, lower_is_better=script.lower_is_better)
     except WorkloadError as exc:   # a pattern past its deadline fails the trial, not the search
         sm = ScriptMetric(value=None, source="pattern", problem=str(exc))
     if sm.value is None:
@@ -225,9 +222,10 @@ def _aborted_in_teardown(run: RunResult, plan: LaunchPlan, settings: TrialSettin
     """A crash that was only SIGABRT after rank 0's last --metric line counts as ok, with a note
     (gloo aborts in teardown now and then; the training was measured in full)."""
     last = None
-    if run.outcome == Outcome.CRASH and settings.metric is not None:
+    metric = settings.script.metric if settings.script else None
+    if run.outcome == Outcome.CRASH and metric is not None:
         try:
-            last = last_metric_end(log_text, settings.metric)
+            last = last_metric_end(log_text, metric)
         except WorkloadError:      # past its deadline: the crash stands as it was
             return run
     note = abort_in_teardown(
@@ -251,7 +249,7 @@ def live_evaluator(topology: Topology, settings: TrialSettings, *,
 
     def evaluate(config: Config, mode: str, *, seed: int = 0, samples: int | None = None,
                  leader: float | None = None) -> TrialResult:
-        if mode == "accuracy" and settings.command:
+        if mode == "accuracy" and settings.script:
             # A script is not rerun for accuracy: what it reported alongside its speed stands.
             return TrialResult(outcome=Outcome.OK, accuracy=script_accuracy.get(config.key()))
         timeout = state["timeout"]
@@ -264,7 +262,7 @@ def live_evaluator(topology: Topology, settings: TrialSettings, *,
                                accuracy_samples=samples or settings.accuracy_samples,
                                leader_throughput=leader)
         out = run_trial(config, topology, run_settings, mode=mode, seed=seed)
-        if settings.command:
+        if settings.script:
             script_accuracy[config.key()] = out.accuracy if out.ok else None
         if out.ok and mode == "throughput":
             speed[config.key()] = out.throughput

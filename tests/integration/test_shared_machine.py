@@ -164,9 +164,11 @@ def test_a_backtracking_metric_fails_the_trial_instead_of_hanging_the_search(tmp
     from autotune.config import Config
     from autotune.probe import probe
     from autotune.run.trial import TrialSettings, run_trial
+    from autotune.script.spec import ScriptSpec
     script = tmp_path / "job.py"
     script.write_text('print("a" * 60 + "!", flush=True)\nprint("throughput: 5", flush=True)\n')
-    settings = TrialSettings(command=(sys.executable, str(script)), metric="(a+)+$",
+    settings = TrialSettings(script=ScriptSpec.scanned((sys.executable, str(script)),
+                                                       metric="(a+)+$"),
                              results_dir=str(tmp_path / "res"), timeout_s=60)
     res = run_trial(Config(nproc=1), probe(), settings)
     assert res.outcome == "workload_error"

@@ -15,6 +15,7 @@ from autotune.cli import main
 from autotune.config import Config
 from autotune.result import Outcome
 from autotune.run.trial import TrialSettings, live_evaluator
+from autotune.script.spec import ScriptSpec
 from results_study import live_topology, study_copy
 
 IDLE_S = 3
@@ -79,8 +80,9 @@ def test_launch_leaves_a_rank_that_is_still_computing(tmp_path, capsys):
 
 
 def _trial(tmp_path: Path, body: str):
-    settings = TrialSettings(command=(sys.executable, _script(tmp_path, body)),
-                             metric=r"throughput: ([0-9.]+)", results_dir=str(tmp_path / "res"),
+    script = ScriptSpec.scanned((sys.executable, _script(tmp_path, body)),
+                                metric=r"throughput: ([0-9.]+)")
+    settings = TrialSettings(script=script, results_dir=str(tmp_path / "res"),
                              timeout_s=60, grace_s=GRACE_S, idle_s=IDLE_S)
     evaluate = live_evaluator(live_topology(), settings, adapt_timeout=False)
     start = time.monotonic()

@@ -19,7 +19,8 @@ from autotune.plan.build import build_plan
 from autotune.probe import probe
 from autotune.measure.script import metric_values, script_metric
 from autotune.script.template import freeze
-from autotune.script.scan import scan_command, scan_text
+from autotune.script.scan import ScriptScan, scan_command, scan_text
+from autotune.script.spec import ScriptSpec
 from autotune.search.loop import run_search
 from autotune.study import attrs as A
 from autotune.study.attrs import SCRIPT_OVERRIDES
@@ -234,8 +235,9 @@ def test_script_ranks_get_torchrun_env_and_their_own_local_rank(topo, tmp_path):
 
 
 def test_a_self_launching_script_is_never_multiplied(topo, tmp_path):
-    settings = TrialSettings(command=("python", str(SPAWNS)), results_dir=str(tmp_path),
-                             self_launching=True)
+    settings = TrialSettings(script=ScriptSpec.scanned(("python", str(SPAWNS))),
+                             results_dir=str(tmp_path))
+    assert settings.script.self_launching
     out = run_trial(Config(nproc=2, threads=1), topo, settings)
     assert out.outcome == Outcome.INFEASIBLE and "starts its own workers" in out.reason
     assert len(plan_trial(Config(threads=1), topo, settings).ranks) == 1
@@ -304,18 +306,16 @@ def test_report_of_a_script_study_says_what_its_score_is(tmp_path):
     assert "1 / wall seconds" in script_facts({A.SCRIPT_COMMAND: ["x"]})["script_notes"][0]
     assert script_facts({}) == {} and "score" in _table([], "score")[0]
     study = open_study(open_storage(f"sqlite:///{tmp_path}/s.db"), "s", sampler=make_sampler(0))
-    A.write_script(study, command=["python", "t.py"], metric=None, lower_is_better=False,
-                   accuracy=None, scan={}, warning=None)
+    A.write_script(study, ScriptSpec(command=("python", "t.py"), scan=ScriptScan(path="t.py")))
     report = build_report(study)
     assert report.unit == "score" and "samples/s" not in report.text()
 
 
 def test_the_scan_alone_holds_only_what_no_process_shows_and_the_rank_count():
-    from autotune.script.scan import held_from_scan
-    assert held_from_scan(scan_command(("python", str(OWN_THREADS)))) == {
+    assert ScriptSpec.scanned(("python", str(OWN_THREADS))).held() == {
         "kmp_affinity": f"{OWN_THREADS}:13 sets KMP_AFFINITY"}      # threads: seen per trial
-    assert set(held_from_scan(scan_command(("python", str(SPAWNS))))) == {"nproc"}
-    assert held_from_scan(None) == {}
+    assert set(ScriptSpec.scanned(("python", str(SPAWNS))).held()) == {"nproc"}
+    assert ScriptSpec.scanned(("python", "missing.py")).held() == {}
 
 
 def test_dashboard_note_of_a_script_study_shows_a_score_not_samples():
