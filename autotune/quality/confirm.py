@@ -74,3 +74,28 @@ def confirmation_reserve(book: QualityBook) -> float:
     default's side of it, twice."""
     return 2 * (book.run_seconds(book.base) or 0.0) * len(CONFIRM_SEEDS)
 
+
+class Confirmation:
+    """The confirmation as the recommender sees it: one verdict per math class (a class is
+    confirmed once), what verification must leave for it, and the noise floor it stands on."""
+
+    def __init__(self, book: QualityBook, *, time_left: Callable[[], float], samples: int,
+                 progress: Progress = SILENT) -> None:
+        self.book, self.time_left, self.samples, self.progress = book, time_left, samples, progress
+        self._verdicts: dict[str, QualityVerdict] = {}
+
+    def verdict(self, config: Config) -> QualityVerdict:
+        cls = self.book.class_of(config)
+        if cls not in self._verdicts:
+            self._verdicts[cls] = confirm_quality(self.book, config, time_left=self.time_left,
+                                                  samples=self.samples, progress=self.progress)
+        return self._verdicts[cls]
+
+    def reserve(self) -> float:
+        """Seconds verification rounds past the asked ones must leave (confirmation_reserve)."""
+        return confirmation_reserve(self.book)
+
+    def noise_floor(self) -> str | None:
+        """The default launch's quality over its seeds, as the recommendation shows it."""
+        d = self.book.default_sample()
+        return f"default launch quality {d.describe()} over {d.n} seeds" if d else None

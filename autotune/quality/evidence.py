@@ -19,6 +19,7 @@ from ..progress import SILENT, Progress
 from ..result import Outcome
 from .gate import GateResult, Sample, gate
 from .goodput import NoiseScale, noise_scale
+from .verdict import QualityStatus, QualityVerdict, gate_status
 from .math_class import math_class
 from ..study import attrs as A
 
@@ -101,7 +102,24 @@ class QualityBook:
         self.batchnorm, self.tolerance_pp, self.seeds = batchnorm, tolerance_pp, seeds
         self.lower_is_better = lower_is_better
         self.base = base or Config()
-        self.classes = stored_classes(study.user_attrs)
+        self.classes: dict[str, ClassEvidence] = {}
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Read the evidence stored on the study again (other workers, or a later run, may
+        have added classes and seeds since)."""
+        self.classes.update(stored_classes(A.StudyAttrs.of(self.study)))
+
+    def verdict(self, config: Config) -> QualityVerdict:
+        """The verdict for `config`'s class on the evidence held now."""
+        ev, gated = self.evidence(config), self.gate_result(config)
+        cls = self.class_of(config)
+        if ev is not None and ev.failed and gated is None:
+            return QualityVerdict(status=QualityStatus.FAILED, math_class=cls, why=ev.failed)
+        if gated is None:
+            return QualityVerdict(status=QualityStatus.PENDING, math_class=cls)
+        return QualityVerdict(status=gate_status(gated), math_class=cls,
+                              sample=ev.sample(self.seeds), gate=gated)
 
     def class_of(self, config: Config) -> str:
         return math_class(config, batchnorm=self.batchnorm,
@@ -137,7 +155,7 @@ class QualityBook:
                 return (out.accuracy if ok else None), out.seconds
             if self.claims is not None:   # another worker's run of it is waited for, not repeated
                 self.claims.accuracy(f"{cls}@seed{seed}", run)
-                self.classes.update(stored_classes(self.study.user_attrs))
+                self.refresh()
             else:
                 run()
             if self.classes[cls].failed:
@@ -153,7 +171,7 @@ class QualityBook:
         held = self.claims.lock.held() if self.claims is not None else contextlib.nullcontext()
         with held:
             if self.claims is not None:
-                self.classes.update(stored_classes(self.study.user_attrs))
+                self.refresh()
             ev = self.classes.setdefault(cls, ClassEvidence(math_class=cls,
                                                             config=config.to_dict()))
             ev.runs[seed] = run

@@ -11,9 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..config import Config
 from ..result import StrEnum, TrialResult
-from .evidence import QualityBook
 from .gate import GateResult, Sample, single_run_gate
 
 
@@ -81,18 +79,6 @@ class QualityVerdict:
         if self.gate is not None:
             out["quality_verdict"] = self.gate.describe()
         return out
-
-
-def judge_class(book: QualityBook, config: Config) -> QualityVerdict:
-    """The verdict for `config`'s class on the evidence the book holds now."""
-    ev, gated = book.evidence(config), book.gate_result(config)
-    cls = book.class_of(config)
-    if ev is not None and ev.failed and gated is None:
-        return QualityVerdict(status=QualityStatus.FAILED, math_class=cls, why=ev.failed)
-    if gated is None:
-        return QualityVerdict(status=QualityStatus.PENDING, math_class=cls)
-    return QualityVerdict(status=gate_status(gated), math_class=cls,
-                          sample=ev.sample(book.seeds), gate=gated)
 
 
 def judge_single_run(floor: Sample, accuracy: float, tolerance_pp: float) -> QualityVerdict:

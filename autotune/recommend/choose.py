@@ -8,9 +8,7 @@ import time
 from ..measure.contention import DISTURBED_SHARE
 from ..measure.stats import BUSY_CPU_SHARE
 from ..progress import Progress
-from ..quality.confirm import confirm_quality, confirmation_reserve
-from ..quality.evidence import stored_classes
-from ..quality.verdict import QualityVerdict, judge_class
+from ..quality.confirm import Confirmation
 from ..result import Outcome
 from ..search.shared import Workers
 from ..study.records import Role, records
@@ -48,8 +46,8 @@ def judged(r, book, script_mode: bool):
     worker may have measured its class since it was recorded)."""
     if book is None or script_mode or r.outcome != Outcome.OK:
         return r
-    book.classes.update(stored_classes(book.study.user_attrs))
-    return dataclasses.replace(r, feasible=r.feasible and judge_class(book, r.config).accepted)
+    book.refresh()
+    return dataclasses.replace(r, feasible=r.feasible and book.verdict(r.config).accepted)
 
 
 def recommend(result, evaluate, *, rounds: int, script_mode: bool, time_left, progress: Progress,
@@ -77,28 +75,15 @@ def recommend(result, evaluate, *, rounds: int, script_mode: bool, time_left, pr
     more = f", then up to {limit} while the speedup is unsettled" if limit > rounds else ""
     progress.note(f"verifying {len(candidates)} candidate(s) against the default launch, "
                   f"interleaved: {rounds} round(s){more}")
-    book = result.book if not script_mode else None
-    accept = None
-    if book is not None:
-        # Keep time for the seeded confirmation of a winner that changes the math.
-        answers: dict[str, QualityVerdict] = {}   # one confirmation per math class
-
-        def accept(config):
-            cls = book.class_of(config)
-            if cls not in answers:
-                answers[cls] = confirm_quality(book, config, time_left=time_left,
-                                               samples=quality_samples, progress=progress)
-            return answers[cls]
-    # Rounds past the asked ones must not eat the seeded confirmation of a winner that
-    # changes the math: keep what it would cost.
-    keep_s = 0.0
-    if book is not None:
-        keep_s = confirmation_reserve(book)
+    # A winner that changes the math is confirmed on new seeds (a script's accuracy is judged
+    # per trial); rounds past the asked ones must not eat the time that takes.
+    confirm = None if script_mode or result.book is None else Confirmation(
+        result.book, time_left=time_left, samples=quality_samples, progress=progress)
     rec = verify(candidates, default, evaluate, rounds=rounds, max_rounds=limit,
-                 time_left=time_left,
-                 progress=progress, accept=accept, keep_s=keep_s)
-    if book is not None and book.default_sample() is not None:
-        d = book.default_sample()
-        rec = dataclasses.replace(rec, extra={**rec.extra, "noise_floor":
-                                  f"default launch quality {d.describe()} over {d.n} seeds"})
+                 time_left=time_left, progress=progress,
+                 accept=confirm.verdict if confirm else None,
+                 keep_s=confirm.reserve() if confirm else 0.0)
+    floor = confirm.noise_floor() if confirm else None
+    if floor is not None:
+        rec = dataclasses.replace(rec, extra={**rec.extra, "noise_floor": floor})
     return rec

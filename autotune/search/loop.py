@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 import time
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from typing import Any
 
 import optuna
 from optuna.distributions import CategoricalDistribution
@@ -24,16 +24,15 @@ from ..plan.feasible import ruled_out
 from ..probe.topology import Topology
 from ..quality.confirm import confirmation_cost
 from ..quality.evidence import QualityBook
-from ..quality.script_floor import measure_script_floor, stored_script_floor
-from ..quality.verdict import (QualityStatus, QualityVerdict, accuracy_violation, judge_class,
-                               judge_single_run)
+from ..quality.script_floor import judge_reported, measure_script_floor, stored_script_floor
+from ..quality.verdict import QualityStatus, QualityVerdict
 from ..result import Evaluate, Outcome, TrialResult
 from ..study import attrs as A
 from ..study.records import Record, Role, record_trial, records
 from ..study.owners import claim_trial
-from .budget import phase_costs, too_short
+from .budget import phase_costs, too_short, verify_reserve
 from .options import Clock, SearchOptions, SearchResult
-from .guide import Descent, first_guess, params_of
+from .guide import Guide
 from .lineup import pick_candidates
 from .references import default_launch, launchable_draw, reference_configs, unseen
 from .shared import Claim, ConfigClaims, StudyLock
@@ -148,22 +147,18 @@ class _Search:
     # ---- time ----------------------------------------------------------------------------------
 
     def reserve(self) -> float:
-        """Verification needs rounds x (the default launch + today's candidates, search/lineup.py)
-        trials of the length seen so far; a leader that changes the math also needs its seeded
-        confirmation (quality/confirm.py)."""
+        """What verification and a confirmation will need (budget.verify_reserve), from the
+        trials measured so far: the default launch and today's candidates (search/lineup.py),
+        and the accepted leader's seeded confirmation (quality/confirm.py)."""
         o = self.options
-        if not self.durations:
-            return o.verify_reserve_s
-        typical = sorted(self.durations)[len(self.durations) // 2]
-        lineup = 1 + len(pick_candidates(self.known.values(), n=o.verify_configs - 1))
-        need = lineup * o.verify_rounds * typical
-        verify = max(o.verify_reserve_s, min(0.4 * o.budget_s, need))
         lead = max((r for r in self.known.values() if r.feasible and r.throughput
                     and r.result.quality == QualityStatus.ACCEPTED),
                    key=lambda r: r.throughput, default=None)
-        confirm = confirmation_cost(self.book, lead.config if lead else None)
-        # room for two: a class that fails its confirmation hands over to the next class
-        return verify + min(0.25 * o.budget_s, 2 * confirm)
+        return verify_reserve(durations=self.durations, lineup=1 + len(pick_candidates(
+                                  self.known.values(), n=o.verify_configs - 1)),
+                              confirm_s=confirmation_cost(self.book, lead.config if lead else None),
+                              rounds=o.verify_rounds, floor_s=o.verify_reserve_s,
+                              budget_s=o.budget_s)
 
     def left(self) -> float:
         return self.options.budget_s - self.clock.elapsed() - self.reserve()
@@ -236,7 +231,7 @@ class _Search:
         o = self.options
         if o.reported_accuracy:
             runs = max(0, len(o.script_seeds) - 1) \
-                if stored_script_floor(self.study.user_attrs) is None else 0
+                if stored_script_floor(A.StudyAttrs.of(self.study)) is None else 0
             per_run = ev.seconds
         else:
             runs = len(self.book.missing_seeds(config))
@@ -254,26 +249,21 @@ class _Search:
     def _judge_reported(self, config: Config, role: str,
                         ev: TrialResult) -> tuple[float | None, float, dict[str, Any]]:
         """Script mode: the accuracy the script reported, gated against the default launch's
-        seeds when it has them. Returns (accuracy, violation, the TrialResult fields)."""
+        seeds when it has them (the default launch measures them). Returns (accuracy,
+        violation, the TrialResult fields)."""
         o = self.options
-        acc, violation, judged = ev.accuracy, 0.0, {}
-        base_rec = self.known.get(self.key(self.base))
         if role == Role.DEFAULT:
             floor = measure_script_floor(self.study, self.evaluate, config, ev, o.script_seeds,
                                          time_left=self.left, progress=self.progress)
-            if floor is not None:
-                judged = {"quality_sd": floor.sd, "quality_n": floor.n}
-            return acc, violation, judged
-        floor = stored_script_floor(self.study.user_attrs)
-        # With --accuracy the script promised a number: missing it fails the rule, as a
-        # built-in workload's missing accuracy does.
-        if acc is not None and floor is not None:
-            verdict = judge_single_run(floor, acc, o.max_accuracy_drop)
-            violation, judged = verdict.violation, verdict.trial_fields()
-        elif (acc is not None or o.accuracy_required) and base_rec \
-                and base_rec.accuracy is not None:
-            violation = accuracy_violation(acc, base_rec.accuracy, o.max_accuracy_drop)
-        return acc, violation, judged
+            return ev.accuracy, 0.0, ({"quality_sd": floor.sd, "quality_n": floor.n}
+                                      if floor is not None else {})
+        base = self.known.get(self.key(self.base))
+        floor = stored_script_floor(A.StudyAttrs.of(self.study))
+        violation, judged = judge_reported(ev.accuracy, floor,
+                                           base_accuracy=base.accuracy if base else None,
+                                           max_drop_pp=o.max_accuracy_drop,
+                                           required=o.accuracy_required)
+        return ev.accuracy, violation, judged
 
     def judge(self, config: Config, throughput: float) -> QualityVerdict:
         """Quality of `config`'s math class: measured now when it is the default's class (the
@@ -287,12 +277,12 @@ class _Search:
                 book.measure(base, progress=self.progress)
             if not is_base:
                 book.measure(config, progress=self.progress)
-        return judge_class(book, config)
+        return book.verdict(config)
 
     def rejected(self, config: Config) -> bool:
         """A class the quality gate rejected is no place to look (script mode: the script's
         number, judged per trial)."""
-        return not self.options.reported_accuracy and judge_class(self.book, config).violation > 0
+        return not self.options.reported_accuracy and self.book.verdict(config).violation > 0
 
     # ---- the phases ------------------------------------------------------------------------------
 
@@ -319,8 +309,8 @@ class _Search:
         state = _Sampling(
             rng=random.Random(self.options.seed), best=self.leader(),
             drawn=sum(r.role == Role.SEARCH for r in self.known.values()))
-        guided = _Guide(self.options.guide, self.topology, self.key, ruled_out,
-                        rejected=self.rejected)
+        guided = Guide(self.options.guide, self.topology, self.key, ruled_out,
+                       rejected=self.rejected)
         while True:
             stop = self._stop_reason(state)
             if stop is None and state.repeats >= 3:
@@ -353,7 +343,7 @@ class _Search:
         state.repeats = 0
         return None
 
-    def _propose(self, state: _Sampling, guided: "_Guide") -> None:
+    def _propose(self, state: _Sampling, guided: Guide) -> None:
         """Enqueue the guide's proposal, else (during TPE's start-up) a launchable draw."""
         # shared: what other workers are measuring counts as measured
         proposal = guided.next(self.space, self.known,
@@ -415,7 +405,7 @@ class _Search:
         """`r` judged on the quality evidence stored now."""
         if r.outcome != Outcome.OK or r.result.metric_source:
             return r
-        verdict = judge_class(self.book, r.config)
+        verdict = self.book.verdict(r.config)
         return replace(r, result=replace(r.result, accuracy=verdict.mean,
                                          **verdict.trial_fields()),
                        feasible=verdict.violation <= 0 and verdict.status != QualityStatus.PENDING)
@@ -428,45 +418,3 @@ def _fails_on_default(rec: Record) -> WorkloadError:
     tail = " | ".join(lines[-3:]) or rec.reason
     return WorkloadError(f"the workload fails on the default launch ({rec.outcome}: "
                          f"{rec.reason}); last log lines: {tail}")
-
-
-class _Guide:
-    """The hardware's first guess, then (guide "descent") coordinate descent around the leader,
-    until no neighbour is left: then the start-up draws and the sampler's model take over."""
-
-    def __init__(self, mode: str, topology: Topology, key, ruled_out_fn,
-                 rejected: Callable[[Config], bool] = lambda config: False):
-        self.mode, self.topology, self.key, self.ruled_out = mode, topology, key, ruled_out_fn
-        self.rejected = rejected
-        self.descent = Descent(topology) if mode == "descent" else None
-        self.guessed = mode == "none"
-
-    def next(self, space, known: dict[str, Record], busy=()) -> dict[str, Any] | None:
-        busy = set(busy)
-
-        def measured(p: dict[str, Any]) -> bool:
-            k = self.key(space.to_config(p))
-            return k in known or k in busy
-
-        def launchable(p: dict[str, Any]) -> bool:
-            config = space.to_config(p)
-            return self.ruled_out(config, space, self.topology) is None and \
-                not self.rejected(config)
-
-        if not self.guessed:
-            self.guessed = True
-            guess = first_guess(space, self.topology, launchable)
-            if guess is not None and not measured(guess):
-                return guess
-        if self.descent is None:
-            return None
-        # the fastest configuration not rejected on quality, written in the space's knobs
-        for rec in sorted((r for r in known.values() if r.feasible and r.throughput
-                           and not self.rejected(r.config)),
-                          key=lambda r: r.throughput, reverse=True):
-            # as the plan runs it (a reference's automatic threads are a count in the space)
-            lead = params_of(rec.config, space) or params_of(canonical(rec.config, self.topology),
-                                                             space)
-            if lead is not None:
-                return self.descent.propose(space, lead, measured, launchable)
-        return None
