@@ -1,6 +1,6 @@
 """What a long command tells whoever watches it, one method per event: the search's trials and
 quality runs, verification's rounds, notes and warnings. The library calls these methods and
-never prints; the terminal display is cli/_progress.py's, and `Silent` hears nothing.
+never prints; the terminal display is autotune/display/'s, and `Silent` hears nothing.
 """
 from __future__ import annotations
 

@@ -41,7 +41,7 @@ from ..tune import SearchRequest, search
 from ._common import (ACCURACY_HELP, add_storage_arg, add_workload_args, check_workload_args,
                       int_at_least, load_topology, positive_float, script_of)
 from ._hosts import add_host_args, cluster_from_args
-from ._progress import Progress
+from ..display import TerminalProgress
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -137,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
                         guide=args.guide, early_stop=args.early_stop,
                         keep_trials=args.keep_trials)
     label = check_workload_args(args, req.script)
-    progress = Progress(budget_s=req.budget_s, quiet=args.quiet, started=started)
+    progress = TerminalProgress(budget_s=req.budget_s, quiet=args.quiet, started=started)
     try:
         with progress:   # at a terminal, the live bar runs from the probe to the verdict
             cluster = cluster_from_args(args)

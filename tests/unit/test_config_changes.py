@@ -2,7 +2,7 @@
 one function (config.describe_changes) for progress lines, reports, exports and notes."""
 from __future__ import annotations
 
-from autotune.cli._progress import short
+from autotune.display.progress import short
 from autotune.config import Config, changed_knobs, describe_changes
 from autotune.reporting.format import _knobs
 

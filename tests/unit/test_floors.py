@@ -29,7 +29,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("quality",),                              # the accuracy side: evidence, gate, verdict
     ("search",),                               # the loop, its budget and locks
     ("recommend",),                            # verified winner
-    ("dashboard", "export", "reporting"),      # what the user looks at, copies and reads
+    ("dashboard", "export", "reporting", "display"),  # what the user looks at, copies, reads
     ("tune", "workloads"),                     # the library's entry points; the public registry
     ("cli", "__main__"),                       # parse, call, print
 )

@@ -6,8 +6,8 @@ import io
 import re
 import sys
 
-from autotune.cli._live import BarState, render_line, wanted
-from autotune.cli._progress import Progress
+from autotune.display.live import BarState, render_line, wanted
+from autotune.display.progress import TerminalProgress as Progress
 from autotune.config import Config
 from autotune.result import Outcome, TrialResult
 from autotune.study.records import Record, Role
@@ -125,7 +125,7 @@ def test_the_bar_is_only_for_a_person_at_a_terminal(monkeypatch):
 
 
 def test_a_round_past_the_asked_ones_says_why_it_runs():
-    from autotune.cli._progress import round_label
+    from autotune.display.progress import round_label
     assert round_label(2, 3, 12) == "2/3"
     assert round_label(4, 3, 12) == "4 (unsettled, up to 12)"
     assert round_label(1, 1, 1) == "1/1"

@@ -1,7 +1,7 @@
 """Progress of a long search on the terminal: elapsed against budget, trials done and failed,
 best so far against the default launch, and what is running now. Written to stderr so that
 stdout stays clean for `--json`. At a terminal the same lines scroll above a live bar
-(_live.py); anywhere else (a pipe, a file, CI) they are the only output, unchanged. --quiet keeps
+(live.py); anywhere else (a pipe, a file, CI) they are the only output, unchanged. --quiet keeps
 only the warnings (`warn`), at a terminal too."""
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from ..config import Config, describe_changes
 from ..study.records import RUN_CPU_WON, RUN_CPU_WORDS, Record, Role, recommends_run_cpu
 from ..measure.contention import describe_outside, disturbed
 from ..measure.stats import busy
-from ._live import BarState, LiveBar, wanted
+from .live import BarState, LiveBar, wanted
 
 
 def short(config: Config) -> str:
@@ -29,8 +29,8 @@ def round_label(r: int, asked: int, most: int) -> str:
     return f"{r}/{asked}" if r <= asked else f"{r} (unsettled, up to {most})"
 
 
-class Progress:
-    """`live`: draw the bar (None: when `_live.wanted` says a person is watching). Use it as a
+class TerminalProgress:
+    """`live`: draw the bar (None: when `live.wanted` says a person is watching). Use it as a
     context manager around the search: the bar runs between __enter__ and __exit__."""
 
     def __init__(self, *, budget_s: float, quiet: bool = False, started: float | None = None,
@@ -50,7 +50,7 @@ class Progress:
             except ImportError:   # rich missing from a broken install: the plain lines suffice
                 self._live = None
 
-    def __enter__(self) -> "Progress":
+    def __enter__(self) -> "TerminalProgress":
         if self._live is not None:
             self._live.start()
         return self
@@ -92,7 +92,7 @@ class Progress:
             self._print(f"  recovered {stale} trial(s) left running by a killed search (marked interrupted)")
         self.bar.phase = "search"
 
-    # Each event sets the live bar's phase and what runs now (plain fields; see _live.BarState)
+    # Each event sets the live bar's phase and what runs now (plain fields; see live.BarState)
     # and prints its line.
 
     def trial_start(self, *, config: Config, role: str, number: int) -> None:
