@@ -30,7 +30,8 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("search",),                               # the loop, its budget and locks
     ("recommend",),                            # verified winner
     ("dashboard", "export", "reporting", "display"),  # what the user looks at, copies, reads
-    ("tune", "workloads"),                     # the library's entry points; the public registry
+    ("commands",),                             # each command composed: search, launch, verify, ...
+    ("tune", "workloads"),                     # the entry points, one per command; the registry
     ("cli", "__main__"),                       # parse, call, print
 )
 
