@@ -19,16 +19,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
-from ..recommend.compare import compare, describe
 from ..config import parse_sets
-from ..errors import ConfigError
-from ..plan.feasible import infeasible_reason
-from ..progress import Silent
-from ..run.trial import live_evaluator
-from ._common import (add_workload_args, check_workload_args, int_at_least, load_topology,
-                      positive_float, script_of, settings_from_args)
+from ..display import RoundLines
+from ..tune import CompareRequest, compare
+from ._common import add_workload_args, int_at_least, positive_float, workload_of
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -49,23 +44,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     a = parse_sets(args.set + args.a)
     b = parse_sets(args.set + args.b)
-    script = script_of(args)
-    check_workload_args(args, script)
-    topology = load_topology(None)
-    for side, config in (("A", a), ("B", b)):
-        why = infeasible_reason(config, topology)
-        if why:
-            raise ConfigError(f"configuration {side} cannot run here: {why}")
-    settings = settings_from_args(args, script, timeout_s=args.timeout)
-    evaluate = live_evaluator(topology, settings, adapt_timeout=False)
-
-    class Rounds(Silent):
-        def verify_start(self, *, role: str, round: int, rounds: int, **_: object) -> None:
-            print(f"autotune: round {round}/{rounds}: {role}", file=sys.stderr, flush=True)
-
-    result = compare(a, b, evaluate, rounds=args.rounds, progress=Rounds())
+    result = compare(CompareRequest(a=a, b=b, rounds=args.rounds, workload=workload_of(args),
+                                    timeout_s=args.timeout), RoundLines())
     if args.json:
         print(json.dumps(result.to_json()))
     else:
-        print(describe(result, "samples/s" if settings.script is None else "per s (metric)"))
-    return 0 if result.stats is not None else 1
+        print(result.text())
+    return result.exit_code

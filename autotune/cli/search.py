@@ -33,15 +33,11 @@ import json
 import sys
 import time
 
-from ..search.budget import parse_budget
-from ..run.trials_dir import DEFAULT_KEEP as DEFAULT_KEEP_TRIALS
-from ..search.options import GUIDES
-from ..study.storage import redact
-from ..tune import SearchRequest, search
-from ._common import (ACCURACY_HELP, add_storage_arg, add_workload_args, check_workload_args,
-                      int_at_least, load_topology, positive_float, script_of)
-from ._hosts import add_host_args, cluster_from_args
 from ..display import TerminalProgress
+from ..tune import DEFAULT_KEEP_TRIALS, GUIDES, SearchRequest, parse_budget, redact, search
+from ._common import (ACCURACY_HELP, add_storage_arg, add_workload_args, int_at_least,
+                      positive_float, script_of)
+from ._hosts import add_host_args, hosts_of
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -127,23 +123,21 @@ def keep_trials(text: str) -> int | None:
 def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     req = SearchRequest(budget_s=parse_budget(args.budget), workload=args.workload,
-                        script=script_of(args), seconds=args.seconds, results=args.results, storage=args.storage,
-                        space=args.space, max_accuracy_drop=args.max_accuracy_drop,
+                        script=script_of(args), seconds=args.seconds, results=args.results,
+                        storage=args.storage, space=args.space,
+                        max_accuracy_drop=args.max_accuracy_drop,
                         quality_seeds=args.quality_seeds, quality_samples=args.quality_samples,
                         seed=args.seed, max_trials=args.max_trials,
                         verify_rounds=args.verify_rounds, max_verify_rounds=args.max_verify_rounds,
                         trial_timeout=args.trial_timeout,
                         allow_concurrent=args.allow_concurrent, idle_timeout=args.idle_timeout,
                         guide=args.guide, early_stop=args.early_stop,
-                        keep_trials=args.keep_trials)
-    label = check_workload_args(args, req.script)
+                        keep_trials=args.keep_trials, hosts=hosts_of(args))
     progress = TerminalProgress(budget_s=req.budget_s, quiet=args.quiet, started=started)
     try:
         with progress:   # at a terminal, the live bar runs from the probe to the verdict
-            cluster = cluster_from_args(args)
-            topology = cluster.topologies[0] if cluster else load_topology(None)
-            tuned = search(req, label=label, topology=topology, cluster=cluster,
-                           progress=progress, started=started)
+            tuned = search(req, progress=progress, started=started,
+                           say=lambda line: print(line, file=sys.stderr))
     except KeyboardInterrupt as exc:
         print(f"\nautotune: {str(exc) or 'interrupted'}; completed trials are kept in "
               f"{redact(req.url)}. Run the same command to resume.", file=sys.stderr)

@@ -22,14 +22,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 
-from ..errors import ConfigError
-from ..clean import printable
-from ..progress import Silent
+from ..display import RoundLines
+from ..tune import VerifyRequest, parse_budget, verify
 from ._common import (STORED_COMMAND_HELP, add_idle_arg, add_study_args, add_trust_arg,
-                      int_at_least, load_topology, open_study_from_args, storage_url)
+                      int_at_least, study_of)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -46,74 +44,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..export.recommendation import save_recommendation
-    from ..probe import torch_build
-    from ..recommend.reverify import reverify, store_unless_replaced
-    from ..search.lock import MachineLock
-    from ..study.storage import default_storage
-    from ..run.trial import live_evaluator
-    from ..search.budget import parse_budget
-    from ..study.attrs import StudyAttrs
-    from ..study.provenance import Here, why_not_here
     started = time.monotonic()
-    budget_s = parse_budget(args.budget)
-    study, url, _notes = open_study_from_args(args)
-    attrs = StudyAttrs.of(study)
-    _check_trusted(args, attrs, study.study_name)
-    topology = load_topology(None)
-    reason = why_not_here(attrs, Here(topology=topology, torch=torch_build()))
-    if reason:
-        raise ConfigError(f"study {study.study_name} was {reason}; verify re-measures on the "
-                          "machine and torch that measured it (run `autotune search` here)")
-    if attrs.cluster_json:
-        raise ConfigError(f"study {study.study_name} was measured across hosts; `autotune "
-                          "verify` measures this machine only")
-    settings = _settings(attrs, args)
-    evaluate = live_evaluator(topology, settings,
-                              time_left=lambda: budget_s - (time.monotonic() - started))
-
-    class Rounds(Silent):
-        def verify_start(self, *, role: str, round: int, **_: object) -> None:
-            if not args.json:
-                print(f"autotune: round {round}: {role}", file=sys.stderr, flush=True)
-
-    # The search's machine lock: verify times trials too, and must not run beside a search
-    # (whose recommendation it would then overwrite with a figure measured under its load).
-    with MachineLock(topology.fingerprint(), advice="run verify once it has finished"):
-        measured = StudyAttrs.of(study).recommendation
-        result = reverify(study, evaluate, rounds=args.rounds, progress=Rounds(),
-                          time_left=lambda: budget_s - (time.monotonic() - started))
-        result = store_unless_replaced(
-            study, args.storage or default_storage(args.results), measured, result,
-            lambda rec: save_recommendation(study, rec, topology,
-                                            attrs.workload or settings.workload,
-                                            command=settings.script and settings.script.command))
-    rec = result.recommendation
-    if args.json:
-        print(json.dumps(result.to_json(), indent=2))
-        return 0
-    print(printable(rec.headline()))
-    if result.previous:   # the stored headline: shown, never acted on
-        print(printable(f"  before: {result.previous}"))
-    print(f"  stored in {url}" if result.replaces else f"  not stored: {result.why_kept}")
+    req = VerifyRequest(budget_s=parse_budget(args.budget), rounds=args.rounds,
+                        study=study_of(args), trust_study=args.trust_study,
+                        idle_timeout=args.idle_timeout)
+    verified = verify(req, RoundLines(of_rounds=False, quiet=args.json), started=started)
+    print(json.dumps(verified.result.to_json(), indent=2) if args.json else verified.text())
     return 0
-
-
-def _check_trusted(args: argparse.Namespace, attrs, name: str) -> None:
-    """The trials would run the study's script command or import its workload: data someone
-    wrote, run only from a file only this user can write or with --trust-study."""
-    from ..study.trust import check_stored_code, stored_code, storage_file
-    check_stored_code(stored_code(attrs.script_command, attrs.workload), f"study {name}",
-                      storage_file(storage_url(args)), trusted=args.trust_study,
-                      command_hint="")
-
-
-def _settings(attrs, args: argparse.Namespace):
-    """The search's trial settings, from the study: its workload or script, its timed window."""
-    from ..config import DEFAULT_WORKLOAD
-    from ..plan.launch_plan import TARGET_SECONDS
-    from ..run.trial import TrialSettings
-    stored = attrs.settings
-    return TrialSettings(script=attrs.script(), workload=attrs.workload or DEFAULT_WORKLOAD,
-                         target_seconds=float(stored.get("target_seconds") or TARGET_SECONDS),
-                         results_dir=args.results, idle_s=args.idle_timeout)

@@ -32,6 +32,7 @@ from ..search.shared import Workers
 from ..study import attrs as A
 from ..study.owners import fail_stale_running
 from ..study.storage import open_storage, redact
+from .common import Say, quiet
 from .search_job import SearchJob, prepare, search_options
 from .search_request import MonotonicClock, SearchRequest, Tuned
 from .search_study import announce, describe, open_search_study, record_script
@@ -39,19 +40,20 @@ from .search_study import announce, describe, open_search_study, record_script
 
 def search(req: SearchRequest, *, label: str | None = None, topology: Topology | None = None,
            cluster: Cluster | None = None, progress: Progress = SILENT,
-           started: float | None = None,
-           evaluate: Evaluate | None = None, clock: Clock | None = None) -> Tuned:
+           started: float | None = None, evaluate: Evaluate | None = None,
+           clock: Clock | None = None, say: Say = quiet) -> Tuned:
     """One whole search: probe (unless `topology` is given), resolve the space, open or resume
     the study, measure the references and the sampler's trials within the budget, verify and
     store the recommendation with its launch command. `label` (from check_workload) names the
-    study; `cluster` spreads trials over hosts probed beforehand. KeyboardInterrupt propagates
+    study; `cluster` spreads trials over hosts probed beforehand (else the hosts `req.hosts` asks
+    for are probed, saying so through `say`). KeyboardInterrupt propagates
     after the study is left consistent (completed trials kept, the running one interrupted).
 
     `evaluate` measures a configuration (`run.trial.Evaluate`); None: real trials
     (`live_evaluator`). `clock` (an object with `elapsed()`) spends the budget; None: the wall
     clock since `started`. A replay of a recorded landscape passes both and runs in seconds."""
     clock = clock if clock is not None else MonotonicClock(started)
-    job = prepare(req, label=label, topology=topology, cluster=cluster)
+    job = prepare(req, label=label, topology=topology, cluster=cluster, say=say)
     time_left = functools.partial(_time_left, req.budget_s, clock)
     if evaluate is None:
         evaluate = live_evaluator(job.topology, job.settings, time_left=time_left,
@@ -69,7 +71,7 @@ def search(req: SearchRequest, *, label: str | None = None, topology: Topology |
             # what a kill -9 left in /dev/shm, and trial folders beyond --keep-trials
             settle_trials(os.path.join(req.results, "trials"), req.keep_trials)
             stale = fail_stale_running(study)
-            describe(study, req, job, cluster)
+            describe(study, req, job, job.cluster)
             progress.start(name=job.name, storage=redact(req.url), space=job.space, stale=stale,
                            topology=job.topology)
             elsewhere = announce(progress, storage, job, workers, others, study_lock)
@@ -82,7 +84,7 @@ def search(req: SearchRequest, *, label: str | None = None, topology: Topology |
                                 progress=progress, lock=study_lock,
                                 deadline=workers and workers.deadline)
             rec, command, stored = _recommend(study, result, evaluate, req, job, workers,
-                                              cluster, time_left=time_left, progress=progress)
+                                              time_left=time_left, progress=progress)
     summary = _summary(req, job, result, rec, command, elapsed=clock.elapsed(),
                        not_resumed=elsewhere, study=study, workers=workers, stored=stored)
     return Tuned(summary=summary, result=result, recommendation=rec, command=command,
@@ -96,7 +98,7 @@ def _time_left(budget_s: float, clock: Clock) -> float:
 
 
 def _recommend(study: optuna.Study, result: SearchResult, evaluate: Evaluate,
-               req: SearchRequest, job: SearchJob, workers: Workers | None, cluster: Cluster | None,
+               req: SearchRequest, job: SearchJob, workers: Workers | None,
                *, time_left: Callable[[], float], progress: Progress
                ) -> tuple[Recommendation | None, str | None, dict[str, object] | None]:
     """(recommendation, its launch command, another worker's stored recommendation or None):
@@ -110,7 +112,7 @@ def _recommend(study: optuna.Study, result: SearchResult, evaluate: Evaluate,
     def save(rec: Recommendation | None) -> str | None:
         return save_recommendation(study, rec, job.topology, job.label,
                                    command=req.script.command if req.script else None,
-                                   cluster=cluster)
+                                   cluster=job.cluster)
 
     if workers is None:
         rec = recommend(result, evaluate, **choose)

@@ -15,6 +15,8 @@ from ..space.resolve import ResolvedSpace, default_space_path, find_space, load_
 from ..study.provenance import Here
 from ..study.storage import study_name
 from ..training import QUALITY_SAMPLES
+from .common import Say, quiet
+from .hosts import probe_hosts
 from .search_request import SearchRequest, check_workload
 
 
@@ -31,14 +33,17 @@ class SearchJob:
     seeded: bool                    # a script's accuracy gets a noise floor over seeds
     name: str                       # the study's name
     here: Here
+    cluster: Cluster | None         # the hosts trials span (None: this machine)
 
 
 def prepare(req: SearchRequest, *, label: str | None, topology: Topology | None,
-             cluster: Cluster | None) -> SearchJob:
-    """Everything decided before the study opens: the workload's label, the machine, the space
-    and the trial settings."""
+            cluster: Cluster | None, say: Say = quiet) -> SearchJob:
+    """Everything decided before the study opens: the workload's label, the hosts and the
+    machine, the space and the trial settings."""
     if label is None:
         label = check_workload(req.workload, req.script)
+    if cluster is None and topology is None and req.hosts is not None:
+        cluster = probe_hosts(req.hosts, say)
     topology = _machine(topology, cluster)
     space, dropped = _space(req, topology, cluster)
     batchnorm, quality_samples = _quality_facts(req)
@@ -60,7 +65,7 @@ def prepare(req: SearchRequest, *, label: str | None, topology: Topology | None,
                 # A script's --accuracy gets a noise floor over seeds when it can take a seed.
                 seeded=bool(req.script and req.script.accuracy
                             and takes_seed(req.script.command)),
-                name=name, here=here)
+                name=name, here=here, cluster=cluster)
 
 
 def _machine(topology: Topology | None, cluster: Cluster | None) -> Topology:

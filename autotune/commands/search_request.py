@@ -15,6 +15,7 @@ from ..run.idle import IDLE_DEADLINE_S
 from ..run.trials_dir import DEFAULT_KEEP as DEFAULT_KEEP_TRIALS
 from ..script.spec import ScriptSpec
 from ..search.options import SearchResult
+from .hosts import Hosts
 from ..study.storage import default_storage
 
 
@@ -44,6 +45,8 @@ class SearchRequest:
     keep_trials: int | None = DEFAULT_KEEP_TRIALS   # trial folders kept; None: all (trials_dir.py)
     guide: str = "descent"                      # search/guide.py (GUIDES)
     early_stop: bool = True                     # built-in workloads only: measure/early_stop.py
+    # the hosts --hosts, --hostfile or a SLURM allocation ask for; None: this machine only
+    hosts: Hosts | None = None
 
     def __post_init__(self) -> None:
         if not math.isfinite(self.max_accuracy_drop) or self.max_accuracy_drop < 0:

@@ -2,5 +2,6 @@
 terminal, a live bar under them. It implements autotune.progress.Progress; the library calls it,
 the CLI creates it and prints its summary."""
 from .progress import TerminalProgress
+from .rounds import RoundLines
 
-__all__ = ["TerminalProgress"]
+__all__ = ["RoundLines", "TerminalProgress"]

@@ -105,3 +105,16 @@ def test_every_kind_of_import_is_read(tmp_path, source, expected):
     graph = imports(root)
     assert {k: v for k, v in graph.items() if k == "pkg.a"} == expected
     assert cycles({"a": {"b"}, "b": {"c", "a"}, "c": set()}) == [["a", "b"]]
+
+
+# The CLI parses, calls the library's entry points and prints (ARCHITECTURE.md, "Thin CLI"): it
+# reaches the library through a few modules, never the stages below them.
+MAX_CLI_LIBRARY_MODULES = 6
+
+
+def test_the_cli_imports_at_most_six_library_modules():
+    used = sorted({b for a, targets in GRAPH.items() if unit(a) == "cli"
+                   for b in targets if unit(b) != "cli"})
+    assert len(used) <= MAX_CLI_LIBRARY_MODULES, (
+        f"autotune/cli/ imports {len(used)} library modules (at most "
+        f"{MAX_CLI_LIBRARY_MODULES}): {used}; compose the command in the library instead")

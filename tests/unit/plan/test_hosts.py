@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from paths import TESTS
-import argparse
 import dataclasses
 import shlex
 from pathlib import Path
@@ -10,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from autotune.bind import pick, plan_index, rank_env
-from autotune.cli._hosts import hosts_from_args
+from autotune.commands.hosts import Hosts, asked_hosts
 from autotune.config import Config
 from autotune.errors import ConfigError
 from autotune.export.command import launch_command, render
@@ -100,26 +99,24 @@ def test_slurm_allocation_with_tasks_per_node():
 
 
 def _args(**kw):
-    base = dict(hosts=None, hostfile=None, launcher=None, ssh_config=None, iface=None,
-                master_port=None)
-    return argparse.Namespace(**{**base, **kw})
+    return Hosts(**kw)
 
 
 def test_hosts_from_args_sources(tmp_path):
-    assert hosts_from_args(_args(), env={}) is None
+    assert asked_hosts(_args(), env={}) is None
     # One node of SLURM is this machine: the single-host path stays as it was.
-    assert hosts_from_args(_args(), env={"SLURM_JOB_NODELIST": "n1"}) is None
-    hosts, launcher = hosts_from_args(_args(), env={"SLURM_JOB_NODELIST": "n[1-2]"})
+    assert asked_hosts(_args(), env={"SLURM_JOB_NODELIST": "n1"}) is None
+    hosts, launcher = asked_hosts(_args(), env={"SLURM_JOB_NODELIST": "n[1-2]"})
     assert launcher == "srun" and [h.name for h in hosts] == ["n1", "n2"]
     hf = tmp_path / "hosts"
     hf.write_text("x slots=2\ny slots=2\n")
-    assert hosts_from_args(_args(hostfile=str(hf), launcher="mpirun"), env={})[1] == "mpirun"
+    assert asked_hosts(_args(hostfile=str(hf), launcher="mpirun"), env={})[1] == "mpirun"
     with pytest.raises(ConfigError, match="not both"):
-        hosts_from_args(_args(hosts="a", hostfile=str(hf)), env={})
+        asked_hosts(_args(hosts="a", hostfile=str(hf)), env={})
     with pytest.raises(ConfigError, match="need --hosts"):
-        hosts_from_args(_args(launcher="mpirun"), env={})
+        asked_hosts(_args(launcher="mpirun"), env={})
     with pytest.raises(ConfigError, match="(?i)no such file"):
-        hosts_from_args(_args(hostfile=str(tmp_path / "nope")), env={})
+        asked_hosts(_args(hostfile=str(tmp_path / "nope")), env={})
 
 
 IP_ADDR = """1: lo    inet 127.0.0.1/8 scope host lo\\       valid_lft forever

@@ -1,0 +1,66 @@
+"""The hosts a command's trials span: --hosts, --hostfile or a SLURM allocation, with the
+launcher that starts ranks there, probed before the first trial (run, search)."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from ..errors import ConfigError
+from ..plan.cluster import Cluster
+from ..plan.hosts import Host, parse_hostfile, parse_hosts, slurm_hosts
+from ..run.remote import probe_cluster
+from .common import Say
+
+
+@dataclass(frozen=True, kw_only=True)
+class Hosts:
+    """What the user asked for (all None: this machine alone, unless SLURM allocated more)."""
+    hosts: str | None = None           # "H1:SLOTS,H2:SLOTS"
+    hostfile: str | None = None        # Open MPI / DeepSpeed format
+    launcher: str | None = None        # ssh, mpirun or srun
+    ssh_config: str | None = None
+    master_port: int | None = None
+    iface: str | None = None
+
+
+def asked_hosts(asked: Hosts, env: dict[str, str] | None = None
+                ) -> tuple[tuple[Host, ...], str] | None:
+    """(hosts, launcher) the user asked for, or None for this machine alone."""
+    env = dict(os.environ) if env is None else env
+    if asked.hosts and asked.hostfile:
+        raise ConfigError("give --hosts or --hostfile, not both")
+    launcher = asked.launcher
+    if asked.hosts:
+        hosts = parse_hosts(asked.hosts)
+    elif asked.hostfile:
+        try:
+            with open(asked.hostfile, encoding="utf-8") as f:
+                text = f.read()
+        except OSError as exc:
+            raise ConfigError(f"--hostfile {asked.hostfile}: {exc.strerror}") from None
+        hosts = parse_hostfile(text, where=asked.hostfile)
+    else:
+        found = slurm_hosts(env)
+        # A one-node allocation is this machine: the single-host path, unchanged.
+        if not found or len(found) < 2:
+            if launcher or asked.ssh_config or asked.iface or asked.master_port:
+                raise ConfigError("--launcher/--ssh-config/--iface/--master-port need --hosts "
+                                  "or --hostfile")
+            return None
+        hosts, launcher = found, launcher or "srun"
+    if asked.master_port is not None and not 0 < asked.master_port < 65536:
+        raise ConfigError(f"--master-port {asked.master_port}: must be 1-65535")
+    if asked.ssh_config and not os.path.isfile(asked.ssh_config):
+        raise ConfigError(f"--ssh-config {asked.ssh_config}: no such file")
+    return hosts, launcher or "ssh"
+
+
+def probe_hosts(asked: Hosts, say: Say) -> Cluster | None:
+    """The probed Cluster of the hosts asked for, or None (this machine only)."""
+    found = asked_hosts(asked)
+    if found is None:
+        return None
+    hosts, launcher = found
+    return probe_cluster(hosts, launcher=launcher, ssh_config=asked.ssh_config,
+                         iface=asked.iface, master_port=asked.master_port,
+                         say=lambda line: say(f"autotune: {line}"))
