@@ -42,6 +42,14 @@ def int_at_least(minimum: int, what: str = "a whole number"):
     return parse
 
 
+def add_switch(p: argparse.ArgumentParser, flag: str, what: str) -> None:
+    """An on/off flag (off unless given)."""
+    p.add_argument(flag, action="store_true", help=what)
+
+
+JSON_HELP = "print one JSON object"
+
+
 def add_workload_args(p: argparse.ArgumentParser, *,
                       seconds_default: float | None = TARGET_SECONDS) -> None:
     # None: not given, which differs from naming the default (a command after `--` excludes it)
@@ -61,9 +69,8 @@ def add_workload_args(p: argparse.ArgumentParser, *,
                         "unit left in ('([^ ]+ samples/s)'). Matched line by line (lines cut to "
                         "1000 characters); a pattern still matching after 10 s fails the trial. "
                         "Not needed when the script calls autotune.report_metrics()")
-    p.add_argument("--lower-is-better", action="store_true",
-                   help="with --metric: the number is a time or a loss, e.g. --metric "
-                        "'Training time: ([0-9.]+)' --lower-is-better")
+    add_switch(p, "--lower-is-better", "with --metric: the number is a time or a loss, e.g. "
+               "--metric 'Training time: ([0-9.]+)' --lower-is-better")
     add_idle_arg(p)
     p.set_defaults(script=None)   # filled by main() from everything after `--`
 
@@ -114,7 +121,7 @@ STORED_COMMAND_HELP = ("even though the storage is not a file only you can write
 
 
 def add_trust_arg(p: argparse.ArgumentParser, what: str) -> None:
-    p.add_argument("--trust-study", action="store_true", help=what)
+    add_switch(p, "--trust-study", what)
 
 
 def study_of(args: argparse.Namespace) -> StudyRef:

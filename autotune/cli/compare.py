@@ -23,7 +23,8 @@ import json
 from ..config import parse_sets
 from ..display import RoundLines
 from ..tune import CompareRequest, compare
-from ._common import add_workload_args, int_at_least, positive_float, workload_of
+from ._common import (JSON_HELP, add_switch, add_workload_args, int_at_least, positive_float,
+                      workload_of)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -35,7 +36,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="a knob of both (repeatable)")
     p.add_argument("--rounds", type=int_at_least(1), default=4, metavar="N",
                    help="rounds of one A and one B window (default: 4)")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_switch(p, "--json", JSON_HELP)
     p.add_argument("--timeout", type=positive_float, default=180.0, metavar="SECONDS",
                    help="kill a window's run after this long (default: 180)")
     add_workload_args(p, seconds_default=3.0)

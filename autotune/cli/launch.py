@@ -31,7 +31,7 @@ import sys
 
 from ..clean import printable
 from ..tune import LaunchRequest, launch
-from ._common import (STORED_COMMAND_HELP, add_idle_arg, add_study_args, add_trust_arg,
+from ._common import (STORED_COMMAND_HELP, add_idle_arg, add_study_args, add_switch, add_trust_arg,
                       int_at_least, study_of)
 
 
@@ -39,11 +39,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_study_args(p)
     p.add_argument("--config", metavar="FILE",
                    help="a manifest from `autotune export --format json` instead of a study")
-    p.add_argument("--force", action="store_true",
-                   help="launch even when the configuration was measured on other hardware, "
-                        "with another torch, or never verified")
-    p.add_argument("--dry-run", action="store_true",
-                   help="print each rank's environment and command; run nothing")
+    add_switch(p, "--force", "launch even when the configuration was measured on other "
+               "hardware, with another torch, or never verified")
+    add_switch(p, "--dry-run", "print each rank's environment and command; run nothing")
     p.add_argument("--log-dir", metavar="DIR",
                    help="folder for rank{N}.log (default: RESULTS/launch/<time>-<pid>)")
     p.add_argument("--nproc-per-node", type=int_at_least(1), metavar="N",

@@ -14,14 +14,14 @@ import json
 
 from ..clean import one_line, printable
 from ..tune import ReportRequest, report
-from ._common import add_study_args, int_at_least, study_of
+from ._common import JSON_HELP, add_study_args, add_switch, int_at_least, study_of
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_study_args(p)
     p.add_argument("--top", type=int_at_least(1), default=10, metavar="N",
                    help="configurations in the top table (default: 10)")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_switch(p, "--json", JSON_HELP)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -23,7 +23,8 @@ import sys
 
 from ..config import KNOB_TABLE, parse_sets
 from ..tune import RunRequest, run as run_config
-from ._common import ACCURACY_HELP, add_workload_args, positive_float, workload_of
+from ._common import (ACCURACY_HELP, JSON_HELP, add_switch, add_workload_args, positive_float,
+                      workload_of)
 from ._hosts import add_host_args, hosts_of
 
 
@@ -31,9 +32,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--set", action="append", default=[], metavar="KNOB=VALUE",
                    help="set one knob (repeatable): " + knob_list())
     add_workload_args(p)
-    p.add_argument("--dry-run", action="store_true",
-                   help="print the launch plan (commands, environment, CPU sets) and run nothing")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_switch(p, "--dry-run",
+               "print the launch plan (commands, environment, CPU sets) and run nothing")
+    add_switch(p, "--json", JSON_HELP)
     p.add_argument("--accuracy", nargs="?", const=True, default=None, metavar="REGEX",
                    help="built-in workload: also measure held-out accuracy after a fixed number "
                         "of samples; " + ACCURACY_HELP)

@@ -35,7 +35,7 @@ import time
 
 from ..display import TerminalProgress
 from ..tune import DEFAULT_KEEP_TRIALS, GUIDES, SearchRequest, parse_budget, redact, search
-from ._common import (ACCURACY_HELP, add_storage_arg, add_workload_args, int_at_least,
+from ._common import (ACCURACY_HELP, add_storage_arg, add_switch, add_workload_args, int_at_least,
                       positive_float, script_of)
 from ._hosts import add_host_args, hosts_of
 
@@ -97,14 +97,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="trial folders (logs, results) kept under --results/trials: at the "
                         "start the oldest beyond the newest N are removed, never one a running "
                         f"trial uses; 'all' keeps every one (default: {DEFAULT_KEEP_TRIALS})")
-    p.add_argument("--allow-concurrent", action="store_true",
-                   help="run even if another search holds this machine (timings will suffer)")
+    add_switch(p, "--allow-concurrent",
+               "run even if another search holds this machine (timings will suffer)")
     add_host_args(p)
-    p.add_argument("--quiet", action="store_true",
-                   help="print only the final summary (no per-trial lines, no live bar)")
-    p.add_argument("--json", action="store_true",
-                   help="print one JSON object on stdout at the end; the progress stays on "
-                        "stderr (a long search is not silent), unless --quiet")
+    add_switch(p, "--quiet", "print only the final summary (no per-trial lines, no live bar)")
+    add_switch(p, "--json", "print one JSON object on stdout at the end; the progress stays on "
+               "stderr (a long search is not silent), unless --quiet")
 
 
 def keep_trials(text: str) -> int | None:

@@ -26,8 +26,8 @@ import time
 
 from ..display import RoundLines
 from ..tune import VerifyRequest, parse_budget, verify
-from ._common import (STORED_COMMAND_HELP, add_idle_arg, add_study_args, add_trust_arg,
-                      int_at_least, study_of)
+from ._common import (JSON_HELP, STORED_COMMAND_HELP, add_idle_arg, add_study_args, add_switch,
+                      add_trust_arg, int_at_least, study_of)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -37,7 +37,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rounds", type=int_at_least(1), default=3, metavar="N",
                    help="interleaved rounds, at least; more (up to 4x) while unsettled "
                         "(default: 3)")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_switch(p, "--json", JSON_HELP)
     add_trust_arg(p, "run the study's stored script command or import its module:function "
                      f"workload {STORED_COMMAND_HELP}")
     add_idle_arg(p)

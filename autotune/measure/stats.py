@@ -25,19 +25,24 @@ def quantile(sorted_values: Sequence[float], q: float) -> float:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Stats:
-    n: int
+class Quartiles:
+    """The middle of a sample: its median and the quartiles around it."""
     median: float
     q1: float
     q3: float
-    mean: float
-    stdev: float                # sample standard deviation (n - 1); 0 for a single value
-    min: float
-    max: float
 
     @property
     def iqr(self) -> float:
         return self.q3 - self.q1
+
+
+@dataclass(frozen=True, kw_only=True)
+class Stats(Quartiles):
+    n: int
+    mean: float
+    stdev: float                # sample standard deviation (n - 1); 0 for a single value
+    min: float
+    max: float
 
     @property
     def cv(self) -> float:
@@ -113,17 +118,10 @@ def _cpu_share(r0: dict[str, Any]) -> float | None:
 
 
 @dataclass(frozen=True, kw_only=True)
-class RatioStats:
+class RatioStats(Quartiles):
     """Per-round ratios a/b of an interleaved comparison (A B A B ...): drift in machine speed
     between rounds cancels within a round, which lone absolute numbers cannot do."""
     ratios: tuple[float, ...]
-    median: float
-    q1: float
-    q3: float
-
-    @property
-    def iqr(self) -> float:
-        return self.q3 - self.q1
 
     @property
     def spread(self) -> float:
