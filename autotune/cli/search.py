@@ -52,6 +52,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--space", metavar="FILE",
                    help="search-space YAML (default: search_spaces/cpu.yaml, gpu.yaml with GPUs)")
     add_storage_arg(p)
+    _add_quality_args(p)
+    _add_search_args(p)
+    add_switch(p, "--allow-concurrent",
+               "run even if another search holds this machine (timings will suffer)")
+    add_host_args(p)
+    add_switch(p, "--quiet", "print only the final summary (no per-trial lines, no live bar)")
+    add_switch(p, "--json", "print one JSON object on stdout at the end; the progress stays on "
+               "stderr (a long search is not silent), unless --quiet")
+
+
+def _add_quality_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-accuracy-drop", type=float, default=1.0, metavar="PP",
                    help="largest accuracy loss, in percentage points against the default launch, "
                         "a recommendation may have; a configuration is rejected only when its "
@@ -67,6 +78,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "({seed} in the command, or $AUTOTUNE_SEED read by the script) is first run "
                    "on the default launch with each of --quality-seeds seeds: their spread is "
                    "the gate's noise floor; without a seed the gate compares single runs")
+
+
+def _add_search_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="sampler seed (default: 0)")
     p.add_argument("--max-trials", type=int_at_least(1), metavar="N",
                    help="stop the search after N measured trials (references included), "
@@ -97,12 +111,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="trial folders (logs, results) kept under --results/trials: at the "
                         "start the oldest beyond the newest N are removed, never one a running "
                         f"trial uses; 'all' keeps every one (default: {DEFAULT_KEEP_TRIALS})")
-    add_switch(p, "--allow-concurrent",
-               "run even if another search holds this machine (timings will suffer)")
-    add_host_args(p)
-    add_switch(p, "--quiet", "print only the final summary (no per-trial lines, no live bar)")
-    add_switch(p, "--json", "print one JSON object on stdout at the end; the progress stays on "
-               "stderr (a long search is not silent), unless --quiet")
 
 
 def keep_trials(text: str) -> int | None:
