@@ -152,24 +152,13 @@ def run_cluster_plan(plan: LaunchPlan) -> RunResult:
         Path(rp.result_path).unlink(missing_ok=True)
     procs: list[subprocess.Popen[bytes]] = []
     launched_at, start = time.time(), time.monotonic()
-    timed_out, done_at = False, None
+    timed_out = False
     try:
         for _host, argv, log in plan.launchers:
             with open(private_file(log), "wb") as f:
                 procs.append(subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT,
                                               stdin=subprocess.DEVNULL, start_new_session=True))
-        while True:
-            codes = [p.poll() for p in procs]
-            if any(c not in (None, 0) for c in codes) or all(c is not None for c in codes):
-                break
-            if time.monotonic() - start >= plan.timeout_s:
-                timed_out = True
-                break
-            if all(os.path.exists(rp.result_path) for rp in plan.ranks):
-                done_at = done_at or time.monotonic()
-                if time.monotonic() - done_at >= EXIT_LINGER_S:
-                    break
-            time.sleep(POLL_S * 4)
+        timed_out = _wait(plan, procs, start)
     finally:
         # Launchers still running now are stopped by us: their ranks' deaths are not a cause.
         stopped = {i for i, p in enumerate(procs) if p.poll() is None}
@@ -206,6 +195,23 @@ def run_cluster_plan(plan: LaunchPlan) -> RunResult:
                      exit_codes=tuple(rank_codes), wall_seconds=time.monotonic() - start,
                      launched_at=launched_at,
                      rank_results=tuple(r if isinstance(r, dict) else {} for r in results))
+
+
+def _wait(plan: LaunchPlan, procs: list[subprocess.Popen[bytes]], start: float) -> bool:
+    """Until a launcher fails, all have exited, every result is in and the ranks have lingered
+    EXIT_LINGER_S, or the plan's timeout passes (then True)."""
+    done_at = None
+    while True:
+        codes = [p.poll() for p in procs]
+        if any(c not in (None, 0) for c in codes) or all(c is not None for c in codes):
+            return False
+        if time.monotonic() - start >= plan.timeout_s:
+            return True
+        if all(os.path.exists(rp.result_path) for rp in plan.ranks):
+            done_at = done_at or time.monotonic()
+            if time.monotonic() - done_at >= EXIT_LINGER_S:
+                return False
+        time.sleep(POLL_S * 4)
 
 
 def _teardown(plan: LaunchPlan, procs: list[subprocess.Popen[bytes]]) -> None:
