@@ -24,7 +24,7 @@ from .synthetic import (_sample_seed, _shifted_class_batch, _smooth_templates, _
 
 # Held-out samples live far beyond any index training reaches (2**40 samples is years of training).
 HELD_OUT_START = 1 << 40
-# The held-out set is drawn with this seed whatever the run's seed (see worker._evaluate).
+# The held-out set is drawn with this seed whatever the run's seed (see worker/agree.held_out_accuracy).
 EVAL_SEED = 0
 
 
