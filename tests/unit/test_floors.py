@@ -22,7 +22,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("errors", "config", "result", "training", "clean", "atomic_json", "private_files",
      "process_identity", "file_lock", "client", "autotune"),
     ("probe", "comm", "bind"),                 # the machine; communication backends
-    ("plan", "space", "script"),               # pure: configs, plans, feasibility, commands
+    ("plan", "space", "script"),               # pure: plans, feasibility, spaces, a script's command
     ("measure",),                              # statistics and observation of what ran
     ("run", "worker"),                         # spawn and watch ranks; what runs inside one
     ("study", "progress"),                     # storage, records, attributes; progress events
