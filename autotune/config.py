@@ -5,6 +5,8 @@ breaks every study already on disk.
 """
 from __future__ import annotations
 
+import re
+
 import difflib
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Mapping, Sequence
@@ -26,6 +28,12 @@ CCL_WORKER_AFFINITIES = ("shared", "dedicated")
 CCL_YIELDS = ("sched_yield", "pause", "sleep")
 CCL_MAX_WORKERS = 4
 
+# Where a rank's memory lives (plan/memory.py): `local` is the launch as it always was (numactl
+# --membind to the rank's node, or the kernel's first touch); `interleave` spreads pages over the
+# rank's nodes (its CPUs' nodes and the memory-only nodes nearest them); `preferred_fast` takes
+# HBM first, then DRAM; `weighted` interleaves DRAM and CXL by their bandwidths.
+MEM_POLICIES = ("local", "interleave", "preferred_fast", "weighted")
+
 LR_RULES = ("linear", "sqrt", "none")
 # The global batch of the default launch. Learning rates of workloads are tuned for it, and the
 # lr_rule scales them for another global batch (see autotune/training.py).
@@ -41,7 +49,7 @@ BUILTIN_WORKLOADS = ("cnn", "transformer", "mlp", "wide_mlp")
 @dataclass(frozen=True, kw_only=True)
 class Config:
     nproc: int = 1                      # ranks in total
-    nproc_per_node: int | None = None   # ranks per NUMA node; None: spread evenly over nodes
+    ranks_per_numa_node: int | None = None   # ranks per NUMA node; None: spread evenly over nodes
     threads: int | None = None          # intra-op threads per rank; None: torch's default
     binding: str = "none"
     backend: str = "gloo"
@@ -72,16 +80,17 @@ class Config:
     ccl_workers: int = 1
     ccl_worker_affinity: str = "shared"
     ccl_yield: str = "sched_yield"
+    mem_policy: str = "local"           # where each rank's memory lives (MEM_POLICIES)
 
     def __post_init__(self) -> None:
         _positive("nproc", self.nproc)
         _positive("nnodes", self.nnodes)
         if self.nproc % self.nnodes:
             raise ConfigError(f"nproc={self.nproc} is not a multiple of nnodes={self.nnodes}")
-        if self.nproc_per_node is not None:
-            _positive("nproc_per_node", self.nproc_per_node)
-            if self.nproc_per_node > self.nproc:
-                raise ConfigError(f"nproc_per_node={self.nproc_per_node} is larger than nproc={self.nproc}")
+        if self.ranks_per_numa_node is not None:
+            _positive("ranks_per_numa_node", self.ranks_per_numa_node)
+            if self.ranks_per_numa_node > self.nproc:
+                raise ConfigError(f"ranks_per_numa_node={self.ranks_per_numa_node} is larger than nproc={self.nproc}")
         if self.threads is not None:
             _positive("threads", self.threads)
         _positive("global_batch", self.global_batch)
@@ -138,7 +147,8 @@ class Config:
         # Every knob is a scalar: reading the fields skips asdict's deep copy, which dominated
         # replays of large spaces (benchmarks/search_at_scale.py).
         base = _defaults()
-        return ",".join(f"{k}={getattr(self, k)}" for k in sorted(base)
+        return ",".join(f"{_KEY_NAMES.get(k, k)}={getattr(self, k)}"
+                        for k in sorted(base, key=lambda k: _KEY_NAMES.get(k, k))
                         if k in _KEY_V1 or getattr(self, k) != base[k])
 
     def with_(self, **changes: Any) -> "Config":
@@ -146,6 +156,8 @@ class Config:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], *, where: str = "config") -> "Config":
+        data = {knob_name(k): v for k, v in data.items()
+                if not (k in KNOB_ALIASES and knob_name(k) in data)}
         unknown = sorted(set(data) - set(KNOBS))
         if unknown:
             raise ConfigError(f"{where}: {unknown_knob(unknown[0])}")
@@ -168,11 +180,15 @@ class Knob:
     # Passed to the built-in trainer with --set by an exported command (the rest act through the
     # environment and the binding).
     trainer_flag: bool = False
+    # Offered only where it can matter: a space that resolves it to the default launch's value
+    # alone leaves it out, so a machine where it cannot act searches the very space it searched
+    # before the knob existed (mem_policy on one NUMA node).
+    only_where_it_varies: bool = False
 
 
 KNOB_TABLE: dict[str, Knob] = {
     "nproc": Knob("int"),
-    "nproc_per_node": Knob("int", auto=True),
+    "ranks_per_numa_node": Knob("int", auto=True),
     "threads": Knob("int", auto=True, trainer_flag=True),
     "binding": Knob("str", BINDINGS),
     "backend": Knob("str", BACKENDS, trainer_flag=True),
@@ -195,6 +211,7 @@ KNOB_TABLE: dict[str, Knob] = {
     "ccl_workers": Knob("int"),
     "ccl_worker_affinity": Knob("str", CCL_WORKER_AFFINITIES),
     "ccl_yield": Knob("str", CCL_YIELDS),
+    "mem_policy": Knob("str", MEM_POLICIES, only_where_it_varies=True),
 }
 KNOBS: tuple[str, ...] = tuple(f.name for f in fields(Config))
 assert tuple(KNOB_TABLE) == KNOBS, "KNOB_TABLE and Config's fields differ"
@@ -207,7 +224,7 @@ TRAINER_FLAGS = tuple(k for k, v in KNOB_TABLE.items() if v.trainer_flag)
 # The knobs of the first release: always part of Config.key(). (batch_size left it when it became
 # the per-rank micro-batch of a fixed global batch: an old key with batch_size=32 and nproc=2
 # named a global batch of 64, a different launch from any new key.)
-_KEY_V1 = frozenset(("nproc", "nproc_per_node", "threads", "binding", "backend", "allocator",
+_KEY_V1 = frozenset(("nproc", "ranks_per_numa_node", "threads", "binding", "backend", "allocator",
                      "omp_runtime", "kmp_affinity", "kmp_blocktime", "precision",
                      "channels_last", "compile", "ipex"))
 
@@ -216,7 +233,8 @@ def changed_knobs(config: "Config | Mapping[str, Any]") -> dict[str, Any]:
     """The knobs whose value differs from the default launch's, in the given order. A mapping
     (a stored configuration) may name knobs this version no longer has: they are left out."""
     base = Config().to_dict()
-    values = config.to_dict() if isinstance(config, Config) else config
+    values = config.to_dict() if isinstance(config, Config) else \
+        {knob_name(k): v for k, v in config.items()}
     # oneCCL's knobs mean nothing to another backend (the search samples them regardless, and
     # plan.placement.canonical counts such a launch as the one without them)
     idle = CCL_KNOBS if values.get("backend", base["backend"]) != "ccl" else ()
@@ -229,6 +247,27 @@ def describe_changes(config: "Config | Mapping[str, Any]", *,
     e.g. 'precision=bf16 global_batch=64'; `none` when nothing differs. Every progress line,
     report, export header and note renders a configuration through this."""
     return " ".join(f"{k}={v}" for k, v in changed_knobs(config).items()) or none
+
+
+# Knobs renamed since, by their old names: studies, manifests, space files and `--set` written
+# with those still read. `nproc_per_node` counted ranks per NUMA node, which a torchrun user reads
+# as ranks per host (torchrun's --nproc-per-node, and `autotune launch`'s).
+KNOB_ALIASES: dict[str, str] = {"nproc_per_node": "ranks_per_numa_node"}
+# Config.key() spells a renamed knob by its old name, so keys stored before the rename (studies,
+# recorded landscapes) keep naming the same launch.
+_KEY_NAMES = {new: old for old, new in KNOB_ALIASES.items()}
+
+
+def knob_name(name: str) -> str:
+    """A knob's current name, from a current or an old one (KNOB_ALIASES)."""
+    return KNOB_ALIASES.get(name, name)
+
+
+def renamed_knobs(text: str) -> str:
+    """A rule or expression of a space file with old knob names in their current spelling."""
+    for old, new in KNOB_ALIASES.items():
+        text = re.sub(rf"\b{old}\b", new, text)
+    return text
 
 
 def unknown_knob(name: str) -> str:
@@ -288,7 +327,7 @@ def parse_sets(items: list[str], base: Config | None = None) -> Config:
         if "=" not in item:
             raise ConfigError(f"--set {item!r}: expected knob=value, e.g. --set threads=2")
         knob, _, value = item.partition("=")
-        knob = knob.strip()
+        knob = knob_name(knob.strip())
         changes[knob] = coerce(knob, value, where=f"--set {item}")
     merged = {**(base or Config()).to_dict(), **changes}
     try:

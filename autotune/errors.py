@@ -31,3 +31,8 @@ class BudgetError(AutotuneError):
 
 class LockError(AutotuneError):
     """Another search already holds this machine."""
+
+
+class MachineStateError(AutotuneError):
+    """A kernel setting autotune was asked to change (weighted-interleave weights,
+    numa_balancing) cannot be changed; nothing was left changed."""

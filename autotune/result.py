@@ -11,7 +11,7 @@ them all.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Protocol, runtime_checkable
 
 try:
     from enum import StrEnum
@@ -108,3 +108,14 @@ class TrialResult:
 
 # (config, "throughput" | "accuracy", seed=0): "accuracy" is one seeded quality run
 Evaluate = Callable[..., TrialResult]
+
+
+@runtime_checkable
+class SideBySide(Protocol):
+    """An Evaluate that can also run one configuration's seeded runs at the same time, on
+    disjoint hosts (run/evaluate.LiveEvaluator across hosts)."""
+
+    def lanes(self, config: Any) -> int: ...
+
+    def at_once(self, config: Any, mode: str, seeds: list[int],
+                samples: int | None = None) -> list[TrialResult]: ...

@@ -11,7 +11,7 @@ from __future__ import annotations
 from .commands.common import StudyRef, Workload
 from .commands.compare import CompareRequest, Compared, compare
 from .commands.export import ExportRequest, export
-from .commands.hosts import Hosts
+from .commands.hosts import Hosts, not_task_zero
 from .commands.launch import LaunchRequest, Launched, launch
 from .commands.probe import ProbeRequest, Probed, probe
 from .commands.report import (Dashboard, DashboardRequest, ReportRequest, Reported,
@@ -36,8 +36,8 @@ __all__ = [
     "LaunchRequest", "Launched", "MonotonicClock", "NO_SEED_NOTE", "ProbeRequest", "Probed",
     "ReportRequest", "Reported", "RunAnswer", "RunRequest", "ScriptSpec", "SearchRequest",
     "StudyRef", "Tuned", "Verified", "VerifyRequest", "Workload",
-    "check_workload", "compare", "export", "launch", "open_dashboard", "probe", "report", "run",
-    "search", "verify",
+    "check_workload", "compare", "export", "launch", "not_task_zero", "open_dashboard", "probe",
+    "report", "run", "search", "verify",
     "DEFAULT_KEEP_TRIALS", "FORMATS", "GUIDES", "IDLE_DEADLINE_S", "LAUNCHERS",
     "STANDALONE_SECONDS", "TARGET_SECONDS", "holds_password", "parse_budget", "redact",
     "script_from_flags",

@@ -141,8 +141,8 @@ def layout_comparison(probe: dict[str, Any]) -> tuple[dict[str, Any], dict[str, 
     l3 = len(probe.get("l3_domains") or [])
     per_node = max(1, cores // nodes)
 
-    def ranks(per: int) -> dict[str, Any]:   # nproc_per_node counts ranks per NUMA node
-        return {"nproc": per * nodes, "nproc_per_node": per, "threads": max(1, per_node // per)}
+    def ranks(per: int) -> dict[str, Any]:   # ranks_per_numa_node counts ranks per NUMA node
+        return {"nproc": per * nodes, "ranks_per_numa_node": per, "threads": max(1, per_node // per)}
     if l3 > nodes and l3 % nodes == 0:
         return (ranks(l3 // nodes), ranks(1),
                 f"one rank per L3 group ({l3} groups) against one rank per NUMA node ({nodes})")

@@ -9,6 +9,12 @@ here. Bandwidths are vendor peak figures (channels x MT/s x 8 bytes) divided ove
   gnr-snc3          synthetic: 1 x Xeon 6980P-like (128 cores, SMT, AMX) in SNC3, nodes of
                     43/43/42 cores: 12 x DDR5-6400 = 614.4 GB/s / 3 nodes
   xeon-2x56         synthetic: 2 x Xeon Platinum 8480+ (56 cores, SMT, AMX), 307.2 GB/s per socket
+  xeon-max-snc4-flat  1 x Xeon Max 9480 in flat SNC4 (issue 37): 76.8 GB/s of DDR5 per quadrant,
+                    and each quadrant's HBM2e stack as a memory-only node, 409.6 GB/s (its HMAT)
+  xeon-2s-cxl       2 x 52-core Sapphire Rapids with a CXL expander per socket (issue 37):
+                    307.2 GB/s of DDR5 per socket, 51.2 GB/s per expander (its CDAT)
+The HBM nodes of spr-max-hbm-flat have no HMAT in that capture: 4 HBM2e stacks per socket,
+4 x 409.6 = 1638.4 GB/s (Hardware.memory_only_gbs).
 Every library is taken as found (jemalloc, tcmalloc, libiomp5, numactl, taskset) and oneCCL on
 the Intel machines, so the space is as large as it gets there.
 """
@@ -41,7 +47,7 @@ def _caps(intel: bool) -> Capabilities:
                                     "tcmalloc": "/lib/libtcmalloc.so.4"},
                         omp_runtimes={"libgomp": None, "libiomp5": "/lib/libiomp5.so"},
                         backends=("gloo", "ccl") if intel else ("gloo",),
-                        numactl=True, numactl_membind=True, taskset=True)
+                        numactl=True, numactl_membind=True, numactl_weighted=True, taskset=True)
 
 
 def synthetic_topology(*, sockets: int, node_cores: list[list[int]], distances: list[list[int]],
@@ -78,7 +84,12 @@ def machines() -> dict[str, tuple[Topology, Hardware]]:
         "epyc-7763-nps4": (_fixture("epyc-7763-nps4", False),
                            Hardware(name="epyc-7763-nps4", node_bandwidth_gbs=51.2)),
         "spr-max-hbm-flat": (_fixture("spr-max-hbm-flat", True),
-                             Hardware(name="spr-max-hbm-flat", node_bandwidth_gbs=307.2)),
+                             Hardware(name="spr-max-hbm-flat", node_bandwidth_gbs=307.2,
+                                      memory_only_gbs=1638.4)),
+        "xeon-max-snc4-flat": (_fixture("xeon-max-snc4-flat", True),
+                               Hardware(name="xeon-max-snc4-flat", node_bandwidth_gbs=76.8)),
+        "xeon-2s-cxl": (_fixture("xeon-2s-cxl", True),
+                        Hardware(name="xeon-2s-cxl", node_bandwidth_gbs=307.2)),
         "gnr-snc3": (synthetic_topology(sockets=1, node_cores=[[43, 43, 42]], distances=snc3,
                                         model="Intel(R) Xeon(R) 6980P (synthetic SNC3)"),
                      Hardware(name="gnr-snc3", node_bandwidth_gbs=204.8)),
@@ -131,8 +142,8 @@ def model_landscape(name: str, topology: Topology, hw: Hardware, params: Params 
         # Only these knobs decide feasibility here (every library is found, the space's one rule
         # reads threads and nproc, and the global batch must split over the ranks): asking the
         # real ruled_out once per layout is enough.
-        lay = (c.nproc, c.nproc_per_node, c.threads, c.binding, c.backend, c.precision, c.ipex,
-               c.global_batch)
+        lay = (c.nproc, c.ranks_per_numa_node, c.threads, c.binding, c.backend, c.precision, c.ipex,
+               c.global_batch, c.mem_policy)
         if lay not in verdicts:
             verdicts[lay] = bool(ruled_out(c, space, topology))
         if verdicts[lay]:
@@ -165,7 +176,7 @@ def extended_optimum(topology: Topology, hw: Hardware, params: Params, land: Lan
         for threads in [None] + list(range(1, 2 * max(node_sizes) // npn + 1)):
             for binding in k["binding"]:
                 for backend in k["backend"]:
-                    c = Config(nproc=npn * nodes, nproc_per_node=npn, threads=threads,
+                    c = Config(nproc=npn * nodes, ranks_per_numa_node=npn, threads=threads,
                                binding=binding, backend=backend, allocator=k["allocator"][-1],
                                omp_runtime=k["omp_runtime"][-1])
                     # whether the ranks can split the global batch depends on the batch: asked
@@ -180,10 +191,18 @@ def extended_optimum(topology: Topology, hw: Hardware, params: Params, land: Lan
                             for alloc in k["allocator"]:
                                 for omp in k["omp_runtime"]:
                                     c3 = cc.with_(allocator=alloc, omp_runtime=omp)
-                                    thr = throughput(c3, topology, hw, params)
-                                    if thr > best:
-                                        best, where = thr, c3
+                                    for c4 in _placed(c3, k, topology):
+                                        thr = throughput(c4, topology, hw, params)
+                                        if thr > best:
+                                            best, where = thr, c4
     return best, where
+
+
+def _placed(config: Config, knobs: dict, topology: Topology) -> list[Config]:
+    """`config` under each memory policy the space offers that can place its ranks here."""
+    return [config] + [c for c in (config.with_(mem_policy=p)
+                                   for p in knobs.get("mem_policy", ())[1:])
+                       if not ruled_out(c, None, topology)]
 
 
 # -- calibration on this machine's recorded landscape ---------------------------------------------
@@ -251,7 +270,7 @@ def published_shapes(params: Params, global_batch: int = 256) -> dict[str, Any]:
         for npn in range(1, 33):
             if gb % (2 * npn):
                 continue
-            c = Config(nproc=2 * npn, nproc_per_node=npn, binding="numactl", backend=backend,
+            c = Config(nproc=2 * npn, ranks_per_numa_node=npn, binding="numactl", backend=backend,
                        allocator="default", global_batch=gb)
             if ruled_out(c, None, topo):
                 continue

@@ -98,8 +98,8 @@ def warm_start_params(space, topology) -> list[dict[str, Any]]:
               "precision": pick("precision", "bf16" if topology.isa.bf16 else "fp32")}
     per_node = space.topology_names.get("cores_per_node", 1)
     usable = space.topology_names.get("usable_cores", 1)
-    bets = [{**common, "nproc_per_node": pick("nproc_per_node", 1), "threads": pick("threads", usable)},
-            {**common, "nproc_per_node": pick("nproc_per_node", per_node), "threads": pick("threads", 1)}]
+    bets = [{**common, "ranks_per_numa_node": pick("ranks_per_numa_node", 1), "threads": pick("threads", usable)},
+            {**common, "ranks_per_numa_node": pick("ranks_per_numa_node", per_node), "threads": pick("threads", 1)}]
     out = []
     for params in bets:
         params = {k: v for k, v in params.items() if k in knobs}

@@ -106,7 +106,8 @@ def table(out: dict[str, Any]) -> str:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from autotune.config import parse_sets
     from autotune.probe import probe
-    from autotune.run.trial import TrialSettings, live_evaluator
+    from autotune.run.evaluate import live_evaluator
+    from autotune.run.trial import TrialSettings
     candidate = parse_sets(args.candidate)
     settings = TrialSettings(workload=args.workload, target_seconds=args.seconds,
                              results_dir=args.workdir)

@@ -11,12 +11,22 @@
 # of the CPUs (the cores split between hosts; every process started over ssh inherits it) and in
 # its own UTS namespace with hostname th$i. Keys are made for the test under $DIR.
 # Use: ssh -F $DIR/ssh_config th1 ...  /  autotune run --hosts th1,th2 --ssh-config $DIR/ssh_config
+# A second set beside the first (the SLURM test's, while another test has th1..thN up):
+#   AUTOTUNE_TESTHOSTS_TAG=s AUTOTUNE_TESTHOSTS_NET=10.231.78 AUTOTUNE_TESTHOSTS_NAME=sl \
+#   AUTOTUNE_TESTHOSTS_DIR=/tmp/other scripts/testhosts.sh up 2
+# names its namespaces, links and bridge with the tag, so neither set's `down` touches the other.
 # Needs root, iproute2, openssh-server and util-linux (unshare, taskset).
 set -euo pipefail
 DIR="${AUTOTUNE_TESTHOSTS_DIR:-/tmp/autotune-testhosts}"
-BR=attb0
-NS_PREFIX=atth
-NET=10.231.77
+TAG="${AUTOTUNE_TESTHOSTS_TAG:-}"
+NAME="${AUTOTUNE_TESTHOSTS_NAME:-th}"
+NET="${AUTOTUNE_TESTHOSTS_NET:-10.231.77}"
+[[ "$TAG" =~ ^[a-z]?$ ]] || { echo "testhosts: AUTOTUNE_TESTHOSTS_TAG must be one letter" >&2; exit 2; }
+[[ "$NAME" =~ ^[a-z]+$ ]] || { echo "testhosts: AUTOTUNE_TESTHOSTS_NAME must be letters" >&2; exit 2; }
+[[ "$NET" =~ ^10\.[0-9]+\.[0-9]+$ ]] || { echo "testhosts: AUTOTUNE_TESTHOSTS_NET: 10.X.Y" >&2; exit 2; }
+BR="attb${TAG}0"
+NS_PREFIX="atth$TAG"
+VETH="atv$TAG"
 
 die() { echo "testhosts: $*" >&2; exit 2; }
 
@@ -28,12 +38,12 @@ down() {
         if grep -qs "$DIR/sshd_config" "/proc/$pid/cmdline"; then kill "$pid" 2>/dev/null || true; fi
         rm -f "$pidf"
     done
-    for ns in $(ip netns list | awk '{print $1}' | grep "^$NS_PREFIX[0-9]*$" || true); do
+    for ns in $(ip netns list | awk '{print $1}' | grep "^$NS_PREFIX[0-9][0-9]*$" || true); do
         # Anything still running in a test host (a trial left behind) goes with it.
         for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$pid" 2>/dev/null || true; done
         ip netns del "$ns"
     done
-    for link in $(ip -o link show | awk -F': ' '{print $2}' | cut -d@ -f1 | grep '^atv[0-9]*$' || true); do
+    for link in $(ip -o link show | awk -F': ' '{print $2}' | cut -d@ -f1 | grep "^$VETH[0-9][0-9]*$" || true); do
         ip link del "$link" 2>/dev/null || true
     done
     if ip link show "$BR" >/dev/null 2>&1; then ip link del "$BR"; fi
@@ -60,8 +70,8 @@ up() {
     for i in $(seq 1 "$n"); do
         local ns="$NS_PREFIX$i" addr="$NET.$((10 + i))"
         ip netns add "$ns"
-        ip link add "atv$i" type veth peer name eth0 netns "$ns"
-        ip link set "atv$i" master "$BR" up
+        ip link add "$VETH$i" type veth peer name eth0 netns "$ns"
+        ip link set "$VETH$i" master "$BR" up
         ip -n "$ns" addr add "$addr/24" dev eth0
         ip -n "$ns" link set eth0 up
         ip -n "$ns" link set lo up
@@ -87,9 +97,9 @@ MaxStartups 100:30:200
 MaxSessions 100
 EOF
         ip netns exec "$ns" unshare --uts taskset -c "$cpulist" \
-            sh -c "hostname th$i && exec /usr/sbin/sshd -f '$DIR/sshd_config$i'"
+            sh -c "hostname $NAME$i && exec /usr/sbin/sshd -f '$DIR/sshd_config$i'"
         cat >> "$DIR/ssh_config" <<EOF
-Host th$i
+Host $NAME$i
   HostName $addr
   User root
   IdentityFile $DIR/id_ed25519
@@ -100,14 +110,14 @@ Host th$i
   BatchMode yes
   ConnectTimeout 5
 EOF
-        echo "th$i $addr cpus $cpulist" >> "$DIR/hosts"
+        echo "$NAME$i $addr cpus $cpulist netns $ns" >> "$DIR/hosts"
     done
     for i in $(seq 1 "$n"); do   # wait until every sshd answers
         for _ in $(seq 1 50); do
-            ssh -F "$DIR/ssh_config" "th$i" true 2>/dev/null && break
+            ssh -F "$DIR/ssh_config" "$NAME$i" true 2>/dev/null && break
             sleep 0.1
         done
-        ssh -F "$DIR/ssh_config" "th$i" true || die "th$i: sshd does not answer"
+        ssh -F "$DIR/ssh_config" "$NAME$i" true || die "$NAME$i: sshd does not answer"
     done
     cat "$DIR/hosts"
     echo "ssh config: $DIR/ssh_config"

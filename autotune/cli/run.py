@@ -25,7 +25,7 @@ from ..config import KNOB_TABLE, parse_sets
 from ..tune import RunRequest, run as run_config
 from ._common import (ACCURACY_HELP, JSON_HELP, add_switch, add_workload_args, positive_float,
                       workload_of)
-from ._hosts import add_host_args, hosts_of
+from ._hosts import add_host_args, hosts_of, only_task_zero
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -58,6 +58,8 @@ def knob_list() -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if not only_task_zero("trial"):
+        return 0
     answer = run_config(RunRequest(config=parse_sets(args.set), workload=workload_of(args),
                                    timeout_s=args.timeout, dry_run=args.dry_run,
                                    accuracy=args.accuracy is True, sysfs_root=args.sysfs_root,

@@ -25,6 +25,9 @@ examples:
       --accuracy 'Test accuracy: ([0-9.]+)%' -- python train.py
   autotune search --budget 1h --hosts node1:8,node2:8                  across machines (ssh)
   autotune search --budget 1h --hostfile hosts.txt --launcher mpirun   the same under Open MPI
+  salloc -N2 --exclusive autotune search --budget 1h    in a SLURM allocation: every node, trials
+      by `srun --overlap` (one search: started by srun, the tasks but task 0 exit at once)
+  sudo autotune search --budget 30m --quiet-numa      numa_balancing off while trials are timed
 """
 from __future__ import annotations
 
@@ -37,7 +40,7 @@ from ..display import TerminalProgress
 from ..tune import DEFAULT_KEEP_TRIALS, GUIDES, SearchRequest, parse_budget, redact, search
 from ._common import (ACCURACY_HELP, add_storage_arg, add_switch, add_workload_args, int_at_least,
                       positive_float, script_of)
-from ._hosts import add_host_args, hosts_of
+from ._hosts import add_host_args, hosts_of, only_task_zero
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -56,6 +59,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     _add_search_args(p)
     add_switch(p, "--allow-concurrent",
                "run even if another search holds this machine (timings will suffer)")
+    add_switch(p, "--quiet-numa",
+               "root only: turn the kernel's automatic NUMA balancing "
+               "(kernel.numa_balancing) off for the search, so that pages do not move "
+               "between nodes while trials are timed, and put it back afterwards, also "
+               "after Ctrl-C, SIGTERM or a crash (the next search restores it). Without "
+               "it the search says when numa_balancing may disturb its timings")
     add_host_args(p)
     add_switch(p, "--quiet", "print only the final summary (no per-trial lines, no live bar)")
     add_switch(p, "--json", "print one JSON object on stdout at the end; the progress stays on "
@@ -127,6 +136,8 @@ def keep_trials(text: str) -> int | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if not only_task_zero("search"):
+        return 0
     started = time.monotonic()
     req = SearchRequest(budget_s=parse_budget(args.budget), workload=args.workload,
                         script=script_of(args), seconds=args.seconds, results=args.results,
@@ -138,7 +149,8 @@ def run(args: argparse.Namespace) -> int:
                         trial_timeout=args.trial_timeout,
                         allow_concurrent=args.allow_concurrent, idle_timeout=args.idle_timeout,
                         guide=args.guide, early_stop=args.early_stop,
-                        keep_trials=args.keep_trials, hosts=hosts_of(args))
+                        keep_trials=args.keep_trials, hosts=hosts_of(args),
+                        quiet_numa=args.quiet_numa)
     progress = TerminalProgress(budget_s=req.budget_s, quiet=args.quiet, started=started)
     try:
         with progress:   # at a terminal, the live bar runs from the probe to the verdict

@@ -5,8 +5,10 @@ trial cores do not settle a figure; the headline then says "unsettled" with how 
 
 Run it when the machine is quiet, after a search that warned the machine was busy. The new figure
 replaces the stored recommendation (what `report`, `export` and `launch` show) only when most of
-its rounds were quiet. A study measured on other hardware or with another torch, or without a
-recommendation, is refused (exit 2).
+its rounds were quiet. When the search recommended the default launch (no candidate held up or
+settled), verify measures the search's best candidates against it again, with the seeded quality
+confirmation for one that changes the math. A study measured on other hardware or with another
+torch, or without a recommendation, is refused (exit 2).
 
 A study is data: its stored script command runs (and its module:function workload is imported)
 only when the storage is a file only you can write. From any other storage, a shared PostgreSQL
@@ -48,6 +50,6 @@ def run(args: argparse.Namespace) -> int:
     req = VerifyRequest(budget_s=parse_budget(args.budget), rounds=args.rounds,
                         study=study_of(args), trust_study=args.trust_study,
                         idle_timeout=args.idle_timeout)
-    verified = verify(req, RoundLines(of_rounds=False, quiet=args.json), started=started)
+    verified = verify(req, RoundLines(of_rounds=False, quiet=args.json, named=True), started=started)
     print(json.dumps(verified.result.to_json(), indent=2) if args.json else verified.text())
     return 0

@@ -11,7 +11,7 @@ from ..plan.feasible import infeasible_reason
 from ..probe import probe
 from ..progress import SILENT, Progress
 from ..recommend.compare import Comparison, compare as interleaved, describe
-from ..run.trial import live_evaluator
+from ..run.evaluate import live_evaluator
 from .common import Workload
 from .search_request import check_workload
 

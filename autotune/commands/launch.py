@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import TextIO
 
 from ..clean import one_line
-from ..config import describe_changes
+from ..config import Config, describe_changes
 from ..errors import ConfigError
 from ..export.launch import (Nodes, TunedConfig, default_log_dir, describe, exit_code,
                              from_manifest, from_study, in_force_lines, override, plan_launch,
@@ -17,9 +17,11 @@ from ..measure.observe import Sampler
 from ..measure.unacted import unacted_knobs
 from ..plan.launch_plan import LaunchPlan
 from ..probe import probe
+from ..probe.topology import Topology
 from ..run.attached import run_attached
 from ..run.idle import IDLE_DEADLINE_S
 from ..run.runner import free_port
+from ..run.weights import apply_weights, describe as weights_text
 from ..script.scan import ScriptScan, scan_command
 from ..script.template import check_command
 from ..study.trust import check_stored_code, storage_file, stored_code
@@ -87,7 +89,17 @@ def launch(req: LaunchRequest, *, say: Say = quiet, echo: TextIO | None = None) 
          f"from {tuned.source}" + (f" ({tuned.headline})" if tuned.headline else ""))
     if req.dry_run:
         return Launched(0, dry_run=describe(plan, base_env))
+    _set_weights(config, topology, tell)
     return Launched(_run(plan, req, tell, echo, log_dir))
+
+
+def _set_weights(config: Config, topology: Topology, tell: _Teller) -> None:
+    """mem_policy=weighted ran with the kernel's weights set from the nodes' bandwidths: set
+    them again before the user's training (a file that refuses: exit 2, nothing changed)."""
+    if config.mem_policy == "weighted":
+        changes = apply_weights(topology)
+        if changes:
+            tell(f"note: {weights_text(changes)}")
 
 
 def _check(req: LaunchRequest) -> Nodes | None:

@@ -11,10 +11,14 @@ from ..measure.contention import describe_outside, disturbed
 from ..measure.script import SOURCES
 from ..plan.feasible import infeasible_reason
 from ..plan.launch_plan import LaunchPlan
+from ..plan.memory import wanted_weights, weight_commands
 from ..probe import probe
 from ..probe.captured import CAPABILITIES
+from ..probe.topology import Topology
 from ..result import TrialResult
+from ..run.numa_quiet import disturbs
 from ..run.trial import plan_trial, run_trial
+from ..run.weights import apply_weights, describe as describe_weights
 from .common import Say, Workload, describe_measurement, quiet
 from .hosts import Hosts, probe_hosts
 from .search_request import check_workload
@@ -54,6 +58,7 @@ class RunAnswer:
             plan = self.plan
             return {"config": self.config.to_dict(), "ranks": [
                 {"rank": r.rank, "argv": list(r.argv), "cpus": r.cpus, "mem_node": r.mem_node,
+                 "mem_policy": r.mem_policy,
                  "env": {k: r.env[k] for k in sorted(plan.env_delta) if k in r.env}}
                 for r in plan.ranks], "env": plan.env_delta, "timeout_s": plan.timeout_s}
         return _as_json(self.config, self.trial, self.accuracy)
@@ -86,6 +91,10 @@ def run(req: RunRequest, *, say: Say = quiet) -> RunAnswer:
             for warning in topology.warnings:
                 if CAPABILITIES in warning:
                     say(f"note: {warning}")
+        if req.config.mem_policy == "weighted":
+            say(f"note: mem_policy=weighted runs with the weights "
+                f"{weight_commands(wanted_weights(topology))}"
+                " (a real run sets them first; a dry run changes nothing)")
         return RunAnswer(config=req.config, plan=plan_trial(req.config, topology, settings,
                                                             trial_id="dry-run", port=29500))
     if script is not None:
@@ -93,11 +102,25 @@ def run(req: RunRequest, *, say: Say = quiet) -> RunAnswer:
             say(script.scan.warning())
         if script.self_launching:
             say("note: the script starts its own workers: autotune launches it once")
+    if cluster is None:
+        _before_launch(req.config, topology, say)
     out = run_trial(req.config, topology, settings)
     # a script reports its accuracy with its speed, if at all
     acc = (run_trial(req.config, topology, settings, mode="accuracy")
            if req.accuracy and out.ok and script is None else None)
     return RunAnswer(config=req.config, trial=out, accuracy=acc)
+
+
+def _before_launch(config: Config, topology: Topology, say: Say) -> None:
+    """Says when numa_balancing may disturb the timing, and sets the kernel's weighted-interleave
+    weights for mem_policy=weighted; a weight file that refuses them is a one-line error (exit
+    2) with nothing changed (run/weights.py)."""
+    warning = disturbs(topology.memory.numa_balancing, len(topology.numa_nodes))
+    if warning:
+        say(f"note: {warning}")
+    changes = apply_weights(topology) if config.mem_policy == "weighted" else []
+    if changes:
+        say(f"note: {describe_weights(changes)}")
 
 
 # The `measurement` object of `run --json`: an ok trial's timed window.

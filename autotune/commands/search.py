@@ -22,10 +22,11 @@ from ..progress import SILENT, Progress
 from ..recommend.choose import recommend, shared_recommendation
 from ..recommend.verify import Recommendation
 from ..result import Evaluate
+from ..run.numa_quiet import QuietNuma, disturbs, restore_stale
 from ..run.runner import interrupt_on_sigterm, reap_orphans
-from ..run.trial import live_evaluator
+from ..run.evaluate import live_evaluator
 from ..run.trials_dir import settle as settle_trials
-from ..search.lock import MachineLock
+from ..search.lock import MachineLock, machine_key
 from ..search.loop import run_search
 from ..search.options import Clock, SearchResult
 from ..search.shared import Workers
@@ -55,14 +56,17 @@ def search(req: SearchRequest, *, label: str | None = None, topology: Topology |
     clock = clock if clock is not None else MonotonicClock(started)
     job = prepare(req, label=label, topology=topology, cluster=cluster, say=say)
     time_left = functools.partial(_time_left, req.budget_s, clock)
+    evaluate_is_live = evaluate is None
     if evaluate is None:
         evaluate = live_evaluator(job.topology, job.settings, time_left=time_left,
                                   adapt_timeout=req.trial_timeout is None)
     with contextlib.ExitStack() as held:   # unwinds the locks even when interrupted
-        # The machine lock first: a search refused because another holds the machine leaves
-        # nothing behind (no results folder, no study file).
+        # numa_balancing first (refused to non-root before anything exists), then the machine
+        # lock: a search refused because another holds the machine leaves nothing behind (no
+        # results folder, no study file).
+        numa = _numa_balancing(req, live=evaluate_is_live, held=held)
         if not req.allow_concurrent:
-            held.callback(MachineLock(job.topology.fingerprint()).acquire().release)
+            held.callback(_machine_lock(job).acquire().release)
         storage = open_storage(req.url, create_under=req.results)
         with interrupt_on_sigterm():
             study, study_lock, workers, others = open_search_study(storage, req, job, held)
@@ -74,6 +78,7 @@ def search(req: SearchRequest, *, label: str | None = None, topology: Topology |
             describe(study, req, job, job.cluster)
             progress.start(name=job.name, storage=redact(req.url), space=job.space, stale=stale,
                            topology=job.topology)
+            _say_numa(progress, numa, job.topology, req.quiet_numa)
             elsewhere = announce(progress, storage, job, workers, others, study_lock)
             if (shown := foreign_folder(req.results)) is not None:
                 progress.warn(f"--results {shown}")
@@ -90,6 +95,32 @@ def search(req: SearchRequest, *, label: str | None = None, topology: Topology |
     return Tuned(summary=summary, result=result, recommendation=rec, command=command,
                  stored=stored,
                  overridden=A.StudyAttrs.of(study).script_overrides if req.script else None)
+
+
+def _machine_lock(job: SearchJob) -> MachineLock:
+    """The lock one search holds: this machine's cores, or the hosts its trials run on (two
+    searches from one login node, each in its own allocation, may run side by side)."""
+    hosts = tuple(h.name for h in job.cluster.hosts) if job.cluster is not None else ()
+    return MachineLock(machine_key(job.topology.fingerprint(), hosts))
+
+
+def _numa_balancing(req: SearchRequest, *, live: bool, held: contextlib.ExitStack) -> list[str]:
+    """--quiet-numa: numa_balancing off until `held` unwinds (run/numa_quiet.py); a live search
+    also puts back what a search that died left off. What happened, as progress lines."""
+    if req.quiet_numa:
+        return held.enter_context(QuietNuma()).said
+    if live and os.geteuid() == 0:
+        return [line for line in (restore_stale(),) if line]
+    return []
+
+
+def _say_numa(progress: Progress, said: list[str], topology: Topology, quiet: bool) -> None:
+    """What --quiet-numa did, or a warning when numa_balancing may disturb the timings."""
+    for line in said:
+        progress.note(line)
+    warning = disturbs(topology.memory.numa_balancing, len(topology.numa_nodes))
+    if warning and not quiet:
+        progress.warn(warning)
 
 
 def _time_left(budget_s: float, clock: Clock) -> float:

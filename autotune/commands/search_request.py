@@ -45,6 +45,7 @@ class SearchRequest:
     keep_trials: int | None = DEFAULT_KEEP_TRIALS   # trial folders kept; None: all (trials_dir.py)
     guide: str = "descent"                      # search/guide.py (GUIDES)
     early_stop: bool = True                     # built-in workloads only: measure/early_stop.py
+    quiet_numa: bool = False                    # numa_balancing off while searching (run/numa_quiet.py)
     # the hosts --hosts, --hostfile or a SLURM allocation ask for; None: this machine only
     hosts: Hosts | None = None
 

@@ -12,9 +12,11 @@ from ..export.recommendation import save_recommendation
 from ..plan.launch_plan import TARGET_SECONDS
 from ..probe import probe, torch_build
 from ..progress import SILENT, Progress
-from ..recommend.reverify import Reverified, reverify, store_unless_replaced
+from ..recommend.reverify import (Reverified, reverify, seeded_confirmation,
+                                  store_unless_replaced)
 from ..run.idle import IDLE_DEADLINE_S
-from ..run.trial import TrialSettings, live_evaluator
+from ..run.evaluate import live_evaluator
+from ..run.trial import TrialSettings
 from ..search.lock import MachineLock
 from ..study.attrs import StudyAttrs
 from ..study.provenance import Here, why_not_here
@@ -74,8 +76,9 @@ def verify(req: VerifyRequest, progress: Progress = SILENT,
     # (whose recommendation it would then overwrite with a figure measured under its load).
     with MachineLock(topology.fingerprint(), advice="run verify once it has finished"):
         measured = StudyAttrs.of(study).recommendation
+        accept = seeded_confirmation(study, evaluate, time_left=time_left, progress=progress)
         result = reverify(study, evaluate, rounds=req.rounds, progress=progress,
-                          time_left=time_left)
+                          time_left=time_left, accept=accept)
         result = store_unless_replaced(
             study, req.study.url, measured, result,
             lambda rec: save_recommendation(study, rec, topology,

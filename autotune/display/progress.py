@@ -114,9 +114,11 @@ class TerminalProgress:
         self.bar.phase, self.bar.now = "verify", what
         self._print(f"{self._clock()} verify {what}")
 
-    def quality_start(self, *, config: Config, math_class: str, seed: int) -> None:
+    def quality_start(self, *, config: Config, math_class: str, seed: int,
+                      side_by_side: int = 0) -> None:
         self.bar.phase, self.bar.now = "quality check", f"seed {seed}: {math_class}"
-        self._print(f"{self._clock()} quality run, seed {seed}: {math_class}")
+        beside = f" ({side_by_side} side by side, on hosts of their own)" if side_by_side else ""
+        self._print(f"{self._clock()} quality run, seed {seed}: {math_class}{beside}")
 
     def confirm_start(self, *, config: Config, seed: int) -> None:
         self.bar.phase, self.bar.now = "quality check", f"confirming, seed {seed}: {short(config)}"
@@ -219,7 +221,7 @@ class TerminalProgress:
             print(f"  not recommended: {rec.note}", file=out)
         overridden = {k: v for k, v in (overridden or {}).items() if k in rec.config.to_dict()}
         shown = rec.config.with_(**{k: getattr(Config(), k) for k in overridden
-                                    if k not in ("nproc", "nproc_per_node")})
+                                    if k not in ("nproc", "ranks_per_numa_node")})
         print(f"recommended: {short(shown)}", file=out)
         for knob, why in overridden.items():
             print(f"  {knob}: not claimed, the script sets its own ({why})", file=out)

@@ -27,8 +27,9 @@ def local_cluster(topology: Topology, python: str) -> Cluster:
 def _argv(config: Config, cluster: Cluster, launcher: str, program: tuple[str, ...]):
     # ssh and Open MPI's daemons start with a bare environment: PATH/PYTHONPATH as the trials
     # had them (Cluster.env) go into the command, or another autotune may be imported there.
-    plan = build_cluster_plan(config, replace(cluster, launcher=launcher), workdir=".",
-                              master_port=PORT, base_env=dict(cluster.env), trial_id="autotune",
+    # (no shared ssh connection: the sockets are this search's, the command runs anywhere)
+    plan = build_cluster_plan(config, replace(cluster, launcher=launcher, control_dir=None),
+                              workdir=".", master_port=PORT, base_env=dict(cluster.env), trial_id="autotune",
                               program=program, export=True)
     return plan.launchers
 
@@ -70,7 +71,10 @@ def sbatch(config: Config, cluster: Cluster, program: tuple[str, ...]) -> str:
         f"#SBATCH --cpus-per-task={max(1, cores // per_host)}",
         "#SBATCH --exclusive",
         "set -euo pipefail",
-        "# The first node of the allocation holds the rendezvous.",
-        'export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+        "# The first node of the allocation holds the rendezvous, at the address SLURM itself",
+        "# reaches it by (its NodeAddr; the node's name where none is set).",
+        'first=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+        "addr=$(scontrol show node \"$first\" | sed -n 's/.*NodeAddr=\\([^ ]*\\).*/\\1/p')",
+        'export MASTER_ADDR="${addr:-$first}"',
         f"export MASTER_PORT={PORT}",
         _q(argv)])

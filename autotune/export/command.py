@@ -43,6 +43,7 @@ class LaunchCommand:
     cpus: tuple[tuple[int, ...] | None, ...]
     mem_nodes: tuple[int | None, ...]
     manifest: dict[str, Any] = field(default_factory=dict)
+    mem_policies: tuple[str | None, ...] = ()    # per rank: "interleave:0,4" (plan/memory.py)
     overridden: dict[str, str] = field(default_factory=dict)   # knob -> why it is not claimed
     local_rank_arg: str | None = None
     topology: Topology | None = None             # for the launcher formats (mpirun, slurm)
@@ -74,7 +75,7 @@ def launch_command(config: Config, topology: Topology, *, workload: str = DEFAUL
     overridden = {k: v for k, v in (overridden or {}).items() if k in Config().to_dict()}
     reset = {k: getattr(Config(), k) for k in overridden}
     if "nproc" in reset:   # a script that starts its own workers is launched once
-        reset["nproc_per_node"] = None
+        reset["ranks_per_numa_node"] = None
     config = config.with_(**reset)
     program = program or training_command(workload, config, python=python)
     if config.nnodes > 1 or cluster is not None:   # across hosts: the launcher formats (_across)
@@ -96,6 +97,7 @@ def launch_command(config: Config, topology: Topology, *, workload: str = DEFAUL
     return LaunchCommand(config=config, env=common, ranks=ranks, program=tuple(program),
                          cpus=tuple(r.cpus for r in plan.ranks),
                          mem_nodes=tuple(r.mem_node for r in plan.ranks), manifest=manifest or {},
+                         mem_policies=tuple(r.mem_policy for r in plan.ranks),
                          overridden=overridden, local_rank_arg=local_rank_arg,
                          topology=topology, cluster=cluster)
 
@@ -150,6 +152,12 @@ def _header(cmd: LaunchCommand) -> list[str]:
                      f"torch {(m.get('library_versions') or {}).get('torch', '?')}")
     for knob, why in cmd.overridden.items():
         lines.append(f"# {knob}: not set here, the script sets its own ({why})")
+    if cmd.config.mem_policy == "weighted" and cmd.topology is not None:
+        from ..plan.memory import wanted_weights, weight_commands
+        wanted = wanted_weights(cmd.topology)
+        if wanted:   # the kernel's per-node weights the ranks interleave by (autotune launch sets them)
+            lines.append(f"# mem_policy=weighted interleaves by these weights (as root): "
+                         f"{weight_commands(wanted)}")
     return [one_line(line) for line in lines]
 
 
@@ -182,6 +190,8 @@ def _torchrun(cmd: LaunchCommand) -> str:
         shim += [f"--tool={tool}", "--cpus=" + ";".join(format_cpulist(c) for c in bound)]
         if any(m is not None for m in cmd.mem_nodes):
             shim.append("--membind=" + ";".join(str(m) for m in cmd.mem_nodes))
+    if any(cmd.mem_policies):   # interleave, preferred or weighted: numactl sets it per rank
+        shim.append("--mem=" + ";".join(m or "" for m in cmd.mem_policies))
     if len(shim) > 3:
         tail = ["--no-python", *shim, "--", *cmd.program]
     else:

@@ -82,7 +82,8 @@ def from_study(study: Any) -> TunedConfig:
     return TunedConfig(config=config, source=f"study {study.study_name}",
                        fingerprint=attrs.fingerprint, workload=attrs.workload,
                        torch_version=attrs.torch_version,
-                       verified=bool(rec.get("verified")), headline=rec.get("headline") or "",
+                       verified=bool(rec.get("verified")) and not inconclusive(rec, config),
+                       headline=rec.get("headline") or "",
                        program=fill(tuple(template), config) if template else ())
 
 
@@ -101,9 +102,18 @@ def from_manifest(path: str) -> TunedConfig:
     program = data.get("program")
     return TunedConfig(config=config, source=f"manifest {path}", fingerprint=m.get("fingerprint"),
                        torch_version=(m.get("library_versions") or {}).get("torch"),
-                       verified=bool(m.get("verified")), headline=m.get("headline") or "",
+                       verified=bool(m.get("verified")) and not inconclusive(m, config),
+                       headline=m.get("headline") or "",
                        program=tuple(str(a) for a in program) if isinstance(program, list)
                        else ())
+
+
+def inconclusive(rec: dict, config: Config) -> bool:
+    """A stored recommendation of the default launch that only says no candidate settled (a
+    recommendation stored before the key existed: unsettled and the default launch)."""
+    if "inconclusive" in rec:
+        return bool(rec["inconclusive"])
+    return rec.get("settled") is False and config == Config()
 
 
 def refusals(tuned: TunedConfig, topology: Topology, torch_version: str | None) -> list[str]:
@@ -120,7 +130,10 @@ def refusals(tuned: TunedConfig, topology: Topology, torch_version: str | None) 
                    f"runs torch {torch_version}")
     if not tuned.verified:
         out.append(f"{tuned.source} holds no verified recommendation"
-                   + (f" ({tuned.headline})" if tuned.headline else ""))
+                   + (f" ({tuned.headline})" if tuned.headline else "")
+                   + ("; `autotune verify` measures it again"
+                      if tuned.source.startswith("study ") and "`autotune verify" not in
+                      tuned.headline else ""))
     return out
 
 
@@ -130,7 +143,7 @@ def override(config: Config, topology: Topology, *,
     what changed. Threads per rank are kept when they still fit, else sized to each rank's cores."""
     if nproc_per_node is None or nproc_per_node == config.nproc:
         return config, []
-    out = config.with_(nproc=nproc_per_node, nproc_per_node=None)
+    out = config.with_(nproc=nproc_per_node, ranks_per_numa_node=None)
     threads = "kept"
     if out.threads is not None and infeasible_reason(out, topology):
         out, threads = out.with_(threads=None), "sized to each rank's cores"

@@ -30,7 +30,7 @@ def save_recommendation(study, rec, topology: Topology, workload: str,
     manifest = {"fingerprint": topology.fingerprint(), "machine": topology.isa.describe(),
                 "library_versions": library_versions(), "workload": workload,
                 "headline": rec.headline(), "speedup": rec.speedup, "spread": rec.spread,
-                "verified": rec.verified}
+                "verified": rec.verified, "inconclusive": rec.inconclusive}
     program, script = None, {}
     if command:
         from ..script.template import fill

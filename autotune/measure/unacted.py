@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from ..plan.launch_plan import LaunchPlan, RankExpect
 from ..probe.parse import format_cpulist
-from ..probe.procfs import memory_bound_to
+from ..probe.procfs import memory_bound_to, memory_placed
 from .observe import RankObservation
 
 
@@ -57,6 +57,11 @@ def compare(expected: "Sequence[RankExpect] | LaunchPlan",
                 out.append(Unacted(knob="omp_runtime", rank=r, message=(
                     f"omp_runtime={exp.omp_runtime} planned; rank {r} mapped {omp}: the script "
                     "or its launcher sets its own LD_PRELOAD")))
+        if exp.mem_policy is not None and obs.mempolicy is not None and \
+                not memory_placed(exp.mem_policy, obs.mempolicy):
+            out.append(Unacted(knob="mem_policy", rank=r, message=(
+                f"memory policy {exp.mem_policy} planned; rank {r} ran with {obs.mempolicy}: the "
+                "script sets its own memory policy")))
         if exp.mem_node is not None and obs.mempolicy is not None and \
                 not memory_bound_to(exp.mem_node, obs.mempolicy, None):
             out.append(Unacted(knob="binding", rank=r, message=(

@@ -21,6 +21,7 @@ from .feasible import infeasible_reason
 from .gpu import CUDA_ENV, cuda_env
 from .launch_plan import (KILL_GRACE_S, TARGET_SECONDS, TRIAL_TIMEOUT_S, WARMUP_STEPS,
                           LaunchPlan, RankExpect, RankPlan, WorkerRequest)
+from .memory import MemPlacement, rank_memory
 from ..probe.parse import format_cpulist
 from .placement import Placement, rank_placements
 
@@ -65,6 +66,8 @@ def build_plan(config: Config, topology: Topology, *, workload: str = DEFAULT_WO
         raise ConfigError(reason)
     placements = rank_placements(config, topology)
     gpu = config.device == "cuda"
+    bound = config.binding != "none" and (not gpu or config.numa_binding != "none")
+    memory = tuple(rank_memory(config, topology, pl, bound) for pl in placements)
     launch = _Launch(
         config=config, placements=tuple(placements), env_delta=env_for(config, topology),
         base_env=base_env, workdir=workdir, request_path=os.path.join(workdir, "request.json"),
@@ -73,7 +76,7 @@ def build_plan(config: Config, topology: Topology, *, workload: str = DEFAULT_WO
         membind_ok=(config.binding.startswith("numactl")
                     and topology.capabilities.numactl_membind and not gpu),
         # GPU ranks are bound only when a numa_binding mode chose their CPUs
-        bound=config.binding != "none" and (not gpu or config.numa_binding != "none"))
+        bound=bound, memory=memory)
     both = [_rank(launch, rank, pl) for rank, pl in enumerate(placements)]
     expects, ranks = tuple(e for e, _ in both), tuple(r for _, r in both)
     request = WorkerRequest(workload=workload, config=config.to_dict(), ranks=expects,
@@ -104,6 +107,7 @@ class _Launch:
     gpu: bool
     membind_ok: bool                 # numactl may bind memory as well as CPUs
     bound: bool                      # the ranks run under a binding tool
+    memory: tuple = ()               # per rank: its MemPlacement (mem_policy), None for local
 
 
 def _rank(launch: _Launch, rank: int, pl: Placement) -> tuple[RankExpect, RankPlan]:
@@ -112,7 +116,9 @@ def _rank(launch: _Launch, rank: int, pl: Placement) -> tuple[RankExpect, RankPl
     # The process may run on its compute cores plus its oneCCL workers' dedicated cores;
     # OpenMP is kept off the latter by GOMP_CPU_AFFINITY (see ccl_env).
     cpus = tuple(sorted(set(pl.cpus) | set(pl.ccl_cpus)))
-    mem_node = pl.node if launch.membind_ok and pl.node is not None else None
+    placed = launch.memory[rank] if rank < len(launch.memory) else None
+    mem = placed.spec() if isinstance(placed, MemPlacement) else None
+    mem_node = pl.node if launch.membind_ok and pl.node is not None and not mem else None
     ccl = ccl_env(config, pl, rank, list(launch.placements)) if config.backend == "ccl" else {}
     # With dedicated oneCCL cores, GOMP_CPU_AFFINITY binds the rank's main thread to its
     # compute cores, so that is what the rank itself shows (the workers bind themselves).
@@ -120,17 +126,18 @@ def _rank(launch: _Launch, rank: int, pl: Placement) -> tuple[RankExpect, RankPl
     expect = RankExpect(cpus=seen if launch.bound else None, threads=pl.threads,
                         allocator=config.allocator, omp_runtime=config.omp_runtime,
                         precision=config.precision, mem_node=mem_node,
-                        device=f"cuda:{rank}" if launch.gpu else "cpu", backend=config.backend)
+                        device=f"cuda:{rank}" if launch.gpu else "cpu", backend=config.backend,
+                        mem_policy=mem)
     env = _rank_env(launch, rank, pl, ccl)
     per_rank = ((f"{launch.local_rank_arg}={rank}",)
                 if launch.local_rank_arg and launch.program else ())
-    argv = (*binding_prefix(config.binding if launch.bound else "none", cpus, mem_node),
+    argv = (*binding_prefix(config.binding if launch.bound else "none", cpus, mem_node, mem),
             *(launch.program
               or (launch.python, "-m", "autotune.worker", "--request", launch.request_path)),
             *per_rank)
     plan = RankPlan(rank=rank, argv=argv, env=env, cpus=cpus if launch.bound else None,
                     mem_node=mem_node, log_path=os.path.join(launch.workdir, f"rank{rank}.log"),
-                    result_path=env["AUTOTUNE_RESULT"])
+                    result_path=env["AUTOTUNE_RESULT"], mem_policy=mem)
     return expect, plan
 
 
@@ -207,11 +214,15 @@ def torchrun_env(rank: int, world_size: int, run_id: str) -> dict[str, str]:
             "TORCHELASTIC_MAX_RESTARTS": "0"}
 
 
-def binding_prefix(binding: str, cpus: tuple[int, ...], mem_node: int | None) -> tuple[str, ...]:
+def binding_prefix(binding: str, cpus: tuple[int, ...], mem_node: int | None,
+                   mem: str | None = None) -> tuple[str, ...]:
+    """numactl/taskset and their flags; an unbound rank with a memory policy (`mem`) runs under
+    numactl with the policy's flags alone."""
     if binding == "none":
-        return ()
+        return tuple(bind_command("numactl", None, None, [], mem=mem)) if mem else ()
     tool = binding.split("_")[0]  # numactl_smt -> numactl
-    return tuple(bind_command(tool, format_cpulist(cpus), None if mem_node is None else str(mem_node), []))
+    return tuple(bind_command(tool, format_cpulist(cpus),
+                              None if mem_node is None else str(mem_node), [], mem=mem))
 
 
 def ccl_env(config: Config, pl: Placement, rank: int,

@@ -3,9 +3,12 @@
 Each host gets the single-host plan of its share of the ranks (plan.build_plan on that host's own
 probed topology), so binding, allocator and threads apply on every host exactly as they do on
 one. A launcher then starts those ranks:
-- ssh: one `torchrun --nnodes N --rdzv-backend c10d` per host, over ssh;
+- ssh: a trial starts each host's ranks over ssh through the rank shim (`autotune.bind
+  --local-ranks`), with torchrun's variables and rank 0's store; the export is one
+  `torchrun --nnodes N --rdzv-backend c10d` per host, over ssh;
 - mpirun: one Open MPI `mpirun` for all hosts (`-x` env, ranks mapped by node in host order);
-- srun: one `srun` inside a SLURM allocation (block distribution, in nodelist order).
+- srun: one `srun --overlap` step inside a SLURM allocation (block distribution, in nodelist
+  order), started by the one search of the allocation.
 Every rank process runs `python -m autotune.bind`, which picks its planned rank's cores and
 variables (the launchers give all ranks one command). Every process of the trial carries
 AUTOTUNE_TRIAL_MARKER, by which `python -m autotune.run.remote kill MARKER` ends it on each host.
@@ -37,6 +40,11 @@ _LAUNCHER_OWNED = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "AUTO
                    "CCL_KVS_IFACE", "FI_TCP_IFACE")
 
 
+# Seconds a shared ssh connection stays open with nothing running over it: longer than a gap
+# between two trials, short enough that nothing lingers long after a search.
+SSH_PERSIST_S = 120
+
+
 @dataclass(frozen=True, kw_only=True)
 class Cluster:
     """The hosts a study runs on, as probed: one topology and one reachable address per host."""
@@ -51,6 +59,10 @@ class Cluster:
     cwd: str = "."
     env: dict[str, str] = field(default_factory=dict)   # forwarded to every remote command
     master_port: int | None = None       # the rendezvous port (None: one free on the first host)
+    # A private folder for ssh's shared connections (run/remote.ssh_control_dir): every ssh to a
+    # host then rides one connection kept open between trials. None: a new connection each time
+    # (an export, whose commands run elsewhere).
+    control_dir: str | None = None
 
     def remote(self, host: str, *cmd: str) -> tuple[str, ...]:
         """argv running a short command on `host` the way the ranks get there (env and cwd)."""
@@ -59,6 +71,15 @@ class Cluster:
             return ("srun", "--nodes=1", "--ntasks=1", "--overlap", f"--nodelist={host}",
                     f"--chdir={self.cwd}", "env", *assign, *cmd)
         return self.ssh(host, "env", *assign, *cmd, cwd=self.cwd)
+
+    def lane(self, index: int, width: int) -> "Cluster":
+        """The hosts index*width .. (index+1)*width - 1 as a cluster of their own (the first of
+        them holds the rendezvous): runs side by side on disjoint hosts."""
+        cut = slice(index * width, (index + 1) * width)
+        if not self.hosts[cut] or len(self.hosts[cut]) < width:
+            raise ConfigError(f"lane {index} of {width} host(s): only {len(self.hosts)} host(s)")
+        return replace(self, hosts=self.hosts[cut], addresses=self.addresses[cut],
+                       topologies=self.topologies[cut])
 
     def __post_init__(self) -> None:
         if self.launcher not in LAUNCHERS:
@@ -72,7 +93,16 @@ class Cluster:
         line = " ".join(shlex.quote(a) for a in remote)
         if cwd is not None:
             line = f"cd {shlex.quote(cwd)} && exec {line}"
-        return ("ssh", *cfg, "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", host, "--", line)
+        return ("ssh", *cfg, "-o", "BatchMode=yes", "-o", "ConnectTimeout=10",
+                *self._shared_connection(), host, "--", line)
+
+    def _shared_connection(self) -> tuple[str, ...]:
+        """ssh options that reuse one connection per host: a trial makes 2 to 3 ssh calls per
+        host (port, launch, kill), each a new handshake otherwise."""
+        if not self.control_dir:
+            return ()
+        return ("-o", "ControlMaster=auto", "-o", f"ControlPersist={SSH_PERSIST_S}",
+                "-o", f"ControlPath={os.path.join(self.control_dir, '%C')}")
 
 
 def collective_env(iface: str | None) -> dict[str, str]:
@@ -97,8 +127,12 @@ def infeasible_on_cluster(config: Config, cluster: Cluster) -> str | None:
         if h.slots is not None and per_host > h.slots:
             return f"{per_host} ranks per host but {h.name} has {h.slots} slot(s)"
     from .feasible import infeasible_reason as on_host
+    from .memory import stale_weights
     for h, topo in zip(cluster.hosts[:config.nnodes], cluster.topologies):
         if (why := on_host(config.with_(nproc=per_host, nnodes=1), topo)) is not None:
+            return f"{h.name}: {why}"
+        # autotune sets the weights on this machine only: another host's must be right already
+        if config.mem_policy == "weighted" and (why := stale_weights(topo)) is not None:
             return f"{h.name}: {why}"
     return None
 
@@ -137,7 +171,7 @@ def build_cluster_plan(config: Config, cluster: Cluster, *, workdir: str, master
     launchers = _launchers(config, cluster, shim, list(program), common, master_port, trial_id,
                            workdir, export)
     ranks = tuple(RankPlan(rank=i, argv=tuple(shim + ["--", *program]), env={**common, **e},
-                           cpus=r.cpus, mem_node=r.mem_node,
+                           cpus=r.cpus, mem_node=r.mem_node, mem_policy=r.mem_policy,
                            log_path=os.path.join(workdir, f"rank{i}.log"),
                            result_path=os.path.join(workdir, f"rank{i}.json"))
                   for i, (r, e) in enumerate(zip(flat, ranks_env)))
@@ -173,6 +207,8 @@ def _bind_shim(config: Config, python: str, workdir: str, export: bool, per_rank
                  "--cpus=" + ";".join(format_cpulist(r.cpus or ()) for r in flat)]
         if any(r.mem_node is not None for r in flat):
             shim.append("--membind=" + ";".join(str(r.mem_node) for r in flat))
+    if any(r.mem_policy for r in flat):   # mem_policy: numactl's memory flags, per rank
+        shim.append("--mem=" + ";".join(r.mem_policy or "" for r in flat))
     return shim
 
 
@@ -181,6 +217,17 @@ def _launchers(config: Config, cluster: Cluster, shim: list[str], program: list[
     nn, per_host = config.nnodes, config.nproc // config.nnodes
     hosts = cluster.hosts[:nn]
     assign = [f"{k}={v}" for k, v in sorted(env.items())]
+    if cluster.launcher == "ssh" and not export:
+        # A trial starts each host's ranks through the shim (no torchrun agent: its own import of
+        # torch and its rendezvous cost seconds per trial and measure nothing); rank 0 holds the
+        # store at MASTER_ADDR:MASTER_PORT. The export stays one torchrun per host.
+        return tuple((h.name, cluster.ssh(h.name, "env", *assign, f"WORLD_SIZE={config.nproc}",
+                                          f"GROUP_WORLD_SIZE={nn}",
+                                          f"TORCHELASTIC_RUN_ID={trial_id}", *shim,
+                                          f"--node-rank={i}", f"--local-ranks={per_host}", "--",
+                                          *program, cwd=cluster.cwd),
+                      os.path.join(workdir, f"launcher-{h.name}.log"))
+                     for i, h in enumerate(hosts))
     if cluster.launcher == "ssh":
         out = []
         for i, h in enumerate(hosts):
@@ -207,10 +254,14 @@ def _launchers(config: Config, cluster: Cluster, shim: list[str], program: list[
             argv += ["-x", f"{k}={env[k]}"]
         argv += [*shim, "--", *program]
         return (("mpirun", tuple(argv), os.path.join(workdir, "launcher-mpirun.log")),)
+    # A trial is one step of the allocation the search runs in: --overlap, or under `srun
+    # autotune search` it waits for ever behind the step running the search, which holds the
+    # CPUs. No --cpus-per-task (it implies --exact): the step gets every CPU the job has on its
+    # nodes, and the shim binds each rank within them as planned.
     argv = ["srun", f"--nodes={nn}", f"--ntasks={config.nproc}",
             f"--ntasks-per-node={per_host}", "--distribution=block", "--cpu-bind=none",
             "--kill-on-bad-exit=1",
-            *([] if export else [f"--nodelist={','.join(h.name for h in hosts)}"]),
+            *([] if export else ["--overlap", f"--nodelist={','.join(h.name for h in hosts)}"]),
             # env, not --export: srun splits --export on commas, which MALLOC_CONF contains.
             "env", *assign, *shim, "--", *program]
     return (("srun", tuple(argv), os.path.join(workdir, "launcher-srun.log")),)

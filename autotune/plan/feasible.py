@@ -9,6 +9,7 @@ from ..errors import ConfigError
 from ..training import split_batch
 from ..probe.topology import Topology
 from .gpu import gpu_problem
+from .memory import memory_problem
 from .placement import placements
 
 
@@ -53,14 +54,14 @@ def infeasible_reason(config: Config, topology: Topology) -> str | None:
         return "compile: torch.compile needs a C++ compiler and none was found"
     why = gpu_problem(config, topology)
     if why or config.device == "cuda":
-        return why
+        return why or memory_problem(config, topology, [])
     try:
-        placements(config, topology)
+        placed = placements(config, topology)
         # the global batch is the invariant: ranks that cannot share it equally cannot run it
         split_batch(config.global_batch, config.nproc, config.batch_size)
     except ConfigError as exc:
         return str(exc)
-    return None
+    return memory_problem(config, topology, placed)
 
 
 def ccl_problem(config: Config) -> str | None:

@@ -43,7 +43,7 @@ def gpu_problem(config: Config, topology: Topology) -> str | None:
             return "pin_memory=true speeds copies to a GPU and needs device=cuda"
         if config.numa_binding != "none":
             return (f"numa_binding={config.numa_binding} places GPU ranks near their GPU and needs "
-                    f"device=cuda; CPU ranks are placed by nproc_per_node and binding")
+                    f"device=cuda; CPU ranks are placed by ranks_per_numa_node and binding")
         if config.backend == "nccl":
             return "backend nccl all-reduces GPU tensors only: it needs device=cuda"
         return None
@@ -54,8 +54,8 @@ def gpu_problem(config: Config, topology: Topology) -> str | None:
         return "device=cuda: this torch cannot use CUDA (a CPU-only build, or no driver)"
     if config.nproc > len(gpus):
         return f"nproc={config.nproc} but only {len(gpus)} GPU(s): GPU trials run one rank per GPU"
-    if config.nproc_per_node is not None:
-        return ("nproc_per_node counts CPU ranks per NUMA node; GPU ranks follow their GPUs "
+    if config.ranks_per_numa_node is not None:
+        return ("ranks_per_numa_node counts CPU ranks per NUMA node; GPU ranks follow their GPUs "
                 "(use nproc for the number of GPUs)")
     if config.ipex == "on":
         return "ipex on: IPEX optimises CPU training; device=cuda trains on the GPU"

@@ -83,34 +83,71 @@ def expand_nodelist(text: str) -> tuple[str, ...]:
     return tuple(names)
 
 
-def expand_tasks_per_node(text: str) -> tuple[int, ...]:
-    """SLURM_TASKS_PER_NODE: `2(x3),1` -> (2, 2, 2, 1)."""
+def expand_per_node(text: str, *, var: str = "SLURM_JOB_CPUS_PER_NODE") -> tuple[int, ...]:
+    """SLURM's compressed per-node counts (SLURM_JOB_CPUS_PER_NODE, SLURM_TASKS_PER_NODE):
+    `2(x3),1` -> (2, 2, 2, 1), in the order of SLURM_JOB_NODELIST."""
     out: list[int] = []
     for part in text.split(","):
         m = re.fullmatch(r"(\d+)(?:\(x(\d+)\))?", part.strip())
-        if not m:
-            raise ConfigError(f"SLURM_TASKS_PER_NODE={text!r}: cannot read {part!r}")
+        if not m or int(m.group(2) or 1) < 1:
+            raise ConfigError(f"{var}={text!r}: cannot read {part.strip()!r}; expected counts "
+                              "like 2(x3),1")
         out.extend([int(m.group(1))] * int(m.group(2) or 1))
     return tuple(out)
 
 
 def slurm_hosts(env: Mapping[str, str]) -> tuple[Host, ...] | None:
-    """The allocation this process runs in (None outside SLURM)."""
+    """The allocation this process runs in (None outside SLURM). A node's slots are the CPUs the
+    allocation gives it (SLURM_JOB_CPUS_PER_NODE), not its tasks: `srun -N2
+    --ntasks-per-node=1` has one task per node, yet every CPU of the node is the job's, and the
+    trials' own `srun` steps place as many ranks as the CPUs allow."""
     nodelist = env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")
     if not nodelist:
         return None
     names = expand_nodelist(nodelist)
-    if env.get("SLURM_NTASKS_PER_NODE"):
-        slots: tuple[int | None, ...] = (_slots(env["SLURM_NTASKS_PER_NODE"],
-                                                "SLURM_NTASKS_PER_NODE"),) * len(names)
-    elif env.get("SLURM_TASKS_PER_NODE"):
-        slots = expand_tasks_per_node(env["SLURM_TASKS_PER_NODE"])
+    slots: tuple[int | None, ...] = (None,) * len(names)
+    if env.get("SLURM_JOB_CPUS_PER_NODE"):
+        slots = expand_per_node(env["SLURM_JOB_CPUS_PER_NODE"])
         if len(slots) != len(names):
-            raise ConfigError(f"SLURM_TASKS_PER_NODE gives {len(slots)} nodes, "
-                              f"SLURM_JOB_NODELIST {len(names)}")
-    else:
-        slots = (None,) * len(names)
+            raise ConfigError(f"SLURM_JOB_CPUS_PER_NODE={env['SLURM_JOB_CPUS_PER_NODE']!r} "
+                              f"counts {len(slots)} node(s), SLURM_JOB_NODELIST={nodelist!r} "
+                              f"{len(names)}")
+        if 0 in slots:
+            raise ConfigError(f"SLURM_JOB_CPUS_PER_NODE={env['SLURM_JOB_CPUS_PER_NODE']!r}: "
+                              "a node with 0 CPUs")
     return _unique([Host(name=n, slots=s) for n, s in zip(names, slots)], "SLURM_JOB_NODELIST")
+
+
+def within_allocation(asked: tuple[Host, ...], allocation: tuple[Host, ...],
+                      where: str = "--hosts") -> tuple[Host, ...]:
+    """The hosts the user named, checked against the allocation srun can start steps in; a
+    host named without slots gets the CPUs the allocation gives it."""
+    given = {h.name: h for h in allocation}
+    for h in asked:
+        if h.name not in given:
+            names = ", ".join(given) if len(given) <= 8 else ", ".join(list(given)[:8]) + ", ..."
+            raise ConfigError(f"{where}: {h.name} is not a node of this SLURM allocation "
+                              f"({names}); name its nodes, or --launcher ssh for other hosts")
+    return tuple(h if h.slots is not None else given[h.name] for h in asked)
+
+
+def other_slurm_task(env: Mapping[str, str], command: str) -> str | None:
+    """Under `srun -N2 ... autotune search` every task starts the command; one search per
+    allocation is wanted (it starts its own steps on every node), so the tasks but SLURM_PROCID 0
+    say why they do nothing (None: this process is the one that runs)."""
+    procid = env.get("SLURM_PROCID", "0").strip()
+    if procid in ("", "0") or not procid.isdigit():
+        return None
+    total = env.get("SLURM_NTASKS") or env.get("SLURM_NPROCS") or "?"
+    return (f"SLURM task {procid} of {total}: task 0 runs the {command} (one per allocation, its "
+            "trials started on every node by srun); this task exits")
+
+
+def node_address(scontrol_text: str) -> str | None:
+    """NodeAddr from `scontrol show node NAME` (how SLURM itself reaches the node; a node name
+    need not resolve where NodeAddr is set)."""
+    m = re.search(r"(?:^|\s)NodeAddr=(\S+)", scontrol_text)
+    return m.group(1) if m and m.group(1) not in ("(null)", "") else None
 
 
 def interface_of(ip_addr_text: str, address: str) -> str | None:

@@ -47,6 +47,9 @@ class RankExpect:
     mem_node: int | None = None       # memory bound to this NUMA node (numactl --membind)
     device: str | None = None         # "cpu" or "cuda:N" (N = LOCAL_RANK); None: not checked
     backend: str | None = None        # process-group backend in force; None: not checked
+    # a memory policy other than local ("interleave:0,4"; plan/memory.py), read back from
+    # /proc/self/numa_maps; None: mem_node (or nothing) is the plan
+    mem_policy: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -90,6 +93,7 @@ class RankPlan:
     mem_node: int | None                # NUMA node its memory is bound to (None: unbound)
     log_path: str
     result_path: str
+    mem_policy: str | None = None       # another memory policy ("interleave:0,4"), else None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -122,6 +126,9 @@ class LaunchPlan:
         for r in self.ranks:
             cpus = "unbound" if r.cpus is None else format_cpulist(r.cpus)
             mem = "any" if r.mem_node is None else f"node {r.mem_node}"
+            if r.mem_policy:   # the numactl flags it runs with (bind.mem_flags)
+                from ..bind import mem_flags
+                mem = " ".join(mem_flags(r.mem_policy))
             lines.append(f"rank {r.rank}: cpus {cpus}, memory {mem}, log {r.log_path}")
             lines.append("  " + " ".join(r.argv))
         return "\n".join(lines)

@@ -24,7 +24,7 @@ class Placement:
 
 def canonical(config: Config, topology: Topology) -> Config:
     """The same launch written one way, so that two spellings are never run twice: a
-    nproc_per_node that spreads ranks as the default would, and automatic threads that the plan
+    ranks_per_numa_node that spreads ranks as the default would, and automatic threads that the plan
     resolves to a number anyway (bound or multi-rank), are written as the plan will run them."""
     try:
         placed = rank_placements(config, topology)
@@ -39,8 +39,8 @@ def canonical(config: Config, topology: Topology) -> Config:
         out = out.with_(**{k: getattr(Config(), k) for k in CCL_KNOBS})
     if config.device == "cuda" and config.numa_binding == "none" and config.binding != "none":
         out = out.with_(binding="none")   # the tool has no CPU set to apply
-    if out.nproc_per_node is not None and config.device == "cpu":
-        spread = out.with_(nproc_per_node=None)
+    if out.ranks_per_numa_node is not None and config.device == "cpu":
+        spread = out.with_(ranks_per_numa_node=None)
         try:
             if [p.node for p in placements(spread, topology)] == [p.node for p in placed]:
                 out = spread
@@ -117,17 +117,18 @@ def placements(config: Config, topology: Topology) -> list[Placement]:
 
 
 def _ranks_per_node(config: Config, num_nodes: int) -> list[int]:
-    """How many ranks each NUMA node takes, first nodes first: nproc_per_node each, or spread
+    """How many ranks each NUMA node takes, first nodes first: ranks_per_numa_node each, or spread
     evenly, the first nodes taking the remainder."""
-    if config.nproc_per_node is not None:
-        if config.nproc % config.nproc_per_node:
+    if config.ranks_per_numa_node is not None:
+        if config.nproc % config.ranks_per_numa_node:
             raise ConfigError(f"nproc={config.nproc} is not a multiple of "
-                              f"nproc_per_node={config.nproc_per_node}")
-        used = config.nproc // config.nproc_per_node
+                              f"ranks_per_numa_node={config.ranks_per_numa_node}")
+        used = config.nproc // config.ranks_per_numa_node
         if used > num_nodes:
-            raise ConfigError(f"nproc={config.nproc} with nproc_per_node={config.nproc_per_node} "
-                              f"needs {used} NUMA nodes; this machine has {num_nodes}")
-        return [config.nproc_per_node] * used
+            raise ConfigError(f"nproc={config.nproc} with "
+                              f"ranks_per_numa_node={config.ranks_per_numa_node} needs {used} "
+                              f"NUMA nodes; this machine has {num_nodes}")
+        return [config.ranks_per_numa_node] * used
     used = min(config.nproc, num_nodes)
     return [config.nproc // used + (1 if i < config.nproc % used else 0) for i in range(used)]
 

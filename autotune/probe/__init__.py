@@ -10,6 +10,9 @@ Capture layout (a directory laid out like /sys, plus a few named files at its ro
     devices/system/cpu/cpuN/topology/{thread_siblings_list,core_cpus_list,physical_package_id}
     devices/system/node/online
     devices/system/node/nodeN/{cpulist,meminfo,distance}
+    devices/system/node/nodeN/access0/initiators/{read_bandwidth,read_latency}   HMAT/CDAT
+    devices/virtual/memory_tiering/memory_tierN/nodelist   the kernel's memory tiers
+    kernel/mm/mempolicy/weighted_interleave/{nodeN,auto}    weighted-interleave weights
     cpuinfo                     /proc/cpuinfo
     affinity                    cpulist this process may run on (os.sched_getaffinity)
     cpu.max                     cgroup CPU limits, "QUOTA PERIOD" per level ("max 100000" = none)
@@ -17,6 +20,8 @@ Capture layout (a directory laid out like /sys, plus a few named files at its ro
     nvidia-smi-query-gpu.csv    nvidia-smi --query-gpu=index,name,memory.total
                                            --format=csv,noheader,nounits
     nvidia-smi-topo-m.txt       nvidia-smi topo -m
+    numa_balancing              /proc/sys/kernel/numa_balancing
+    weighted_interleave.writable  "yes" when the weights may be written (root)
     capabilities.json           what the machine can do: torch's CUDA and backends, libraries,
                                 tools (raw facts; captured.py)
 
@@ -38,6 +43,7 @@ from . import parse as _parse
 from .capabilities import build_capabilities
 from . import collect_capabilities as _collect_caps
 from . import captured as _captured
+from .memory import parse_memory
 
 __all__ = ["probe", "capture", "topology_from_files", "torch_build"]
 
@@ -85,11 +91,14 @@ def topology_from_files(raw: _collect.RawMachine) -> Topology:
     if quota is not None and quota < len(usable_cores):
         warnings.append(f"cgroup CPU quota is {quota:g} CPUs for {len(usable_cores)} usable cores: "
                         f"plans use at most {max(1, int(quota))} cores")
+    memory = parse_memory(files, nodes, distances, isa.model_name, root=root,
+                          numa_balancing=files.get(_collect.NUMA_BALANCING),
+                          weights_writable=files.get(_collect.WEIGHTS_WRITABLE))
     return Topology(sockets=sockets, logical_cpus=online, cores=cores, numa_nodes=nodes,
                     distances=distances, usable_cpus=usable, cpu_quota=quota, isa=isa, gpus=gpus,
                     gpu_links=links, l3_domains=_parse.parse_l3(files, online, root=root),
                     capabilities=Capabilities(),
-                    warnings=tuple(warnings))
+                    warnings=tuple(warnings), memory=memory)
 
 
 def capture(dest_dir: str, *, sysfs_root: str | None = None) -> list[str]:

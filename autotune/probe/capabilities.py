@@ -115,6 +115,8 @@ def build_capabilities(raw: dict[str, Any], *, num_gpus: int = 0
                         backends=backends, torch_version=torch_version, ipex_version=ipex_version,
                         ipex_problem=ipex_problem, ccl_problem=ccl_problem, numactl=numactl,
                         numactl_membind=numactl and membind, taskset=taskset, cxx_compiler=cxx,
+                        numactl_weighted=numactl and membind
+                        and _ok(results.get("numactl_weighted")),
                         torchvision=torchvision,
                         cuda=bool(num_gpus and torch_info.get("cuda")))
     warnings = (warned_alloc + warned_torch + warned_backends + warned_ipex + warned_binding

@@ -29,7 +29,14 @@ MEMINFO = "meminfo"                      # /proc/meminfo, only when the kernel h
 GPU_QUERY = "nvidia-smi-query-gpu.csv"   # nvidia-smi --query-gpu=index,name,memory.total ...
 GPU_TOPO = "nvidia-smi-topo-m.txt"       # nvidia-smi topo -m
 GPU_ERROR = "nvidia-smi-error.txt"       # why nvidia-smi is present but failed
-EXTRAS = (CPUINFO, AFFINITY, CPU_MAX, MEMINFO, GPU_QUERY, GPU_TOPO, GPU_ERROR)
+NUMA_BALANCING = "numa_balancing"        # copy of /proc/sys/kernel/numa_balancing
+# "yes" when this user may write every weighted_interleave/nodeN file (root, as a rule): a
+# capture cannot keep the files' permissions, and whether the weights can be set decides
+# whether mem_policy=weighted can run there
+WEIGHTS_WRITABLE = "weighted_interleave.writable"
+EXTRAS = (CPUINFO, AFFINITY, CPU_MAX, MEMINFO, GPU_QUERY, GPU_TOPO, GPU_ERROR, NUMA_BALANCING,
+          WEIGHTS_WRITABLE)
+LIVE_NUMA_BALANCING = "/proc/sys/kernel/numa_balancing"
 
 SYSFS_GLOBS = (
     "devices/system/cpu/online",
@@ -45,6 +52,14 @@ SYSFS_GLOBS = (
     "devices/system/node/node[0-9]*/distance",
     "devices/system/memory/block_size_bytes",
     "devices/system/node/node[0-9]*/memory_blocks",   # in a capture (see MEMORY_BLOCKS)
+    # where memory lives (probe/memory.py): the firmware's speed of each node from its nearest
+    # initiator (HMAT/CDAT), the kernel's memory tiers, the weighted-interleave weights
+    "devices/system/node/node[0-9]*/access0/initiators/read_bandwidth",
+    "devices/system/node/node[0-9]*/access0/initiators/read_latency",
+    "devices/virtual/memory_tiering/memory_tier[0-9]*/nodelist",
+    "kernel/mm/mempolicy/weighted_interleave/node[0-9]*",
+    "kernel/mm/mempolicy/weighted_interleave/auto",
+    "kernel/mm/mempolicy/weighted_interleave/__auto_type",
 )
 # Written by the collector: how many memory blocks the kernel has placed on a node (its memoryN
 # links). The node's meminfo lags on VMs that initialise memory after boot (6.6 GiB, then 15.7 of
@@ -88,6 +103,7 @@ def collect_machine(sysfs_root: str | None = None) -> RawMachine:
     if sysfs_root is None:
         files.update(_live_extras(has_nodes=any(p.startswith("devices/system/node/node")
                                                 for p in files)))
+        files.update(_live_memory_extras(root, files))
     else:
         for name in EXTRAS:
             path = os.path.join(root, name)
@@ -116,6 +132,22 @@ def _live_extras(*, has_nodes: bool) -> dict[str, str]:
                 extras[GPU_TOPO] = topo[1]
         else:
             extras[GPU_ERROR] = _last_line(query[2] or query[1]) + "\n"
+    return extras
+
+
+def _live_memory_extras(root: str, files: dict[str, str]) -> dict[str, str]:
+    """numa_balancing (a /proc file) and whether the weighted-interleave weights are writable."""
+    extras = {}
+    if os.path.exists(LIVE_NUMA_BALANCING):
+        try:
+            extras[NUMA_BALANCING] = read_text(LIVE_NUMA_BALANCING)
+        except ProbeError:
+            pass   # hidden in some containers: unknown, not an error
+    weights = [os.path.join(root, p) for p in files
+               if p.startswith("kernel/mm/mempolicy/weighted_interleave/node")]
+    if weights:
+        extras[WEIGHTS_WRITABLE] = "yes\n" if all(os.access(p, os.W_OK) for p in weights) \
+            else "no\n"
     return extras
 
 

@@ -83,6 +83,8 @@ def _collect_capabilities(cpu: int, node: int, _env_key: tuple) -> dict[str, Any
     if tools["numactl"]:
         jobs["numactl_physcpubind"] = [tools["numactl"], f"--physcpubind={cpu}", "true"]
         jobs["numactl_membind"] = [tools["numactl"], f"--membind={node}", "true"]
+        # numactl 2.0.19 added --weighted-interleave (mem_policy=weighted; kernel 6.9+)
+        jobs["numactl_weighted"] = [tools["numactl"], f"--weighted-interleave={node}", "true"]
     if tools["taskset"]:
         jobs["taskset"] = [tools["taskset"], "-c", str(cpu), "true"]
     ldconfig = tools["ldconfig"] or ("/sbin/ldconfig" if os.path.exists("/sbin/ldconfig") else None)

@@ -65,9 +65,30 @@ def parse_mem_policy(numa_maps_text: str) -> str | None:
     first = numa_maps_text.split("\n", 1)[0].split()
     if len(first) < 2:
         return None
-    if len(first) > 2 and first[2].startswith("(many)"):   # "prefer (many):0-1"
+    # two-word modes: "prefer (many):0-1", "weighted interleave:0,2" (mm/mempolicy.c)
+    if len(first) > 2 and (first[2].startswith("(many)") or first[1] == "weighted"):
         return f"{first[1]} {first[2]}"
     return first[1]
+
+
+# numa_maps' name of each memory mode a plan names (plan/memory.py, bind.mem_flags)
+_NUMA_MAPS_MODES = {"interleave": "interleave", "preferred": "prefer",
+                    "weighted": "weighted interleave", "bind": "bind"}
+
+
+def memory_placed(spec: str, policy: str | None) -> bool:
+    """The task policy read from numa_maps (`policy`, e.g. "interleave:0,4" or
+    "interleave=static:0,4") is the plan's ("interleave:0,4"): same mode, same nodes."""
+    if not policy or ":" not in policy:
+        return False
+    from .parse import parse_cpulist
+    mode, _, nodes = spec.partition(":")
+    got_mode, _, got_nodes = policy.rpartition(":")
+    try:
+        return (got_mode.split("=")[0] == _NUMA_MAPS_MODES.get(mode)
+                and parse_cpulist(got_nodes) == parse_cpulist(nodes))
+    except Exception:   # a policy text this parser does not know: not the plan's
+        return False
 
 
 def memory_bound_to(node: int, policy: str | None, mems_allowed: str | None) -> bool:

@@ -35,20 +35,51 @@ def _cpu_lines(t: Topology) -> list[str]:
 
 
 def _numa_lines(t: Topology) -> list[str]:
+    """Each node: its size, free memory, kind and CPUs; the distances; then where memory may be
+    placed (weighted interleave) and whether the kernel moves pages (numa_balancing); the L3
+    groups."""
     out = ["numa nodes"]
     for n in t.numa_nodes:
-        kind = "memory only (never planned on)" if n.memory_only else format_cpulist(n.cpus)
-        out.append(f"  node {n.id:<3} {n.memory_bytes / GIB:8.1f} GiB  {kind}")
+        mem = t.memory.node(n.id)
+        facts = [mem.kind.upper()] + ([] if mem.free_bytes is None else
+                                      [f"{mem.free_bytes / GIB:.1f} GiB free"])
+        facts += [] if mem.tier is None else [f"tier {mem.tier}"]
+        if mem.read_bandwidth_mibs and mem.read_latency_ns:
+            facts.append(f"{mem.read_bandwidth_mibs * 2**20 / 1e9:.1f} GB/s, "
+                         f"{mem.read_latency_ns} ns")
+        where = "memory only (no CPUs)" if n.memory_only else format_cpulist(n.cpus)
+        out.append(f"  node {n.id:<3} {n.memory_bytes / GIB:8.1f} GiB  {where}  "
+                   f"[{', '.join(facts)}]")
     if len(t.distances) > 1:
         ids = [n.id for n in t.numa_nodes]
         out.append("  distance " + "".join(f"{i:>5}" for i in ids))
         for i, row in zip(ids, t.distances):
             out.append(f"  {i:>8} " + "".join(f"{d:>5}" for d in row))
+    out.append(f"memory       {memory_summary(t)}")
     if t.l3_domains:
         sizes = sorted({len(d) for d in t.l3_domains})
         out.append(f"l3 groups    {len(t.l3_domains)} (CPUs sharing an L3: "
                    f"{'/'.join(map(str, sizes))})")
     return out
+
+
+def memory_summary(t: Topology) -> str:
+    """Weighted interleave and numa_balancing in one line."""
+    wi = t.memory.weighted_interleave
+    weights = ("weighted interleave: not in this kernel" if wi is None else
+               "weighted interleave: weights " + " ".join(f"{n}:{w}" for n, w in wi.weights)
+               + (" (kernel auto)" if wi.auto else "")
+               + ("" if wi.writable else " (read-only for this user)"))
+    return f"{weights}; numa_balancing {_balancing(t.memory.numa_balancing)}"
+
+
+def _balancing(value: int | None) -> str:
+    if value is None:
+        return "unknown"
+    return {0: "off", 1: "on (pages move during trials; as root, search --quiet-numa turns it "
+                        "off for the search)",
+            2: "in memory-tiering mode (hot pages move between tiers during trials)"}.get(
+                value, f"{value} (on)")
 
 
 def _gpu_lines(t: Topology) -> list[str]:

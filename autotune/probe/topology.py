@@ -11,6 +11,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from .memory import Memory
+
 SCHEMA_VERSION = 1
 
 # ISA flags that change what the tuner may offer (bf16/fp16 math, AMX tiles) or which kernels
@@ -97,6 +99,7 @@ class Capabilities:
     ccl_problem: str | None = None       # why the ccl backend is not offered
     numactl: bool = False                # present AND a no-op run succeeded
     numactl_membind: bool = False        # --membind works (often blocked in containers)
+    numactl_weighted: bool = False       # --weighted-interleave works (numactl 2.0.19+)
     taskset: bool = False
     cxx_compiler: str | None = None
     torchvision: bool = False
@@ -148,6 +151,10 @@ class Topology:
     l3_domains: tuple[tuple[int, ...], ...] = ()
     capabilities: Capabilities = field(default_factory=Capabilities)
     warnings: tuple[str, ...] = ()
+    # each node's kind (DRAM, HBM, CXL), free memory and speed; the kernel's weighted-interleave
+    # weights and numa_balancing (probe/memory.py). Not in the fingerprint: free memory moves,
+    # and the rest follows from the nodes, their sizes and the CPU, which are.
+    memory: Memory = field(default_factory=Memory)
 
     # ---- derived views used by planners -------------------------------------------------------
     def usable_cores(self) -> tuple[Core, ...]:
@@ -225,11 +232,13 @@ class Topology:
             "ccl_problem": caps.ccl_problem,
             "numactl": caps.numactl,
             "numactl_membind": caps.numactl_membind,
+            "numactl_weighted": caps.numactl_weighted,
             "taskset": caps.taskset,
             "cxx_compiler": caps.cxx_compiler,
             "torchvision": caps.torchvision,
             "cuda": caps.cuda,
             "warnings": list(self.warnings),
+            "memory": self.memory.to_json(),
         }
 
     @classmethod
@@ -250,6 +259,7 @@ class Topology:
             ipex_version=ipex.get("version"), ipex_problem=ipex.get("problem"),
             ccl_problem=d.get("ccl_problem"), numactl=d.get("numactl", False),
             numactl_membind=d.get("numactl_membind", False), taskset=d.get("taskset", False),
+            numactl_weighted=d.get("numactl_weighted", False),
             cxx_compiler=d.get("cxx_compiler"), torchvision=d.get("torchvision", False),
             cuda=d.get("cuda", False))
         isa = d.get("isa", {})
@@ -270,4 +280,5 @@ class Topology:
                       for g in d.get("gpus", [])),
             gpu_links=tuple(tuple(r) for r in d.get("gpu_links", [])),
             l3_domains=tuple(tuple(c) for c in d.get("l3_domains", [])),
-            capabilities=caps, warnings=tuple(d.get("warnings", ())))
+            capabilities=caps, warnings=tuple(d.get("warnings", ())),
+            memory=Memory.from_json(d.get("memory")))

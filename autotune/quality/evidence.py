@@ -16,7 +16,7 @@ import optuna
 
 from ..config import Config
 from ..progress import SILENT, Progress
-from ..result import Outcome
+from ..result import Outcome, SideBySide
 from .gate import GateResult, Sample, gate
 from .goodput import NoiseScale, noise_scale
 from .verdict import QualityStatus, QualityVerdict, gate_status
@@ -137,33 +137,63 @@ class QualityBook:
                 progress: Progress = SILENT,
                 samples: int | None = None) -> ClassEvidence:
         """Run the class's missing seeds (storing each as it finishes: a crash keeps them).
-        `samples` overrides the run length (the confirmation's longer runs use their own seeds)."""
+        `samples` overrides the run length (the confirmation's longer runs use their own seeds).
+        Across hosts, as many seeds run side by side as the configuration has lanes of hosts."""
         cls = self.class_of(config)
         self.classes.setdefault(cls, ClassEvidence(math_class=cls, config=config.to_dict()))
-        for seed in self.missing_seeds(config, seeds):
-            def run(seed: int = seed) -> tuple[float | None, float]:
-                progress.quality_start(config=config, math_class=cls, seed=seed)
-                out = self.evaluate(config, "accuracy", seed=seed,
-                                    **({"samples": samples} if samples else {}))
-                ok = out.outcome == Outcome.OK and out.accuracy is not None
-                self._store(cls, config, seed, {
-                    "quality": out.accuracy if ok else None,
-                    "reason": None if ok else f"{out.outcome}: {out.reason}",
-                    "curve": [list(p) for p in out.curve] or None,
-                    "gns": out.gns,
-                    "seconds": round(out.seconds, 2), "samples": samples})
-                return (out.accuracy if ok else None), out.seconds
-            if self.claims is not None:   # another worker's run of it is waited for, not repeated
-                self.claims.accuracy(f"{cls}@seed{seed}", run)
+        missing = self.missing_seeds(config, seeds)
+        width = self.lanes(config)
+        for batch in (missing[i:i + width] for i in range(0, len(missing), width)):
+            if self.claims is not None:   # another worker's run is waited for, not repeated
+                seed = batch[0]
+                self.claims.accuracy(f"{cls}@seed{seed}", lambda seed=seed: self._runs(
+                    config, cls, [seed], progress, samples)[0])
                 self.refresh()
             else:
-                run()
+                self._runs(config, cls, batch, progress, samples)
             if self.classes[cls].failed:
                 break   # the class cannot be judged; the rest of its seeds would fail the same way
         ev = self.classes[cls]
         if cls == self.class_of(self.base):
             self._store_noise_floor(ev)
         return ev
+
+    def quickest(self, config: Config, measured: list[tuple[Config, float]]) -> Config:
+        """The fastest of the (configuration, samples/s) measured in `config`'s math class, else
+        `config`: it runs the class's quality runs. Ranks, threads, binding, allocator and
+        OpenMP runtime leave the math alone (quality/math_class.py), so the class is measured as
+        well by its quickest launch: run_cpu's settings ran the default's class 1.6x faster than
+        the default launch on the namespace hosts (issue 35)."""
+        cls = self.class_of(config)
+        same = [(thr, c) for c, thr in measured if thr and self.class_of(c) == cls]
+        return max(same, key=lambda t: t[0], default=(0.0, config))[1]
+
+    def lanes(self, config: Config) -> int:
+        """Seeds of `config` that run side by side (1 on one machine, or in a shared search,
+        whose runs are claimed one by one)."""
+        if self.claims is not None or not isinstance(self.evaluate, SideBySide):
+            return 1
+        return max(1, self.evaluate.lanes(config))
+
+    def _runs(self, config: Config, cls: str, seeds: list[int], progress: Progress,
+              samples: int | None) -> list[tuple[float | None, float]]:
+        """Run `seeds` (side by side when several) and store each; (quality, seconds) each."""
+        for seed in seeds:
+            progress.quality_start(config=config, math_class=cls, seed=seed,
+                                   **({"side_by_side": len(seeds)} if len(seeds) > 1 else {}))
+        kw = {"samples": samples} if samples else {}
+        outs = self.evaluate.at_once(config, "accuracy", list(seeds), **kw) if len(seeds) > 1 \
+            else [self.evaluate(config, "accuracy", seed=seeds[0], **kw)]
+        done = []
+        for seed, out in zip(seeds, outs):
+            ok = out.outcome == Outcome.OK and out.accuracy is not None
+            self._store(cls, config, seed, {
+                "quality": out.accuracy if ok else None,
+                "reason": None if ok else f"{out.outcome}: {out.reason}",
+                "curve": [list(p) for p in out.curve] or None, "gns": out.gns,
+                "seconds": round(out.seconds, 2), "samples": samples})
+            done.append(((out.accuracy if ok else None), out.seconds))
+        return done
 
     def _store(self, cls: str, config: Config, seed: int, run: dict[str, Any]) -> None:
         """One run into the class's stored evidence (re-read first when shared: other workers
@@ -213,11 +243,12 @@ class QualityBook:
         return ns.b_noise if ns else None
 
     def cost(self, config: Config, throughput: float, samples: int) -> float:
-        """Seconds the class's missing seeds would take: runs of it seen so far, else an estimate
-        from the trial's throughput and the run length `samples`."""
+        """Seconds the class's missing seeds would take (side by side where they have lanes of
+        hosts): runs of it seen so far, else an estimate from the trial's throughput and the run
+        length `samples`."""
         seen = self.run_seconds(config)
         per_run = seen if seen else 8.0 + 1.2 * samples / max(throughput, 1.0)
-        return per_run * len(self.missing_seeds(config))
+        return per_run * -(-len(self.missing_seeds(config)) // self.lanes(config))
 
     def run_seconds(self, config: Config) -> float | None:
         """Typical length of one quality run of this class (or of the default's), for budgeting."""

@@ -1,5 +1,7 @@
 """`autotune verify`: the study's current recommendation measured again against the default
-launch, interleaved and adaptive as at the end of a search, without a new search.
+launch, interleaved and adaptive as at the end of a search, without a new search. When the search
+recommended the default launch (no candidate held up, or none settled), verify measures the
+search's best candidates again instead, so an unsettled search always has a next step.
 
 The way to a figure you can trust after a search on a busy machine: run it when the machine is
 quiet. The new verification replaces the stored one only when most of its rounds were quiet, so
@@ -16,7 +18,12 @@ from ..progress import SILENT, Progress
 from ..errors import StorageError
 from ..result import Evaluate, Outcome, TrialResult
 from ..study.attrs import StudyAttrs
+from ..quality.confirm import confirm_quality
+from ..quality.evidence import QualityBook
+from ..quality.verdict import QualityVerdict
+from ..search.lineup import pick_candidates
 from ..study.records import Record, Role, records
+from ..training import QUALITY_SAMPLES
 from .verify import Recommendation, verify
 
 
@@ -32,47 +39,86 @@ class Reverified:
                 "stored": self.replaces, "why_kept": self.why_kept}
 
 
-def lineup(study) -> tuple[Record, Record]:
-    """(default launch, recommended configuration) as stored by the search."""
+def lineup(study) -> tuple[Record, list[Record]]:
+    """(default launch, the configurations to measure against it): the stored recommendation;
+    when that is the default launch itself (no candidate held up, or none settled), the best
+    candidates the search measured, chosen as the search chose them."""
     rec = StudyAttrs.of(study).recommendation
     if not rec or not isinstance(rec.get("config"), dict):
         raise StorageError(f"study {study.study_name!r} has no recommendation to verify (the "
                            "search was interrupted or is still running); finish `autotune "
                            "search` first")
     config = Config.from_dict(rec["config"], where="stored recommendation")
-    stored_default = next((r for r in records(study) if r.role == Role.DEFAULT), None)
+    stored = records(study)
+    stored_default = next((r for r in stored if r.role == Role.DEFAULT), None)
     base = stored_default.config if stored_default is not None else Config()
     default = Record(config=base, role=Role.DEFAULT, feasible=True,
                      result=TrialResult(outcome=Outcome.OK,
                                         throughput=rec.get("default_throughput")))
-    chosen = Record(config=config, role="recommended", feasible=True,
-                    result=TrialResult(outcome=Outcome.OK, throughput=rec.get("throughput"),
-                                       accuracy=rec.get("accuracy")))
-    return default, chosen
+    if config != base:
+        return default, [Record(config=config, role="recommended", feasible=True,
+                                result=TrialResult(outcome=Outcome.OK, throughput=rec.get("throughput"),
+                                                   accuracy=rec.get("accuracy")))]
+    candidates = pick_candidates(r for r in stored if r.role != Role.REPEAT)
+    if not candidates:
+        raise StorageError(f"study {study.study_name!r} recommends the default launch and has "
+                           "no other configuration that ran within tolerance to measure against "
+                           "it; `autotune search` with a longer --budget tries more")
+    return default, candidates
 
 
 def reverify(study, evaluate: Evaluate, *, rounds: int, time_left: Callable[[], float],
-             progress: Progress = SILENT) -> Reverified:
-    """Measure the stored recommendation against the default launch again (speed only: its
-    quality was confirmed by the search, and the configuration has not changed)."""
+             progress: Progress = SILENT,
+             accept: Callable[[Config], QualityVerdict] | None = None,
+             max_rounds: int | None = None) -> Reverified:
+    """Measure the stored recommendation (or, when that is the default launch, the best stored
+    candidates) against the default launch again. Speed only for the stored recommendation: its
+    quality was confirmed by the search; a candidate that changes the math must pass `accept`
+    (the seeded confirmation) before it is recommended."""
     default, chosen = lineup(study)
     stored = StudyAttrs.of(study).recommendation
-    if chosen.config == default.config:
-        raise StorageError(f"study {study.study_name!r} recommends the default launch: there is "
-                           "no speedup to verify")
-    rec = verify([chosen], default, evaluate, rounds=rounds, time_left=time_left,
-                 progress=progress)
-    rec = dataclasses.replace(rec, accuracy=stored.get("accuracy"),
-                              default_accuracy=stored.get("default_accuracy"))
-    mine = rec.candidates[0].settling if rec.candidates else None
-    if mine is None:
-        return Reverified(recommendation=rec, previous=stored.get("headline") or "", replaces=False,
+    rec = verify(chosen, default, evaluate, rounds=rounds, time_left=time_left,
+                 progress=progress, accept=accept, max_rounds=max_rounds)
+    if chosen[0].role == "recommended":
+        rec = dataclasses.replace(rec, accuracy=stored.get("accuracy"),
+                                  default_accuracy=stored.get("default_accuracy"))
+    else:
+        rec = dataclasses.replace(rec, default_accuracy=stored.get("default_accuracy"))
+    measured = [v.settling for v in rec.candidates if v.settling is not None]
+    previous = stored.get("headline") or ""
+    if not measured:
+        return Reverified(recommendation=rec, previous=previous, replaces=False,
                           why_kept="no round completed on both sides")
-    if mine.quiet_rounds * 2 <= mine.rounds:
-        return Reverified(recommendation=rec, previous=stored.get("headline") or "", replaces=False,
-                          why_kept=f"other processes took the cores in {mine.rounds - mine.quiet_rounds}"
-                                   f" of {mine.rounds} rounds; run it again when the machine is quiet")
-    return Reverified(recommendation=rec, previous=stored.get("headline") or "", replaces=True)
+    rounds_done = max(s.rounds for s in measured)
+    quiet = min(s.quiet_rounds for s in measured if s.rounds == rounds_done)
+    if quiet * 2 <= rounds_done:
+        return Reverified(recommendation=rec, previous=previous, replaces=False,
+                          why_kept=f"other processes took the cores in {rounds_done - quiet}"
+                                   f" of {rounds_done} rounds; run it again when the machine is quiet")
+    return Reverified(recommendation=rec, previous=previous, replaces=True)
+
+
+def seeded_confirmation(study, evaluate: Evaluate, *, time_left: Callable[[], float],
+                        progress: Progress = SILENT) -> Callable[[Config], QualityVerdict] | None:
+    """The search's seeded confirmation for a candidate that changes the math, over the quality
+    evidence the study holds (None for a script, whose quality it reports itself)."""
+    attrs = StudyAttrs.of(study)
+    if attrs.script_command:
+        return None
+    settings = attrs.settings
+    book = QualityBook(study, evaluate, batchnorm=bool(settings.get("batchnorm", True)),
+                       tolerance_pp=float(settings.get("max_accuracy_drop") or 1.0),
+                       seeds=tuple(range(int(settings.get("quality_seeds") or 3))))
+    samples = int(settings.get("quality_samples") or QUALITY_SAMPLES)
+    answers: dict[str, QualityVerdict] = {}
+
+    def accept(config: Config) -> QualityVerdict:
+        cls = book.class_of(config)
+        if cls not in answers:
+            answers[cls] = confirm_quality(book, config, time_left=time_left,
+                                           samples=samples, progress=progress)
+        return answers[cls]
+    return accept
 
 
 def store_unless_replaced(study, url: str, measured: dict | None, result: Reverified,

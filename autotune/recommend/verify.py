@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..result import Evaluate, Outcome, TrialResult
-from ..config import Config
+from ..config import Config, describe_changes
 from ..progress import SILENT, Progress
 from ..measure.contention import disturbed
 from ..measure.stats import RatioStats, Stats, busy, ratio_stats
@@ -87,14 +87,19 @@ class Recommendation:
     def settled(self) -> bool:
         return self.settling is None or self.settling.settled
 
+    @property
+    def inconclusive(self) -> bool:
+        """The default launch is recommended only because no candidate's ratio settled: not a
+        verdict to launch by (`launch` refuses it; `autotune verify` measures the candidates)."""
+        return (self.default_wins or self.config == Config()) and not self.settled
+
     def headline(self) -> str:
         if not self.verified:
             return f"unverified speedup {self.speedup:.2f}x over the default launch ({self.note})"
-        if (self.default_wins or self.config == Config()) and not self.settled:
-            # verify re-measures a recommendation; with none, the search itself measures more
-            return (f"no verified speedup: the best candidate measured "
-                    f"{self.settling.describe()}; "
-                    + self.settling.next_step("autotune search", "--verify-rounds"))
+        if self.inconclusive:
+            # verify re-measures the study's best candidates when it recommends the default
+            return (f"no verified speedup: the best candidate{self._best_named()} measured "
+                    f"{self.settling.describe()}; " + self.settling.next_step())
         if self.default_wins or self.config == Config():
             return (f"no verified speedup: the default launch is the best configuration found "
                     f"({self.note})" if self.note else "no verified speedup over the default launch")
@@ -104,12 +109,20 @@ class Recommendation:
         shown = self.settling.interval_text() if self.settling else f"{self.rounds} rounds"
         return f"verified speedup {self.speedup:.2f}x over the default launch ({shown})"
 
+    def _best_named(self) -> str:
+        """' (threads=2 precision=bf16)': the candidate that came closest, named so the user
+        knows what `autotune verify` will measure again."""
+        best = max((v for v in self.candidates if v.ratios), key=lambda v: v.ratio.median,
+                   default=None)
+        return f" ({describe_changes(best.config)})" if best is not None else ""
+
     def to_json(self) -> dict[str, Any]:
         return {"config": self.config.to_dict(), "speedup": self.speedup, "spread": self.spread,
                 "rounds": self.rounds, "verified": self.verified, "vs_run_cpu": self.vs_run_cpu,
                 "accuracy": self.accuracy, "default_accuracy": self.default_accuracy,
                 "throughput": self.throughput, "default_throughput": self.default_throughput,
                 "headline": self.headline(), "note": self.note, "settled": self.settled,
+                "inconclusive": self.inconclusive,
                 "settling": self.settling.to_json() if self.settling else None,
                 "candidates": [{"config": v.config.to_dict(), "role": v.role,
                                 "search_throughput": v.search_throughput,

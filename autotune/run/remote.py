@@ -1,4 +1,5 @@
-"""The outside world of multi-host trials: probing hosts, running a cluster plan, killing leftovers.
+"""The outside world of multi-host trials: probing hosts, killing leftovers (running a cluster
+plan: run/spanning.py).
 
 `python -m autotune.run.remote kill MARKER [--ccl]` (run on a host over ssh) ends every process of
 one trial there, and with --ccl also removes the shared memory oneCCL ranks that died there left
@@ -13,25 +14,21 @@ import json
 import os
 import re
 import shutil
-import signal
 import socket
+import stat
 import subprocess
 import sys
+import tempfile
 import time
-from pathlib import Path
 
 import psutil
 
 from ..comm.ccl.shm import remove_mapped_by
 from ..errors import AutotuneError
-from ..plan.hosts import Host, differences, interface_of, network_of, ssh_hostname
+from ..plan.hosts import (Host, differences, interface_of, network_of, node_address,
+                          ssh_hostname)
 from ..plan.cluster import FORWARD, MARKER, Cluster
-from ..plan.launch_plan import LaunchPlan
-from ..result import Outcome
-from .outcome import RunResult
-from .rank_output import _result_of, read_tail
-from .runner import EXIT_LINGER_S, POLL_S, classify, root_cause, write_request
-from ..private_files import private_file
+from ..private_files import private_dir
 
 _SSH_ERRORS = (  # (pattern in ssh's stderr, what to tell the user)
     (r"Connection refused", "ssh refused the connection (no sshd listening?)"),
@@ -76,9 +73,15 @@ def run_on(cluster: Cluster, host: str, *cmd: str, timeout: float = 60.0) -> str
 
 
 def address_of(cluster: Cluster, host: str) -> str:
-    """The IPv4 address this machine reaches `host` at (ssh config aliases resolved)."""
+    """The IPv4 address this machine reaches `host` at (ssh config aliases resolved; under
+    SLURM the node's NodeAddr, which is how SLURM reaches it when its name does not resolve)."""
     name = host.split("@")[-1]
-    if cluster.launcher != "srun":
+    if cluster.launcher == "srun":
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            out = subprocess.run(["scontrol", "show", "node", name], capture_output=True,
+                                 text=True, timeout=30).stdout
+            name = node_address(out) or name
+    else:
         cfg = ("-F", cluster.ssh_config) if cluster.ssh_config else ()
         with contextlib.suppress(OSError, subprocess.SubprocessError):
             out = subprocess.run(["ssh", *cfg, "-G", host], capture_output=True, text=True,
@@ -101,7 +104,8 @@ def probe_cluster(hosts: tuple[Host, ...], *, launcher: str = "ssh", ssh_config:
     env = {k: os.environ[k] for k in FORWARD if k in os.environ}
     pending = Cluster(hosts=hosts, addresses=("0.0.0.0",) * len(hosts),
                       topologies=(None,) * len(hosts), launcher=launcher,  # type: ignore[arg-type]
-                      ssh_config=ssh_config, python=python, cwd=cwd, env=env)
+                      ssh_config=ssh_config, python=python, cwd=cwd, env=env,
+                      control_dir=ssh_control_dir() if launcher != "srun" else None)
     addresses = tuple(address_of(pending, h.name) for h in hosts)
     probes = {}
     for h in hosts:
@@ -125,7 +129,20 @@ def probe_cluster(hosts: tuple[Host, ...], *, launcher: str = "ssh", ssh_config:
     return Cluster(hosts=hosts, addresses=addresses, subnet=subnet,
                    topologies=tuple(Topology.from_json(probes[h.name]) for h in hosts),
                    launcher=launcher, iface=iface, ssh_config=ssh_config, python=python, cwd=cwd,
-                   env=env, master_port=master_port)
+                   env=env, master_port=master_port, control_dir=pending.control_dir)
+
+
+def ssh_control_dir() -> str | None:
+    """This user's folder for ssh's shared connections (0700, under the temp folder: a control
+    socket's path must stay under ~100 bytes), or None when it cannot be trusted (another
+    user's, or open to others): then every ssh makes its own connection, as before."""
+    path = os.path.join(tempfile.gettempdir(), f"autotune-ssh-{os.getuid()}")
+    with contextlib.suppress(OSError):
+        private_dir(path)
+        st = os.lstat(path)
+        if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o077:
+            return path
+    return None
 
 
 def free_port_on(cluster: Cluster) -> int:
@@ -140,103 +157,6 @@ def free_port_on(cluster: Cluster) -> int:
             raise HostError(f"port {wanted} is in use on {host}; pick another --master-port") \
                 from None
         raise
-
-
-# ---------------------------------------------------------------- running a cluster plan
-
-def run_cluster_plan(plan: LaunchPlan) -> RunResult:
-    """Start the plan's launchers here, wait for every rank's result (on the shared file
-    system), and leave no process of the trial on any host, whatever happened."""
-    write_request(plan)
-    for rp in plan.ranks:
-        Path(rp.result_path).unlink(missing_ok=True)
-    procs: list[subprocess.Popen[bytes]] = []
-    launched_at, start = time.time(), time.monotonic()
-    timed_out = False
-    try:
-        for _host, argv, log in plan.launchers:
-            with open(private_file(log), "wb") as f:
-                procs.append(subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT,
-                                              stdin=subprocess.DEVNULL, start_new_session=True))
-        timed_out = _wait(plan, procs, start)
-    finally:
-        # Launchers still running now are stopped by us: their ranks' deaths are not a cause.
-        stopped = {i for i, p in enumerate(procs) if p.poll() is None}
-        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-        try:
-            _teardown(plan, procs)
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, old)
-    codes = [p.returncode for p in procs]
-    per_host = len(plan.ranks) // max(1, len(procs))
-    host_of = [min(r // per_host, len(codes) - 1) for r in range(len(plan.ranks))]
-    rank_codes = [codes[h] for h in host_of]
-    signalled = {r for r, h in enumerate(host_of) if h in stopped}
-    results = [_result_of(plan, r, rank_codes[r]) for r in range(len(plan.ranks))]
-    rank_codes = [0 if isinstance(res, dict) and c is not None else c
-                  for c, res in zip(rank_codes, results)]
-    tails = [read_tail(rp.log_path) for rp in plan.ranks]
-    outcome, reason = classify(rank_codes, results, tails, timed_out, timeout_s=plan.timeout_s,
-                               signalled=signalled)
-    log_tail = ""
-    if outcome != "ok":
-        root = root_cause(rank_codes, results, tails, signalled=signalled)
-        shown = [root] if root is not None else range(min(4, len(plan.ranks)))
-        log_tail = "\n".join(f"--- rank {r} ({plan.ranks[r].log_path}) ---\n{tails[r]}"
-                             for r in shown)
-        for (host, _argv, log), code in zip(plan.launchers, codes):
-            if code not in (0, None):
-                text = read_tail(log, 8)
-                log_tail += f"\n--- launcher on {host} (exit {code}) ---\n{text}"
-                if not any(tails) and outcome == Outcome.CRASH:   # the ranks never started
-                    last = text.strip().splitlines()[-1] if text.strip() else f"exit {code}"
-                    reason = f"launcher on {host} failed: {last}"
-    return RunResult(outcome=outcome, reason=reason, log_tail=log_tail,
-                     exit_codes=tuple(rank_codes), wall_seconds=time.monotonic() - start,
-                     launched_at=launched_at,
-                     rank_results=tuple(r if isinstance(r, dict) else {} for r in results))
-
-
-def _wait(plan: LaunchPlan, procs: list[subprocess.Popen[bytes]], start: float) -> bool:
-    """Until a launcher fails, all have exited, every result is in and the ranks have lingered
-    EXIT_LINGER_S, or the plan's timeout passes (then True)."""
-    done_at = None
-    while True:
-        codes = [p.poll() for p in procs]
-        if any(c not in (None, 0) for c in codes) or all(c is not None for c in codes):
-            return False
-        if time.monotonic() - start >= plan.timeout_s:
-            return True
-        if all(os.path.exists(rp.result_path) for rp in plan.ranks):
-            done_at = done_at or time.monotonic()
-            if time.monotonic() - done_at >= EXIT_LINGER_S:
-                return False
-        time.sleep(POLL_S * 4)
-
-
-def _teardown(plan: LaunchPlan, procs: list[subprocess.Popen[bytes]]) -> None:
-    """Stop the launchers here, then kill by the trial's marker on every host: an ssh client's
-    death does not reach what it started remotely."""
-    for p in procs:
-        if p.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(p.pid, signal.SIGTERM)
-    deadline = time.monotonic() + plan.grace_s
-    while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
-        time.sleep(POLL_S)
-    killers = [subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
-               for argv in plan.host_kill]
-    for k in killers:
-        try:
-            k.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            k.kill()
-            k.wait()
-    for p in procs:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(p.pid, signal.SIGKILL)
-        p.wait()
 
 
 def _marked(marker: str) -> list[psutil.Process]:

@@ -10,7 +10,7 @@ import os
 import time
 import uuid
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from ..result import Outcome, TrialResult
 from ..config import DEFAULT_WORKLOAD, Config
@@ -23,6 +23,7 @@ from ..plan.build import build_plan
 from ..plan.feasible import infeasible_reason
 from ..plan.launch_plan import (KILL_GRACE_S, TARGET_SECONDS, TRIAL_TIMEOUT_S, WARMUP_STEPS,
                                 LaunchPlan)
+from .weights import weights_problem
 from .outcome import RunResult
 from .idle import IDLE_DEADLINE_S
 from .classify import abort_in_teardown
@@ -37,7 +38,6 @@ from ..training import QUALITY_SAMPLES
 
 if TYPE_CHECKING:
     from ..plan.cluster import Cluster
-    from ..result import Evaluate
 
 # No trial's timeout is sized below this (from the first trial's length, or from a budget).
 MIN_TRIAL_TIMEOUT_S = 30.0
@@ -120,37 +120,71 @@ def run_trial(config: Config, topology: Topology, settings: TrialSettings, *,
               mode: str = "throughput", trial_id: str | None = None, seed: int = 0) -> TrialResult:
     """Run one configuration: what the trial yields. Never raises for a failing trial: the
     failure is the result."""
-    reason = trial_infeasible(config, topology, settings)
-    if not reason and settings.script and settings.script.self_launching and config.nproc > 1:
-        reason = (f"nproc={config.nproc}: the script starts its own workers, so autotune launches "
-                  "it once (more copies would oversubscribe the cores)")
-    try:
-        plan = None if reason else plan_trial(config, topology, settings, mode=mode,
-                                              trial_id=trial_id, seed=seed)
-    except ConfigError as exc:
-        reason = str(exc)
+    plan, reason = _planned(config, topology, settings, mode, trial_id, seed)
     if plan is None:
         return TrialResult(outcome=Outcome.INFEASIBLE, reason=reason, mode=mode,
                            metric_source="worker" if settings.script else None)
     if plan.launchers:   # across hosts: the launchers start the ranks there
-        from .remote import run_cluster_plan
-        run = run_cluster_plan(plan)
-        if plan.script:
-            run, measured, script = _script_measured(plan, run, settings)
-            return _yielded(run, mode, seed, measured, script)
-    elif not plan.script:
-        run = run_plan(plan, idle_s=settings.idle_s)
-    else:
-        samplers: list[Sampler] = []
-        try:
-            run = run_plan(plan, on_start=lambda pids: samplers.append(Sampler(pids).start()),
-                           idle_s=settings.idle_s)
-        finally:
-            observed = tuple(samplers[0].stop()) if samplers else ()
+        from .spanning import run_cluster_plan
+        return _cluster_yield(plan, run_cluster_plan(plan), settings, mode, seed)
+    if not plan.script:
+        return _worker_yield(run_plan(plan, idle_s=settings.idle_s), mode, seed)
+    samplers: list[Sampler] = []
+    try:
+        run = run_plan(plan, on_start=lambda pids: samplers.append(Sampler(pids).start()),
+                       idle_s=settings.idle_s)
+    finally:
+        observed = tuple(samplers[0].stop()) if samplers else ()
+    run, measured, script = _script_measured(plan, run, settings)
+    script.update(observed_fields(observed, compare(plan.request.ranks, observed)
+                                  if run.ok else ()))
+    return _yielded(run, mode, seed, measured, script)
+
+
+def run_trials_at_once(config: Config, topology: Topology, settings: list[TrialSettings], *,
+                       mode: str, seeds: list[int]) -> list[TrialResult]:
+    """One configuration run once per settings at the same time, each across its own hosts
+    (settings[i].cluster: disjoint lanes of one cluster, plan/cluster.Cluster.lane), with
+    seeds[i]: a math class's seeded quality runs side by side."""
+    from .spanning import run_cluster_plans
+    planned = [_planned(config, topology, s, mode, None, seed) for s, seed in zip(settings, seeds)]
+    plans = [p for p, _ in planned if p is not None]
+    runs = iter(run_cluster_plans(plans))
+    out = []
+    for (plan, reason), s, seed in zip(planned, settings, seeds):
+        out.append(TrialResult(outcome=Outcome.INFEASIBLE, reason=reason, mode=mode)
+                   if plan is None else _cluster_yield(plan, next(runs), s, mode, seed))
+    return out
+
+
+def _planned(config: Config, topology: Topology, settings: TrialSettings, mode: str,
+             trial_id: str | None, seed: int) -> tuple[LaunchPlan | None, str | None]:
+    """(the plan, None), or (None, why the configuration cannot run)."""
+    reason = trial_infeasible(config, topology, settings)
+    if not reason and config.mem_policy == "weighted" and settings.cluster is None:
+        reason = weights_problem(topology)   # the kernel's weights, set before the launch
+    if not reason and settings.script and settings.script.self_launching and config.nproc > 1:
+        reason = (f"nproc={config.nproc}: the script starts its own workers, so autotune launches "
+                  "it once (more copies would oversubscribe the cores)")
+    if reason:
+        return None, reason
+    try:
+        return plan_trial(config, topology, settings, mode=mode, trial_id=trial_id,
+                          seed=seed), None
+    except ConfigError as exc:
+        return None, str(exc)
+
+
+def _cluster_yield(plan: LaunchPlan, run: RunResult, settings: TrialSettings, mode: str,
+                   seed: int) -> TrialResult:
+    if plan.script:
         run, measured, script = _script_measured(plan, run, settings)
-        script.update(observed_fields(observed, compare(plan.request.ranks, observed)
-                                      if run.ok else ()))
         return _yielded(run, mode, seed, measured, script)
+    return _worker_yield(run, mode, seed)
+
+
+def _worker_yield(run: RunResult, mode: str, seed: int) -> TrialResult:
+    """The built-in worker's trial: its ranks' reports aggregated (a malformed one: a crash)."""
     measured = None
     if run.ok:
         try:
@@ -235,43 +269,6 @@ def _aborted_in_teardown(run: RunResult, plan: LaunchPlan, settings: TrialSettin
     if note is None:
         return run
     return replace(run, outcome=Outcome.OK, reason="", log_tail="", notes=(*run.notes, note))
-
-
-def live_evaluator(topology: Topology, settings: TrialSettings, *,
-                   time_left: Callable[[], float] = lambda: float("inf"),
-                   adapt_timeout: bool = True) -> "Evaluate":
-    """Evaluate configurations with real trials. The per-trial timeout follows from the first
-    (reference) trial's duration unless `adapt_timeout` is off (the user set one), and never
-    lets one trial run past the remaining budget."""
-    state = {"timeout": settings.timeout_s}
-    speed: dict[str, float] = {}  # config key -> measured samples/s, to size accuracy timeouts
-    script_accuracy: dict[str, float | None] = {}
-
-    def evaluate(config: Config, mode: str, *, seed: int = 0, samples: int | None = None,
-                 leader: float | None = None) -> TrialResult:
-        if mode == "accuracy" and settings.script:
-            # A script is not rerun for accuracy: what it reported alongside its speed stands.
-            return TrialResult(outcome=Outcome.OK, accuracy=script_accuracy.get(config.key()))
-        timeout = state["timeout"]
-        if mode == "accuracy" and config.key() in speed:
-            # A quality run trains a fixed number of samples (plus held-out checkpoints and the
-            # gradient noise probe): its length follows from the speed.
-            timeout = 60.0 + 3.0 * (samples or settings.accuracy_samples) / speed[config.key()]
-        timeout = max(5.0, min(timeout, time_left()))
-        run_settings = replace(settings, timeout_s=timeout,
-                               accuracy_samples=samples or settings.accuracy_samples,
-                               leader_throughput=leader)
-        out = run_trial(config, topology, run_settings, mode=mode, seed=seed)
-        if settings.script:
-            script_accuracy[config.key()] = out.accuracy if out.ok else None
-        if out.ok and mode == "throughput":
-            speed[config.key()] = out.throughput
-            if adapt_timeout and state["timeout"] == settings.timeout_s:
-                # 4x the first good trial (at least 30 s): a slow config still finishes, a hung
-                # one does not eat the budget.
-                state["timeout"] = max(MIN_TRIAL_TIMEOUT_S, 4.0 * out.seconds)
-        return out
-    return evaluate
 
 
 def timed_contention(run: RunResult) -> Contention | None:

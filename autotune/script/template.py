@@ -141,10 +141,10 @@ def freeze(space, knobs) -> tuple[Any, list[str]]:
     knob the script overrides changes nothing, so varying it would only spend trials on noise).
     Returns (space, the knobs that were varied before)."""
     from dataclasses import replace
-    held = [k for k in knobs if k in space.knobs or (k == "nproc" and "nproc_per_node" in space.knobs)]
+    held = [k for k in knobs if k in space.knobs or (k == "nproc" and "ranks_per_numa_node" in space.knobs)]
     if not held:
         return space, []
-    drop = set(held) | ({"nproc_per_node"} if "nproc" in held else set())
+    drop = set(held) | ({"ranks_per_numa_node"} if "nproc" in held else set())
     fixed = {**space.fixed, **{k: getattr(Config(), k) for k in drop}}
     return replace(space, knobs={k: v for k, v in space.knobs.items() if k not in drop},
                    fixed=fixed), held

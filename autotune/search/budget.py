@@ -133,3 +133,54 @@ def verify_reserve(*, durations: list[float], lineup: int, confirm_s: float, rou
     typical = sorted(durations)[len(durations) // 2]
     verify = max(floor_s, min(0.4 * budget_s, lineup * rounds * typical))
     return verify + min(0.25 * budget_s, 2 * confirm_s)
+# Until a trial across hosts is measured, it is taken as this much dearer than one host's: each
+# host starts its ranks and they meet before the first step. On the namespace hosts a whole 2-host
+# trial cost 0.91-1.37x a 1-host one, median 1.20 (benchmarks/results/hosts_startup_2026-11-26.json).
+SPAN_COST_FACTOR = 1.25
+
+
+def trial_costs(seconds_by_hosts: dict[int, list[float]],
+                hosts: int) -> dict[int, tuple[float, bool]]:
+    """Seconds one trial costs on 1..hosts hosts, and whether that was measured: the median of
+    the trials measured with that many hosts, else an estimate from the nearest measured count
+    (SPAN_COST_FACTOR dearer once it spans hosts). Empty when nothing was measured."""
+    medians = {k: sorted(v)[len(v) // 2] for k, v in seconds_by_hosts.items() if v}
+    if not medians:
+        return {}
+    out: dict[int, tuple[float, bool]] = {}
+    for k in range(1, max(1, hosts) + 1):
+        if k in medians:
+            out[k] = (medians[k], True)
+            continue
+        near = min(medians, key=lambda m: (abs(m - k), m))
+        base = medians[near]
+        if near == 1 and k > 1:
+            base *= SPAN_COST_FACTOR
+        elif near > 1 and k == 1:
+            base /= SPAN_COST_FACTOR
+        out[k] = (base, False)
+    return out
+
+
+def budget_note(trials_s: float, costs: dict[int, tuple[float, bool]], *,
+                floor_s: float = 0.0, verify_s: float = 0.0) -> str:
+    """"budget: 5m10s for trials after the noise floor (~2m) and verification (~1m): about 14
+    trials on 1 host (22 s each) or 11 across 2 hosts (~28 s each, estimated until one runs)"."""
+    after = [f"{name} (~{_minutes(s)})" for name, s in (("the noise floor", floor_s),
+                                                      ("verification", verify_s)) if s >= 1]
+    head = f"budget: {format_seconds(max(0.0, trials_s))} for trials" + \
+        (f" after {' and '.join(after)}" if after else "")
+    cheapest = min((cost for cost, _ in costs.values()), default=0.0)
+    if costs and trials_s < cheapest:
+        return (f"budget: no time left for trials after {' and '.join(after) or 'the references'}"
+                f" (one takes {cheapest:.0f} s)")
+    parts = []
+    for k, (cost, measured) in sorted(costs.items()):
+        where = "on 1 host" if k == 1 else f"across {k} hosts"
+        each = f"{cost:.0f} s each" if measured else \
+            f"~{cost:.0f} s each, estimated until one runs"
+        parts.append(f"{max(0, int(trials_s // max(cost, 1.0)))} {where} ({each})")
+    if len(costs) == 1:   # one machine: no hosts to name
+        (cost, _), = costs.values()
+        return f"{head}: about {max(0, int(trials_s // max(cost, 1.0)))} trials of ~{cost:.0f} s"
+    return f"{head}: about " + " or ".join(parts)

@@ -9,6 +9,10 @@ most consequential knobs first, as AutoCCL tunes NCCL (Xu et al., NSDI 2025: coo
 over a few influential parameters). When no neighbour of the leader is left to try, the search
 hands over to the model-guided sampler (benchmarks: docs/search-at-scale.md compares both).
 
+Across hosts (`nnodes`, which the space gains with --hosts) the guess spans every host: the user
+gave them to be used, and the references already measure one host. The descent's second knob is
+`nnodes`, so one host against all of them around the leader comes early too.
+
 Generic over knobs: a knob this module has no opinion on (one a space adds, a backend's own)
 keeps the default launch's value in the guess and is varied last by the descent, in the order
 the space lists its choices.
@@ -32,15 +36,18 @@ _PREFER: dict[str, tuple[Any, ...]] = {
     "allocator": ("tcmalloc", "jemalloc", "default"),
     "backend": ("ccl", "gloo"),               # oneCCL's shared-memory transport, where found
     "ipex": ("off",),                         # a library's own rewrite: measured, not assumed
+    # HBM in flat mode is there to be used (Intel's Xeon Max guide: numactl --preferred to the
+    # HBM node); preferred falls back to DRAM when it is full, so it is a safe first guess
+    "mem_policy": ("preferred_fast", "local"),
 }
 # The descent's knob order: the global batch first (a larger one amortises each step's fixed cost
 # and all-reduce over more samples, the largest effect in the model; it changes the math, so the
 # quality gate judges it, and the guess keeps the default's), then the layout (how much of the
 # machine works), the work per sample, the rest of the launch. Knobs not listed follow.
-DESCENT_ORDER = ("global_batch", "nproc_per_node", "precision", "backend", "allocator",
-                 "binding", "omp_runtime", "threads", "ipex")
+DESCENT_ORDER = ("global_batch", "nnodes", "ranks_per_numa_node", "precision", "backend", "allocator",
+                 "binding", "mem_policy", "omp_runtime", "threads", "ipex")
 # Ordered knobs: a move goes to the neighbouring values, doubling and halving first.
-_ORDERED = ("nproc_per_node", "global_batch", "dataloader_workers")
+_ORDERED = ("ranks_per_numa_node", "global_batch", "dataloader_workers", "nnodes")
 # ... except these, whose first move upwards is a jump to the largest value, then back down by
 # halving: a larger global batch is faster per sample almost everywhere, so the far end is the
 # likeliest leader and is one trial (and one quality check) away instead of one per doubling. At
@@ -57,13 +64,15 @@ def preference(knob: str, choices: tuple[Any, ...], topology: Topology) -> tuple
         prefer = ("bf16", "fp16", "fp32") if topology.isa.bf16 else ("fp32",)
     elif knob == "omp_runtime":
         prefer = ("libiomp5", "libgomp") if topology.isa.vendor == "intel" else ("libgomp",)
-    elif knob == "nproc_per_node":
+    elif knob == "ranks_per_numa_node":
         prefer = (1,)   # one rank per NUMA node filling it: run_cpu's layout, the safe start
+    elif knob == "nnodes":
+        prefer = tuple(sorted(choices, reverse=True))   # every host the user gave
     first = [v for v in prefer if v in choices]
     return tuple(first) + tuple(v for v in choices if v not in first)
 
 
-_OPINIONS = set(_PREFER) | {"precision", "omp_runtime", "nproc_per_node"}
+_OPINIONS = set(_PREFER) | {"precision", "omp_runtime", "ranks_per_numa_node", "nnodes"}
 
 
 def first_guess(space, topology: Topology,
@@ -82,7 +91,8 @@ def first_guess(space, topology: Topology,
             guess[knob] = dv if dv in choices else choices[0]
     if guess.get("threads", 0) is not None and "threads" in space.knobs:
         guess["threads"] = _filling(space, guess)
-    if _ranks(space, guess) == 1 and guess.get("backend") not in (None, default.backend) \
+    if _ranks(space, guess) * int(guess.get("nnodes") or 1) == 1 \
+            and guess.get("backend") not in (None, default.backend) \
             and default.backend in space.knobs["backend"]:
         guess["backend"] = default.backend    # one rank talks to no one: no backend to prefer
     if launchable(guess):
@@ -98,7 +108,7 @@ def first_guess(space, topology: Topology,
 def _ranks(space, guess: Params) -> int:
     """The ranks a guess launches on one host (per NUMA node x nodes)."""
     nodes = max(1, int(space.topology_names.get("numa_nodes", 1)))
-    return int(guess.get("nproc_per_node") or 1) * nodes
+    return int(guess.get("ranks_per_numa_node") or 1) * nodes
 
 
 def _filling(space, guess: Params) -> Any:
@@ -119,7 +129,7 @@ def params_of(config: Config, space) -> Params | None:
     out: Params = {}
     for knob, choices in space.knobs.items():
         v = getattr(config, knob, None)
-        if knob == "nproc_per_node" and v is None:
+        if knob == "ranks_per_numa_node" and v is None:
             v = config.nproc // (nodes * config.nnodes) or None
         if v not in choices:
             return None

@@ -9,6 +9,7 @@ PermissionError. See docs/security.md, "Locks and concurrent searches".
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import stat
 import tempfile
@@ -29,6 +30,15 @@ def lock_folder() -> str:
         except OSError:
             pass       # set but missing (su, sudo): the temporary folder below
     return safe_folder(os.path.join(tempfile.gettempdir(), f"autotune-{os.getuid()}"))
+
+
+def machine_key(fingerprint: str, host_names: tuple[str, ...] = ()) -> str:
+    """What one lock guards: this machine's cores, or the hosts a search's trials run on. Two
+    searches started from one login node, each in its own SLURM allocation, use other nodes and
+    may run side by side; two over the same hosts may not."""
+    if not host_names:
+        return fingerprint
+    return f"{fingerprint}-hosts-{hashlib.sha256(','.join(host_names).encode()).hexdigest()[:12]}"
 
 
 class MachineLock:

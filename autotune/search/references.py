@@ -84,7 +84,7 @@ def reference_configs(topology: Topology, base: Config) -> list[tuple[str, Confi
     nodes = max(1, len(topology.compute_nodes()))
     alloc = next((a for a in ("tcmalloc", "jemalloc") if caps.allocators.get(a)), "default")
     binding = "numactl" if caps.numactl else "taskset" if caps.taskset else "none"
-    run_cpu = base.with_(nproc=nodes, nproc_per_node=1 if nodes > 1 else None, threads=None,
+    run_cpu = base.with_(nproc=nodes, ranks_per_numa_node=1 if nodes > 1 else None, threads=None,
                          binding=binding, allocator=alloc,
                          omp_runtime="libiomp5" if caps.omp_runtimes.get("libiomp5") else "libgomp")
     return [(Role.DEFAULT, base), (Role.RUN_CPU, run_cpu)]

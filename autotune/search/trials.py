@@ -25,7 +25,7 @@ from ..quality.verdict import QualityStatus, QualityVerdict
 from ..result import Evaluate, Outcome, TrialResult
 from ..study import attrs as A
 from ..study.records import Record, Role, record_trial, records
-from .budget import phase_costs, too_short, verify_reserve
+from .budget import budget_note, phase_costs, too_short, trial_costs, verify_reserve
 from .lineup import pick_candidates
 from .options import Clock, SearchOptions
 from .references import default_launch
@@ -64,6 +64,7 @@ class Trials:
                                          if r.role != Role.REPEAT}
         self.measured = 0                 # configurations launched by this run
         self.durations: list[float] = []  # seconds of this run's successful trials
+        self.costed: set[int] = set()     # host counts whose trial cost the budget note measured
 
     # ---- configurations and the space ----------------------------------------------------------
 
@@ -140,7 +141,8 @@ class Trials:
         ev = TrialResult(outcome=Outcome.INFEASIBLE, reason=reason) if reason \
             else self._measure(config, role, trial)
         if role == Role.DEFAULT and ev.outcome == Outcome.OK and ev.throughput:
-            self.warn_if_too_short(config, ev)
+            floor_s = self.warn_if_too_short(config, ev)
+            self.say_budget(floor_s, now=(config.nnodes, ev.seconds))
         acc, violation, judged = None, 0.0, {}
         if ev.outcome == Outcome.OK and self.options.reported_accuracy:
             acc, violation, judged = self._judge_reported(config, role, ev)
@@ -151,6 +153,9 @@ class Trials:
                            violation=violation, role=role, trial=trial)
         self.known[self.key(config)] = rec
         self.progress.trial_end(record=rec, seconds=ev.seconds)
+        if self.costed and rec.outcome == Outcome.OK and not rec.result.stopped_early \
+                and config.nnodes not in self.costed:   # the first trial on this many hosts
+            self.say_budget(self.floor_left())
         if ev.overridden:
             self.hold(ev.overridden)
         return rec
@@ -191,8 +196,9 @@ class Trials:
                                       if share is not None else f"the other run: {other.outcome}"))
         return replace(keep, note="; ".join(n for n in (keep.note, why) if n))
 
-    def warn_if_too_short(self, config: Config, ev: TrialResult) -> None:
-        """Said once, from the first trial's cost, before the noise floor spends the budget."""
+    def warn_if_too_short(self, config: Config, ev: TrialResult) -> float:
+        """Said once, from the first trial's cost, before the noise floor spends the budget.
+        Returns what the noise floor will cost (seconds)."""
         o = self.options
         if o.reported_accuracy:
             runs = max(0, len(o.script_seeds) - 1) \
@@ -208,6 +214,31 @@ class Trials:
         if message:
             self.progress.warn(f"warning: {message}. Going on: what is measured is kept, and "
                                "the same command with a longer --budget resumes it")
+        return costs.noise_floor_s
+
+    def say_budget(self, floor_s: float, now: tuple[int, float] | None = None) -> None:
+        """How many trials the budget buys, per number of hosts (search/budget.py): said at the
+        default launch, before the noise floor, and again when a trial first spans a number of
+        hosts not measured yet. `now`: (hosts, seconds) of a trial not stored yet."""
+        seen: dict[int, list[float]] = {}
+        for r in self.known.values():
+            if r.outcome == Outcome.OK and r.result.seconds and not r.result.stopped_early:
+                seen.setdefault(r.config.nnodes, []).append(r.result.seconds)
+        if now is not None:
+            seen.setdefault(now[0], []).append(now[1])
+        costs = trial_costs(seen, max(self.space.knobs.get("nnodes", (1,))))
+        self.costed = {k for k, (_, measured) in costs.items() if measured}
+        verify_s = self.reserve()
+        self.progress.note(budget_note(self.left() - floor_s, costs, floor_s=floor_s,
+                                       verify_s=verify_s))
+
+    def floor_left(self) -> float:
+        """What the default launch's seeded quality runs still cost (0: measured, or a script's,
+        which the default trial measured itself)."""
+        rec = self.known.get(self.key(self.base))
+        if self.options.reported_accuracy or rec is None or not rec.throughput:
+            return 0.0
+        return self.quality_cost(self.base, rec.throughput)
 
     # ---- quality ---------------------------------------------------------------------------------
 
@@ -238,11 +269,19 @@ class Trials:
         contender = throughput >= 0.97 * self.leader()
         if book.missing_seeds(config) and (is_base or contender) \
                 and self.quality_cost(config, throughput) <= max(0.0, self.left()):
-            if book.missing_seeds(base):   # the noise floor is the default launch's own
-                book.measure(base, progress=self.progress)
+            if book.missing_seeds(base):   # the noise floor is the default launch's class's
+                book.measure(self.fastest_of_class(base, (config, throughput)),
+                             progress=self.progress)
             if not is_base:
                 book.measure(config, progress=self.progress)
         return book.verdict(config)
+
+    def fastest_of_class(self, config: Config, now: tuple[Config, float]) -> Config:
+        """The quickest measured launch of `config`'s class (`now`: one being judged, not stored
+        yet), which runs that class's seeded quality runs (QualityBook.quickest)."""
+        seen = [(r.config, r.throughput) for r in self.known.values()
+                if r.outcome == Outcome.OK and r.throughput]
+        return self.book.quickest(config, seen + [now])
 
     def rejected(self, config: Config) -> bool:
         """A class the quality gate rejected is no place to look (script mode: the script's

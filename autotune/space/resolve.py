@@ -18,10 +18,12 @@ from typing import Any
 from . import expr as _expr
 from .spec import (DEFAULT_CONSTRAINTS, TOPOLOGY_INTS, Item, KnobSpec, Rule, SpaceSpec,
                           check_value, load_space, parse_space)
-from ..config import ALLOCATORS, BACKENDS, BINDINGS, CCL_WORKER_AFFINITIES, PRECISIONS, Config
+from ..config import (ALLOCATORS, BACKENDS, BINDINGS, CCL_WORKER_AFFINITIES, KNOB_TABLE,
+                      PRECISIONS, Config)
 from ..errors import ConfigError, SpaceError
 from ..plan.gpu import gpu_node
 from ..plan.feasible import cpu_precision, precision_problem
+from ..plan.memory import offered as offered_mem_policies, policy_unavailable
 from ..probe.topology import Topology
 
 __all__ = ["DEFAULT_CONSTRAINTS", "ResolvedSpace", "SpaceSpec", "default_space_path", "find_space",
@@ -65,9 +67,9 @@ class ResolvedSpace:
 
     def to_config(self, params: Mapping[str, Any]) -> Config:
         merged = {**self.fixed, **params}
-        # nproc_per_node counts ranks per NUMA node, so the world size follows from the machine.
-        if "nproc" not in merged and merged.get("nproc_per_node") is not None:
-            merged["nproc"] = (merged["nproc_per_node"] * self.topology_names["numa_nodes"]
+        # ranks_per_numa_node counts ranks per NUMA node, so the world size follows from the machine.
+        if "nproc" not in merged and merged.get("ranks_per_numa_node") is not None:
+            merged["nproc"] = (merged["ranks_per_numa_node"] * self.topology_names["numa_nodes"]
                                * int(merged.get("nnodes", 1)))
         return Config.from_dict(merged, where=f"{self.source}: params")
 
@@ -129,6 +131,9 @@ def topology_names(topology: Topology) -> dict[str, Any]:
         # oneCCL's knobs vary only where the ccl backend is usable; elsewhere each is its default,
         # so a machine without ccl searches the same space as before it existed
         **_ccl_names("ccl" in caps.backends),
+        # local everywhere; interleave, preferred_fast and weighted where the probe found the
+        # nodes and the tools for them (plan/memory.py). `local` alone: the knob is not offered.
+        "found_mem_policies": offered_mem_policies(topology),
     }
 
 
@@ -169,6 +174,8 @@ def _unavailable(knob: str, value: Any, topology: Topology, names: Mapping[str, 
     if knob == "numa_binding" and value != "none" and \
             any(gpu_node(g, topology) is None for g in topology.gpus):
         return "nvidia-smi gives no NUMA node for some GPU, so no CPUs are known to be near it"
+    if knob == "mem_policy":
+        return policy_unavailable(value, topology)
     if knob == "compile" and value and not topology.gpus and not caps.cxx_compiler:
         return "torch.compile on CPU needs a C++ compiler (apt-get install g++)"
     return None
@@ -217,6 +224,8 @@ def resolve(spec: SpaceSpec, topology: Topology) -> ResolvedSpace:
         if not kept:
             why = "; ".join(dropped) if dropped else _why_empty(ks, names, excluded)
             raise SpaceError(f"{ks.where}: no choice is left on this machine ({why})")
+        if KNOB_TABLE[knob].only_where_it_varies and kept == [getattr(Config(), knob)]:
+            continue   # not offered here: the space is the one searched before the knob
         knobs[knob] = tuple(kept)
     for knob, value in spec.fixed.items():
         why = _unavailable(knob, value, topology, names)

@@ -14,7 +14,8 @@ from typing import Any
 import yaml
 
 from . import expr as _expr
-from ..config import BOOL_KNOBS, INT_KNOBS, KNOBS, Config, coerce, unknown_knob
+from ..config import (BOOL_KNOBS, INT_KNOBS, KNOBS, Config, coerce, knob_name, renamed_knobs,
+                      unknown_knob)
 from ..errors import ConfigError, SpaceError
 
 TOPOLOGY_INTS = ("usable_cores", "cores_per_node", "numa_nodes", "logical_cpus", "smt", "gpus",
@@ -23,7 +24,8 @@ TOPOLOGY_INTS = ("usable_cores", "cores_per_node", "numa_nodes", "logical_cpus",
 TOPOLOGY_LISTS = {"found_allocators": "allocator", "found_backends": "backend",
                   "found_omp_runtimes": "omp_runtime", "supported_precisions": "precision",
                   "found_bindings": "binding", "found_ipex": "ipex",
-                  "ccl_affinities": "ccl_worker_affinity", "ccl_yields": "ccl_yield"}
+                  "ccl_affinities": "ccl_worker_affinity", "ccl_yields": "ccl_yield",
+                  "found_mem_policies": "mem_policy"}
 # Used when a file has no `constraints:` key; `constraints: []` means none at all.
 DEFAULT_CONSTRAINTS = ("threads * nproc <= usable_cores",)
 _TOP_KEYS = ("name", "description", "knobs", "fixed", "constraints")
@@ -124,6 +126,9 @@ def parse_space(text: str, *, source: str = "<space>") -> SpaceSpec:
     fixed = data.get("fixed") or {}
     if not isinstance(fixed, dict):
         raise SpaceError(f"{source}: fixed: must be a mapping of knob -> value, got {_what(fixed)}")
+    # a space file written with a knob's old name (config.KNOB_ALIASES) still reads
+    knobs = {knob_name(k) if isinstance(k, str) else k: v for k, v in knobs.items()}
+    fixed = {knob_name(k) if isinstance(k, str) else k: v for k, v in fixed.items()}
     specs = {_knob_name(k, f"{source}: knobs.{k}"): _knob(k, v, f"{source}: knobs.{k}")
              for k, v in knobs.items()}
     fixed_values = {}
@@ -216,7 +221,7 @@ def check_value(knob: str, value: Any, where: str) -> Any:
     except ConfigError as exc:
         raise SpaceError(str(exc)) from None
     try:  # one-knob Config: reuses its checks (ranges, valid names) and their messages
-        Config(**({"nproc": v} if knob == "nproc_per_node" and isinstance(v, int) and v > 0 else {}),
+        Config(**({"nproc": v} if knob == "ranks_per_numa_node" and isinstance(v, int) and v > 0 else {}),
                **{knob: v})
     except ConfigError as exc:
         raise SpaceError(f"{where}: {exc}") from None
@@ -232,6 +237,7 @@ def _rules(raw: Any, source: str) -> tuple[Rule, ...]:
         if not isinstance(text, str) or not text.strip():
             raise SpaceError(f"{where}: expected a rule such as {DEFAULT_CONSTRAINTS[0]!r}, "
                              f"got {_what(text)}")
+        text = renamed_knobs(text)
         try:
             node = _expr.parse(text)
             kind = _expr.check(node, _RULE_KINDS, text=text.strip(), compare=True)

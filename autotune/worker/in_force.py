@@ -14,7 +14,8 @@ from typing import Any
 import torch
 
 from ..plan.launch_plan import RankExpect
-from ..probe.procfs import memory_bound_to, parse_maps, parse_mem_policy, parse_mems_allowed, read_proc
+from ..probe.procfs import (memory_bound_to, memory_placed, parse_maps, parse_mem_policy,
+                            parse_mems_allowed, read_proc)
 
 # The /proc parsers live in probe/procfs.py (torch-free), shared with the outside-the-process checks.
 __all__ = ["autocast_name", "collect", "current_autocast", "differences", "memory_bound_to",
@@ -70,6 +71,12 @@ def differences(expect: RankExpect, in_force: dict[str, Any]) -> list[str]:
             expect.mem_node, in_force.get("mem_policy"), in_force["mems_allowed"]):
         diffs.append(f"mem_node: planned {expect.mem_node}, in force policy "
                      f"{in_force.get('mem_policy')}, mems_allowed {in_force['mems_allowed']}")
+    # numactl --interleave/--preferred/--weighted-interleave set the task's policy: numa_maps
+    # shows it, or the policy was not applied and the trial would measure local memory
+    if expect.mem_policy is not None and not memory_placed(expect.mem_policy,
+                                                           in_force.get("mem_policy")):
+        diffs.append(f"mem_policy: planned {expect.mem_policy}, in force policy "
+                     f"{in_force.get('mem_policy')}")
     # None: not planned (older requests). A GPU rank on the wrong GPU shares it with a peer.
     if expect.device is not None and expect.device != in_force.get("device", "cpu"):
         diffs.append(f"device: planned {expect.device}, in force {in_force.get('device')}")

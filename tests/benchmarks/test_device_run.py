@@ -16,16 +16,16 @@ def probe_json(name: str) -> dict:
 
 def test_one_l3_group_sets_single_thread_ranks_against_one_wide_rank():
     a, b, label = layout_comparison(probe_json("h200-emr-16c"))   # what ran on 2026-11-26
-    assert a == {"nproc": 16, "nproc_per_node": 16, "threads": 1}
-    assert b == {"nproc": 1, "nproc_per_node": 1, "threads": 16}
+    assert a == {"nproc": 16, "ranks_per_numa_node": 16, "threads": 1}
+    assert b == {"nproc": 1, "ranks_per_numa_node": 1, "threads": 16}
     assert "share 1 L3 group" in label
 
 
 def test_l3_groups_finer_than_nodes_set_a_rank_per_l3_against_a_rank_per_node():
     # NPS4 EPYC: 4 nodes of 16 cores, 8 L3 groups (2 per node)
     a, b, label = layout_comparison(probe_json("epyc-nps4-4gpu"))
-    assert a == {"nproc": 8, "nproc_per_node": 2, "threads": 8}
-    assert b == {"nproc": 4, "nproc_per_node": 1, "threads": 16}
+    assert a == {"nproc": 8, "ranks_per_numa_node": 2, "threads": 8}
+    assert b == {"nproc": 4, "ranks_per_numa_node": 1, "threads": 16}
     assert label.startswith("one rank per L3 group (8 groups)")
 
 

@@ -41,7 +41,7 @@ def test_amdahl_and_accuracy_rules():
 
 
 def test_one_bound_rank_costs_compute_plus_fixed_time():
-    c = Config(nproc=1, nproc_per_node=1, threads=4, binding="numactl", global_batch=32)
+    c = Config(nproc=1, ranks_per_numa_node=1, threads=4, binding="numactl", global_batch=32)
     # compute 32 x 1 ms / 4 cores = 8 ms; memory 32 x 3.28 MB / 100 GB/s = 1.05 ms (hidden)
     assert LM.step_seconds(c, FOUR, HW, PLAIN) == pytest.approx(0.009)
     assert LM.throughput(c, FOUR, HW, PLAIN) == pytest.approx(32 / 0.009)
@@ -50,12 +50,12 @@ def test_one_bound_rank_costs_compute_plus_fixed_time():
 
 def test_smt_siblings_add_the_sibling_gain_only():
     # 8 threads on the 4 cores' 8 logical CPUs: 4 x 1.1 effective cores, not 8
-    c = Config(nproc=1, nproc_per_node=1, threads=8, binding="numactl_smt", global_batch=32)
+    c = Config(nproc=1, ranks_per_numa_node=1, threads=8, binding="numactl_smt", global_batch=32)
     assert LM.step_seconds(c, FOUR, HW, PLAIN) == pytest.approx(0.032 / 4.4 + 0.001)
 
 
 def test_ranks_pay_the_exposed_allreduce_and_share_node_bandwidth():
-    c = Config(nproc=4, nproc_per_node=4, threads=1, binding="taskset", global_batch=128)
+    c = Config(nproc=4, ranks_per_numa_node=4, threads=1, binding="taskset", global_batch=128)
     compute = 0.032                                   # one core per rank
     exposed = (6e-5 + 1.5e-3) * 0.5                   # half hidden behind backward
     assert LM.step_seconds(c, FOUR, HW, PLAIN) == pytest.approx(compute + 0.001 + exposed)
@@ -66,7 +66,7 @@ def test_ranks_pay_the_exposed_allreduce_and_share_node_bandwidth():
 
 
 def test_an_unbound_rank_pays_remote_memory_from_the_distance_matrix():
-    bound = Config(nproc=2, nproc_per_node=1, threads=2, binding="numactl", global_batch=64)
+    bound = Config(nproc=2, ranks_per_numa_node=1, threads=2, binding="numactl", global_batch=64)
     unbound = bound.with_(binding="none")
     # distances 10/20: half the accesses remote at 2x latency -> mean 1.5; 25% of time stalls
     fb, fu = LM.step_seconds(bound, TWO_NODES, HW, PLAIN), LM.step_seconds(unbound, TWO_NODES, HW, PLAIN)
@@ -79,7 +79,7 @@ def test_trial_time_grows_with_ranks():
     p = LM.Params()
     one = Config()
     assert LM.trial_seconds(one, 3200.0, p) == pytest.approx(2.7 + 3 * 0.01 + 5.0 + 0.5)
-    many = Config(nproc=100, nproc_per_node=50, threads=1, global_batch=3200)
+    many = Config(nproc=100, ranks_per_numa_node=50, threads=1, global_batch=3200)
     start = 2.7 + 0.03 * 99 + 2e-4 * 100 * 99 / 2
     assert LM.trial_seconds(many, 3200.0, p) == pytest.approx(start + 3 * 1.0 + 5.5)
 
@@ -115,9 +115,11 @@ def test_the_real_search_on_a_modelled_machine(tmp_path, capsys):
                                  "--out", str(out)]) == 0
     text = capsys.readouterr().out
     # cpu.yaml on NPS4: 11520 combinations, 1740 launchable: a layout is launchable at a global
-    # batch its ranks can split (64 ranks cannot split 32 but can split 64 and 128)
-    assert "| epyc-7763-nps4 | 11520 (1740) |" in text
+    # batch its ranks can split (64 ranks cannot split 32 but can split 64 and 128); mem_policy
+    # doubles the grid (local, interleave), and interleave launches only unbound ranks, which
+    # span the 4 nodes (348 more launchable)
+    assert "| epyc-7763-nps4 | 23040 (2088) |" in text
     row = json.loads(out.read_text())["rows"][0]
-    assert row["space_size"] == 11520 and row["oracle_in_space"] is True  # auto reaches it
+    assert row["space_size"] == 23040 and row["oracle_in_space"] is True  # auto reaches it
     assert row["trials_95"]["autotune"] <= row["launchable"]
     assert 0.0 <= row["success_30min"] <= 1.0

@@ -72,7 +72,7 @@ def test_the_bandwidth_given_is_the_models_per_node_bandwidth():
     assert name == "capture-desktop-8c16t" and len(topo.usable_cores()) == 8
     assert hw.node_bandwidth_gbs == 40.0
     # 8 single-thread ranks on one node: memory-bound at 1 GB/s, not at 400 GB/s
-    c = Config(nproc=8, nproc_per_node=8, threads=1, binding="taskset", global_batch=128)
+    c = Config(nproc=8, ranks_per_numa_node=8, threads=1, binding="taskset", global_batch=128)
     slow = LM.throughput(c, topo, MM.capture_machine(DESKTOP, 1.0)[2], LM.Params())
     fast = LM.throughput(c, topo, MM.capture_machine(DESKTOP, 400.0)[2], LM.Params())
     assert slow < 0.5 * fast

@@ -9,7 +9,8 @@ import sys
 from autotune.config import Config
 from autotune.measure.contention import DISTURBED_SHARE
 from autotune.result import Outcome
-from autotune.run.trial import TrialSettings, live_evaluator
+from autotune.run.evaluate import live_evaluator
+from autotune.run.trial import TrialSettings
 from results_study import live_topology
 
 HOG = "import os, sys; os.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True: pass"

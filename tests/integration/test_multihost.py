@@ -20,12 +20,16 @@ from autotune.cli import main
 pytestmark = pytest.mark.slow
 ROOT = REPO
 SCRIPT = ROOT / "scripts" / "testhosts.sh"
-NAMESPACES = ("atth1", "atth2")
+# The set of test hosts (AUTOTUNE_TESTHOSTS_SET, scripts/testhosts.sh): another set on the same
+# machine is never touched. Its namespaces and addresses are read from the hosts file `up` writes.
+NAMESPACES: tuple[str, ...] = ("atth1", "atth2")
+ADDRESSES: tuple[str, ...] = ("10.231.77.11", "10.231.77.12")
 
 
 @pytest.fixture(scope="module")
 def hosts(tmp_path_factory):
     """Two namespace hosts th1, th2 (one CPU each here); yields the ssh config to reach them."""
+    global NAMESPACES, ADDRESSES
     if os.geteuid() != 0:
         pytest.skip("namespace test hosts need root (ip netns, veth, sshd)")
     d = tmp_path_factory.mktemp("testhosts") / "h"
@@ -33,6 +37,9 @@ def hosts(tmp_path_factory):
     up = subprocess.run([str(SCRIPT), "up", "2"], env=env, capture_output=True, text=True,
                         timeout=180)
     assert up.returncode == 0, up.stderr
+    rows = [line.split() for line in (d / "hosts").read_text().splitlines()]
+    NAMESPACES = tuple(r[r.index("netns") + 1] for r in rows)
+    ADDRESSES = tuple(r[1] for r in rows)
     try:
         yield str(d / "ssh_config")
     finally:
@@ -146,9 +153,10 @@ def test_a_rank_crashing_on_one_host_stops_the_other_host(hosts, tmp_path, capsy
 
 
 def test_unreachable_host_and_refused_ssh_are_one_line_errors(hosts, tmp_path, capsys):
-    cfg = Path(hosts).read_text().replace("th2", "thdown").replace("10.231.77.12", "10.231.77.99")
+    net = ADDRESSES[1].rsplit(".", 1)[0]
+    cfg = Path(hosts).read_text().replace("th2", "thdown").replace(ADDRESSES[1], f"{net}.99")
     down = tmp_path / "ssh_config"
-    down.write_text(cfg + "\nHost threfused\n  HostName 10.231.77.1\n  Port 1\n  BatchMode yes\n")
+    down.write_text(cfg + f"\nHost threfused\n  HostName {net}.1\n  Port 1\n  BatchMode yes\n")
     for host, needle in (("threfused", "ssh refused the connection"),
                          ("thdown", "host unreachable")):
         rc = main(["run", "--hosts", f"th1,{host}", "--ssh-config", str(down), "--set", "nnodes=2",
@@ -182,7 +190,7 @@ knobs:
     choices: [taskset]
 fixed:
   threads: 1
-  nproc_per_node: 1
+  ranks_per_numa_node: 1
 constraints: []
 """
 
@@ -216,4 +224,33 @@ def test_search_across_two_hosts_recommends_and_its_exports_run(hosts, tmp_path,
         lines = [json.loads(x) for x in run.stdout.splitlines() if x.startswith("{")]
         assert run.returncode == 0 and lines and all(x["status"] == "ok" for x in lines), \
             (fmt, run.stdout[-2000:], run.stderr[-2000:])
+    assert leftovers() == {ns: [] for ns in NAMESPACES}
+
+
+def test_a_short_search_over_two_hosts_measures_a_spanning_launch_right_after_the_references(
+        hosts, tmp_path, capsys):
+    """The built-in space, as a user runs it: the guide's first guess spans both hosts (issue 35:
+    an 8-minute search started from one host and never measured two), the budget note names a
+    trial across the hosts, and the noise floor's seeds of the one-host default launch run side
+    by side, one host each."""
+    rc = main(["search", "--hosts", "th1:1,th2:1", "--ssh-config", hosts, "--budget", "5m",
+               "--seconds", "1", "--max-trials", "3", "--verify-rounds", "1",
+               "--max-verify-rounds", "1", "--quality-samples", "1024", "--quality-seeds", "2",
+               "--json", "--results", str(tmp_path / "res")])
+    captured = capsys.readouterr()
+    assert rc == 0, captured.err[-3000:]
+    summary = json.loads(captured.out)
+    import optuna
+    study = optuna.load_study(study_name=summary["study"],
+                              storage=f"sqlite:///{tmp_path / 'res' / 'autotune.db'}")
+    measured = [t.user_attrs for t in sorted(study.trials, key=lambda t: t.number)
+                if t.user_attrs.get("config") and t.user_attrs.get("outcome") != "infeasible"]
+    roles = [(a["role"], a["config"].get("nnodes", 1), a["outcome"]) for a in measured]
+    assert roles[:2] == [("reference:default", 1, "ok"), ("reference:run_cpu", 1, "ok")], roles
+    assert roles[2] == ("search", 2, "ok"), roles
+    budget = [line for line in captured.err.splitlines() if "budget:" in line]
+    assert budget and "across 2 hosts" in budget[0], captured.err[-3000:]
+    beside = [line for line in captured.err.splitlines() if "side by side" in line]
+    assert len(beside) == 2 and "seed 0" in beside[0] and "seed 1" in beside[1], \
+        captured.err[-3000:]
     assert leftovers() == {ns: [] for ns in NAMESPACES}

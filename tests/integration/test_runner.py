@@ -426,3 +426,41 @@ def test_interrupted_is_a_keyboard_interrupt():
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(1)
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+
+
+# ---------------------------------------------------------------- the shim as a host's launcher
+
+def _shim(tmp: Path, code: str, *extra: str) -> subprocess.CompletedProcess:
+    """`python -m autotune.bind --node-rank 1 --local-ranks 2 ... -- python -c CODE`, as a trial
+    across hosts starts one host's ranks over ssh (plan/cluster.py)."""
+    return subprocess.run([sys.executable, "-m", "autotune.bind", "--node-rank", "1",
+                           "--local-ranks", "2", "--env", "WHO=first;second;third;fourth",
+                           "--rank-log", str(tmp / "rank{rank}.log"), *extra, "--",
+                           sys.executable, "-c", code],
+                          env={**os.environ, "WORLD_SIZE": "4", "PYTHONPATH": str(REPO)},
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_shim_starts_a_hosts_ranks_with_torchruns_numbers(tmp_path):
+    code = ("import os; print(' '.join(os.environ[k] for k in ('RANK', 'LOCAL_RANK', "
+            "'LOCAL_WORLD_SIZE', 'WORLD_SIZE', 'GROUP_RANK', 'AUTOTUNE_PLAN_INDEX', 'WHO')))")
+    done = _shim(tmp_path, code)
+    assert done.returncode == 0, done.stderr
+    # node 1 of 2, two ranks each: planned ranks 2 and 3, each with its own value of --env
+    assert (tmp_path / "rank2.log").read_text().split() == "2 0 2 4 1 2 third".split()
+    assert (tmp_path / "rank3.log").read_text().split() == "3 1 2 4 1 3 fourth".split()
+
+
+def test_shim_ends_the_other_ranks_when_one_fails(tmp_path):
+    """A rank that fails must not leave its peer waiting in a collective for ever: the shim ends
+    the peer and exits with the failed rank's code, as torchrun's agent does."""
+    code = ("import os, sys, time\n"
+            "open(os.environ['WHO'], 'w').write(str(os.getpid()))\n"
+            "if os.environ['LOCAL_RANK'] == '1': time.sleep(0.5); sys.exit(3)\n"
+            "time.sleep(600)")
+    done = _shim(tmp_path, code.replace("os.environ['WHO']",
+                                        f"'{tmp_path}/' + os.environ['WHO']"))
+    assert done.returncode == 3, done.stderr
+    sleeper = int((tmp_path / "third").read_text())
+    assert not psutil.pid_exists(sleeper) or \
+        psutil.Process(sleeper).status() == psutil.STATUS_ZOMBIE

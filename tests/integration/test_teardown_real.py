@@ -14,7 +14,8 @@ import psutil
 from autotune.cli import main
 from autotune.config import Config
 from autotune.result import Outcome
-from autotune.run.trial import TrialSettings, live_evaluator
+from autotune.run.evaluate import live_evaluator
+from autotune.run.trial import TrialSettings
 from autotune.script.spec import ScriptSpec
 from results_study import live_topology, study_copy
 

@@ -124,6 +124,22 @@ def test_allocator_and_openmp_in_force(tmp_path, allocator, preload, conf, omp):
 
 
 @pytest.mark.slow
+def test_a_memory_policy_is_confirmed_in_force_or_the_trial_is_bad_config(tmp_path):
+    """mem_policy (issue 37): the rank reads its task policy from numa_maps. Under numactl
+    --interleave it trains; started without numactl it refuses to measure local memory as if
+    it were interleaved (node 0 is this machine's only node: enough to see the policy)."""
+    req = _request(1, config={"mem_policy": "interleave"}, expect={"mem_policy": "interleave:0"})
+    for sub in ("applied", "not"):
+        (tmp_path / sub).mkdir()
+    results = _check_ok(*launch(tmp_path / "applied", req, env={"OMP_NUM_THREADS": "1"},
+                                prefix=lambda r: ["numactl", "--interleave=0"]), req)
+    assert results[0]["in_force"]["mem_policy"] == "interleave:0"
+    codes, results, logs = launch(tmp_path / "not", req, env={"OMP_NUM_THREADS": "1"})
+    assert codes == [EXIT_BAD_CONFIG], logs
+    assert results[0]["bad_config"] == "mem_policy: planned interleave:0, in force policy default"
+
+
+@pytest.mark.slow
 def test_threads_mismatch_is_bad_config(tmp_path):
     req = _request(1, threads=1, expect={"threads": 2})
     codes, results, logs = launch(tmp_path, req)

@@ -36,3 +36,23 @@ def test_oneccls_knobs_show_only_with_the_ccl_backend():
     used = Config(nproc=2, backend="ccl", ccl_workers=2)
     assert describe_changes(used) == "nproc=2 backend=ccl ccl_workers=2"
     assert describe_changes(changed_knobs(used)) == describe_changes(used)
+
+
+def test_the_knob_once_called_nproc_per_node_is_read_by_its_old_name_everywhere(tmp_path):
+    """Issue 35, item 5: `nproc_per_node` meant ranks per NUMA node, which a torchrun user reads
+    as ranks per host; it is now `ranks_per_numa_node`. Stored studies, manifests, space files
+    and `--set` written with the old name still read, and Config.key() keeps the old spelling so
+    keys stored before the rename name the same launch."""
+    from autotune.config import Config, changed_knobs, parse_sets
+    from autotune.space.spec import parse_space
+    new = Config(nproc=2, ranks_per_numa_node=2)
+    assert Config.from_dict({"nproc": 2, "nproc_per_node": 2}) == new          # study, manifest
+    assert parse_sets(["nproc=2", "nproc_per_node=2"]) == new                   # --set
+    assert changed_knobs({"nproc": 2, "nproc_per_node": 2}) == {"nproc": 2,
+                                                                "ranks_per_numa_node": 2}
+    assert "nproc_per_node=2" in new.key() and "ranks_per_numa_node" not in new.key()
+    assert "ranks_per_numa_node" in new.to_dict() and "nproc_per_node" not in new.to_dict()
+    spec = parse_space("name: old\nknobs:\n  nproc_per_node: [1, 2]\n"
+                       "constraints: ['nproc_per_node <= 2']\n", source="old.yaml")
+    assert list(spec.knobs) == ["ranks_per_numa_node"]
+    assert spec.constraints[0].names == frozenset({"ranks_per_numa_node"})

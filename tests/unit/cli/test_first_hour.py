@@ -174,3 +174,46 @@ def test_a_placeholder_typo_in_the_command_says_did_you_mean():
     from autotune.script.template import placeholders
     with pytest.raises(WorkloadError, match=r"\{nprocs\} is not a knob \(did you mean 'nproc'\?\)"):
         placeholders(("python", "train.py", "--ranks", "{nprocs}"))
+
+
+def _default_recommended(tmp_path, settling) -> str:
+    from autotune.export.recommendation import save_recommendation
+    from autotune.study.storage import describe_study, open_storage, open_study, study_name
+    from results_study import live_topology
+    topo = live_topology()
+    url = f"sqlite:///{tmp_path}/s.db"
+    study = open_study(open_storage(url), study_name("mlp", topo))
+    describe_study(study, topology=topo, workload="mlp", space={}, settings={})
+    save_recommendation(study, Recommendation(config=Config(), speedup=1.0, spread=0.0, rounds=4,
+                                              verified=True, default_wins=True,
+                                              settling=settling), topo, "mlp")
+    return url
+
+
+def test_launch_refuses_a_default_launch_recommended_only_because_nothing_settled(tmp_path,
+                                                                                   capsys):
+    """The search ended 'no verified speedup: the best candidate measured unsettled', stored the
+    default launch, and `launch --dry-run` went ahead (exit 0) although its help says a study
+    without a verified recommendation is refused. Now: one line with the reason and the fix."""
+    url = _default_recommended(tmp_path, settle([1.8, 4.3, 2.1], [0.4, 0.4, 0.0]))
+    train = tmp_path / "t.py"
+    train.write_text("print('trained')\n")
+    rc, out, err = _main(["launch", "--storage", url, "--dry-run", "--", "python", str(train)],
+                         capsys)
+    lines = err.strip().splitlines()
+    assert rc == 2 and out == "" and len(lines) == 1, err
+    assert "holds no verified recommendation (no verified speedup: the best candidate" in lines[0]
+    assert "run `autotune verify` when the machine is quiet" in lines[0]
+    assert lines[0].endswith("--force launches it anyway")
+    rc, out, err = _main(["launch", "--storage", url, "--dry-run", "--force", "--", "python",
+                          str(train)], capsys)
+    assert rc == 0 and "(--force)" in err
+
+
+def test_launch_takes_a_settled_verdict_that_the_default_launch_is_best(tmp_path, capsys):
+    url = _default_recommended(tmp_path, settle([0.99, 1.0, 1.01, 1.0], [0.0] * 4))
+    train = tmp_path / "t.py"
+    train.write_text("print('trained')\n")
+    rc, out, err = _main(["launch", "--storage", url, "--dry-run", "--", "python", str(train)],
+                         capsys)
+    assert rc == 0, err

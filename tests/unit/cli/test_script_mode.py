@@ -135,7 +135,7 @@ def test_freeze_holds_knobs_at_the_default_launch(topo):
     held, names = freeze(space, ["threads", "precision_not_a_knob"])
     assert names == ["threads"] and "threads" not in held.knobs and held.fixed["threads"] is None
     launched_once, names = freeze(space, ["nproc"])
-    assert names == ["nproc"] and "nproc_per_node" not in launched_once.knobs
+    assert names == ["nproc"] and "ranks_per_numa_node" not in launched_once.knobs
     assert launched_once.to_config({}).nproc == 1
 
 
@@ -263,7 +263,7 @@ def test_export_does_not_claim_knobs_the_script_overrode(topo):
     assert "--local-rank=0" in shell and "--local-rank=1" in shell and "taskset" in shell
     assert "torchrun passes LOCAL_RANK only" in torchrun
     assert "TORCHELASTIC_RUN_ID" not in torchrun     # torchrun sets its own
-    once = launch_command(Config(nproc=2, nproc_per_node=2), topo, program=("python", "x.py"),
+    once = launch_command(Config(nproc=2, ranks_per_numa_node=2), topo, program=("python", "x.py"),
                           script=True, overridden={"nproc": "x.py:9 starts its own workers"})
     assert len(once.ranks) == 1
 

@@ -1,5 +1,6 @@
 """`autotune verify` refusals, on real SQLite and no trial: no study, a study from other hardware,
-a study without a recommendation, a recommendation of the default launch: one line, exit 2, the
+a study without a recommendation, a recommendation of the default launch with no candidate
+stored: one line, exit 2, the
 study left as it was."""
 from __future__ import annotations
 
@@ -73,9 +74,15 @@ def test_a_study_without_a_recommendation(tmp_path, capsys):
     _refused(capsys, ["--storage", url], "has no recommendation to verify")
 
 
-def test_a_recommendation_of_the_default_launch(tmp_path, capsys):
+def test_a_recommendation_of_the_default_launch_with_nothing_else_measured(tmp_path, capsys):
+    """verify measures the search's best candidates when it recommended the default launch
+    (tests/integration/test_verify_candidates.py); with no candidate stored there is nothing to
+    measure, and the line says what would find one."""
     url, _ = _study(tmp_path, live_topology(), Config())
-    _refused(capsys, ["--storage", url], "recommends the default launch")
+    before = _contents(url)
+    _refused(capsys, ["--storage", url], "recommends the default launch and has no other "
+                                         "configuration that ran within tolerance")
+    assert _contents(url) == before
 
 
 @pytest.mark.parametrize("argv, expect", [

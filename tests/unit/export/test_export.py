@@ -84,7 +84,7 @@ def _other_machine_study(tmp_path) -> str:
     url = f"sqlite:///{tmp_path}/other.db"
     study = open_study(open_storage(url), study_name("cnn", topo))
     describe_study(study, topology=topo, workload="cnn", space={}, settings={})
-    record_trial(study, config=Config(nproc=2, nproc_per_node=1, threads=32, binding="numactl",
+    record_trial(study, config=Config(nproc=2, ranks_per_numa_node=1, threads=32, binding="numactl",
                                       allocator="tcmalloc"),
                  result=TrialResult(outcome=Outcome.OK, throughput=900.0, accuracy=0.8),
                  role="reference:run_cpu")

@@ -123,7 +123,7 @@ def test_a_subset_of_gpus_and_the_unbound_default():
     (Config(device="cuda", nproc=2), {"cuda": False}, "cannot use CUDA"),
     (Config(device="cuda", nproc=16), {}, "one rank per GPU"),
     (Config(device="cuda", numa_binding="node"), {}, "needs a tool"),
-    (Config(device="cuda", nproc=2, nproc_per_node=1), {}, "follow their GPUs"),
+    (Config(device="cuda", nproc=2, ranks_per_numa_node=1), {}, "follow their GPUs"),
     (Config(device="cuda", ipex="on"), {}, "ipex on"),
     (Config(numa_binding="node", binding="numactl"), {}, "needs device=cuda"),
     (Config(backend="nccl"), {}, "needs device=cuda"),

@@ -8,14 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from autotune.bind import pick, plan_index, rank_env
+from autotune.bind import local_rank_env, pick, plan_index, rank_env
 from autotune.commands.hosts import Hosts, asked_hosts
 from autotune.config import Config
 from autotune.errors import ConfigError
 from autotune.export.command import launch_command, render
-from autotune.plan.hosts import (Host, differences, expand_nodelist, expand_tasks_per_node,
-                            interface_of, network_of, parse_hostfile, parse_hosts, slurm_hosts,
-                            ssh_hostname)
+from autotune.plan.hosts import (Host, differences, expand_nodelist, expand_per_node,
+                            interface_of, network_of, node_address, other_slurm_task,
+                            parse_hostfile, parse_hosts, slurm_hosts, ssh_hostname,
+                            within_allocation)
 from autotune.plan.cluster import (Cluster, build_cluster_plan, cluster_from_json, cluster_to_json,
                                 infeasible_on_cluster)
 from autotune.probe import probe
@@ -88,14 +89,58 @@ def test_bad_nodelist_is_an_error(text):
         expand_nodelist(text)
 
 
-def test_slurm_allocation_with_tasks_per_node():
-    assert expand_tasks_per_node("2(x3),1") == (2, 2, 2, 1)
-    env = {"SLURM_JOB_NODELIST": "n[1-3]", "SLURM_TASKS_PER_NODE": "4(x2),2"}
+@pytest.mark.parametrize("text, counts", [
+    ("2(x3),1", (2, 2, 2, 1)), ("48", (48,)), ("2(x2)", (2, 2)),
+    ("36,72(x2),36", (36, 72, 72, 36)), (" 4(x1) , 8", (4, 8)),
+])
+def test_slurm_per_node_counts_compressed_form(text, counts):
+    assert expand_per_node(text) == counts
+
+
+@pytest.mark.parametrize("text", ["", "2(x)", "x2", "2(x0)", "2,,1", "-1", "2(x3", "2x3"])
+def test_bad_per_node_counts_name_the_variable(text):
+    with pytest.raises(ConfigError, match=r"SLURM_JOB_CPUS_PER_NODE=.*cannot read"):
+        expand_per_node(text)
+
+
+def test_slurm_slots_are_the_cpus_of_each_node_not_its_tasks():
+    # `salloc -N2 --exclusive` then `srun -N2 --ntasks-per-node=1 autotune search`: one task
+    # per node, yet 2 CPUs each are the job's, and a trial may put 2 ranks on each.
+    env = {"SLURM_JOB_NODELIST": "n[1-3]", "SLURM_JOB_CPUS_PER_NODE": "4(x2),2",
+           "SLURM_NTASKS_PER_NODE": "1", "SLURM_TASKS_PER_NODE": "1(x3)"}
     assert slurm_hosts(env) == (Host(name="n1", slots=4), Host(name="n2", slots=4),
                                 Host(name="n3", slots=2))
     assert slurm_hosts({"SLURM_JOB_NODELIST": "n[1-2]", "SLURM_NTASKS_PER_NODE": "8"}) == (
-        Host(name="n1", slots=8), Host(name="n2", slots=8))
+        Host(name="n1"), Host(name="n2"))    # no CPU count: the plan decides
     assert slurm_hosts({}) is None
+    with pytest.raises(ConfigError, match="counts 2 node.*SLURM_JOB_NODELIST='n\\[1-3\\]' 3"):
+        slurm_hosts({"SLURM_JOB_NODELIST": "n[1-3]", "SLURM_JOB_CPUS_PER_NODE": "4(x2)"})
+    with pytest.raises(ConfigError, match="0 CPUs"):
+        slurm_hosts({"SLURM_JOB_NODELIST": "n1", "SLURM_JOB_CPUS_PER_NODE": "0"})
+
+
+def test_hosts_named_in_an_allocation_must_be_its_nodes():
+    alloc = (Host(name="n1", slots=4), Host(name="n2", slots=4), Host(name="n3", slots=2))
+    assert within_allocation(parse_hosts("n3,n1:2"), alloc) == (Host(name="n3", slots=2),
+                                                                 Host(name="n1", slots=2))
+    with pytest.raises(ConfigError, match=r"^--hosts: n9 is not a node of this SLURM allocation "
+                                          r"\(n1, n2, n3\); .*--launcher ssh"):
+        within_allocation(parse_hosts("n1,n9"), alloc)
+
+
+def test_only_slurm_task_zero_runs_the_search():
+    assert other_slurm_task({}, "search") is None                        # not under srun
+    assert other_slurm_task({"SLURM_PROCID": "0", "SLURM_NTASKS": "2"}, "search") is None
+    note = other_slurm_task({"SLURM_PROCID": "1", "SLURM_NTASKS": "2"}, "search")
+    assert note is not None and note.startswith("SLURM task 1 of 2: task 0 runs the search")
+    assert "\n" not in note
+
+
+def test_node_address_from_scontrol():
+    text = ("NodeName=sl1 Arch=x86_64 CoresPerSocket=2\n   CPUAlloc=0 CPUEfctv=2 CPUTot=2\n"
+            "   NodeAddr=10.231.78.11 NodeHostName=sl1 Version=22.05.8\n   OS=Linux 6.1\n")
+    assert node_address(text) == "10.231.78.11"
+    assert node_address("Node nope not found\n") is None
 
 
 def _args(**kw):
@@ -117,6 +162,48 @@ def test_hosts_from_args_sources(tmp_path):
         asked_hosts(_args(launcher="mpirun"), env={})
     with pytest.raises(ConfigError, match="(?i)no such file"):
         asked_hosts(_args(hostfile=str(tmp_path / "nope")), env={})
+
+
+ALLOC = {"SLURM_JOB_NODELIST": "n[1-3]", "SLURM_JOB_CPUS_PER_NODE": "8(x3)"}
+
+
+def test_hosts_inside_an_allocation_go_through_srun_and_must_be_its_nodes(tmp_path):
+    hosts, launcher = asked_hosts(_args(hosts="n2,n3"), env=ALLOC)
+    assert launcher == "srun" and hosts == (Host(name="n2", slots=8), Host(name="n3", slots=8))
+    hf = tmp_path / "hosts"
+    hf.write_text("n1 slots=2\nother slots=2\n")
+    with pytest.raises(ConfigError, match=f"--hostfile {hf}: other is not a node"):
+        asked_hosts(_args(hostfile=str(hf)), env=ALLOC)
+    # ssh to other machines stays possible, when asked for
+    hosts, launcher = asked_hosts(_args(hosts="a,b", launcher="ssh"), env=ALLOC)
+    assert launcher == "ssh" and [h.name for h in hosts] == ["a", "b"]
+    with pytest.raises(ConfigError, match="--ssh-config is for ssh.*--launcher ssh"):
+        asked_hosts(_args(hosts="n1,n2", ssh_config=str(hf)), env=ALLOC)
+    with pytest.raises(ConfigError, match="--launcher srun .* not one .*salloc"):
+        asked_hosts(_args(hosts="n1,n2", launcher="srun"), env={})
+
+
+def test_a_node_outside_the_allocation_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
+    from autotune.cli import main
+    for k, v in ALLOC.items():
+        monkeypatch.setenv(k, v)
+    rc = main(["search", "--hosts", "n1,gpu7", "--budget", "1m", "--results", str(tmp_path)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1, err
+    assert err[0].startswith("autotune: error: --hosts: gpu7 is not a node of this SLURM "
+                             "allocation (n1, n2, n3)")
+    assert list(tmp_path.iterdir()) == []          # nothing made, nothing stored
+
+
+def test_srun_tasks_but_task_zero_leave_the_search_to_it(tmp_path, monkeypatch, capsys):
+    from autotune.cli import main
+    for k, v in {**ALLOC, "SLURM_PROCID": "2", "SLURM_NTASKS": "3"}.items():
+        monkeypatch.setenv(k, v)
+    for command in (["search", "--budget", "1m"], ["run", "--set", "nproc=2"]):
+        assert main([*command, "--results", str(tmp_path)]) == 0
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("autotune: SLURM task 2 of 3: task 0 runs")
+        assert list(tmp_path.iterdir()) == []
 
 
 IP_ADDR = """1: lo    inet 127.0.0.1/8 scope host lo\\       valid_lft forever
@@ -142,7 +229,7 @@ def test_hosts_that_differ_are_named_with_the_difference():
 
 # ---------------------------------------------------------------- plans across hosts
 
-def test_ssh_plan_runs_one_torchrun_per_host_with_c10d_rendezvous():
+def test_ssh_plan_starts_each_hosts_ranks_through_the_shim_without_torchrun():
     c = cluster()
     p = cplan(Config(nproc=4, nnodes=2, binding="numactl"), c)
     assert [h for h, _argv, _log in p.launchers] == ["node1", "node2"]
@@ -150,10 +237,12 @@ def test_ssh_plan_runs_one_torchrun_per_host_with_c10d_rendezvous():
         assert argv[:3] == ("ssh", "-F", "/etc/at/ssh_config")
         remote = shlex.split(argv[-1])
         assert remote[:3] == ["cd", "/work", "&&"]
-        for arg in ("--nnodes=2", "--nproc-per-node=2", "--rdzv-backend=c10d",
-                    "--rdzv-endpoint=10.0.0.1:29555", f"--local-addr=10.0.0.{i + 1}",
-                    f"--rdzv-conf=is_host={int(i == 0)},join_timeout=60", f"--node-rank={i}"):
-            assert arg in remote
+        assert "torch.distributed.run" not in remote     # no agent: the shim starts the ranks
+        shim = remote.index("autotune.bind")
+        for arg in ("MASTER_ADDR=10.0.0.1", "MASTER_PORT=29555", "WORLD_SIZE=4"):
+            assert arg in remote[:shim]
+        for arg in (f"--node-rank={i}", "--local-ranks=2"):
+            assert arg in remote[shim:remote.index("--", shim)]
         assert "GLOO_SOCKET_IFNAME=ib0" in remote and "AUTOTUNE_TRIAL_MARKER=t1" in remote
         assert "SECRET=x" not in remote            # only what a rank needs is forwarded
     # 4 planned ranks, each host's two bound to its own sockets; expectations in plan order.
@@ -164,6 +253,31 @@ def test_ssh_plan_runs_one_torchrun_per_host_with_c10d_rendezvous():
     # a ccl trial's kill also clears the shared memory its dead ranks left on each host
     ccl = cplan(Config(nproc=4, nnodes=2, backend="ccl"), cluster("ssh"))
     assert all(k[-1].endswith("autotune.run.remote kill t1 --ccl") for k in ccl.host_kill)
+
+
+def test_ssh_export_runs_one_torchrun_per_host_with_c10d_rendezvous():
+    p = cplan(Config(nproc=4, nnodes=2, binding="numactl"), cluster(), export=True)
+    for i, (_h, argv, _log) in enumerate(p.launchers):
+        remote = shlex.split(argv[-1])
+        for arg in ("torch.distributed.run", "--nnodes=2", "--nproc-per-node=2",
+                    "--rdzv-backend=c10d", "--rdzv-endpoint=10.0.0.1:29555",
+                    f"--local-addr=10.0.0.{i + 1}",
+                    f"--rdzv-conf=is_host={int(i == 0)},join_timeout=60", f"--node-rank={i}"):
+            assert arg in remote
+        assert "AUTOTUNE_TRIAL_MARKER=t1" not in remote and "--local-ranks=2" not in remote
+
+
+def test_ssh_reuses_one_connection_per_host_only_where_a_control_folder_is_given():
+    shared = cluster(control_dir="/tmp/autotune-ssh-7").ssh("node1", "true")
+    assert "ControlMaster=auto" in shared and "ControlPath=/tmp/autotune-ssh-7/%C" in shared
+    assert any(a.startswith("ControlPersist=") for a in shared)
+    assert not any(a.startswith("Control") for a in cluster().ssh("node1", "true"))
+    # the study stores the hosts, not this machine's sockets: an export connects afresh
+    assert cluster_from_json(cluster_to_json(cluster(control_dir="/x"))).control_dir is None
+    live = cluster(control_dir="/tmp/autotune-ssh-7")     # the search's own, as it saves
+    cmd = launch_command(Config(nproc=2, nnodes=2), live.topologies[0],
+                         program=("python", "train.py"), cluster=live)
+    assert "Control" not in render(cmd, "torchrun")
 
 
 def test_mpirun_plan_is_one_open_mpi_command_with_env_and_per_rank_binding():
@@ -184,6 +298,10 @@ def test_srun_plan_passes_env_through_env_not_export():
     p = cplan(Config(nproc=2, nnodes=2, allocator="jemalloc"), cluster("srun"))
     (_h, argv, _log), = p.launchers
     assert argv[0] == "srun" and "--ntasks-per-node=1" in argv and "--nodelist=node1,node2" in argv
+    # a step beside the one running the search (`srun ... autotune search`), on every CPU the
+    # job has on its nodes (--cpus-per-task would imply --exact)
+    assert "--overlap" in argv and not any(a.startswith(("--cpus-per-task", "-c")) for a in argv)
+    assert all("--overlap" in k for k in p.host_kill)
     assert not any(a.startswith("--export") for a in argv)     # MALLOC_CONF has commas
     assert any(a.startswith("MALLOC_CONF=") for a in argv)
 
@@ -223,6 +341,13 @@ def test_shim_maps_every_launchers_rank_variables():
     assert plan_index({"RANK": "0", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"}, 1) == 3
     assert plan_index({"RANK": "5", "LOCAL_RANK": "1"}, None) == 1
     assert pick("0-3;4-7", 1, "cpus") == "4-7" and pick("x", 5, "cpus") == "x"
+    # the shim as the launcher (--local-ranks): torchrun's numbers, host after host
+    env = local_rank_env({"WORLD_SIZE": "4"}, node_rank=1, local_rank=1, local_ranks=2)
+    assert {k: env[k] for k in ("RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "WORLD_SIZE",
+                                "GROUP_RANK")} == {"RANK": "3", "LOCAL_RANK": "1",
+                                                   "LOCAL_WORLD_SIZE": "2", "WORLD_SIZE": "4",
+                                                   "GROUP_RANK": "1"}
+    assert plan_index(env, 1) == 3
 
 
 # ---------------------------------------------------------------- exports
@@ -239,7 +364,9 @@ def test_export_formats_across_hosts():
     script = render(cmd, "slurm")
     assert script.startswith("#!/bin/bash\n") and "#SBATCH --nodes=2" in script
     assert "#SBATCH --ntasks-per-node=2" in script and "\nsrun " in script
-    assert "export MASTER_ADDR=$(scontrol show hostnames" in script
+    assert 'first=$(scontrol show hostnames "$SLURM_JOB_NODELIST"' in script
+    assert 'export MASTER_ADDR="${addr:-$first}"' in script       # NodeAddr, else the name
+    assert "--overlap" not in script       # the batch script's steps are the only ones
     assert "MASTER_ADDR=10.0.0.1" not in script        # the allocation decides, not the study
     with pytest.raises(ConfigError, match="json exports one machine"):
         render(cmd, "json")
@@ -263,6 +390,8 @@ def test_single_host_torchrun_export_keeps_per_rank_ccl_env():
 def test_missing_launcher_is_one_line(launcher, tool, tmp_path, monkeypatch, capsys):
     from autotune.cli import main
     monkeypatch.setenv("PATH", str(tmp_path))          # nothing on PATH
+    if launcher == "srun":     # srun only means something inside an allocation
+        monkeypatch.setenv("SLURM_JOB_NODELIST", "a,b")
     rc = main(["run", "--hosts", "a,b", "--launcher", launcher, "--set", "nnodes=2",
                "--set", "nproc=2", "--results", str(tmp_path)])
     err = capsys.readouterr().err.strip().splitlines()
@@ -278,3 +407,17 @@ def test_mpi_backend_only_under_mpirun():
     c = dataclasses.replace(cluster("mpirun"), topologies=(topo, topo))
     assert trial_infeasible(Config(nproc=2, nnodes=2, backend="mpi"), topo,
                             TrialSettings(cluster=c)) is None
+
+
+def test_two_allocations_searched_from_one_login_node_take_two_locks(tmp_path):
+    """`salloc ... autotune search` twice from one login node: other nodes, other locks; the
+    same nodes twice: refused as two searches on one machine are."""
+    from autotune.errors import LockError
+    from autotune.search.lock import MachineLock, machine_key
+    assert machine_key("fp") == "fp"
+    first = MachineLock(machine_key("fp", ("n1", "n2")), directory=str(tmp_path)).acquire()
+    other = MachineLock(machine_key("fp", ("n3", "n4")), directory=str(tmp_path)).acquire()
+    with pytest.raises(LockError, match="another autotune search is running"):
+        MachineLock(machine_key("fp", ("n1", "n2")), directory=str(tmp_path)).acquire()
+    first.release()
+    other.release()

@@ -61,9 +61,9 @@ def test_adjacent_siblings_desktop_uses_one_thread_per_core():
     assert r0.argv[:3] == ("taskset", "-c", "0,2,4,6")
 
 
-def test_nproc_per_node_packs_ranks_per_numa_node():
+def test_ranks_per_numa_node_packs_ranks_per_numa_node():
     topo = machine("epyc-7763-nps4")
-    ranks = plan(Config(nproc=8, nproc_per_node=2, binding="numactl"), topo).ranks
+    ranks = plan(Config(nproc=8, ranks_per_numa_node=2, binding="numactl"), topo).ranks
     assert [r.mem_node for r in ranks] == [0, 0, 1, 1, 2, 2, 3, 3]
     assert all(len(r.cpus) == 8 for r in ranks)  # 16 cores per node / 2 ranks
 
@@ -73,7 +73,7 @@ def test_memory_only_hbm_nodes_are_never_planned_on():
     ranks = plan(Config(nproc=4, binding="numactl"), topo).ranks
     assert sorted({r.mem_node for r in ranks}) == [0, 1]
     with pytest.raises(ConfigError, match="needs 4 NUMA nodes"):
-        plan(Config(nproc=4, nproc_per_node=1, binding="numactl"), topo)
+        plan(Config(nproc=4, ranks_per_numa_node=1, binding="numactl"), topo)
 
 
 def test_restricted_process_plans_only_on_what_it_may_use():
@@ -138,7 +138,7 @@ def test_default_launch_is_unbound_with_torch_default_threads():
     (Config(precision="fp16"), {}, "fp16"),
     (Config(ipex="on"), {}, "ipex"),
     (Config(compile=True), {"cxx_compiler": None}, "C++ compiler"),
-    (Config(nproc=3, nproc_per_node=2), {}, "not a multiple"),
+    (Config(nproc=3, ranks_per_numa_node=2), {}, "not a multiple"),
     (Config(nproc=200), {}, "usable physical core"),
 ])
 def test_infeasible_configs_are_ruled_out_with_a_reason(config, caps, message):
@@ -228,19 +228,19 @@ def _ccl_invariants(ranks) -> None:
     # EPYC 7763 in NPS4: 4 nodes x 16 cores, one rank per node
     ("epyc-7763-nps4", Config(nproc=4, backend="ccl", binding="numactl", ccl_worker_affinity="dedicated"), [0, 1, 2, 3]),
     # ... and 2 ranks per node, 8 cores each (7 compute + the oneCCL worker)
-    ("epyc-7763-nps4", Config(nproc=8, nproc_per_node=2, backend="ccl", binding="numactl",
+    ("epyc-7763-nps4", Config(nproc=8, ranks_per_numa_node=2, backend="ccl", binding="numactl",
                                ccl_worker_affinity="dedicated"),
      [0, 0, 1, 1, 2, 2, 3, 3]),
     # 2-socket Ice Lake, 2 ranks per socket
-    ("xeon-2s-icx", Config(nproc=4, nproc_per_node=2, backend="ccl", binding="numactl",
+    ("xeon-2s-icx", Config(nproc=4, ranks_per_numa_node=2, backend="ccl", binding="numactl",
                            ccl_worker_affinity="dedicated"),
      [0, 0, 1, 1]),
-    ("xeon-2s-icx", Config(nproc=4, nproc_per_node=2, backend="ccl", binding="numactl_smt",
+    ("xeon-2s-icx", Config(nproc=4, ranks_per_numa_node=2, backend="ccl", binding="numactl_smt",
                            omp_runtime="libiomp5", ccl_worker_affinity="dedicated"), [0, 0, 1, 1]),
     # Sapphire Rapids Max in flat mode: HBM-only nodes 2 and 3 never get ranks
     ("spr-max-hbm-flat", Config(nproc=2, backend="ccl", binding="numactl",
                                 ccl_worker_affinity="dedicated"), [0, 1]),
-    ("spr-max-hbm-flat", Config(nproc=4, nproc_per_node=2, threads=8, backend="ccl",
+    ("spr-max-hbm-flat", Config(nproc=4, ranks_per_numa_node=2, threads=8, backend="ccl",
                                 binding="taskset", ccl_worker_affinity="dedicated"), [0, 0, 1, 1]),
 ])
 def test_ccl_plans_on_multi_socket_machines(name, config, nodes):
@@ -258,7 +258,7 @@ def test_ccl_plans_on_multi_socket_machines(name, config, nodes):
 
 def test_ccl_with_one_core_per_rank_is_infeasible():
     topo = machine("epyc-7763-nps4", backends=("gloo", "ccl"))
-    config = Config(nproc=64, nproc_per_node=16, backend="ccl", binding="numactl",
+    config = Config(nproc=64, ranks_per_numa_node=16, backend="ccl", binding="numactl",
                     ccl_worker_affinity="dedicated")
     reason = infeasible_reason(config, topo)
     assert reason and "needs 2 cores per rank" in reason
@@ -303,11 +303,11 @@ def test_ccl_not_offered_says_why():
 def test_two_spellings_of_one_launch_are_one_configuration():
     topo = machine("live-epyc-2cpu")
     run_cpu_style = Config(binding="numactl", allocator="tcmalloc")  # threads left automatic
-    explicit = Config(nproc_per_node=1, threads=2, binding="numactl", allocator="tcmalloc")
+    explicit = Config(ranks_per_numa_node=1, threads=2, binding="numactl", allocator="tcmalloc")
     assert canonical(run_cpu_style, topo) == canonical(explicit, topo)
     assert canonical(Config(), topo) == Config()  # the default launch keeps torch's own threads
     xeon = machine("xeon-2s-icx")
-    assert canonical(Config(nproc=2, nproc_per_node=1, binding="numactl"), xeon).nproc_per_node is None
-    packed = Config(nproc=2, nproc_per_node=2, binding="numactl")  # both ranks on node 0
-    assert canonical(packed, xeon).nproc_per_node == 2
+    assert canonical(Config(nproc=2, ranks_per_numa_node=1, binding="numactl"), xeon).ranks_per_numa_node is None
+    packed = Config(nproc=2, ranks_per_numa_node=2, binding="numactl")  # both ranks on node 0
+    assert canonical(packed, xeon).ranks_per_numa_node == 2
     assert canonical(Config(nproc=64, threads=64), xeon) == Config(nproc=64, threads=64)  # infeasible

@@ -100,11 +100,12 @@ def test_quiet_unsettled_rounds_say_why_and_how_many_more_settle_them():
                     "wider than the ±10% that settles a figure: `autotune verify --rounds 4` "
                     "measures enough rounds at this spread")
     assert s.to_json()["rounds_to_settle"] == 4
-    # with no recommendation there is nothing for verify to re-measure: the search measures more
+    # with the default launch recommended, verify measures the search's best candidates again
     none = Recommendation(config=Config(), speedup=1.0, spread=0.0, rounds=3, verified=True,
                           default_wins=True, settling=s)
-    assert none.headline().endswith("`autotune search --verify-rounds 4` measures enough rounds "
+    assert none.headline().endswith("`autotune verify --rounds 4` measures enough rounds "
                                     "at this spread")
+    assert none.inconclusive and none.to_json()["inconclusive"]
     # rounds that other processes disturbed: then, and only then, the machine is blamed
     busy = settle([3.35, 1.55, 1.26], [0.38, 0.38, 0.38])
     assert busy.next_step() == "run `autotune verify` when the machine is quiet for a figure"

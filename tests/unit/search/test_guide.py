@@ -11,7 +11,7 @@ from autotune.plan.feasible import ruled_out
 from autotune.plan.placement import canonical
 from autotune.probe import probe
 from autotune.probe.topology import Capabilities
-from autotune.search.guide import Descent, first_guess, moves, params_of
+from autotune.search.guide import Descent, first_guess, moves, params_of, preference
 from autotune.search.loop import run_search
 from autotune.search.options import SearchOptions
 from autotune.space.resolve import find_space, load_space, parse_space, resolve
@@ -42,7 +42,7 @@ def test_the_first_guess_on_an_amx_xeon_is_what_its_hardware_says():
     assert g["precision"] == "bf16"            # AMX: a native bf16 unit
     assert g["omp_runtime"] == "libiomp5"      # Intel's OpenMP on an Intel CPU
     assert (g["allocator"], g["binding"], g["backend"]) == ("tcmalloc", "numactl", "ccl")
-    assert g["nproc_per_node"] == 1 and g["threads"] is None   # one rank filling each node
+    assert g["ranks_per_numa_node"] == 1 and g["threads"] is None   # one rank filling each node
     assert g["global_batch"] == Config().global_batch          # the math is the default's
     assert g["ipex"] == "off"
 
@@ -74,7 +74,7 @@ def test_a_guess_that_cannot_run_is_repaired_one_knob_away():
 
 
 def test_moves_go_to_neighbouring_values_doubling_first_and_categorical_by_preference(topo):
-    assert moves("nproc_per_node", 2, tuple(range(1, 9)), topo) == [4, 1, 3]
+    assert moves("ranks_per_numa_node", 2, tuple(range(1, 9)), topo) == [4, 1, 3]
     assert moves("global_batch", 128, (32, 48, 64, 96, 128), topo) == [64, 96]
     assert moves("allocator", "default", ("default", "jemalloc", "tcmalloc"), topo) == [
         "tcmalloc", "jemalloc"]
@@ -83,7 +83,7 @@ def test_moves_go_to_neighbouring_values_doubling_first_and_categorical_by_prefe
 
 def test_a_reference_launch_is_read_back_as_knob_values(topo, space):
     ref = Config(nproc=1, threads=None, binding="numactl", allocator="tcmalloc")
-    assert params_of(ref, space)["nproc_per_node"] == 1
+    assert params_of(ref, space)["ranks_per_numa_node"] == 1
     # a bound rank's automatic threads are the count the plan gives it
     assert params_of(canonical(ref, topo), space)["threads"] == 2
     assert params_of(Config(global_batch=1000), space) is None       # not a choice of the space
@@ -104,13 +104,13 @@ def test_the_descent_changes_one_knob_and_follows_an_ordered_knob_that_pays_off(
     seen.append(first)
     # it paid off (the caller's leader is now `first`); nothing lies above it, so the next knob
     nxt = d.propose(space, first, measured, launchable)
-    assert {k for k in nxt if nxt[k] != first[k]} <= {"nproc_per_node", "threads"}
+    assert {k for k in nxt if nxt[k] != first[k]} <= {"ranks_per_numa_node", "threads"}
     assert launchable(nxt) and not measured(nxt)
     seen.append(nxt)
     # the ranks paid off too (1 -> 2 per node): the line search goes on upwards along them
     after = d.propose(space, nxt, measured, launchable)
-    assert after["nproc_per_node"] > nxt["nproc_per_node"]
-    assert {k for k in after if after[k] != nxt[k]} <= {"nproc_per_node", "threads"}
+    assert after["ranks_per_numa_node"] > nxt["ranks_per_numa_node"]
+    assert {k for k in after if after[k] != nxt[k]} <= {"ranks_per_numa_node", "threads"}
 
 
 def test_a_jump_that_did_not_pay_off_comes_back_by_doubling():
@@ -175,7 +175,40 @@ def test_a_guess_of_one_rank_keeps_the_default_backend():
     # backend=ccl for a launch that runs gloo
     topology, space = _machine("desktop-8c16t", ccl=True)
     g = first_guess(space, topology, _launchable(space, topology))
-    assert g["nproc_per_node"] == 1 and g["backend"] == "gloo"
+    assert g["ranks_per_numa_node"] == 1 and g["backend"] == "gloo"
     # two NUMA nodes: two ranks, and oneCCL where it was built
     topology, space = _machine("xeon-2s-icx", ccl=True)
     assert first_guess(space, topology, _launchable(space, topology))["backend"] == "ccl"
+
+
+def test_across_hosts_the_guess_spans_every_host_and_the_descent_tries_one_host_early(topo,
+                                                                                       space):
+    """--hosts adds `nnodes` to the space: the user gave the hosts to be used, so the guess
+    spans them all (the references measure one host), and around that leader the descent's
+    second knob, after the global batch, is one host against all of them."""
+    hosts = space.across(2)
+    launchable = _launchable(hosts, topo)
+    g = first_guess(hosts, topo, launchable)
+    assert g["nnodes"] == 2 and hosts.to_config(g).nproc == 2 * g["ranks_per_numa_node"]
+    # one rank per host, but two ranks in all, which talk: the backend the hardware prefers
+    assert g["backend"] == preference("backend", hosts.knobs["backend"], topo)[0]
+    d, seen, changed = Descent(topo), [g], []
+    for _ in range(3):
+        p = d.propose(hosts, g, lambda q: q in seen, launchable)
+        seen.append(p)
+        changed.append({k: v for k, v in p.items() if v != g[k]})
+    # the batch's jump, its way back by doubling (search/guide.py), then one host
+    assert [list(c) for c in changed[:2]] == [["global_batch"]] * 2
+    assert changed[2] == {"nnodes": 1}
+
+
+def test_a_search_across_hosts_measures_a_spanning_launch_right_after_the_references(
+        tmp_path, topo, space):
+    sim = Sim()
+    study = new_study(tmp_path)
+    hosts = space.across(2)
+    run_search(study, space=hosts, topology=topo, evaluate=sim, clock=sim,
+               options=SearchOptions(budget_s=10**6, min_trial_s=10, max_trials=3,
+                                     guide="descent", patience=100))
+    search = [r for r in records(study) if r.role == Role.SEARCH]
+    assert search[0].config.nnodes == 2

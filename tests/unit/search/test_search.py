@@ -466,6 +466,12 @@ class Events(Silent):
     def trial_start(self, **info) -> None:
         self.seen.append(("trial_start", info))
 
+    def note(self, text: str) -> None:
+        self.seen.append(("note", {"text": text}))
+
+    def quality_start(self, **info) -> None:
+        self.seen.append(("quality_start", info))
+
 
 def test_a_search_warns_once_at_its_first_trial_when_the_budget_is_too_short(tmp_path, topo, space):
     sim, heard = Sim(trial_s=30.0), Events()
@@ -548,3 +554,52 @@ def test_every_sampled_trial_names_its_machine_and_the_end_of_the_budget(tmp_pat
               if "autotune:owner" in t.system_attrs]
     assert owners and all(o["machine"] == machine() for o in owners)
     assert all(before + 600 <= o["deadline"] <= time.time() + 600 for o in owners)
+
+
+def test_the_budget_note_counts_trials_per_number_of_hosts_and_measures_a_span_when_it_runs():
+    from autotune.search.budget import budget_note, trial_costs
+    costs = trial_costs({1: [20.0, 22.0, 30.0]}, hosts=2)
+    assert costs == {1: (22.0, True), 2: (27.5, False)}      # 1.25x one host's, until measured
+    assert budget_note(300, costs, floor_s=120, verify_s=90) == (
+        "budget: 05:00 for trials after the noise floor (~2m) and verification (~2m): about 13 "
+        "on 1 host (22 s each) or 10 across 2 hosts (~28 s each, estimated until one runs)")
+    assert trial_costs({1: [20.0], 2: [26.0]}, hosts=2) == {1: (20.0, True), 2: (26.0, True)}
+    assert trial_costs({}, hosts=2) == {}
+    assert budget_note(-30, costs, floor_s=360, verify_s=120) == (
+        "budget: no time left for trials after the noise floor (~6m) and verification (~2m) "
+        "(one takes 22 s)")
+    # one machine: no hosts to name
+    assert budget_note(60, trial_costs({1: [9.0]}, hosts=1)) == \
+        "budget: 01:00 for trials: about 6 trials of ~9 s"
+
+
+class Spanning(Sim):
+    """Sim over two hosts: a trial across both costs 15 s, one on one host 10 s."""
+
+    def __call__(self, c: Config, mode: str, seed: int = 0, samples: int | None = None,
+                 leader: float | None = None) -> TrialResult:
+        res = super().__call__(c.with_(nproc=c.nproc // c.nnodes, nnodes=1), mode, seed=seed,
+                               samples=samples)
+        if c.nnodes > 1:
+            self.t += 5.0
+            res = dataclasses.replace(res, seconds=15.0)
+        return res
+
+
+def test_a_search_across_hosts_says_what_its_budget_buys_on_each_number_of_hosts(
+        tmp_path, topo, space):
+    sim, heard = Spanning(), Events()
+    run_search(new_study(tmp_path), space=space.across(2), topology=topo, evaluate=sim,
+               clock=sim, options=SearchOptions(budget_s=1800, min_trial_s=10, patience=100,
+                                                max_trials=4),
+               progress=heard)
+    events = heard.seen
+    said = [(i, info["text"]) for i, (kind, info) in enumerate(events)
+            if kind == "note" and info["text"].startswith("budget:")]
+    first_quality = next(i for i, (kind, _) in enumerate(events) if kind == "quality_start")
+    # at the default launch, before its noise floor: a span estimated from one host's 10 s
+    assert said[0][0] < first_quality
+    assert "on 1 host (10 s each) or" in said[0][1] and \
+        "across 2 hosts (~12 s each, estimated until one runs)" in said[0][1]
+    # once a trial spanned both hosts: its cost as measured
+    assert len(said) == 2 and "across 2 hosts (15 s each)" in said[1][1]

@@ -112,7 +112,7 @@ NO_CCL = {"ccl_workers": (1,), "ccl_worker_affinity": ("shared",), "ccl_yield": 
 def test_cpu_yaml_on_this_machine_exact_choices():
     space = resolve(load_space(CPU_YAML), LAPTOP)
     assert space.knobs == {
-        "nproc_per_node": (1, 2), "threads": (1, 2, None), "binding": ("none", "taskset", "numactl"),
+        "ranks_per_numa_node": (1, 2), "threads": (1, 2, None), "binding": ("none", "taskset", "numactl"),
         "allocator": ("default", "jemalloc", "tcmalloc"), "omp_runtime": ("libgomp", "libiomp5"),
         "ipex": ("off",), "precision": ("fp32", "bf16"), "global_batch": (32, 64, 128),
         "backend": ("gloo",), **NO_CCL}
@@ -125,7 +125,7 @@ def test_cpu_yaml_on_this_machine_exact_choices():
 
 def test_cpu_yaml_on_xeon_exact_choices():
     space = resolve(load_space(CPU_YAML), XEON)
-    assert space.knobs["nproc_per_node"] == tuple(range(1, 33))
+    assert space.knobs["ranks_per_numa_node"] == tuple(range(1, 33))
     assert space.knobs["threads"] == (1, 2, 4, 8, 16, 32, 64, None)  # a node's 32 divides 64
     assert space.knobs["binding"] == ("none", "taskset", "taskset_smt", "numactl", "numactl_smt")
     assert space.knobs["allocator"] == ("default", "jemalloc")
@@ -136,26 +136,26 @@ def test_cpu_yaml_on_xeon_exact_choices():
     assert (space.knobs["ccl_workers"], space.knobs["ccl_worker_affinity"], space.knobs["ccl_yield"]) \
         == ((1, 2), ("shared", "dedicated"), ("sched_yield", "pause"))
     assert space.size() == 32 * 8 * 5 * 2 * 1 * 3 * 3 * 2 * (2 * 2 * 2)
-    assert space.to_config({"nproc_per_node": 4, "threads": 8}).nproc == 8
-    assert space.violations({"nproc_per_node": 4, "threads": 8}) == []
-    assert space.violations({"nproc_per_node": 4, "threads": 16}) == ["threads * nproc <= usable_cores"]
+    assert space.to_config({"ranks_per_numa_node": 4, "threads": 8}).nproc == 8
+    assert space.violations({"ranks_per_numa_node": 4, "threads": 8}) == []
+    assert space.violations({"ranks_per_numa_node": 4, "threads": 16}) == ["threads * nproc <= usable_cores"]
 
 
 def test_cpu_yaml_on_epyc_exact_choices():
     space = resolve(load_space(CPU_YAML), EPYC)
     assert space.knobs == {
-        "nproc_per_node": tuple(range(1, 17)), "threads": (1, 2, 4, 8, 16, 32, 64, None),
+        "ranks_per_numa_node": tuple(range(1, 17)), "threads": (1, 2, 4, 8, 16, 32, 64, None),
         "binding": ("none", "taskset", "taskset_smt"), "allocator": ("default",),
         "omp_runtime": ("libgomp",), "ipex": ("off",), "precision": ("fp32",),
         "global_batch": (32, 64, 128), "backend": ("gloo",), **NO_CCL}
     assert space.size() == 16 * 8 * 3 * 3
-    assert space.to_config({"nproc_per_node": 2}).nproc == 8  # 2 per node x 4 compute nodes
+    assert space.to_config({"ranks_per_numa_node": 2}).nproc == 8  # 2 per node x 4 compute nodes
 
 
 def test_cpu_yaml_on_gpu_box_excludes_nccl():
     space = resolve(load_space(CPU_YAML), DGX)
     assert space.knobs["backend"] == ("gloo",)
-    assert space.knobs["nproc_per_node"] == tuple(range(1, 25))
+    assert space.knobs["ranks_per_numa_node"] == tuple(range(1, 25))
     assert space.knobs["threads"] == (1, 2, 3, 4, 6, 8, 12, 16, 24, 48, None)
     assert space.knobs["precision"] == ("fp32",)  # this CPU has no native bf16/fp16
     assert space.size() == 24 * 11 * 5 * 1 * 1 * 1 * 3 * 1
@@ -175,7 +175,7 @@ def test_gpu_yaml_on_gpu_box_exact_choices():
     assert space.fixed == {"device": "cuda", "allocator": "default", "omp_runtime": "libgomp",
                            "compile": False}
     assert space.size() == 4 * 3 * 4 * 5 * 2 * 3 * 3 * 2 * 3 * 2
-    assert space.to_config({"nproc": 8, "threads": 4}).nproc_per_node is None
+    assert space.to_config({"nproc": 8, "threads": 4}).ranks_per_numa_node is None
     assert space.violations({"nproc": 8, "threads": 4}) == []
     assert space.violations({"nproc": 8, "threads": 4, "dataloader_workers": 4}) == \
         ["(threads + dataloader_workers) * nproc <= usable_cores"]
@@ -314,16 +314,16 @@ def test_grid_is_every_combination_first_knob_slowest():
 
 
 def test_to_config_merges_fixed_and_derives_nproc():
-    space = space_of("knobs:\n  nproc_per_node: [1, 2]\nfixed:\n  threads: 4\n  precision: bf16\n"
+    space = space_of("knobs:\n  ranks_per_numa_node: [1, 2]\nfixed:\n  threads: 4\n  precision: bf16\n"
                      "constraints: []\n", EPYC)
-    cfg = space.to_config({"nproc_per_node": 2})
-    assert (cfg.nproc, cfg.nproc_per_node, cfg.threads, cfg.precision) == (8, 2, 4, "bf16")
+    cfg = space.to_config({"ranks_per_numa_node": 2})
+    assert (cfg.nproc, cfg.ranks_per_numa_node, cfg.threads, cfg.precision) == (8, 2, 4, "bf16")
     # an explicit nproc (the study passes full configs) is kept, not re-derived
-    assert space.to_config({"nproc": 2, "nproc_per_node": 2}).nproc == 2
-    both = space_of("knobs:\n  nproc: [1, 2]\n  nproc_per_node: [1, 2]\n", XEON)
-    assert both.to_config({"nproc": 2, "nproc_per_node": 1}).nproc == 2
-    assert both.violations({"nproc": 1, "nproc_per_node": 2}) == \
-        ["nproc_per_node=2 is larger than nproc=1"]
+    assert space.to_config({"nproc": 2, "ranks_per_numa_node": 2}).nproc == 2
+    both = space_of("knobs:\n  nproc: [1, 2]\n  ranks_per_numa_node: [1, 2]\n", XEON)
+    assert both.to_config({"nproc": 2, "ranks_per_numa_node": 1}).nproc == 2
+    assert both.violations({"nproc": 1, "ranks_per_numa_node": 2}) == \
+        ["ranks_per_numa_node=2 is larger than nproc=1"]
 
 
 def test_default_constraint_skips_auto_threads_and_explicit_empty_list_disables_it():
@@ -363,7 +363,7 @@ constraints:
 def test_spec_is_checked_without_a_machine():
     spec = load_space(CPU_YAML)
     assert spec.name == "cpu" and spec.source == str(CPU_YAML)
-    assert list(spec.knobs)[0] == "nproc_per_node"
+    assert list(spec.knobs)[0] == "ranks_per_numa_node"
     assert parse_space("knobs: {threads: [1]}\n", source="dir/mine.yaml").name == "mine"
 
 
@@ -376,7 +376,7 @@ BAD = [
     ("knob:\n  threads: [1]\n", "x.yaml: unknown key 'knob'; valid keys: name, description, knobs, fixed"),
     ("name: cpu\n", "x.yaml: knobs: must be a non-empty mapping of knob -> choices, got nothing"),
     ("knobs: [threads]\n", "x.yaml: knobs: must be a non-empty mapping of knob -> choices, got a list"),
-    ("knobs:\n  foo: [1]\n", "x.yaml: knobs.foo: unknown knob 'foo'; valid knobs: nproc, nproc_per_node, threads"),
+    ("knobs:\n  foo: [1]\n", "x.yaml: knobs.foo: unknown knob 'foo'; valid knobs: nproc, ranks_per_numa_node, threads"),
     ("knobs:\n  threads:\n    choices: []\n", "x.yaml: knobs.threads.choices: empty list"),
     ("knobs:\n  threads: {choices: [1, abc]}\n", "x.yaml: knobs.threads.choices[1]: threads='abc' must be an integer"),
     ("knobs:\n  threads: {choices: 4}\n", "x.yaml: knobs.threads.choices: expected a list of values, got the integer 4"),
@@ -449,7 +449,7 @@ BAD_ON_THIS_MACHINE = [
     ("knobs:\n  threads: [4, 8]\n", LAPTOP,
      "x.yaml: constraints: no combination of the choices satisfies them on this machine "
      "(threads * nproc <= usable_cores)"),
-    ("knobs:\n  nproc_per_node: [2, 3]\nconstraints: ['nproc <= numa_nodes']\n", XEON,
+    ("knobs:\n  ranks_per_numa_node: [2, 3]\nconstraints: ['nproc <= numa_nodes']\n", XEON,
      "x.yaml: constraints: no combination of the choices satisfies them"),
 ]
 
@@ -494,11 +494,11 @@ def test_cpu_yaml_resolves_on_any_cpu_machine(cores, nodes, smt, numactl, taskse
                 taskset=taskset, allocators={"jemalloc": "/lib/libjemalloc.so.2" if jemalloc else None},
                 flags=("avx512_bf16",) if bf16 else ())
     space = resolve(load_space(CPU_YAML), t)
-    assert space.knobs["nproc_per_node"] == tuple(range(1, cores + 1))
+    assert space.knobs["ranks_per_numa_node"] == tuple(range(1, cores + 1))
     assert len(space.knobs["binding"]) == 1 + (1 + (smt > 1)) * (numactl + taskset)
     assert space.size() == len(list(space.grid()))
     first = next(space.grid())
-    assert space.to_config(first).nproc == first["nproc_per_node"] * nodes
+    assert space.to_config(first).nproc == first["ranks_per_numa_node"] * nodes
 
 
 # ---- IPEX: offered only where the probe says it imports and matches torch -----------------------

@@ -70,7 +70,7 @@ def _cluster_study(tmp_path, address: str):
                           "topologies": [topo, topo]})
     rec = study.user_attrs["recommendation"]
     study.set_user_attr("recommendation", dict(rec, config=Config(
-        nproc=2, nproc_per_node=1, nnodes=2).to_dict()))
+        nproc=2, ranks_per_numa_node=1, nnodes=2).to_dict()))
     return db
 
 
