@@ -36,7 +36,7 @@ MEM_POLICIES = ("local", "interleave", "preferred_fast", "weighted")
 
 LR_RULES = ("linear", "sqrt", "none")
 # The global batch of the default launch. Learning rates of workloads are tuned for it, and the
-# lr_rule scales them for another global batch (see quality/math_class.py).
+# lr_rule scales them for another global batch (see autotune/training.py).
 REFERENCE_GLOBAL_BATCH = 32
 # The built-in workload trials train when none is named. Its registry (worker/workloads.py)
 # imports torch, so the name lives here, where the planner and the CLI read it without torch.

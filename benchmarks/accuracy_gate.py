@@ -31,7 +31,7 @@ from autotune.quality import gate as Q
 from autotune.config import Config
 from autotune.probe import probe
 from autotune.run.trial import TrialSettings, run_trial
-from autotune.quality.samples import QUALITY_SAMPLES
+from autotune.training import QUALITY_SAMPLES
 from benchmarks.machine import describe as describe_machine
 
 ARMS: dict[str, tuple[dict[str, Any], dict[str, Any], str]] = {

@@ -22,10 +22,9 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-from autotune.run import outcome as R
+from autotune.result import Outcome, TrialResult
 from autotune.config import Config
 from autotune.plan.feasible import ruled_out
-from autotune.run.outcome import TrialResult
 from autotune.search.references import reference_configs
 from autotune.space.resolve import ResolvedSpace, find_space, load_space, resolve
 from autotune.probe.topology import Capabilities, Topology
@@ -111,7 +110,7 @@ class Landscape:
 
     def accuracy_of(self, config: Config) -> float | None:
         a = self.accuracy.get(math_key(config))
-        return a.get("accuracy") if a and a.get("outcome") == R.OK else None
+        return a.get("accuracy") if a and a.get("outcome") == Outcome.OK else None
 
     def default_accuracy(self) -> float | None:
         return self.accuracy_of(Config())
@@ -127,7 +126,7 @@ class Landscape:
         """Best throughput of the exhaustive grid among configs within the accuracy tolerance."""
         best, where = 0.0, None
         for _, row in self.grid_rows():
-            if row and row["outcome"] == R.OK and row["throughput"] and row["throughput"] > best \
+            if row and row["outcome"] == Outcome.OK and row["throughput"] and row["throughput"] > best \
                     and self.feasible_within(Config.from_dict(row["config"]), max_drop_pp):
                 best, where = row["throughput"], row
         return best, where
@@ -144,13 +143,13 @@ class Landscape:
         def evaluate(config: Config, mode: str, *, seed: int = 0, samples: int | None = None,
                      leader: float | None = None) -> TrialResult:
             if mode == "accuracy":   # one recorded accuracy per math: every seed gives it
-                a = self.accuracy.get(math_key(config)) or {"outcome": R.UNAVAILABLE}
+                a = self.accuracy.get(math_key(config)) or {"outcome": Outcome.UNAVAILABLE}
                 clock.t += float(a.get("seconds") or 0.0)
                 return TrialResult(outcome=a["outcome"], accuracy=a.get("accuracy"),
                                    seconds=float(a.get("seconds") or 0.0))
             row = self.rows.get(config.key())
             if row is None:
-                return TrialResult(outcome=R.UNAVAILABLE, reason="not in the landscape")
+                return TrialResult(outcome=Outcome.UNAVAILABLE, reason="not in the landscape")
             clock.t += float(row.get("seconds") or 0.0)
             return TrialResult(outcome=row["outcome"], reason=row.get("reason", ""),
                                throughput=row.get("throughput"),
@@ -233,7 +232,7 @@ def record(*, out: str | None = None, seconds: float = 5.0, limit: int | None = 
             continue
         reason = ruled_out(config, space, topology)
         if reason:
-            land.rows[key] = _row(config, role, params, outcome=R.INFEASIBLE, reason=reason,
+            land.rows[key] = _row(config, role, params, outcome=Outcome.INFEASIBLE, reason=reason,
                                   seconds=0.0, throughput=None)
             land.save(path)
             continue
@@ -243,7 +242,7 @@ def record(*, out: str | None = None, seconds: float = 5.0, limit: int | None = 
         launched += 1
         land.rows[key] = row = _trial_row(config, role, params, out_)
         land.save(path)
-        done = sum(1 for r in land.rows.values() if r["outcome"] != R.INFEASIBLE)
+        done = sum(1 for r in land.rows.values() if r["outcome"] != Outcome.INFEASIBLE)
         thr = f"{row['throughput']:.1f}/s" if row["throughput"] else row["outcome"]
         say(f"[{done}/{len(todo)}] {thr:>12} {row['seconds']:5.1f}s  {_short(config)}")
     _record_accuracy(land, topology, settings, path, say)
@@ -259,7 +258,7 @@ def _record_accuracy(land: Landscape, topology: Topology, settings, path: Path, 
     from autotune.run.trial import run_trial
     fastest: dict[str, tuple[float, Config]] = {}
     for row in land.rows.values():
-        if row["outcome"] == R.OK and row["throughput"]:
+        if row["outcome"] == Outcome.OK and row["throughput"]:
             c = Config.from_dict(row["config"])
             k = math_key(c)
             if k not in fastest or row["throughput"] > fastest[k][0]:
@@ -357,16 +356,16 @@ def synthetic(kind: str = "formula", seed: int = 0, seconds: float = 5.0) -> Lan
     for role, c, params in configs:
         reason = ruled_out(c, space, topology)
         if reason:
-            land.rows[c.key()] = _row(c, role, params, outcome=R.INFEASIBLE, reason=reason,
+            land.rows[c.key()] = _row(c, role, params, outcome=Outcome.INFEASIBLE, reason=reason,
                                       seconds=0.0, throughput=None)
             continue
         speed = _speed_formula(c, rng) if kind == "formula" else _speed_random(c, rng, effects)
-        land.rows[c.key()] = _row(c, role, params, outcome=R.OK, throughput=speed,
+        land.rows[c.key()] = _row(c, role, params, outcome=Outcome.OK, throughput=speed,
                                   seconds=round(seconds + 4.0 + rng.uniform(0, 1.5), 3))
         k = math_key(c)
         if k not in land.accuracy:
             acc = 0.80 - 0.0001 * c.global_batch_size - (0.002 if c.precision == "bf16" else 0.0)
-            land.accuracy[k] = {"outcome": R.OK, "accuracy": acc, "seconds": 20.0,
+            land.accuracy[k] = {"outcome": Outcome.OK, "accuracy": acc, "seconds": 20.0,
                                 "config": c.to_dict()}
     return land
 

@@ -33,7 +33,8 @@ import optuna
 
 from autotune.config import CCL_KNOBS, Config
 from autotune.plan.feasible import ruled_out
-from autotune.run import outcome as R
+from autotune.progress import Silent
+from autotune.result import Outcome, TrialResult
 from autotune.search.budget import plan_budget
 from autotune.search.loop import run_search
 from autotune.search.options import SearchOptions
@@ -75,8 +76,8 @@ class ModelLandscape(Landscape):
             topology, hw = self.machine
             why = ruled_out(config, space, topology)
             thr = None if why else throughput(config, topology, hw, self.params)
-            row = ({"outcome": R.INFEASIBLE, "reason": why, "seconds": 0.0, "throughput": None}
-                   if why else {"outcome": R.OK, "throughput": thr, "config": config.to_dict(),
+            row = ({"outcome": Outcome.INFEASIBLE, "reason": why, "seconds": 0.0, "throughput": None}
+                   if why else {"outcome": Outcome.OK, "throughput": thr, "config": config.to_dict(),
                                 "seconds": trial_seconds(config, thr, self.params, self.window_s)})
             dict.__setitem__(self.rows, key, row)
         return row
@@ -84,14 +85,14 @@ class ModelLandscape(Landscape):
     def evaluator(self, clock: SimClock):
         space = self.space()
 
-        def evaluate(config: Config, mode: str, **_kw: Any) -> R.TrialResult:
+        def evaluate(config: Config, mode: str, **_kw: Any) -> TrialResult:
             if mode == "accuracy":
                 a = self.accuracy[math_key(config)]
                 clock.t += a["seconds"]
-                return R.TrialResult(outcome=R.OK, accuracy=a["accuracy"], seconds=a["seconds"])
+                return TrialResult(outcome=Outcome.OK, accuracy=a["accuracy"], seconds=a["seconds"])
             row = self.row(config, space)
             clock.t += row["seconds"]
-            return R.TrialResult(outcome=row["outcome"], reason=row.get("reason") or "",
+            return TrialResult(outcome=row["outcome"], reason=row.get("reason") or "",
                                  throughput=row["throughput"], seconds=row["seconds"])
         return evaluate
 
@@ -106,7 +107,7 @@ def model_landscape(name: str, topology, hw: Hardware, space: ResolvedSpace,
     for gb in space.knobs.get("global_batch", (32,)):
         for prec in space.knobs.get("precision", ("fp32",)):
             # a quality run trains 4096 samples; timed at the default launch's speed (~)
-            land.accuracy[f"{gb}:{prec}"] = {"outcome": R.OK, "accuracy": accuracy(gb, prec),
+            land.accuracy[f"{gb}:{prec}"] = {"outcome": Outcome.OK, "accuracy": accuracy(gb, prec),
                                              "seconds": params.startup_s + 4096 / base + 2.0}
     return land
 
@@ -166,13 +167,13 @@ def replay(land: ModelLandscape, seed: int, oracle: float, budget_s: float = 180
     study = open_study(optuna.storages.InMemoryStorage(), f"mem-{seed}",
                        sampler=make_sampler(seed))
 
-    def on_event(kind: str, **info: Any) -> None:
-        if kind == "trial_end":
-            rec = info["record"]
-            trace.saw(rec.config, rec.outcome, rec.throughput)
+    class Traced(Silent):
+        def trial_end(self, *, record, **_: Any) -> None:
+            trace.saw(record.config, record.outcome, record.throughput)
+    on_event = Traced()
     bp = plan_budget(budget_s)
     first = run_search(study, space=space, topology=topology, evaluate=land.evaluator(clock),
-                       clock=clock, on_event=on_event,
+                       clock=clock, progress=on_event,
                        options=SearchOptions(budget_s=budget_s, verify_reserve_s=bp.verify_reserve_s,
                                              min_trial_s=bp.min_trial_s, seed=seed,
                                              max_accuracy_drop=max_drop))
@@ -181,7 +182,7 @@ def replay(land: ModelLandscape, seed: int, oracle: float, budget_s: float = 180
                "best_fraction": trace.best / oracle if oracle else 0.0}
     if not trace.done():
         run_search(study, space=space, topology=topology, evaluate=land.evaluator(clock),
-                   clock=clock, on_event=on_event,
+                   clock=clock, progress=on_event,
                    options=SearchOptions(budget_s=1e12, min_trial_s=0.0, patience=10**9,
                                          seed=seed, max_accuracy_drop=max_drop,
                                          max_trials=trace.launched + PHASE2_TRIALS))

@@ -26,7 +26,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from autotune.run import outcome as R
+from autotune.result import Outcome
 from autotune.config import Config
 from autotune.plan.feasible import ruled_out
 from autotune.search.references import reference_configs
@@ -121,7 +121,7 @@ def capture_machine(path: str | Path, bandwidth_gbs: float) -> tuple[str, Topolo
                                     note=f"captured at {Path(path).resolve()}")
 
 
-_INFEASIBLE = {"outcome": R.INFEASIBLE, "seconds": 0.0, "throughput": None}
+_INFEASIBLE = {"outcome": Outcome.INFEASIBLE, "seconds": 0.0, "throughput": None}
 
 
 def model_landscape(name: str, topology: Topology, hw: Hardware, params: Params = Params(),
@@ -150,12 +150,12 @@ def model_landscape(name: str, topology: Topology, hw: Hardware, params: Params 
             land.rows[key] = _INFEASIBLE
             continue
         thr = throughput(c, topology, hw, params)
-        land.rows[key] = {"config": c.to_dict(), "role": role, "outcome": R.OK, "throughput": thr,
+        land.rows[key] = {"config": c.to_dict(), "role": role, "outcome": Outcome.OK, "throughput": thr,
                           "seconds": round(trial_seconds(c, thr, params, window_s), 3)}
         k = math_key(c)
         if k not in land.accuracy:
             # accuracy runs train 4096 samples on the fastest config with that math (~)
-            land.accuracy[k] = {"outcome": R.OK, "accuracy": accuracy(c.global_batch_size, c.precision),
+            land.accuracy[k] = {"outcome": Outcome.OK, "accuracy": accuracy(c.global_batch_size, c.precision),
                                 "seconds": round(params.startup_s + 4096 / thr + 2.0, 3)}
     return land
 
@@ -215,7 +215,7 @@ def fit_report(land: Landscape, params: Params, hw: Hardware = CALIBRATION_HW) -
     topology = land.topology()
     pairs = []
     for row in land.rows.values():
-        if row["outcome"] == R.OK and row.get("throughput"):
+        if row["outcome"] == Outcome.OK and row.get("throughput"):
             c = Config.from_dict(row["config"])
             pairs.append((math.log(row["throughput"]), math.log(throughput(c, topology, hw, params))))
     ys = [y for y, _ in pairs]

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from autotune.run import outcome as R
+from autotune.result import Outcome
 from autotune.config import Config, parse_sets
 from autotune.measure.stats import Stats
 
@@ -43,7 +43,7 @@ def repeat_trials(config: Config, repeats: int, seconds: float, workload: str,
                      "startup_s": out.startup_s, "timed_share": out.timed_share,
                      "cpu_share": out.cpu_share})
         print(f"repeat {i + 1}/{repeats}: {rows[-1]['throughput'] or out.outcome}", flush=True)
-    ok = [r for r in rows if r["outcome"] == R.OK and r["throughput"]]
+    ok = [r for r in rows if r["outcome"] == Outcome.OK and r["throughput"]]
 
     def stats(key: str) -> dict[str, float] | None:
         vals = [r[key] for r in ok if r[key] is not None]

@@ -32,9 +32,11 @@ from typing import Any
 
 import optuna
 
-from autotune.run import outcome as R
+from autotune import result as R
+from autotune.result import Outcome
 from autotune.search.budget import plan_budget
 from autotune.config import Config
+from autotune.progress import Silent
 from autotune.measure.early_stop import StopRule, losing
 from autotune.search.loop import run_search
 from autotune.plan.feasible import ruled_out
@@ -58,10 +60,10 @@ class _Trace:
         self.reached: dict[float, tuple[int, float]] = {}
 
     def saw(self, config: Config, outcome: str, throughput: float | None) -> None:
-        if outcome == R.INFEASIBLE or config.key() not in self.land.rows:
+        if outcome == Outcome.INFEASIBLE or config.key() not in self.land.rows:
             return  # never launched: costs nothing and is not a trial
         self.launched += 1
-        if outcome == R.OK and throughput and self.land.feasible_within(config, self.max_drop):
+        if outcome == Outcome.OK and throughput and self.land.feasible_within(config, self.max_drop):
             self.best = max(self.best, throughput)
         for level in LEVELS:
             if level not in self.reached and self.best >= level * self.oracle:
@@ -122,7 +124,7 @@ def early_stopping(land: Landscape, clock: SimClock, seed: int,
     def evaluate(config: Config, mode: str, *, leader: float | None = None,
                  **kw: Any) -> R.TrialResult:
         ev = base(config, mode, **kw)
-        if mode != "throughput" or ev.outcome != R.OK or not ev.throughput or not leader:
+        if mode != "throughput" or ev.outcome != Outcome.OK or not ev.throughput or not leader:
             return ev
         seen: list[float] = []
         for _ in range(windows):
@@ -157,10 +159,9 @@ def run_autotune(land: Landscape, seed: int, oracle: float, max_drop: float,
     variant = {**({} if startup_draws is None else {"startup_draws": startup_draws}),
                **({} if guide is None else {"guide": guide}), "early_stop": early_stop}
 
-    def on_event(kind: str, **info: Any) -> None:
-        if kind == "trial_end":
-            rec = info["record"]
-            trace.saw(rec.config, rec.outcome, rec.throughput)
+    class Tracing(Silent):
+        def trial_end(self, *, record, seconds: float) -> None:
+            trace.saw(record.config, record.outcome, record.throughput)
             if stop_when_done and trace.done():
                 raise _Reached
 
@@ -171,7 +172,7 @@ def run_autotune(land: Landscape, seed: int, oracle: float, max_drop: float,
     bp = plan_budget(budget_s)
     stop_when_done = False
     first = run_search(study, space=space, topology=topology, evaluate=evaluate, clock=clock,
-                       on_event=on_event,
+                       progress=Tracing(),
                        options=SearchOptions(budget_s=budget_s, verify_reserve_s=bp.verify_reserve_s,
                                              min_trial_s=bp.min_trial_s, seed=seed,
                                              max_accuracy_drop=max_drop,
@@ -185,7 +186,7 @@ def run_autotune(land: Landscape, seed: int, oracle: float, max_drop: float,
     if not trace.done():
         try:
             run_search(study, space=space, topology=topology, evaluate=evaluate, clock=clock,
-                       on_event=on_event,
+                       progress=Tracing(),
                        options=SearchOptions(budget_s=1e12, min_trial_s=0.0, patience=10**9,
                                              seed=seed, max_accuracy_drop=max_drop, **variant))
         except _Reached:
@@ -206,7 +207,7 @@ def run_walk(land: Landscape, order: list[dict[str, Any]], oracle: float,
         if ruled_out(config, space, topology):
             continue
         ev = evaluate(config, "throughput")
-        if ev.outcome == R.OK and math_key(config) not in measured_math:
+        if ev.outcome == Outcome.OK and math_key(config) not in measured_math:
             measured_math.add(math_key(config))
             evaluate(config, "accuracy")  # the walk has to pay for knowing the accuracy too
         trace.saw(config, ev.outcome, ev.throughput)
@@ -225,7 +226,7 @@ def compare(land: Landscape, seeds: int = 20, max_drop: float = 1.0,
         raise SystemExit("the landscape has no feasible ok configuration: nothing to find")
     space = land.space()
     grid = list(space.grid())
-    launchable = sum(1 for p, row in land.grid_rows() if row and row["outcome"] != R.INFEASIBLE)
+    launchable = sum(1 for p, row in land.grid_rows() if row and row["outcome"] != Outcome.INFEASIBLE)
     started = time.perf_counter()
     runs: dict[str, list[dict[str, Any]]] = {"autotune": [], "random": [], "grid": []}
     for seed in range(seeds):

@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from autotune.run import outcome as R
+from autotune.result import Outcome
 from autotune.config import Config, parse_sets
 from autotune.measure.stats import Stats, ratio_stats
 from autotune.probe.topology import Topology
@@ -133,7 +133,7 @@ def measure_run_cpu(seconds: float, workload: str, prefix: Path, workdir: Path,
         proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
                               timeout=timeout, start_new_session=True)
     except subprocess.TimeoutExpired:
-        return {"outcome": R.TIMEOUT, "throughput": None, "seconds": timeout}
+        return {"outcome": Outcome.TIMEOUT, "throughput": None, "seconds": timeout}
     wall = time.monotonic() - started
     log = proc.stdout + proc.stderr
     preload = [ln.strip() for ln in log.splitlines() if "LD_PRELOAD" in ln or "numactl" in ln]
@@ -152,13 +152,13 @@ def measure_run_cpu(seconds: float, workload: str, prefix: Path, workdir: Path,
                 except ValueError:
                     continue
     if data and data.get("status", "ok") == "ok" and data.get("throughput"):
-        return {"outcome": R.OK, "throughput": float(data["throughput"]), "seconds": wall,
+        return {"outcome": Outcome.OK, "throughput": float(data["throughput"]), "seconds": wall,
                 "launcher_log": preload[-6:]}
     if "unrecognized arguments" in log or "--request" in log and "required" in log:
         why = "the worker has no standalone mode (--workload/--seconds) yet"
     else:
         why = (log.strip().splitlines() or [f"exit {proc.returncode}, no result"])[-1]
-    return {"outcome": R.UNAVAILABLE if "standalone" in why else R.CRASH, "throughput": None,
+    return {"outcome": Outcome.UNAVAILABLE if "standalone" in why else Outcome.CRASH, "throughput": None,
             "seconds": wall, "reason": why[:300], "command": shlex.join(cmd)}
 
 

@@ -43,13 +43,13 @@ def one_verification(candidate, evaluate, *, rounds: int, budget_s: float) -> di
     from autotune.config import Config
     from autotune.measure.stats import Stats
     from autotune.recommend.verify import verify
-    from autotune.run import outcome as R
-    from autotune.run.outcome import TrialResult
-    from autotune.study.records import DEFAULT_ROLE, Record
+    from autotune.result import Outcome
+    from autotune.result import TrialResult
+    from autotune.study.records import Record, Role
     start = time.monotonic()
-    default = Record(config=Config(), role=DEFAULT_ROLE, feasible=True,
-                     result=TrialResult(outcome=R.OK, throughput=1.0))
-    cand = Record(config=candidate, feasible=True, result=TrialResult(outcome=R.OK, throughput=1.0))
+    default = Record(config=Config(), role=Role.DEFAULT, feasible=True,
+                     result=TrialResult(outcome=Outcome.OK, throughput=1.0))
+    cand = Record(config=candidate, feasible=True, result=TrialResult(outcome=Outcome.OK, throughput=1.0))
     rec = verify([cand], default, evaluate, rounds=rounds,
                  time_left=lambda: budget_s - (time.monotonic() - start))
     v = rec.candidates[0] if rec.candidates else None

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import optuna
 
-from autotune.run import outcome as R
+from autotune.result import Outcome, TrialResult
 from autotune.export.recommendation import save_recommendation
 from autotune.config import Config
 from autotune.probe import probe
@@ -21,7 +21,6 @@ from autotune.recommend.verify import verify
 from autotune.search.lineup import pick_candidates
 from autotune.search.loop import run_search
 from autotune.search.options import SearchOptions
-from autotune.run.outcome import TrialResult
 from autotune.search.references import make_sampler
 from autotune.space.resolve import find_space, load_space, resolve
 from autotune.study.storage import describe_study, open_storage, open_study, study_name
@@ -56,19 +55,19 @@ class Landscape:
         self.t += 10.0
         if mode == "accuracy":
             noise = (0.0, 0.002, -0.002)[seed % 3]
-            return TrialResult(outcome=R.OK, accuracy=0.80 - 0.0002 * c.global_batch + noise,
+            return TrialResult(outcome=Outcome.OK, accuracy=0.80 - 0.0002 * c.global_batch + noise,
                                seconds=10.0, curve=((c.global_batch * 100, 0.5),
                                                     (c.global_batch * 200, 0.8)))
         if c.omp_runtime == "libiomp5" and c.precision == "bf16":
-            return TrialResult(outcome=R.CRASH, reason="rank 1 exited with signal 11 (SIGSEGV)",
+            return TrialResult(outcome=Outcome.CRASH, reason="rank 1 exited with signal 11 (SIGSEGV)",
                                seconds=10.0, log_tail="Fatal Python error: Segmentation fault")
         if c.global_batch >= 64 and c.nproc == 2 and c.allocator == "jemalloc":
-            return TrialResult(outcome=R.OOM, reason="rank 0 killed by SIGKILL (out of memory)",
+            return TrialResult(outcome=Outcome.OOM, reason="rank 0 killed by SIGKILL (out of memory)",
                                seconds=10.0)
         if c.binding == "taskset" and c.omp_runtime == "libiomp5":
-            return TrialResult(outcome=R.TIMEOUT, reason="no step finished within 30s",
+            return TrialResult(outcome=Outcome.TIMEOUT, reason="no step finished within 30s",
                                seconds=30.0)
-        return TrialResult(outcome=R.OK, throughput=self.speed(c), seconds=10.0,
+        return TrialResult(outcome=Outcome.OK, throughput=self.speed(c), seconds=10.0,
                            step_median_s=32.0 / self.speed(c))
 
 
@@ -87,10 +86,10 @@ def make_study(db: Path, *, budget_s: float = 700, verify_rec: bool = True) -> o
     # A search killed mid-trial leaves this behind (recorded as FAIL, outcome interrupted).
     from autotune.study.records import record_trial
     record_trial(study, config=Config(nproc=2, threads=1, binding="numactl_smt"), role="search",
-                 result=TrialResult(outcome=R.TIMEOUT, reason="no step finished within 30s",
+                 result=TrialResult(outcome=Outcome.TIMEOUT, reason="no step finished within 30s",
                                     log_tail="rank 0 waiting in all_reduce"))
     record_trial(study, config=Config(nproc=2, threads=1), role="search",
-                 result=TrialResult(outcome=R.INTERRUPTED,
+                 result=TrialResult(outcome=Outcome.INTERRUPTED,
                                     reason="the search was killed during this trial"))
     if verify_rec:
         rec = verify(pick_candidates(result.records), result.default, sim, rounds=2)

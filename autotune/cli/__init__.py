@@ -154,7 +154,7 @@ PASSWORD_WARNING = ("autotune: warning: the --storage URL holds a password, and 
 
 def _warn_password_in_argv(url: str | None) -> None:
     if url:
-        from ..study.storage import holds_password
+        from ..tune import holds_password
         if holds_password(url):
             print(PASSWORD_WARNING, file=sys.stderr, flush=True)
 

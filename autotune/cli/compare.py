@@ -19,15 +19,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
-from ..recommend.compare import compare, describe
 from ..config import parse_sets
-from ..errors import ConfigError
-from ..plan.feasible import infeasible_reason
-from ..run.evaluate import live_evaluator
-from ._common import (add_workload_args, check_workload_args, int_at_least, load_topology,
-                      positive_float, settings_from_args)
+from ..display import RoundLines
+from ..tune import CompareRequest, compare
+from ._common import (JSON_HELP, add_switch, add_workload_args, int_at_least, positive_float,
+                      workload_of)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -39,7 +36,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="a knob of both (repeatable)")
     p.add_argument("--rounds", type=int_at_least(1), default=4, metavar="N",
                    help="rounds of one A and one B window (default: 4)")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_switch(p, "--json", JSON_HELP)
     p.add_argument("--timeout", type=positive_float, default=180.0, metavar="SECONDS",
                    help="kill a window's run after this long (default: 180)")
     add_workload_args(p, seconds_default=3.0)
@@ -48,21 +45,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     a = parse_sets(args.set + args.a)
     b = parse_sets(args.set + args.b)
-    check_workload_args(args)
-    topology = load_topology(None)
-    for side, config in (("A", a), ("B", b)):
-        why = infeasible_reason(config, topology)
-        if why:
-            raise ConfigError(f"configuration {side} cannot run here: {why}")
-    settings = settings_from_args(args, timeout_s=args.timeout)
-    evaluate = live_evaluator(topology, settings, adapt_timeout=False)
-
-    def progress(kind: str, *, role: str, round: int, rounds: int, **_) -> None:
-        print(f"autotune: round {round}/{rounds}: {role}", file=sys.stderr, flush=True)
-
-    result = compare(a, b, evaluate, rounds=args.rounds, on_event=progress)
+    result = compare(CompareRequest(a=a, b=b, rounds=args.rounds, workload=workload_of(args),
+                                    timeout_s=args.timeout), RoundLines())
     if args.json:
         print(json.dumps(result.to_json()))
     else:
-        print(describe(result, "samples/s" if settings.command is None else "per s (metric)"))
-    return 0 if result.stats is not None else 1
+        print(result.text())
+    return result.exit_code

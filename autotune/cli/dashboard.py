@@ -14,10 +14,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .. import dashboard
 from ..clean import one_line, printable
-from ..study.storage import storage_of
-from ._common import add_study_args, open_study_from_args
+from ..tune import DashboardRequest, open_dashboard
+from ._common import add_study_args, study_of
 
 
 def _port(text: str) -> int:
@@ -37,25 +36,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--port", type=_port, default=8080, help="port (default: 8080; 0 picks a free one)")
 
 
-def run(args: argparse.Namespace) -> int:
-    study, url, notes = open_study_from_args(args)
+def _say_notes(notes: list[str]) -> None:
     for note in notes:
         print(f"autotune: note: {one_line(note)}", file=sys.stderr, flush=True)
-    dashboard.prepare(study)
-    storage = storage_of(study)
-    server = dashboard.make(storage, args.host, args.port)
-    port = server.server_address[1]
-    why = dashboard.LOCAL_WARNING if dashboard.is_loopback(args.host) else \
-        dashboard.EXPOSED_WARNING
-    print(f"autotune: warning: dashboard on {args.host}:{port} is {why}", file=sys.stderr,
-          flush=True)
-    address = dashboard.url(args.host, port, storage.get_study_id_from_name(study.study_name))
-    print(printable(f"optuna-dashboard for {study.study_name} ({url}) at {address}"
-                    "\npress Ctrl-C to stop"), flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    board = open_dashboard(DashboardRequest(study=study_of(args), host=args.host, port=args.port),
+                           before_serving=_say_notes)
+    print(f"autotune: warning: {board.warning}", file=sys.stderr, flush=True)
+    print(printable(board.banner), flush=True)
     try:
-        server.serve_forever()
+        board.server.serve_forever()
     except KeyboardInterrupt:
         print("dashboard stopped", file=sys.stderr)
     finally:
-        server.server_close()
+        board.server.server_close()
     return 0

@@ -19,19 +19,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..clean import one_line, printable
-from ..run import outcome as R
-from ..config import DEFAULT_WORKLOAD, Config
-from ..study.records import DEFAULT_ROLE, has_record, record_of, records
-from ..errors import AutotuneError, StorageError
-from ..export.command import FORMATS, launch_command, render, training_command
-from ..export.launch import inconclusive
-from ..plan.launch_plan import STANDALONE_SECONDS
-from ..probe.topology import Topology
-from ..export.recommendation import script_launch
-from ..study.attrs import StudyAttrs
-from ._common import (add_study_args, add_trust_arg, int_at_least, open_study_from_args,
-                      positive_float)
+from ..tune import FORMATS, STANDALONE_SECONDS, ExportRequest, export
+from ._common import add_study_args, add_trust_arg, int_at_least, positive_float, study_of
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -53,103 +42,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    study, _, notes = open_study_from_args(args)
-    attrs = StudyAttrs.of(study)
-    if not attrs.described:
-        raise StorageError(f"study {study.study_name!r} has no stored topology: not written by "
-                           "`autotune search`")
-    try:
-        topology = Topology.from_json(attrs.topology_json)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise StorageError(f"study {study.study_name!r}: stored topology is unreadable "
-                           f"({type(exc).__name__}: {exc})") from None
-    workload = str(attrs.workload or DEFAULT_WORKLOAD)
-    manifest = {"study": study.study_name, "fingerprint": attrs.fingerprint,
-                "machine": topology.isa.describe(), "workload": workload,
-                "library_versions": attrs.library_versions}
-    if args.trial is None:
-        config, extra = _recommended(study)
-    else:
-        config, extra = _from_trial(study, args.trial)
-    manifest.update(extra)
-    template = attrs.script_command
-    script = {}
-    if template:  # script mode: the user's own invocation, with the tuned values filled in
-        from ..measure.script import fill
-        program = fill(tuple(template), config)
-        script = script_launch(attrs)
-    else:
-        program = training_command(workload, config, seconds=args.seconds)
-    cluster = None
-    if attrs.cluster_json:   # a study across hosts: the commands start every host
-        from ..plan.cluster import cluster_from_json
-        try:
-            cluster = cluster_from_json(attrs.cluster_json)
-        except (KeyError, TypeError, ValueError, AutotuneError) as exc:
-            raise StorageError(f"study {study.study_name!r}: stored hosts are unreadable "
-                               f"({type(exc).__name__}: {exc})") from None
-        from ..study.trust import check_stored_cluster
-        check_stored_cluster(cluster, f"study {study.study_name}")
-    _check_libraries(args, config, cluster.topologies if cluster else (topology,))
-    cmd = launch_command(config, topology, workload=workload, program=program, manifest=manifest,
-                         cluster=cluster, **script)
-    if cluster is None:   # across hosts the command runs there, not here
-        for note in notes:   # a command tuned elsewhere may bind CPUs or load libraries wrongly
-            print(f"autotune: warning: {one_line(note)}", file=sys.stderr)
-    text = render(cmd, args.format)
-    if printable(text) != text:   # a control character in the stored command's arguments
-        print("autotune: warning: the stored command holds control characters; they are "
-              "shown escaped (\\x..), so check it before you run it", file=sys.stderr)
-    print(printable(text))
+    text = export(ExportRequest(format=args.format, study=study_of(args), trial=args.trial,
+                                seconds=args.seconds, trust_study=args.trust_study),
+                  say=lambda line: print(line, file=sys.stderr))
+    print(text)
     return 0
-
-
-def _check_libraries(args: argparse.Namespace, config: Config, stored) -> None:
-    """LD_PRELOAD paths come from the stored topology, which whoever writes the study chose:
-    they must be this machine's own libraries (or the person says --trust-study)."""
-    from ..plan.build import preloads
-    from ..study.trust import check_stored_libraries
-    if not any(preloads(config, t) for t in stored):
-        return
-    from ..probe import probe
-    local = probe().capabilities
-    for warning in check_stored_libraries(config, stored, local, trusted=args.trust_study):
-        print(f"autotune: warning: {warning}", file=sys.stderr)
-
-
-def _recommended(study) -> tuple[Config, dict]:
-    rec = StudyAttrs.of(study).recommendation
-    if not rec:
-        raise StorageError(f"study {study.study_name!r} has no recommendation (the search was "
-                           "interrupted or is still running); `autotune report` lists trials "
-                           "to export with --trial N")
-    config = Config.from_dict(rec["config"], where="stored recommendation")
-    return config, {"headline": rec.get("headline"), "speedup": rec.get("speedup"),
-                    "spread": rec.get("spread"), "verified": rec.get("verified"),
-                    "inconclusive": inconclusive(rec, config), "vs_run_cpu": rec.get("vs_run_cpu")}
-
-
-def _from_trial(study, number: int) -> tuple[Config, dict]:
-    trials = study.get_trials(deepcopy=False)
-    if not 0 <= number < len(trials):
-        raise StorageError(f"--trial {number}: study {study.study_name!r} has trials "
-                           f"0-{len(trials) - 1}" if trials else
-                           f"--trial {number}: study {study.study_name!r} has no trials")
-    if not has_record(trials[number]):
-        raise StorageError(f"--trial {number}: no configuration stored on this trial")
-    rec = record_of(trials[number])
-    extra = {"trial": number, "outcome": rec.outcome}
-    if rec.outcome != R.OK:
-        print(f"autotune: warning: trial {number} did not complete ({rec.outcome}: "
-              f"{one_line(rec.reason)}); exporting its configuration anyway", file=sys.stderr)
-    elif rec.throughput is not None:
-        extra["throughput"] = rec.throughput
-        default = next((d for d in records(study)
-                        if d.role == DEFAULT_ROLE and d.outcome == R.OK), None)
-        if default is not None and default.throughput:
-            ratio = rec.throughput / default.throughput
-            extra["speedup"] = ratio
-            extra["verified"] = False
-            extra["headline"] = (f"trial {number}: {ratio:.2f}x the default launch in one "
-                                 "search measurement (not verified)")
-    return rec.config, extra

@@ -13,25 +13,24 @@ import argparse
 import json
 
 from ..clean import one_line, printable
-from ..study.report import build_report
-from ._common import add_study_args, int_at_least, open_study_from_args
+from ..tune import ReportRequest, report
+from ._common import JSON_HELP, add_study_args, add_switch, int_at_least, study_of
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_study_args(p)
     p.add_argument("--top", type=int_at_least(1), default=10, metavar="N",
                    help="configurations in the top table (default: 10)")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_switch(p, "--json", JSON_HELP)
 
 
 def run(args: argparse.Namespace) -> int:
-    study, url, notes = open_study_from_args(args)
-    report = build_report(study, top=args.top)
+    reported = report(ReportRequest(study=study_of(args), top=args.top))
     if args.json:
-        print(json.dumps({"storage": url, **report.to_json(), "provenance": notes}, indent=2))
+        print(json.dumps(reported.to_json(), indent=2))
     else:   # JSON escapes control characters itself; the text shows them escaped
-        print(printable(f"storage: {url}"))
-        for note in notes:
+        print(printable(f"storage: {reported.url}"))
+        for note in reported.notes:
             print(f"note: {one_line(note)}")
-        print(printable(report.text()))
+        print(printable(reported.report.text()))
     return 0

@@ -36,15 +36,11 @@ import json
 import sys
 import time
 
-from ..search.budget import parse_budget
-from ..run.trials_dir import DEFAULT_KEEP as DEFAULT_KEEP_TRIALS
-from ..search.options import GUIDES
-from ..study.storage import redact
-from ..tune import SearchRequest, search
-from ._common import (ACCURACY_HELP, accuracy_pattern, add_storage_arg, add_workload_args,
-                      check_workload_args, int_at_least, load_topology, positive_float)
-from ._hosts import add_host_args, cluster_from_args, only_task_zero
-from ._progress import Progress
+from ..display import TerminalProgress
+from ..tune import DEFAULT_KEEP_TRIALS, GUIDES, SearchRequest, parse_budget, redact, search
+from ._common import (ACCURACY_HELP, add_storage_arg, add_switch, add_workload_args, int_at_least,
+                      positive_float, script_of)
+from ._hosts import add_host_args, hosts_of, only_task_zero
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -59,6 +55,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--space", metavar="FILE",
                    help="search-space YAML (default: search_spaces/cpu.yaml, gpu.yaml with GPUs)")
     add_storage_arg(p)
+    _add_quality_args(p)
+    _add_search_args(p)
+    add_switch(p, "--allow-concurrent",
+               "run even if another search holds this machine (timings will suffer)")
+    add_switch(p, "--quiet-numa",
+               "root only: turn the kernel's automatic NUMA balancing "
+               "(kernel.numa_balancing) off for the search, so that pages do not move "
+               "between nodes while trials are timed, and put it back afterwards, also "
+               "after Ctrl-C, SIGTERM or a crash (the next search restores it). Without "
+               "it the search says when numa_balancing may disturb its timings")
+    add_host_args(p)
+    add_switch(p, "--quiet", "print only the final summary (no per-trial lines, no live bar)")
+    add_switch(p, "--json", "print one JSON object on stdout at the end; the progress stays on "
+               "stderr (a long search is not silent), unless --quiet")
+
+
+def _add_quality_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-accuracy-drop", type=float, default=1.0, metavar="PP",
                    help="largest accuracy loss, in percentage points against the default launch, "
                         "a recommendation may have; a configuration is rejected only when its "
@@ -74,6 +87,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "({seed} in the command, or $AUTOTUNE_SEED read by the script) is first run "
                    "on the default launch with each of --quality-seeds seeds: their spread is "
                    "the gate's noise floor; without a seed the gate compares single runs")
+
+
+def _add_search_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="sampler seed (default: 0)")
     p.add_argument("--max-trials", type=int_at_least(1), metavar="N",
                    help="stop the search after N measured trials (references included), "
@@ -104,24 +120,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="trial folders (logs, results) kept under --results/trials: at the "
                         "start the oldest beyond the newest N are removed, never one a running "
                         f"trial uses; 'all' keeps every one (default: {DEFAULT_KEEP_TRIALS})")
-    p.add_argument("--allow-concurrent", action="store_true",
-                   help="run even if another search holds this machine (timings will suffer)")
-    _add_machine_args(p)
-    add_host_args(p)
-    p.add_argument("--quiet", action="store_true",
-                   help="print only the final summary (no per-trial lines, no live bar)")
-    p.add_argument("--json", action="store_true",
-                   help="print one JSON object on stdout at the end; the progress stays on "
-                        "stderr (a long search is not silent), unless --quiet")
-
-
-def _add_machine_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--quiet-numa", action="store_true",
-                   help="root only: turn the kernel's automatic NUMA balancing "
-                        "(kernel.numa_balancing) off for the search, so that pages do not move "
-                        "between nodes while trials are timed, and put it back afterwards, also "
-                        "after Ctrl-C, SIGTERM or a crash (the next search restores it). Without "
-                        "it the search says when numa_balancing may disturb its timings")
 
 
 def keep_trials(text: str) -> int | None:
@@ -142,25 +140,22 @@ def run(args: argparse.Namespace) -> int:
         return 0
     started = time.monotonic()
     req = SearchRequest(budget_s=parse_budget(args.budget), workload=args.workload,
-                        script=tuple(args.script) if args.script else None, metric=args.metric,
-                        accuracy=accuracy_pattern(args), lower_is_better=args.lower_is_better,
-                        seconds=args.seconds, results=args.results, storage=args.storage,
-                        space=args.space, max_accuracy_drop=args.max_accuracy_drop,
+                        script=script_of(args), seconds=args.seconds, results=args.results,
+                        storage=args.storage, space=args.space,
+                        max_accuracy_drop=args.max_accuracy_drop,
                         quality_seeds=args.quality_seeds, quality_samples=args.quality_samples,
                         seed=args.seed, max_trials=args.max_trials,
                         verify_rounds=args.verify_rounds, max_verify_rounds=args.max_verify_rounds,
                         trial_timeout=args.trial_timeout,
                         allow_concurrent=args.allow_concurrent, idle_timeout=args.idle_timeout,
                         guide=args.guide, early_stop=args.early_stop,
-                        keep_trials=args.keep_trials, quiet_numa=args.quiet_numa)
-    label = check_workload_args(args)
-    progress = Progress(budget_s=req.budget_s, quiet=args.quiet, started=started)
+                        keep_trials=args.keep_trials, hosts=hosts_of(args),
+                        quiet_numa=args.quiet_numa)
+    progress = TerminalProgress(budget_s=req.budget_s, quiet=args.quiet, started=started)
     try:
         with progress:   # at a terminal, the live bar runs from the probe to the verdict
-            cluster = cluster_from_args(args)
-            topology = cluster.topologies[0] if cluster else load_topology(None)
-            tuned = search(req, label=label, topology=topology, cluster=cluster,
-                           progress=progress, started=started)
+            tuned = search(req, progress=progress, started=started,
+                           say=lambda line: print(line, file=sys.stderr))
     except KeyboardInterrupt as exc:
         print(f"\nautotune: {str(exc) or 'interrupted'}; completed trials are kept in "
               f"{redact(req.url)}. Run the same command to resume.", file=sys.stderr)

@@ -24,14 +24,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 
-from ..errors import ConfigError
-from ..clean import printable
-from ..config import describe_changes
-from ._common import (STORED_COMMAND_HELP, add_idle_arg, add_study_args, add_trust_arg,
-                      int_at_least, load_topology, open_study_from_args, storage_url)
+from ..display import RoundLines
+from ..tune import VerifyRequest, parse_budget, verify
+from ._common import (JSON_HELP, STORED_COMMAND_HELP, add_idle_arg, add_study_args, add_switch,
+                      add_trust_arg, int_at_least, study_of)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -41,94 +39,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rounds", type=int_at_least(1), default=3, metavar="N",
                    help="interleaved rounds, at least; more (up to 4x) while unsettled "
                         "(default: 3)")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_switch(p, "--json", JSON_HELP)
     add_trust_arg(p, "run the study's stored script command or import its module:function "
                      f"workload {STORED_COMMAND_HELP}")
     add_idle_arg(p)
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..export.recommendation import save_recommendation
-    from ..probe import torch_build
-    from ..recommend.reverify import reverify, seeded_confirmation, store_unless_replaced
-    from ..search.lock import MachineLock
-    from ..study.storage import default_storage
-    from ..run.evaluate import live_evaluator
-    from ..search.budget import parse_budget
-    from ..study.attrs import StudyAttrs
-    from ..study.provenance import Here, why_not_here
     started = time.monotonic()
-    budget_s = parse_budget(args.budget)
-    study, url, _notes = open_study_from_args(args)
-    attrs = StudyAttrs.of(study)
-    _check_trusted(args, attrs, study.study_name)
-    topology = load_topology(None)
-    reason = why_not_here(attrs, Here(topology=topology, torch=torch_build()))
-    if reason:
-        raise ConfigError(f"study {study.study_name} was {reason}; verify re-measures on the "
-                          "machine and torch that measured it (run `autotune search` here)")
-    if attrs.cluster_json:
-        raise ConfigError(f"study {study.study_name} was measured across hosts; `autotune "
-                          "verify` measures this machine only")
-    settings = _settings(attrs, args)
-    evaluate = live_evaluator(topology, settings,
-                              time_left=lambda: budget_s - (time.monotonic() - started))
-
-    def progress(kind: str, **info) -> None:
-        if args.json:
-            return
-        if kind == "verify_start":
-            print(f"autotune: round {info['round']}: {info['role']} "
-                  f"({describe_changes(info['config'])})", file=sys.stderr, flush=True)
-        elif kind == "confirm_start":
-            print(f"autotune: seeded quality confirmation, seed {info['seed']}: "
-                  f"{describe_changes(info['config'])}", file=sys.stderr, flush=True)
-
-    # The search's machine lock: verify times trials too, and must not run beside a search
-    # (whose recommendation it would then overwrite with a figure measured under its load).
-    with MachineLock(topology.fingerprint(), advice="run verify once it has finished"):
-        measured = StudyAttrs.of(study).recommendation
-        time_left = lambda: budget_s - (time.monotonic() - started)  # noqa: E731
-        accept = seeded_confirmation(study, evaluate, time_left=time_left, on_event=progress)
-        result = reverify(study, evaluate, rounds=args.rounds, on_event=progress,
-                          time_left=time_left, accept=accept)
-        result = store_unless_replaced(
-            study, args.storage or default_storage(args.results), measured, result,
-            lambda rec: save_recommendation(study, rec, topology,
-                                            attrs.workload or settings.workload,
-                                            command=settings.command))
-    rec = result.recommendation
-    if args.json:
-        print(json.dumps(result.to_json(), indent=2))
-        return 0
-    print(printable(rec.headline()))
-    if result.previous:   # the stored headline: shown, never acted on
-        print(printable(f"  before: {result.previous}"))
-    print(f"  stored in {url}" if result.replaces else f"  not stored: {result.why_kept}")
+    req = VerifyRequest(budget_s=parse_budget(args.budget), rounds=args.rounds,
+                        study=study_of(args), trust_study=args.trust_study,
+                        idle_timeout=args.idle_timeout)
+    verified = verify(req, RoundLines(of_rounds=False, quiet=args.json, named=True), started=started)
+    print(json.dumps(verified.result.to_json(), indent=2) if args.json else verified.text())
     return 0
-
-
-def _check_trusted(args: argparse.Namespace, attrs, name: str) -> None:
-    """The trials would run the study's script command or import its workload: data someone
-    wrote, run only from a file only this user can write or with --trust-study."""
-    from ..study.trust import check_stored_code, stored_code, storage_file
-    check_stored_code(stored_code(attrs.script_command, attrs.workload), f"study {name}",
-                      storage_file(storage_url(args)), trusted=args.trust_study,
-                      command_hint="")
-
-
-def _settings(attrs, args: argparse.Namespace):
-    """The search's trial settings, from the study: its workload or script, its timed window."""
-    from ..measure.script_scan import script_settings
-    from ..config import DEFAULT_WORKLOAD
-    from ..plan.launch_plan import TARGET_SECONDS
-    from ..run.trial import TrialSettings
-    script = attrs.script_command
-    req = argparse.Namespace(script=tuple(script) if script else None,
-                             metric=attrs.script_metric,
-                             accuracy=attrs.script_accuracy,
-                             lower_is_better=attrs.script_lower_is_better)
-    stored = attrs.settings
-    return TrialSettings(**script_settings(req), workload=attrs.workload or DEFAULT_WORKLOAD,
-                         target_seconds=float(stored.get("target_seconds") or TARGET_SECONDS),
-                         results_dir=args.results, idle_s=args.idle_timeout)

@@ -13,17 +13,17 @@ runner: the plan is the seam.
 """
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..atomic_json import read_json
 from ..config import Config
 from ..errors import ConfigError, StorageError
 from ..plan.build import build_plan
 from ..plan.feasible import infeasible_reason
 from ..plan.launch_plan import LaunchPlan
-from ..measure.script import fill, placeholders
+from ..script.template import fill, placeholders
 from ..config import IN_PROCESS_KNOBS, changed_knobs
 from ..probe.topology import Topology
 from ..study.attrs import StudyAttrs
@@ -89,13 +89,9 @@ def from_study(study: Any) -> TunedConfig:
 
 def from_manifest(path: str) -> TunedConfig:
     """The configuration of an `autotune export --format json` file."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except OSError as exc:
-        raise ConfigError(f"--config {path}: cannot read it ({exc.strerror or exc})") from None
-    except ValueError as exc:
-        raise ConfigError(f"--config {path}: not JSON ({exc})") from None
+    data = read_json(path, unreadable=lambda why: ConfigError(f"--config {path}: cannot read it "
+                                                              f"({why})"),
+                     malformed=lambda why: ConfigError(f"--config {path}: not JSON ({why})"))
     if not isinstance(data, dict) or data.get("format") != MANIFEST_FORMAT:
         raise ConfigError(f"--config {path}: not a launch manifest (expected the output of "
                           f"`autotune export --format json`, format {MANIFEST_FORMAT})")

@@ -33,7 +33,7 @@ def save_recommendation(study, rec, topology: Topology, workload: str,
                 "verified": rec.verified, "inconclusive": rec.inconclusive}
     program, script = None, {}
     if command:
-        from ..measure.script import fill
+        from ..script.template import fill
         program = fill(command, rec.config)
         script = script_launch(StudyAttrs.of(study))
     python = cluster.python if cluster is not None else None

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
 if TYPE_CHECKING:
-    from ..run.outcome import TrialResult
+    from ..result import TrialResult
 
 
 def quantile(sorted_values: Sequence[float], q: float) -> float:
@@ -25,19 +25,24 @@ def quantile(sorted_values: Sequence[float], q: float) -> float:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Stats:
-    n: int
+class Quartiles:
+    """The middle of a sample: its median and the quartiles around it."""
     median: float
     q1: float
     q3: float
-    mean: float
-    stdev: float                # sample standard deviation (n - 1); 0 for a single value
-    min: float
-    max: float
 
     @property
     def iqr(self) -> float:
         return self.q3 - self.q1
+
+
+@dataclass(frozen=True, kw_only=True)
+class Stats(Quartiles):
+    n: int
+    mean: float
+    stdev: float                # sample standard deviation (n - 1); 0 for a single value
+    min: float
+    max: float
 
     @property
     def cv(self) -> float:
@@ -64,7 +69,7 @@ def aggregate(rank_results: Sequence[dict[str, Any]], launched_at: float) -> "Tr
     """An ok trial's result from the per-rank reports the worker wrote (ordered by rank). Rank
     0's window is the throughput: DDP synchronises every step, so all ranks see the same window
     to within a barrier's latency. Raises ValueError for reports that hold no measurement."""
-    from ..run.outcome import OK, TrialResult
+    from ..result import Outcome, TrialResult
     if not rank_results:
         raise ValueError("aggregate: no rank results")
     r0 = rank_results[0]
@@ -81,7 +86,7 @@ def aggregate(rank_results: Sequence[dict[str, Any]], launched_at: float) -> "Tr
     wall = max(ends) - launched_at if ends and launched_at else None   # launch -> last window end
     rss = tuple(r.get("peak_rss_bytes") for r in rank_results)
     return TrialResult(
-        outcome=OK, throughput=float(r0["throughput"]), throughput_iqr=thr_iqr,
+        outcome=Outcome.OK, throughput=float(r0["throughput"]), throughput_iqr=thr_iqr,
         step_median_s=steps.median, step_iqr_s=steps.iqr,
         median_throughput=per_step / steps.median if steps.median > 0 else 0.0,
         window_s=float(r0["window_seconds"]), timed_steps=int(r0["timed_steps"]),
@@ -113,17 +118,10 @@ def _cpu_share(r0: dict[str, Any]) -> float | None:
 
 
 @dataclass(frozen=True, kw_only=True)
-class RatioStats:
+class RatioStats(Quartiles):
     """Per-round ratios a/b of an interleaved comparison (A B A B ...): drift in machine speed
     between rounds cancels within a round, which lone absolute numbers cannot do."""
     ratios: tuple[float, ...]
-    median: float
-    q1: float
-    q3: float
-
-    @property
-    def iqr(self) -> float:
-        return self.q3 - self.q1
 
     @property
     def spread(self) -> float:

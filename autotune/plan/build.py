@@ -16,7 +16,7 @@ from ..comm.ccl.env import script_env as ccl_script_env
 from ..config import DEFAULT_WORKLOAD, REFERENCE_GLOBAL_BATCH, Config
 from ..errors import ConfigError
 from ..probe.topology import Topology
-from ..quality.samples import QUALITY_SAMPLES
+from ..training import QUALITY_SAMPLES
 from .feasible import infeasible_reason
 from .gpu import CUDA_ENV, cuda_env
 from .launch_plan import (KILL_GRACE_S, TARGET_SECONDS, TRIAL_TIMEOUT_S, WARMUP_STEPS,

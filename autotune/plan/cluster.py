@@ -167,20 +167,7 @@ def build_cluster_plan(config: Config, cluster: Cluster, *, workdir: str, master
                   **({} if export else {MARKER: trial_id}))
     per_rank = sorted({k for e in ranks_env for k, v in e.items() if common.get(k) != v})
     flat = [r for hp in hosts for r in hp.ranks]
-    shim = [python, "-m", "autotune.bind"]
-    if not export:
-        shim += ["--rank-log", os.path.join(workdir, "rank{rank}.log"),
-                 "--env", "AUTOTUNE_RESULT=" + os.path.join(workdir, "rank{rank}.json"),
-                 "--env", "AUTOTUNE_REPORT=" + os.path.join(workdir, "rank{rank}.report.json")]
-    shim += [a for k in per_rank for a in ("--env", f"{k}=" + ";".join(e.get(k, "")
-                                                                      for e in ranks_env))]
-    if config.binding != "none":
-        shim += [f"--tool={config.binding.split('_')[0]}",
-                 "--cpus=" + ";".join(format_cpulist(r.cpus or ()) for r in flat)]
-        if any(r.mem_node is not None for r in flat):
-            shim.append("--membind=" + ";".join(str(r.mem_node) for r in flat))
-    if any(r.mem_policy for r in flat):   # mem_policy: numactl's memory flags, per rank
-        shim.append("--mem=" + ";".join(r.mem_policy or "" for r in flat))
+    shim = _bind_shim(config, python, workdir, export, per_rank, ranks_env, flat)
     launchers = _launchers(config, cluster, shim, list(program), common, master_port, trial_id,
                            workdir, export)
     ranks = tuple(RankPlan(rank=i, argv=tuple(shim + ["--", *program]), env={**common, **e},
@@ -202,6 +189,27 @@ def build_cluster_plan(config: Config, cluster: Cluster, *, workdir: str, master
                                                      *(["--ccl"] if config.backend == "ccl" else []))
                                       for h in cluster.hosts[:nn]),
                       master_addr=cluster.addresses[0])
+
+
+def _bind_shim(config: Config, python: str, workdir: str, export: bool, per_rank: list[str],
+               ranks_env: list[dict[str, str]], flat: list[RankPlan]) -> list[str]:
+    """The autotune.bind command every launched rank runs first: its log and result files, the
+    variables that differ by rank, and each rank's CPUs and memory node (autotune/bind.py)."""
+    shim = [python, "-m", "autotune.bind"]
+    if not export:
+        shim += ["--rank-log", os.path.join(workdir, "rank{rank}.log"),
+                 "--env", "AUTOTUNE_RESULT=" + os.path.join(workdir, "rank{rank}.json"),
+                 "--env", "AUTOTUNE_REPORT=" + os.path.join(workdir, "rank{rank}.report.json")]
+    shim += [a for k in per_rank for a in ("--env", f"{k}=" + ";".join(e.get(k, "")
+                                                                      for e in ranks_env))]
+    if config.binding != "none":
+        shim += [f"--tool={config.binding.split('_')[0]}",
+                 "--cpus=" + ";".join(format_cpulist(r.cpus or ()) for r in flat)]
+        if any(r.mem_node is not None for r in flat):
+            shim.append("--membind=" + ";".join(str(r.mem_node) for r in flat))
+    if any(r.mem_policy for r in flat):   # mem_policy: numactl's memory flags, per rank
+        shim.append("--mem=" + ";".join(r.mem_policy or "" for r in flat))
+    return shim
 
 
 def _launchers(config: Config, cluster: Cluster, shim: list[str], program: list[str],

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ..config import Config
 from ..errors import ConfigError
-from ..quality.math_class import split_batch
+from ..training import split_batch
 from ..probe.topology import Topology
 from .gpu import gpu_problem
 from .memory import memory_problem

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..config import REFERENCE_GLOBAL_BATCH
 from ..probe.parse import format_cpulist
-from ..quality.samples import QUALITY_SAMPLES
+from ..training import QUALITY_SAMPLES
 
 # The defaults of a trial's timing, one owner each (plan/build.py, run/trial.py and the CLI use
 # these names).

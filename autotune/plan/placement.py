@@ -72,19 +72,7 @@ def placements(config: Config, topology: Topology) -> list[Placement]:
     if not nodes:  # a machine without NUMA information: one pseudo node holding every core
         cores_by_node = {None: list(usable)}
     node_ids = list(cores_by_node)
-    if config.ranks_per_numa_node is not None:
-        if config.nproc % config.ranks_per_numa_node:
-            raise ConfigError(f"nproc={config.nproc} is not a multiple of "
-                              f"ranks_per_numa_node={config.ranks_per_numa_node}")
-        used = config.nproc // config.ranks_per_numa_node
-        if used > len(node_ids):
-            raise ConfigError(f"nproc={config.nproc} with ranks_per_numa_node={config.ranks_per_numa_node} "
-                              f"needs {used} NUMA nodes; this machine has {len(node_ids)}")
-        counts = [config.ranks_per_numa_node] * used
-    else:  # spread evenly, the first nodes taking the remainder
-        used = min(config.nproc, len(node_ids))
-        counts = [config.nproc // used + (1 if i < config.nproc % used else 0) for i in range(used)]
-
+    counts = _ranks_per_node(config, len(node_ids))
     smt = config.binding.endswith("_smt")
     # oneCCL progresses collectives on worker threads of its own. "dedicated" gives them cores
     # taken out of the rank's compute set (counted against the machine); "shared" lets them run
@@ -126,6 +114,23 @@ def placements(config: Config, topology: Topology) -> list[Placement]:
             out.append(Placement(node=node, cores=compute, cpus=cpus, threads=threads,
                                  ccl_cpus=ccl_cpus))
     return out
+
+
+def _ranks_per_node(config: Config, num_nodes: int) -> list[int]:
+    """How many ranks each NUMA node takes, first nodes first: ranks_per_numa_node each, or spread
+    evenly, the first nodes taking the remainder."""
+    if config.ranks_per_numa_node is not None:
+        if config.nproc % config.ranks_per_numa_node:
+            raise ConfigError(f"nproc={config.nproc} is not a multiple of "
+                              f"ranks_per_numa_node={config.ranks_per_numa_node}")
+        used = config.nproc // config.ranks_per_numa_node
+        if used > num_nodes:
+            raise ConfigError(f"nproc={config.nproc} with "
+                              f"ranks_per_numa_node={config.ranks_per_numa_node} needs {used} "
+                              f"NUMA nodes; this machine has {num_nodes}")
+        return [config.ranks_per_numa_node] * used
+    used = min(config.nproc, num_nodes)
+    return [config.nproc // used + (1 if i < config.nproc % used else 0) for i in range(used)]
 
 
 def _ccl_cpus(config: Config, own: tuple[Core, ...] | list[Core], compute: tuple[int, ...]) -> tuple[int, ...]:

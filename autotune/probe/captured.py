@@ -16,6 +16,7 @@ import json
 import os
 from typing import Any
 
+from ..atomic_json import read_json
 from ..errors import ProbeError
 from .capabilities import ALLOCATOR_NAMES, IOMP_NAMES, build_capabilities
 from .topology import Capabilities
@@ -46,14 +47,10 @@ def read_facts(root: str) -> dict[str, Any] | None:
     path = os.path.join(root, CAPABILITIES)
     if not os.path.lexists(path):
         return None
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except OSError as exc:
-        raise ProbeError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    except ValueError as exc:
-        raise ProbeError(f"{path}: not valid JSON ({exc}); capture the machine again with "
-                         "`autotune probe --capture DIR`") from None
+    doc = read_json(path, unreadable=lambda why: ProbeError(f"{path}: cannot read ({why})"),
+                    malformed=lambda why: ProbeError(f"{path}: not valid JSON ({why}); capture "
+                                                     "the machine again with `autotune probe "
+                                                     "--capture DIR`"))
     if not isinstance(doc, dict) or not isinstance(doc.get("facts"), dict):
         raise ProbeError(f"{path}: no \"facts\" object; capture the machine again with "
                          "`autotune probe --capture DIR`")

@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 from ..errors import ProbeError
+from .cpulist import parse_cpulist
 
 NODE_DIR = "devices/system/node"
 TIER_DIR = "devices/virtual/memory_tiering"
@@ -128,7 +129,6 @@ def parse_mem_free(text: str) -> int | None:
 
 def parse_tiers(files: Mapping[str, str], *, root: str) -> dict[int, int]:
     """node -> memory tier number, from memory_tierN/nodelist (a cpulist of node ids)."""
-    from .parse import parse_cpulist
     out: dict[int, int] = {}
     for path, text in files.items():
         m = _TIER.match(path)

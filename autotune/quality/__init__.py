@@ -1,8 +1,7 @@
 """The accuracy side of a search: does a configuration train as well as the default launch?
 
-- math_class.py   which configurations train alike (and the learning-rate and batch arithmetic
-                  that decides it)
-- samples.py      how long a quality run trains (the one owner of those lengths)
+- math_class.py   which configurations train alike (the batch and learning-rate arithmetic, and
+                  how long a quality run trains, are autotune/training.py's, on the ground floor)
 - evidence.py     the seeded quality runs per math class, stored on the study (QualityBook); the
                   default launch's class is the noise floor
 - script_floor.py the noise floor of a user's script (its reported accuracy over seeds)
@@ -10,8 +9,6 @@
 - verdict.py      QualityVerdict, the typed answer the search, the recommender and the report use
 - confirm.py      the seeded confirmation of a recommendation that changes the math
 - goodput.py      gradient noise scale, goodput, time to accuracy (pure arithmetic)
-- report.py       the quality side of `autotune report`
 
-Callers import the module they need (autotune.quality.gate, ...): this package re-exports nothing,
-so the worker's ranks, which need only math_class, do not import Optuna.
+Callers import the module they need (autotune.quality.gate, ...): this package re-exports nothing.
 """

@@ -9,13 +9,13 @@ from __future__ import annotations
 from typing import Callable
 
 from ..config import Config, describe_changes
+from ..progress import SILENT, Progress
 from .evidence import CONFIRM_SEEDS, QualityBook
-from .verdict import ACCEPTED, FAILED, PENDING, REJECTED, QualityVerdict
+from .verdict import QualityStatus, QualityVerdict, gate_status
 
 
 def confirm_quality(book: QualityBook, config: Config, *, time_left: Callable[[], float],
-                    samples: int, on_event: Callable[..., None] = lambda kind, **info: None,
-                    ) -> QualityVerdict:
+                    samples: int, progress: Progress = SILENT) -> QualityVerdict:
     """Confirm, before recommending it, that a configuration which changes the math trains as
     well as the default launch: new seeds, each run twice as long as the search's quality runs
     when the budget allows (else as long), default and candidate side by side (D C D C ...), and
@@ -24,29 +24,28 @@ def confirm_quality(book: QualityBook, config: Config, *, time_left: Callable[[]
     cls = book.class_of(config)
     d_now = book.default_sample()
     if cls == book.class_of(book.base):
-        return QualityVerdict(status=ACCEPTED, math_class=cls, sample=d_now, why=(
+        return QualityVerdict(status=QualityStatus.ACCEPTED, math_class=cls, sample=d_now, why=(
             f"same math as the default launch (quality {d_now.describe()}, {d_now.n} seeds)"
             if d_now else "same math as the default launch"))
     length, per_run = _run_length(book, config, samples, time_left)
     if length * per_run * len(CONFIRM_SEEDS) > time_left():
-        return QualityVerdict(status=PENDING, math_class=cls, why=(
+        return QualityVerdict(status=QualityStatus.PENDING, math_class=cls, why=(
             f"{describe_changes(config, none='default')} not confirmed: the seeded confirmation needs "
             f"about {per_run * len(CONFIRM_SEEDS):.0f}s, more than the budget left"))
     for seed in CONFIRM_SEEDS:   # interleaved, so a drift in the machine hits both alike
         for c in (book.base, config):
-            on_event("confirm_start", config=c, seed=seed)
+            progress.confirm_start(config=c, seed=seed)
             book.measure(c, (seed,), samples=samples * length)
     d, c = book.default_sample(CONFIRM_SEEDS), book.evidence(config).sample(CONFIRM_SEEDS)
     if d is None or c is None or d.n < 2 or c.n < 2:
-        return QualityVerdict(status=FAILED, math_class=cls, why=(
+        return QualityVerdict(status=QualityStatus.FAILED, math_class=cls, why=(
             f"{describe_changes(config, none='default')} not confirmed: confirmation runs failed"))
     v = book.gate_result(config, CONFIRM_SEEDS)
     text = (f"accuracy {c.describe()} (default {d.describe()}, {c.n} new seeds x "
             f"{samples * length} samples, side by side): "
             f"{'beyond' if v.reject else 'within'} {v.tolerance_pp:g} pp "
             f"(drop {v.drop_pp:+.2f} pp, noise {v.noise_pp:.2f} pp)")
-    return QualityVerdict(status=REJECTED if v.reject else ACCEPTED, math_class=cls, sample=c,
-                          gate=v, why=text)
+    return QualityVerdict(status=gate_status(v), math_class=cls, sample=c, gate=v, why=text)
 
 
 def _run_length(book: QualityBook, config: Config, samples: int,
@@ -75,3 +74,28 @@ def confirmation_reserve(book: QualityBook) -> float:
     default's side of it, twice."""
     return 2 * (book.run_seconds(book.base) or 0.0) * len(CONFIRM_SEEDS)
 
+
+class Confirmation:
+    """The confirmation as the recommender sees it: one verdict per math class (a class is
+    confirmed once), what verification must leave for it, and the noise floor it stands on."""
+
+    def __init__(self, book: QualityBook, *, time_left: Callable[[], float], samples: int,
+                 progress: Progress = SILENT) -> None:
+        self.book, self.time_left, self.samples, self.progress = book, time_left, samples, progress
+        self._verdicts: dict[str, QualityVerdict] = {}
+
+    def verdict(self, config: Config) -> QualityVerdict:
+        cls = self.book.class_of(config)
+        if cls not in self._verdicts:
+            self._verdicts[cls] = confirm_quality(self.book, config, time_left=self.time_left,
+                                                  samples=self.samples, progress=self.progress)
+        return self._verdicts[cls]
+
+    def reserve(self) -> float:
+        """Seconds verification rounds past the asked ones must leave (confirmation_reserve)."""
+        return confirmation_reserve(self.book)
+
+    def noise_floor(self) -> str | None:
+        """The default launch's quality over its seeds, as the recommendation shows it."""
+        d = self.book.default_sample()
+        return f"default launch quality {d.describe()} over {d.n} seeds" if d else None

@@ -15,10 +15,11 @@ from typing import Any, Callable
 import optuna
 
 from ..config import Config
-from ..run import outcome as R
-from ..run.outcome import SideBySide
+from ..progress import SILENT, Progress
+from ..result import Outcome, SideBySide
 from .gate import GateResult, Sample, gate
 from .goodput import NoiseScale, noise_scale
+from .verdict import QualityStatus, QualityVerdict, gate_status
 from .math_class import math_class
 from ..study import attrs as A
 
@@ -101,7 +102,24 @@ class QualityBook:
         self.batchnorm, self.tolerance_pp, self.seeds = batchnorm, tolerance_pp, seeds
         self.lower_is_better = lower_is_better
         self.base = base or Config()
-        self.classes = stored_classes(study.user_attrs)
+        self.classes: dict[str, ClassEvidence] = {}
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Read the evidence stored on the study again (other workers, or a later run, may
+        have added classes and seeds since)."""
+        self.classes.update(stored_classes(A.StudyAttrs.of(self.study)))
+
+    def verdict(self, config: Config) -> QualityVerdict:
+        """The verdict for `config`'s class on the evidence held now."""
+        ev, gated = self.evidence(config), self.gate_result(config)
+        cls = self.class_of(config)
+        if ev is not None and ev.failed and gated is None:
+            return QualityVerdict(status=QualityStatus.FAILED, math_class=cls, why=ev.failed)
+        if gated is None:
+            return QualityVerdict(status=QualityStatus.PENDING, math_class=cls)
+        return QualityVerdict(status=gate_status(gated), math_class=cls,
+                              sample=ev.sample(self.seeds), gate=gated)
 
     def class_of(self, config: Config) -> str:
         return math_class(config, batchnorm=self.batchnorm,
@@ -116,7 +134,7 @@ class QualityBook:
         return [s for s in (seeds or self.seeds) if s not in have]
 
     def measure(self, config: Config, seeds: tuple[int, ...] | None = None,
-                on_run: Callable[..., None] = lambda **info: None,
+                progress: Progress = SILENT,
                 samples: int | None = None) -> ClassEvidence:
         """Run the class's missing seeds (storing each as it finishes: a crash keeps them).
         `samples` overrides the run length (the confirmation's longer runs use their own seeds).
@@ -129,10 +147,10 @@ class QualityBook:
             if self.claims is not None:   # another worker's run is waited for, not repeated
                 seed = batch[0]
                 self.claims.accuracy(f"{cls}@seed{seed}", lambda seed=seed: self._runs(
-                    config, cls, [seed], on_run, samples)[0])
-                self.classes.update(stored_classes(self.study.user_attrs))
+                    config, cls, [seed], progress, samples)[0])
+                self.refresh()
             else:
-                self._runs(config, cls, batch, on_run, samples)
+                self._runs(config, cls, batch, progress, samples)
             if self.classes[cls].failed:
                 break   # the class cannot be judged; the rest of its seeds would fail the same way
         ev = self.classes[cls]
@@ -157,18 +175,18 @@ class QualityBook:
             return 1
         return max(1, self.evaluate.lanes(config))
 
-    def _runs(self, config: Config, cls: str, seeds: list[int], on_run: Callable[..., None],
+    def _runs(self, config: Config, cls: str, seeds: list[int], progress: Progress,
               samples: int | None) -> list[tuple[float | None, float]]:
         """Run `seeds` (side by side when several) and store each; (quality, seconds) each."""
         for seed in seeds:
-            on_run(config=config, math_class=cls, seed=seed,
-                   **({"side_by_side": len(seeds)} if len(seeds) > 1 else {}))
+            progress.quality_start(config=config, math_class=cls, seed=seed,
+                                   **({"side_by_side": len(seeds)} if len(seeds) > 1 else {}))
         kw = {"samples": samples} if samples else {}
         outs = self.evaluate.at_once(config, "accuracy", list(seeds), **kw) if len(seeds) > 1 \
             else [self.evaluate(config, "accuracy", seed=seeds[0], **kw)]
         done = []
         for seed, out in zip(seeds, outs):
-            ok = out.outcome == R.OK and out.accuracy is not None
+            ok = out.outcome == Outcome.OK and out.accuracy is not None
             self._store(cls, config, seed, {
                 "quality": out.accuracy if ok else None,
                 "reason": None if ok else f"{out.outcome}: {out.reason}",
@@ -183,7 +201,7 @@ class QualityBook:
         held = self.claims.lock.held() if self.claims is not None else contextlib.nullcontext()
         with held:
             if self.claims is not None:
-                self.classes.update(stored_classes(self.study.user_attrs))
+                self.refresh()
             ev = self.classes.setdefault(cls, ClassEvidence(math_class=cls,
                                                             config=config.to_dict()))
             ev.runs[seed] = run

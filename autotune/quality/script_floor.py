@@ -9,10 +9,11 @@ from typing import Any, Callable
 import optuna
 
 from ..config import Config
-from ..run import outcome as R
-from ..run.outcome import Evaluate, TrialResult
+from ..progress import Progress
+from ..result import Evaluate, Outcome, TrialResult
 from ..study import attrs as A
 from .gate import Sample
+from .verdict import accuracy_violation, judge_single_run
 
 
 def stored_script_floor(study_attrs: dict[str, Any] | A.StudyAttrs) -> Sample | None:
@@ -24,23 +25,37 @@ def stored_script_floor(study_attrs: dict[str, Any] | A.StudyAttrs) -> Sample | 
 def measure_script_floor(study: optuna.Study, evaluate: Evaluate, config: Config,
                          first: TrialResult, seeds: tuple[int, ...], *,
                          time_left: Callable[[], float],
-                         on_event: Callable[..., None]) -> Sample | None:
+                         progress: Progress) -> Sample | None:
     """The default launch's --accuracy over `seeds`: measured once (the first seed is the
     reference run `first` itself), kept on the study for resumes and the report."""
-    if stored_script_floor(study.user_attrs) is not None or len(seeds) < 2 \
+    if stored_script_floor(A.StudyAttrs.of(study)) is not None or len(seeds) < 2 \
             or first.accuracy is None:
-        return stored_script_floor(study.user_attrs)
+        return stored_script_floor(A.StudyAttrs.of(study))
     more = seeds[1:]
     if time_left() < first.seconds * len(more):
-        on_event("note", text="no budget for the script's accuracy noise floor: the gate "
-                              "compares single measurements")
+        progress.note("no budget for the script's accuracy noise floor: the gate compares "
+                      "single measurements")
         return None
     values, used = [first.accuracy], [seeds[0]]
     for seed in more:
-        on_event("note", text=f"accuracy noise floor: default launch, seed {seed}")
+        progress.note(f"accuracy noise floor: default launch, seed {seed}")
         ev = evaluate(config, "throughput", seed=seed)
-        if ev.outcome == R.OK and ev.accuracy is not None:
+        if ev.outcome == Outcome.OK and ev.accuracy is not None:
             values.append(ev.accuracy)
             used.append(seed)
     A.write_script_noise_floor(study, {"seeds": used, "values": values})
-    return stored_script_floor(study.user_attrs)
+    return stored_script_floor(A.StudyAttrs.of(study))
+
+
+def judge_reported(accuracy: float | None, floor: Sample | None, *, base_accuracy: float | None,
+                   max_drop_pp: float, required: bool) -> tuple[float, dict[str, Any]]:
+    """(violation, the TrialResult fields of the verdict) of a script's one reported accuracy:
+    gated against the default launch's seeds (`floor`) when it has them, else compared with the
+    default launch's single number. With --accuracy (`required`) the script promised a number:
+    missing it fails the rule, as a built-in workload's missing accuracy does."""
+    if accuracy is not None and floor is not None:
+        verdict = judge_single_run(floor, accuracy, max_drop_pp)
+        return verdict.violation, verdict.trial_fields()
+    if (accuracy is not None or required) and base_accuracy is not None:
+        return accuracy_violation(accuracy, base_accuracy, max_drop_pp), {}
+    return 0.0, {}

@@ -7,18 +7,17 @@ import time
 
 from ..measure.contention import DISTURBED_SHARE
 from ..measure.stats import BUSY_CPU_SHARE
-from ..quality.confirm import confirm_quality, confirmation_reserve
-from ..quality.evidence import stored_classes
-from ..quality.verdict import QualityVerdict, judge_class
-from ..run import outcome as R
+from ..progress import Progress
+from ..quality.confirm import Confirmation
+from ..result import Outcome
 from ..search.shared import Workers
-from ..study.records import DEFAULT_ROLE, REPEAT_ROLE, records
+from ..study.records import Role, records
 from ..search.lineup import pick_candidates
 from .verify import Recommendation, round_limit, trusted_alone, unverified, verify
 
 
 def shared_recommendation(workers: Workers, study, result, evaluate, *, rounds: int,
-                          script_mode: bool, time_left, progress, quality_samples: int,
+                          script_mode: bool, time_left, progress: Progress, quality_samples: int,
                           max_rounds: int | None = None):
     """(recommendation, None) when this worker verified, over every worker's measurements;
     (None, stored) when another worker verified for it, after waiting with progress."""
@@ -27,8 +26,8 @@ def shared_recommendation(workers: Workers, study, result, evaluate, *, rounds: 
         what, detail = workers.turn()
         if what == "verify":
             fresh = [judged(r, result.book, script_mode) for r in records(study)
-                     if r.role != REPEAT_ROLE]
-            default = next((r for r in fresh if r.role == DEFAULT_ROLE), result.default)
+                     if r.role != Role.REPEAT]
+            default = next((r for r in fresh if r.role == Role.DEFAULT), result.default)
             everyone = dataclasses.replace(result, records=fresh, default=default)
             return recommend(everyone, evaluate, rounds=rounds, max_rounds=max_rounds,
                              script_mode=script_mode,
@@ -45,13 +44,13 @@ def shared_recommendation(workers: Workers, study, result, evaluate, *, rounds: 
 def judged(r, book, script_mode: bool):
     """A stored trial with its quality judged on all the evidence now in the study (another
     worker may have measured its class since it was recorded)."""
-    if book is None or script_mode or r.outcome != R.OK:
+    if book is None or script_mode or r.outcome != Outcome.OK:
         return r
-    book.classes.update(stored_classes(book.study.user_attrs))
-    return dataclasses.replace(r, feasible=r.feasible and judge_class(book, r.config).accepted)
+    book.refresh()
+    return dataclasses.replace(r, feasible=r.feasible and book.verdict(r.config).accepted)
 
 
-def recommend(result, evaluate, *, rounds: int, script_mode: bool, time_left, progress,
+def recommend(result, evaluate, *, rounds: int, script_mode: bool, time_left, progress: Progress,
               quality_samples: int, max_rounds: int | None = None) -> Recommendation | None:
     """The winner of a finished search: its best candidates verified against the default
     launch (interleaved, `rounds` rounds), a winner that changes the math confirmed with seeded
@@ -76,28 +75,15 @@ def recommend(result, evaluate, *, rounds: int, script_mode: bool, time_left, pr
     more = f", then up to {limit} while the speedup is unsettled" if limit > rounds else ""
     progress.note(f"verifying {len(candidates)} candidate(s) against the default launch, "
                   f"interleaved: {rounds} round(s){more}")
-    book = result.book if not script_mode else None
-    accept = None
-    if book is not None:
-        # Keep time for the seeded confirmation of a winner that changes the math.
-        answers: dict[str, QualityVerdict] = {}   # one confirmation per math class
-
-        def accept(config):
-            cls = book.class_of(config)
-            if cls not in answers:
-                answers[cls] = confirm_quality(book, config, time_left=time_left,
-                                               samples=quality_samples, on_event=progress.event)
-            return answers[cls]
-    # Rounds past the asked ones must not eat the seeded confirmation of a winner that
-    # changes the math: keep what it would cost.
-    keep_s = 0.0
-    if book is not None:
-        keep_s = confirmation_reserve(book)
+    # A winner that changes the math is confirmed on new seeds (a script's accuracy is judged
+    # per trial); rounds past the asked ones must not eat the time that takes.
+    confirm = None if script_mode or result.book is None else Confirmation(
+        result.book, time_left=time_left, samples=quality_samples, progress=progress)
     rec = verify(candidates, default, evaluate, rounds=rounds, max_rounds=limit,
-                 time_left=time_left,
-                 on_event=progress.event, accept=accept, keep_s=keep_s)
-    if book is not None and book.default_sample() is not None:
-        d = book.default_sample()
-        rec = dataclasses.replace(rec, extra={**rec.extra, "noise_floor":
-                                  f"default launch quality {d.describe()} over {d.n} seeds"})
+                 time_left=time_left, progress=progress,
+                 accept=confirm.verdict if confirm else None,
+                 keep_s=confirm.reserve() if confirm else 0.0)
+    floor = confirm.noise_floor() if confirm else None
+    if floor is not None:
+        rec = dataclasses.replace(rec, extra={**rec.extra, "noise_floor": floor})
     return rec

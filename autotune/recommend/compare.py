@@ -9,15 +9,15 @@ the cores says little.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
-from ..run import outcome as R
+from ..result import Evaluate, Outcome
 from ..config import Config, changed_knobs
+from ..progress import SILENT, Progress
 from ..measure.stats import RatioStats, Stats, ratio_stats
 from ..measure.contention import disturbed
 from .settle import Settling, settle
 from .verify import interleave
-from ..run.outcome import Evaluate
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,7 +49,7 @@ class Comparison:
     def pairs(self) -> list[tuple[float, float]]:
         """(A, B) throughputs of the rounds where both sides completed."""
         return [(a.throughput, b.throughput) for a, b in zip(self.side("A"), self.side("B"))
-                if a.outcome == R.OK and b.outcome == R.OK and a.throughput and b.throughput]
+                if a.outcome == b.outcome == Outcome.OK and a.throughput and b.throughput]
 
     @property
     def stats(self) -> RatioStats | None:
@@ -60,7 +60,7 @@ class Comparison:
     def settling(self) -> Settling | None:
         """The same verdict as verification's: settled only on quiet, agreeing rounds."""
         rounds = [(a, b) for a, b in zip(self.side("A"), self.side("B"))
-                  if a.outcome == R.OK and b.outcome == R.OK and a.throughput and b.throughput]
+                  if a.outcome == b.outcome == Outcome.OK and a.throughput and b.throughput]
         return settle([a.throughput / b.throughput for a, b in rounds],
                       [max(s) if (s := [w.outside_share for w in (a, b)
                                         if w.outside_share is not None]) else None
@@ -98,16 +98,16 @@ class Comparison:
 
 
 def compare(a: Config, b: Config, evaluate: Evaluate, *, rounds: int,
-            on_event: Callable[..., None] = lambda kind, **info: None) -> Comparison:
+            progress: Progress = SILENT) -> Comparison:
     if rounds < 1:
         raise ValueError(f"rounds={rounds}: must be at least 1")
-    evals = interleave([("A", a), ("B", b)], evaluate, rounds=rounds, on_event=on_event)
+    evals = interleave([("A", a), ("B", b)], evaluate, rounds=rounds, progress=progress)
     order = []
     for rnd in range(len(evals[0])):
         sides = ("A", "B") if rnd % 2 == 0 else ("B", "A")   # as interleave ran them
         for side in sides:
             ev = evals[0 if side == "A" else 1][rnd]
-            ok = ev.outcome == R.OK
+            ok = ev.outcome == Outcome.OK
             order.append(Window(side=side, round=rnd + 1, outcome=ev.outcome,
                                 throughput=ev.throughput if ok else None,
                                 cpu_share=ev.cpu_share if ok else None,
@@ -124,7 +124,7 @@ def describe(c: Comparison, unit: str = "samples/s") -> str:
              f"B: {' '.join(f'{k}={db[k]}' for k in diff) or '(same as A)'}",
              f"both: {same or 'the default launch otherwise'}"]
     for w in c.windows:
-        if w.outcome == R.OK:
+        if w.outcome == Outcome.OK:
             share = f"cpu share {w.cpu_share:.2f}" if w.cpu_share is not None else "cpu share n/a"
             if w.outside_share is not None:
                 share += f", {w.outside_share:.0%} of its cores taken by other processes" + (

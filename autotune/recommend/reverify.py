@@ -14,16 +14,16 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..config import Config
+from ..progress import SILENT, Progress
 from ..errors import StorageError
-from ..run import outcome as R
-from ..run.outcome import Evaluate, TrialResult
+from ..result import Evaluate, Outcome, TrialResult
 from ..study.attrs import StudyAttrs
 from ..quality.confirm import confirm_quality
 from ..quality.evidence import QualityBook
-from ..quality.samples import QUALITY_SAMPLES
 from ..quality.verdict import QualityVerdict
 from ..search.lineup import pick_candidates
-from ..study.records import DEFAULT_ROLE, REPEAT_ROLE, Record, records
+from ..study.records import Record, Role, records
+from ..training import QUALITY_SAMPLES
 from .verify import Recommendation, verify
 
 
@@ -50,15 +50,16 @@ def lineup(study) -> tuple[Record, list[Record]]:
                            "search` first")
     config = Config.from_dict(rec["config"], where="stored recommendation")
     stored = records(study)
-    stored_default = next((r for r in stored if r.role == DEFAULT_ROLE), None)
+    stored_default = next((r for r in stored if r.role == Role.DEFAULT), None)
     base = stored_default.config if stored_default is not None else Config()
-    default = Record(config=base, role=DEFAULT_ROLE, feasible=True,
-                     result=TrialResult(outcome=R.OK, throughput=rec.get("default_throughput")))
+    default = Record(config=base, role=Role.DEFAULT, feasible=True,
+                     result=TrialResult(outcome=Outcome.OK,
+                                        throughput=rec.get("default_throughput")))
     if config != base:
         return default, [Record(config=config, role="recommended", feasible=True,
-                                result=TrialResult(outcome=R.OK, throughput=rec.get("throughput"),
+                                result=TrialResult(outcome=Outcome.OK, throughput=rec.get("throughput"),
                                                    accuracy=rec.get("accuracy")))]
-    candidates = pick_candidates(r for r in stored if r.role != REPEAT_ROLE)
+    candidates = pick_candidates(r for r in stored if r.role != Role.REPEAT)
     if not candidates:
         raise StorageError(f"study {study.study_name!r} recommends the default launch and has "
                            "no other configuration that ran within tolerance to measure against "
@@ -67,7 +68,7 @@ def lineup(study) -> tuple[Record, list[Record]]:
 
 
 def reverify(study, evaluate: Evaluate, *, rounds: int, time_left: Callable[[], float],
-             on_event: Callable[..., None] = lambda kind, **info: None,
+             progress: Progress = SILENT,
              accept: Callable[[Config], QualityVerdict] | None = None,
              max_rounds: int | None = None) -> Reverified:
     """Measure the stored recommendation (or, when that is the default launch, the best stored
@@ -77,7 +78,7 @@ def reverify(study, evaluate: Evaluate, *, rounds: int, time_left: Callable[[], 
     default, chosen = lineup(study)
     stored = StudyAttrs.of(study).recommendation
     rec = verify(chosen, default, evaluate, rounds=rounds, time_left=time_left,
-                 on_event=on_event, accept=accept, max_rounds=max_rounds)
+                 progress=progress, accept=accept, max_rounds=max_rounds)
     if chosen[0].role == "recommended":
         rec = dataclasses.replace(rec, accuracy=stored.get("accuracy"),
                                   default_accuracy=stored.get("default_accuracy"))
@@ -98,7 +99,7 @@ def reverify(study, evaluate: Evaluate, *, rounds: int, time_left: Callable[[], 
 
 
 def seeded_confirmation(study, evaluate: Evaluate, *, time_left: Callable[[], float],
-                        on_event: Callable[..., None]) -> Callable[[Config], QualityVerdict] | None:
+                        progress: Progress = SILENT) -> Callable[[Config], QualityVerdict] | None:
     """The search's seeded confirmation for a candidate that changes the math, over the quality
     evidence the study holds (None for a script, whose quality it reports itself)."""
     attrs = StudyAttrs.of(study)
@@ -115,7 +116,7 @@ def seeded_confirmation(study, evaluate: Evaluate, *, time_left: Callable[[], fl
         cls = book.class_of(config)
         if cls not in answers:
             answers[cls] = confirm_quality(book, config, time_left=time_left,
-                                           samples=samples, on_event=on_event)
+                                           samples=samples, progress=progress)
         return answers[cls]
     return accept
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..run import outcome as R
+from ..result import Evaluate, Outcome, TrialResult
 from ..config import Config, describe_changes
+from ..progress import SILENT, Progress
 from ..measure.contention import disturbed
 from ..measure.stats import RatioStats, Stats, busy, ratio_stats
 from ..quality.verdict import QualityVerdict
-from ..run.outcome import Evaluate, TrialResult
-from ..study.records import RUN_CPU_ROLE, Record
+from ..study.records import Record, Role
 from .settle import Settling, settle
 
 # A candidate "holds up" when it beats the default launch by at least MIN_GAIN in the median
@@ -133,8 +133,7 @@ class Recommendation:
 
 def interleave(lineup: list[tuple[str, Config]], evaluate: Evaluate, *, rounds: int,
                time_left: Callable[[], float] = lambda: float("inf"),
-               on_event: Callable[..., None] = lambda kind, **info: None,
-               max_rounds: int | None = None,
+               progress: Progress = SILENT, max_rounds: int | None = None,
                enough: Callable[[list[list[TrialResult]]], bool] = lambda results: True,
                keep_s: float = 0.0) -> list[list[TrialResult]]:
     """Rounds of every (role, config) in turn, the order reversed every other round (A B C,
@@ -155,8 +154,8 @@ def interleave(lineup: list[tuple[str, Config]], evaluate: Evaluate, *, rounds: 
         spent = 0.0
         for i in order:
             role, config = lineup[i]
-            on_event("verify_start", config=config, role=role, round=rnd + 1,
-                     rounds=rounds, max_rounds=max(rounds, max_rounds or rounds))
+            progress.verify_start(config=config, role=role, round=rnd + 1, rounds=rounds,
+                                  max_rounds=max(rounds, max_rounds or rounds))
             ev = evaluate(config, "throughput")
             spent += ev.seconds
             results[i].append(ev)
@@ -172,7 +171,7 @@ def round_limit(rounds: int, max_rounds: int | None) -> int:
 
 def verify(candidates: list[Record], default: Record, evaluate: Evaluate, *,
            rounds: int = 3, time_left: Callable[[], float] = lambda: float("inf"),
-           on_event: Callable[..., None] = lambda kind, **info: None,
+           progress: Progress = SILENT,
            accept: Callable[[Config], QualityVerdict] | None = None,
            max_rounds: int | None = None, keep_s: float = 0.0) -> Recommendation:
     """Interleaved rounds of default + candidates (D A B C, C B A D, ...): `rounds` of them,
@@ -182,11 +181,11 @@ def verify(candidates: list[Record], default: Record, evaluate: Evaluate, *,
     one that changes the math (quality/confirm.py), whose verdict's `why` the note shows."""
     lineup = [default] + list(candidates)
     evals = interleave([(r.role, r.config) for r in lineup], evaluate, rounds=rounds,
-                       time_left=time_left, on_event=on_event,
+                       time_left=time_left, progress=progress,
                        max_rounds=round_limit(rounds, max_rounds),
                        enough=lambda evs: _settled_enough(_verified(lineup, evs)), keep_s=keep_s)
     results: dict[int, list[float | None]] = {
-        i: [ev.throughput if ev.outcome == R.OK else None for ev in evs]
+        i: [ev.throughput if ev.outcome == Outcome.OK else None for ev in evs]
         for i, evs in enumerate(evals)}
     return _choose(_verified(lineup, evals), default, len(evals[0]), results, accept)
 
@@ -194,7 +193,7 @@ def verify(candidates: list[Record], default: Record, evaluate: Evaluate, *,
 def _verified(lineup: list[Record], evals: list[list[TrialResult]]) -> list[Verified]:
     """Each candidate's completed rounds, paired with the default launch's in the same round."""
     def ok(ev: TrialResult) -> bool:
-        return ev.outcome == R.OK and bool(ev.throughput)
+        return ev.outcome == Outcome.OK and bool(ev.throughput)
 
     out = []
     for rec, evs in zip(lineup[1:], evals[1:]):
@@ -224,7 +223,7 @@ def _choose(verified: list[Verified], default: Record, rounds: int,
             accept: Callable[[Config], QualityVerdict] | None = None) -> Recommendation:
     d_thr = [t for t in results[0] if t]
     d_med = Stats.of(d_thr).median if d_thr else default.throughput
-    run_cpu = next((v for v in verified if v.role == RUN_CPU_ROLE), None)
+    run_cpu = next((v for v in verified if v.role == Role.RUN_CPU), None)
     holding = sorted((v for v in verified if v.holds), key=lambda v: v.ratio.median, reverse=True)
     refused: list[str] = []
     confirmed = ""

@@ -14,7 +14,7 @@ from typing import Any, TextIO
 from ..plan.launch_plan import LaunchPlan
 from ..private_files import private_dir, private_file
 from .idle import IDLE_DEADLINE_S, IdleWatch, Stuck
-from .runner import POLL_S, _signals_held, _Trial
+from .processes import POLL_S, Processes, signals_held
 
 
 # Forwarded to every rank's process group, as torchrun does; the first four also stop the launch.
@@ -48,7 +48,7 @@ def run_attached(plan: LaunchPlan, *, echo: TextIO | None = None,
     for rp in plan.ranks:
         private_dir(Path(rp.log_path).parent)
         os.close(private_file(rp.log_path))
-    trial, tee = _Trial(plan), Tee(echo)
+    trial, tee = Processes(plan), Tee(echo)
     received: list[int] = []
     stuck: list[Stuck] = []
 
@@ -67,30 +67,9 @@ def run_attached(plan: LaunchPlan, *, echo: TextIO | None = None,
             tee.follow(p.stdout, rp.log_path, prefix(rp.rank, len(plan.ranks)))
         if on_start is not None:
             on_start([p.pid for p in trial.procs])
-        watch = IdleWatch([p.pid for p in trial.procs], [rp.log_path for rp in plan.ranks], idle_s)
-        stop_at: float | None = None
-        while trial.running():
-            new = trial.poll()
-            stops = [s for s in received if s in _STOPPING]
-            # After the user's Ctrl-C, ranks exiting non-zero is expected: the others keep their
-            # grace period (to save a checkpoint, say) instead of getting SIGTERM at once.
-            if not stops and trial.failed_alone(new):
-                trial.teardown(plan.grace_s)
-                break
-            if not stops and (found := watch.check(trial.codes, trial.exit_order)):
-                stuck += found
-                trial.end([s.rank for s in found], plan.grace_s)
-                continue
-            if stops and stop_at is None:   # the ranks got the signal; give them time to stop
-                stop_at = time.monotonic() + plan.grace_s
-            if len(stops) > 1 or (stop_at is not None and time.monotonic() > stop_at):
-                trial.teardown(0.5 if len(stops) > 1 else plan.grace_s)
-                break
-            if on_poll is not None:
-                on_poll()
-            time.sleep(POLL_S)
+        stuck += _watch(trial, received, idle_s, on_poll)
     finally:
-        with _signals_held():
+        with signals_held():
             for s, handler in previous.items():
                 signal.signal(s, handler)
             if trial.running():
@@ -100,3 +79,34 @@ def run_attached(plan: LaunchPlan, *, echo: TextIO | None = None,
     return Attached(exit_codes=tuple(trial.codes), stopped_by_us=tuple(sorted(trial.signalled)),
                     received=tuple(received), wall_seconds=time.monotonic() - start,
                     stuck=tuple(stuck))
+
+
+def _watch(trial: Processes, received: list[int], idle_s: float,
+           on_poll: Callable[[], None] | None) -> list[Stuck]:
+    """Poll until the ranks are done, one fails alone (the others are stopped), or the user's
+    stop signals have had their grace period; returns the ranks ended as stuck."""
+    plan = trial.plan
+    stuck: list[Stuck] = []
+    watch = IdleWatch([p.pid for p in trial.procs], [rp.log_path for rp in plan.ranks], idle_s)
+    stop_at: float | None = None
+    while trial.running():
+        new = trial.poll()
+        stops = [s for s in received if s in _STOPPING]
+        # After the user's Ctrl-C, ranks exiting non-zero is expected: the others keep their
+        # grace period (to save a checkpoint, say) instead of getting SIGTERM at once.
+        if not stops and trial.failed_alone(new):
+            trial.teardown(plan.grace_s)
+            break
+        if not stops and (found := watch.check(trial.codes, trial.exit_order)):
+            stuck += found
+            trial.end([s.rank for s in found], plan.grace_s)
+            continue
+        if stops and stop_at is None:   # the ranks got the signal; give them time to stop
+            stop_at = time.monotonic() + plan.grace_s
+        if len(stops) > 1 or (stop_at is not None and time.monotonic() > stop_at):
+            trial.teardown(0.5 if len(stops) > 1 else plan.grace_s)
+            break
+        if on_poll is not None:
+            on_poll()
+        time.sleep(POLL_S)
+    return stuck

@@ -14,7 +14,7 @@ from collections.abc import Collection, Sequence
 from typing import Any
 
 from ..plan.launch_plan import EXIT_BACKEND_UNAVAILABLE, EXIT_BAD_CONFIG, EXIT_WORKLOAD_ERROR
-from .outcome import BAD_CONFIG, CRASH, OK, OOM, OUTCOMES, TIMEOUT, UNAVAILABLE, WORKLOAD_ERROR
+from ..result import OUTCOMES, Outcome
 
 _OOM_RE = re.compile(r"MemoryError|Cannot allocate memory|out of memory|std::bad_alloc", re.I)
 # How a rank looks when it died only because a peer did: not a root cause.
@@ -43,9 +43,10 @@ def declared_outcome(result: Any) -> tuple[str, str] | None:
         return None
     bad = result.get("bad_config")
     if bad:
-        return BAD_CONFIG, "; ".join(map(str, bad)) if isinstance(bad, (list, tuple)) else str(bad)
-    outcome = result.get("outcome", result.get("status", OK))
-    if outcome in OUTCOMES and outcome != OK:
+        return (Outcome.BAD_CONFIG,
+                "; ".join(map(str, bad)) if isinstance(bad, (list, tuple)) else str(bad))
+    outcome = result.get("outcome", result.get("status", Outcome.OK))
+    if outcome in OUTCOMES and outcome != Outcome.OK:
         why = str(result.get("reason") or result.get("error") or outcome).strip()
         return outcome, why.splitlines()[0][:300] if why else outcome
     return None
@@ -99,15 +100,15 @@ def classify(exit_codes: Sequence[int | None], rank_results: Sequence[Any],
     # A rank running the wrong config makes everything else in the trial moot; no rank reports
     # bad_config because a peer died, so no root-cause search is needed.
     for r, (out, why) in declared.items():
-        if out == BAD_CONFIG:
-            return BAD_CONFIG, f"rank {r}: {why}"
+        if out == Outcome.BAD_CONFIG:
+            return Outcome.BAD_CONFIG, f"rank {r}: {why}"
     for r, code in enumerate(exit_codes):
         if code == EXIT_BAD_CONFIG:
-            return BAD_CONFIG, f"rank {r} exited with code {code} (config not in force)"
+            return Outcome.BAD_CONFIG, f"rank {r} exited with code {code} (config not in force)"
     if (results and not declared and all(isinstance(res, dict) for res in results)
             and not any(code in _DELIBERATE for code in exit_codes)):
         # Every rank delivered its measurement; a hang or crash in teardown after that is noise.
-        return OK, ""
+        return Outcome.OK, ""
     root = root_cause(exit_codes, results, log_tails, exit_order=exit_order, signalled=signalled)
     if root is None and declared:       # it reported failing, then we had to kill it
         r, (out, why) = next(iter(declared.items()))
@@ -115,23 +116,24 @@ def classify(exit_codes: Sequence[int | None], rank_results: Sequence[Any],
     if root is None and timed_out:
         pending = ", ".join(str(r) for r, res in enumerate(results) if not isinstance(res, dict))
         limit = f" of {timeout_s:g}s" if timeout_s is not None else ""
-        return TIMEOUT, f"exceeded the trial timeout{limit}; no result from rank(s) {pending}"
+        return Outcome.TIMEOUT, (f"exceeded the trial timeout{limit}; no result from rank(s) "
+                                 f"{pending}")
     if root is None:
-        return CRASH, "ranks stopped without a result and without an error of their own"
+        return Outcome.CRASH, "ranks stopped without a result and without an error of their own"
     code = exit_codes[root]
     why = rank_failure(root, code, results[root]) or ""
     said_out, said = declared.get(root, (None, ""))
     if code == EXIT_BACKEND_UNAVAILABLE:
-        return UNAVAILABLE, f"rank {root}: {said or 'backend unavailable'} (exit {code})"
+        return Outcome.UNAVAILABLE, f"rank {root}: {said or 'backend unavailable'} (exit {code})"
     if code == EXIT_WORKLOAD_ERROR:
-        return WORKLOAD_ERROR, f"rank {root}: {said or 'workload error'} (exit {code})"
+        return Outcome.WORKLOAD_ERROR, f"rank {root}: {said or 'workload error'} (exit {code})"
     if code == -signal.SIGKILL:
-        return OOM, f"{why} not sent by autotune (likely the out-of-memory killer)"
-    if said_out == OOM or (code != 0 and _OOM_RE.search(log_tails[root] or "")):
-        return OOM, f"{why}; {said or 'its log reports memory exhaustion'}"
-    if said_out in (UNAVAILABLE, WORKLOAD_ERROR):
+        return Outcome.OOM, f"{why} not sent by autotune (likely the out-of-memory killer)"
+    if said_out == Outcome.OOM or (code != 0 and _OOM_RE.search(log_tails[root] or "")):
+        return Outcome.OOM, f"{why}; {said or 'its log reports memory exhaustion'}"
+    if said_out in (Outcome.UNAVAILABLE, Outcome.WORKLOAD_ERROR):
         return said_out, f"{why}: {said}"
-    return CRASH, f"{why}: {said}" if said else why
+    return Outcome.CRASH, f"{why}: {said}" if said else why
 
 
 # gloo's teardown after the process group was left undestroyed; not an error of the training.

@@ -8,10 +8,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Callable
 
-from . import outcome as R
 from ..config import Config
 from ..probe.topology import Topology
-from .outcome import TrialResult
+from ..result import Outcome, TrialResult
 from .trial import MIN_TRIAL_TIMEOUT_S, TrialSettings, run_trial, run_trials_at_once
 
 
@@ -31,9 +30,9 @@ class LiveEvaluator:
 
     def __call__(self, config: Config, mode: str, *, seed: int = 0, samples: int | None = None,
                  leader: float | None = None) -> TrialResult:
-        if mode == "accuracy" and self.settings.command:
+        if mode == "accuracy" and self.settings.script:
             # A script is not rerun for accuracy: what it reported alongside its speed stands.
-            return TrialResult(outcome=R.OK, accuracy=self.script_accuracy.get(config.key()))
+            return TrialResult(outcome=Outcome.OK, accuracy=self.script_accuracy.get(config.key()))
         out = run_trial(config, self.topology, self._settings(config, mode, samples, leader),
                         mode=mode, seed=seed)
         self._learn(config, mode, out)
@@ -43,7 +42,7 @@ class LiveEvaluator:
         """How many runs of `config` fit side by side on disjoint hosts (1: one at a time, as
         on one machine or for a script, whose quality is not rerun)."""
         cluster = self.settings.cluster
-        if cluster is None or self.settings.command:
+        if cluster is None or self.settings.script:
             return 1
         return max(1, len(cluster.hosts) // max(1, config.nnodes))
 
@@ -75,7 +74,7 @@ class LiveEvaluator:
                        leader_throughput=leader)
 
     def _learn(self, config: Config, mode: str, out: TrialResult) -> None:
-        if self.settings.command:
+        if self.settings.script:
             self.script_accuracy[config.key()] = out.accuracy if out.ok else None
         if out.ok and mode == "throughput":
             self.speed[config.key()] = out.throughput

@@ -7,7 +7,7 @@ import os
 from typing import Any
 
 from ..plan.launch_plan import LaunchPlan
-from .outcome import OK
+from ..result import Outcome
 
 
 LOG_TAIL_LINES = 40
@@ -57,5 +57,5 @@ def _result_of(plan: LaunchPlan, rank: int, code: int | None) -> Any:
     metric is read afterwards by the trial, from its report or its output)."""
     result = _read_result(plan.ranks[rank].result_path)
     if result is None and plan.script and code == 0:
-        return {"status": OK, "script": True}
+        return {"status": Outcome.OK, "script": True}
     return result

@@ -14,7 +14,6 @@ import json
 import os
 import signal
 import socket
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -26,9 +25,11 @@ from .classify import classify, declared_outcome, describe_exit, rank_failure, r
 from .cpu_ledger import CpuLedger, trial_cpus
 from .idle import IDLE_DEADLINE_S, IdleWatch
 from ..comm.ccl.shm import RECORD as SEGMENT_RECORD, SegmentRecord, clean_recorded
-from ..process_identity import RUNNER_ENV, alive, machine, mark, parse_mark
+from ..process_identity import RUNNER_ENV, alive, machine, parse_mark
 from ..plan.launch_plan import LaunchPlan
-from .outcome import CRASH, OK, RunResult
+from ..result import Outcome
+from .outcome import RunResult
+from .processes import POLL_S, Processes, signals_held
 from .rank_output import _MAX_TAIL_RANKS, _result_of, read_tail
 from .tee import MAX_LOG_BYTES, Tee
 from ..private_files import private_dir, private_file
@@ -36,8 +37,6 @@ from ..private_files import private_dir, private_file
 __all__ = ["Interrupted", "classify", "free_port", "interrupt_on_sigterm", "reap_orphans",
            "root_cause", "run_plan"]
 
-POLL_S = 0.05
-_SCAN_S = 0.25           # how often descendants are looked for (exits are checked every poll)
 # Ranks that wrote their result but hang in gloo teardown get this long to exit, then are killed;
 # the measurement already stands.
 EXIT_LINGER_S = 2.0
@@ -77,166 +76,6 @@ def free_port() -> int:
 # ---------------------------------------------------------------- logs and results
 
 
-# ---------------------------------------------------------------- process lifecycle
-
-def _peek_exit(pid: int) -> int | None:
-    """Exit status without reaping (the zombie keeps the pgid from being reused)."""
-    try:
-        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-    except ChildProcessError:
-        return None
-    if info is None or info.si_pid == 0:
-        return None
-    return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
-
-
-def _alive(p: psutil.Process) -> bool:
-    try:
-        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
-
-
-_PR_SET_PDEATHSIG = 1
-try:
-    import ctypes
-    _prctl = ctypes.CDLL(None, use_errno=True).prctl
-except (OSError, AttributeError):      # not Linux: ranks then outlive a killed autotune
-    _prctl = None
-
-
-def _end_with_parent() -> None:
-    """Runs in the forked rank before exec: SIGTERM it when autotune dies, even by SIGKILL, which
-    no handler of ours sees. Every rank leads its own session, so without this a killed `autotune
-    launch` left its ranks running, and a hung pair spun on both cores for the rest of a CI run.
-    SIGTERM rather than SIGKILL, so that a torchrun or mpirun rank still ends its own children."""
-    if _prctl is not None:
-        _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-
-
-class _Trial:
-    """The processes of one running plan, and how to make sure none of them outlives it."""
-
-    def __init__(self, plan: LaunchPlan) -> None:
-        self.plan = plan
-        self.procs: list[subprocess.Popen[bytes]] = []
-        self.codes: list[int | None] = [None] * len(plan.ranks)
-        self.exit_order: list[int] = []
-        self.signalled: set[int] = set()
-        self.ended: set[int] = set()                 # ranks ended as stuck after a clean exit
-        self.known: dict[int, psutil.Process] = {}   # every descendant ever seen, by pid
-        self.rank_procs: list[psutil.Process] = []
-        self.scanned_at = 0.0
-
-    def spawn(self, *, pipe: bool = False) -> None:
-        """Start every rank; `pipe`: output comes back through a pipe (a Tee copies it to the
-        log, capped for a trial) instead of going straight to the rank's log file. Each rank's env
-        names this runner (its mark), so that reap_orphans can tell whether the process that
-        started it still runs."""
-        env_runner = {RUNNER_ENV: mark()}
-        for rp in self.plan.ranks:
-            with open(private_file(rp.log_path), "wb") as log:
-                self.procs.append(subprocess.Popen(
-                    rp.argv, env={**rp.env, **env_runner}, stdout=subprocess.PIPE if pipe else log,
-                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-                    preexec_fn=_end_with_parent))
-            with contextlib.suppress(psutil.Error):
-                self.rank_procs.append(psutil.Process(self.procs[-1].pid))
-
-    def poll(self) -> list[int]:
-        """Record ranks that exited since the last poll, and remember every live descendant."""
-        new = []
-        for r, p in enumerate(self.procs):
-            if self.codes[r] is None and (code := _peek_exit(p.pid)) is not None:
-                self.codes[r] = code
-                self.exit_order.append(r)
-                new.append(r)
-        if new or time.monotonic() - self.scanned_at >= _SCAN_S:
-            self._scan()
-        return new
-
-    def _scan(self) -> None:
-        # One pass over the process table for all ranks: on a big server it costs milliseconds,
-        # taken from the cores the trial is being timed on, hence not every poll.
-        self.scanned_at = time.monotonic()
-        kids: dict[int, list[psutil.Process]] = {}
-        for proc in psutil.process_iter(["ppid"]):
-            kids.setdefault(proc.info["ppid"], []).append(proc)
-        stack = [p.pid for p in self.procs]
-        while stack:
-            for child in kids.get(stack.pop(), ()):
-                self.known.setdefault(child.pid, child)
-                stack.append(child.pid)
-
-    def tracked(self) -> list[psutil.Process]:
-        """Every process of the trial seen so far: the ranks and their descendants."""
-        return [*self.rank_procs, *self.known.values()]
-
-    def running(self) -> list[int]:
-        return [r for r, c in enumerate(self.codes[:len(self.procs)]) if c is None]
-
-    def _signal_all(self, sig: int) -> None:
-        for p in self.procs:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(p.pid, sig)
-        for proc in self.known.values():
-            with contextlib.suppress(psutil.Error):
-                proc.send_signal(sig)   # psutil checks the pid still names the same process
-
-    def teardown(self, grace: float) -> None:
-        """SIGTERM every group and descendant, wait up to `grace`, then SIGKILL what is left."""
-        self.poll()
-        self._scan()
-        self.signalled.update(self.running())
-        self._signal_all(signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline:
-            self.poll()
-            if not self.running() and not any(_alive(p) for p in self.known.values()):
-                break
-            time.sleep(POLL_S)
-        self._signal_all(signal.SIGKILL)
-
-    def end(self, ranks: list[int], grace: float) -> None:
-        """SIGTERM these ranks' groups (stuck ones: the others keep running), SIGKILL after
-        `grace`. Their deaths are the runner's doing, not a failure of theirs."""
-        self.ended.update(ranks)
-        self.signalled.update(ranks)
-        for r in ranks:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.procs[r].pid, signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline and any(self.codes[r] is None for r in ranks):
-            self.poll()
-            time.sleep(POLL_S)
-        for r in ranks:
-            if self.codes[r] is None:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(self.procs[r].pid, signal.SIGKILL)
-
-    def failed_alone(self, new: list[int]) -> bool:
-        """A rank among `new` exited non-zero on its own (not one the runner ended)."""
-        return any(self.codes[r] != 0 for r in new if r not in self.ended)
-
-    def sweep(self) -> None:
-        """Last line of defence: kill anything still carrying this trial's env, then reap ranks."""
-        self._signal_all(signal.SIGKILL)
-        markers = {rp.result_path for rp in self.plan.ranks}
-        sessions = {p.pid for p in self.procs}
-        for proc in psutil.process_iter():
-            with contextlib.suppress(psutil.Error, OSError):
-                if proc.pid != os.getpid() and (os.getsid(proc.pid) in sessions or
-                                                proc.environ().get("AUTOTUNE_RESULT") in markers):
-                    proc.kill()
-                    self.known.setdefault(proc.pid, proc)
-        for r, p in enumerate(self.procs):
-            with contextlib.suppress(subprocess.TimeoutExpired):  # unkillable (D state): give up
-                code = p.wait(timeout=5)
-                if self.codes[r] is None:
-                    self.codes[r] = code
-        psutil.wait_procs([p for p in self.known.values() if _alive(p)], timeout=2)
-
-
 def reap_orphans(results_root: str) -> list[int]:
     """Kill what a runner that died (kill -9) left behind under `results_root`; returns the pids.
 
@@ -270,16 +109,6 @@ def _runner_gone(runner_mark: str) -> bool:
     return not alive(runner[1], runner[2])
 
 
-@contextlib.contextmanager
-def _signals_held() -> Iterator[None]:
-    """Hold Ctrl-C/SIGTERM during cleanup; they are delivered (and raise) once it is done."""
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
-
-
 def run_plan(plan: LaunchPlan, *, on_start: Callable[[list[int]], None] | None = None,
              idle_s: float = IDLE_DEADLINE_S) -> RunResult:
     """Run every rank of `plan`, classify the outcome; no process of the trial survives the call.
@@ -297,55 +126,59 @@ def run_plan(plan: LaunchPlan, *, on_start: Callable[[list[int]], None] | None =
         Path(rp.result_path).unlink(missing_ok=True)   # a stale result would read as success
     # a killed rank's segment under a reused pid fails the next init (comm/ccl/shm.py)
     segments = _segment_record(plan) if plan.request.config.get("backend") == "ccl" else None
-    trial = _Trial(plan)
+    trial = Processes(plan)
     ledger = CpuLedger(trial_cpus(plan))
-    timed_out = False
-    launched_at = time.time()
-    start = time.monotonic()
-    spawn_error = ""
-    notes: list[str] = []
+    timed_out, notes, spawn_error = False, [], ""
+    launched_at, start = time.time(), time.monotonic()
     tee = Tee(None, cap=MAX_LOG_BYTES)
     try:
         spawn_error = _start(trial, tee)
         if on_start is not None and not spawn_error:
             on_start([p.pid for p in trial.procs])
-        watch = IdleWatch([p.pid for p in trial.procs], [rp.log_path for rp in plan.ranks], idle_s)
-        all_results_at: float | None = None
-        while not spawn_error:
-            ledger.sample(trial.tracked())
-            if segments is not None:
-                segments.watch(p.pid for p in trial.tracked())
-            failed = any(rank_failure(r, trial.codes[r], _result_of(plan, r, trial.codes[r]))
-                         for r in trial.poll() if r not in trial.ended)
-            if not trial.running():
-                break
-            now = time.monotonic()
-            if not failed and (stuck := watch.check(trial.codes, trial.exit_order)):
-                trial.end([s.rank for s in stuck], plan.grace_s)
-                notes += [s.message for s in stuck]
-                continue
-            if failed:          # the others may wait in a collective forever
-                trial.teardown(plan.grace_s)
-                break
-            if now - start >= plan.timeout_s:
-                timed_out = True
-                trial.teardown(plan.grace_s)
-                break
-            if all(os.path.exists(rp.result_path) for rp in plan.ranks):
-                all_results_at = all_results_at or now
-                if now - all_results_at >= EXIT_LINGER_S:
-                    trial.teardown(plan.grace_s)
-                    break
-            time.sleep(POLL_S)
+        if not spawn_error:
+            timed_out, notes = _watch(trial, ledger, segments, idle_s, start)
         ledger.sample(trial.tracked(), force=True)
     finally:
-        with _signals_held():
+        with signals_held():
             _end(trial, tee, segments)
     if spawn_error:
-        return RunResult(outcome=CRASH, reason=spawn_error, exit_codes=tuple(trial.codes),
+        return RunResult(outcome=Outcome.CRASH, reason=spawn_error, exit_codes=tuple(trial.codes),
                          wall_seconds=time.monotonic() - start, launched_at=launched_at)
     return _judged(plan, trial, timed_out=timed_out, notes=notes, ledger=ledger,
                    wall_seconds=time.monotonic() - start, launched_at=launched_at)
+
+
+def _watch(trial: Processes, ledger: CpuLedger, segments: SegmentRecord | None, idle_s: float,
+           start: float) -> tuple[bool, list[str]]:
+    """Poll the running ranks until they are done, one fails (the others may wait in a
+    collective forever), the plan's timeout passes, or every result is in and the ranks linger
+    in teardown; ranks stuck after a peer's clean exit are ended. Returns (timed out, notes)."""
+    plan = trial.plan
+    watch = IdleWatch([p.pid for p in trial.procs], [rp.log_path for rp in plan.ranks], idle_s)
+    notes: list[str] = []
+    all_results_at: float | None = None
+    while True:
+        ledger.sample(trial.tracked())
+        if segments is not None:
+            segments.watch(p.pid for p in trial.tracked())
+        failed = any(rank_failure(r, trial.codes[r], _result_of(plan, r, trial.codes[r]))
+                     for r in trial.poll() if r not in trial.ended)
+        if not trial.running():
+            return False, notes
+        now = time.monotonic()
+        if not failed and (stuck := watch.check(trial.codes, trial.exit_order)):
+            trial.end([s.rank for s in stuck], plan.grace_s)
+            notes += [s.message for s in stuck]
+            continue
+        if failed or now - start >= plan.timeout_s:
+            trial.teardown(plan.grace_s)
+            return not failed, notes
+        if all(os.path.exists(rp.result_path) for rp in plan.ranks):
+            all_results_at = all_results_at or now
+            if now - all_results_at >= EXIT_LINGER_S:
+                trial.teardown(plan.grace_s)
+                return False, notes
+        time.sleep(POLL_S)
 
 
 def write_request(plan: LaunchPlan) -> None:
@@ -355,7 +188,7 @@ def write_request(plan: LaunchPlan) -> None:
         json.dump(plan.request.to_json(), f, indent=1)
 
 
-def _start(trial: _Trial, tee: Tee) -> str:
+def _start(trial: Processes, tee: Tee) -> str:
     """Spawn every rank, its output through the tee, which caps each log (run/tee.py: a rank
     writing straight to its file could fill the disk under the results folder); returns why a
     rank could not be started, or ""."""
@@ -369,7 +202,7 @@ def _start(trial: _Trial, tee: Tee) -> str:
     return ""
 
 
-def _end(trial: _Trial, tee: Tee, segments: SegmentRecord | None) -> None:
+def _end(trial: Processes, tee: Tee, segments: SegmentRecord | None) -> None:
     """No process of the trial left, its logs complete, its oneCCL segments removed."""
     if segments is not None:   # what was mapped since the last look
         segments.watch((p.pid for p in trial.tracked()), force=True)
@@ -391,23 +224,23 @@ def _segment_record(plan: LaunchPlan) -> SegmentRecord | None:
     return SegmentRecord(os.path.join(plan.workdir, SEGMENT_RECORD))
 
 
-def _judged(plan: LaunchPlan, trial: _Trial, *, timed_out: bool, notes: list[str],
+def _judged(plan: LaunchPlan, trial: Processes, *, timed_out: bool, notes: list[str],
             ledger: CpuLedger, wall_seconds: float, launched_at: float) -> RunResult:
     """The finished trial classified, with the failing rank's log tail and the notes on what
     happened after training (ranks ended as stuck, a crash after the result was in)."""
     results = [_result_of(plan, r, trial.codes[r]) for r in range(len(plan.ranks))]
     for r in trial.ended:   # a script's rank stuck after a peer's clean exit had finished training
         if plan.script and results[r] is None:
-            results[r] = {"status": OK, "script": True}
+            results[r] = {"status": Outcome.OK, "script": True}
     tails = [read_tail(rp.log_path) for rp in plan.ranks]
     outcome, reason = classify(trial.codes, results, tails, timed_out, exit_order=trial.exit_order,
                                signalled=trial.signalled, timeout_s=plan.timeout_s)
-    if outcome == OK:
+    if outcome == Outcome.OK:
         notes = notes + [f"{describe_exit(r, c)} after its result was in (in teardown); the "
                          "measurement stands" for r, c in enumerate(trial.codes)
                          if c not in (0, None) and r not in trial.signalled]
     log_tail = ""
-    if outcome != OK:
+    if outcome != Outcome.OK:
         root = root_cause(trial.codes, results, tails, exit_order=trial.exit_order,
                           signalled=trial.signalled)
         shown = [root] if root is not None else [   # no single culprit: those without a success

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from ..plan.launch_plan import LaunchPlan
 from ..private_files import private_file
-from .outcome import CRASH, RunResult
+from ..result import Outcome
+from .outcome import RunResult
 from .rank_output import _result_of, read_tail
 from .runner import EXIT_LINGER_S, POLL_S, classify, root_cause, write_request
 
@@ -124,7 +125,7 @@ def _classified(plan: LaunchPlan, procs: list[subprocess.Popen[bytes]], stopped:
             if code not in (0, None):
                 text = read_tail(log, 8)
                 log_tail += f"\n--- launcher on {host} (exit {code}) ---\n{text}"
-                if not any(tails) and outcome == CRASH:   # the ranks never started
+                if not any(tails) and outcome == Outcome.CRASH:   # the ranks never started
                     last = text.strip().splitlines()[-1] if text.strip() else f"exit {code}"
                     reason = f"launcher on {host} failed: {last}"
     return RunResult(outcome=outcome, reason=reason, log_tail=log_tail,

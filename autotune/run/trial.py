@@ -12,9 +12,9 @@ import uuid
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from . import outcome as R
+from ..result import Outcome, TrialResult
 from ..config import DEFAULT_WORKLOAD, Config
-from ..errors import ConfigError
+from ..errors import ConfigError, WorkloadError
 from ..measure.contention import Contention, contention
 from ..measure.stats import aggregate, quantile
 from ..measure.observe import Sampler
@@ -24,17 +24,17 @@ from ..plan.feasible import infeasible_reason
 from ..plan.launch_plan import (KILL_GRACE_S, TARGET_SECONDS, TRIAL_TIMEOUT_S, WARMUP_STEPS,
                                 LaunchPlan)
 from .weights import weights_problem
-from .outcome import RunResult, TrialResult
+from .outcome import RunResult
 from .idle import IDLE_DEADLINE_S
 from .classify import abort_in_teardown
 from .runner import free_port, run_plan
 from .rank_output import read_tail
-from ..errors import WorkloadError
-from ..measure.script import SEED_ENV, fill
 from ..measure.script import ScriptMetric
+from ..script.spec import ScriptSpec
+from ..script.template import SEED_ENV, fill
 from .bounded import last_metric_end, score_output
 from ..probe.topology import Topology
-from ..quality.samples import QUALITY_SAMPLES
+from ..training import QUALITY_SAMPLES
 
 if TYPE_CHECKING:
     from ..plan.cluster import Cluster
@@ -50,18 +50,13 @@ class TrialSettings:
     workload_args: dict[str, Any] = field(default_factory=dict)
     target_seconds: float = TARGET_SECONDS
     warmup_steps: int = WARMUP_STEPS
-    # Training samples of one quality run (why this length: quality/samples.py).
+    # Training samples of one quality run (why this length: autotune/training.py).
     accuracy_samples: int = QUALITY_SAMPLES
     timeout_s: float = TRIAL_TIMEOUT_S
     grace_s: float = KILL_GRACE_S
     results_dir: str = "autotune-results"
     # Script mode: the user's command with {knob} placeholders replaces the built-in worker.
-    command: tuple[str, ...] | None = None
-    metric: str | None = None             # regex over rank 0's output (script mode)
-    accuracy: str | None = None           # regex of the script's accuracy (script mode)
-    lower_is_better: bool = False         # the --metric number is a time or a loss
-    local_rank_arg: str | None = None     # the script takes --local-rank: each rank gets its own
-    self_launching: bool = False          # the script starts its own workers: launch it once
+    script: ScriptSpec | None = None
     cluster: "Cluster | None" = None      # the hosts a trial spans (None: this machine only)
     # A rank idle this long after another exited cleanly is stuck in teardown and ended
     # (run/idle.py); 0: never.
@@ -77,7 +72,7 @@ def plan_trial(config: Config, topology: Topology, settings: TrialSettings, *,
                seed: int = 0) -> LaunchPlan:
     trial_id = trial_id or f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
     workdir = os.path.abspath(os.path.join(settings.results_dir, "trials", trial_id))
-    program = fill(settings.command, config, seed) if settings.command else None
+    program = fill(settings.script.command, config, seed) if settings.script else None
     if settings.cluster is not None:
         from ..plan.cluster import build_cluster_plan
         from .remote import free_port_on
@@ -99,7 +94,7 @@ def plan_trial(config: Config, topology: Topology, settings: TrialSettings, *,
                       timeout_s=settings.timeout_s, grace_s=settings.grace_s, mode=mode,
                       target_seconds=settings.target_seconds, warmup_steps=settings.warmup_steps,
                       accuracy_samples=settings.accuracy_samples, trial_id=trial_id, seed=seed,
-                      local_rank_arg=settings.local_rank_arg,
+                      local_rank_arg=settings.script.local_rank_arg if settings.script else None,
                       leader_throughput=settings.leader_throughput)
     if not plan.script:
         return plan
@@ -127,8 +122,8 @@ def run_trial(config: Config, topology: Topology, settings: TrialSettings, *,
     failure is the result."""
     plan, reason = _planned(config, topology, settings, mode, trial_id, seed)
     if plan is None:
-        return TrialResult(outcome=R.INFEASIBLE, reason=reason, mode=mode,
-                           metric_source="worker" if settings.command else None)
+        return TrialResult(outcome=Outcome.INFEASIBLE, reason=reason, mode=mode,
+                           metric_source="worker" if settings.script else None)
     if plan.launchers:   # across hosts: the launchers start the ranks there
         from .spanning import run_cluster_plan
         return _cluster_yield(plan, run_cluster_plan(plan), settings, mode, seed)
@@ -157,8 +152,8 @@ def run_trials_at_once(config: Config, topology: Topology, settings: list[TrialS
     runs = iter(run_cluster_plans(plans))
     out = []
     for (plan, reason), s, seed in zip(planned, settings, seeds):
-        out.append(TrialResult(outcome=R.INFEASIBLE, reason=reason, mode=mode) if plan is None
-                   else _cluster_yield(plan, next(runs), s, mode, seed))
+        out.append(TrialResult(outcome=Outcome.INFEASIBLE, reason=reason, mode=mode)
+                   if plan is None else _cluster_yield(plan, next(runs), s, mode, seed))
     return out
 
 
@@ -168,7 +163,7 @@ def _planned(config: Config, topology: Topology, settings: TrialSettings, mode: 
     reason = trial_infeasible(config, topology, settings)
     if not reason and config.mem_policy == "weighted" and settings.cluster is None:
         reason = weights_problem(topology)   # the kernel's weights, set before the launch
-    if not reason and settings.self_launching and config.nproc > 1:
+    if not reason and settings.script and settings.script.self_launching and config.nproc > 1:
         reason = (f"nproc={config.nproc}: the script starts its own workers, so autotune launches "
                   "it once (more copies would oversubscribe the cores)")
     if reason:
@@ -195,7 +190,7 @@ def _worker_yield(run: RunResult, mode: str, seed: int) -> TrialResult:
         try:
             measured = aggregate(list(run.rank_results), run.launched_at)
         except (KeyError, ValueError, TypeError, IndexError) as exc:
-            run = replace(run, outcome=R.CRASH, reason=f"malformed result: {exc}", notes=(),
+            run = replace(run, outcome=Outcome.CRASH, reason=f"malformed result: {exc}", notes=(),
                           signalled=(), cpu_samples=(), num_cpus=0)
     return _yielded(run, mode, seed, measured, {})
 
@@ -236,19 +231,20 @@ def _script_measured(plan: LaunchPlan, run: RunResult, settings: TrialSettings
     with contextlib.suppress(OSError, ValueError):
         with open(rank0.env["AUTOTUNE_REPORT"], encoding="utf-8") as f:
             report = json.load(f)
+    script = settings.script
     try:
         sm = score_output(report=report if isinstance(report, dict) else None, log_text=log_text,
-                          metric=settings.metric, wall_seconds=run.wall_seconds,
-                          accuracy=settings.accuracy, lower_is_better=settings.lower_is_better)
+                          metric=script.metric, wall_seconds=run.wall_seconds,
+                          accuracy=script.accuracy, lower_is_better=script.lower_is_better)
     except WorkloadError as exc:   # a pattern past its deadline fails the trial, not the search
         sm = ScriptMetric(value=None, source="pattern", problem=str(exc))
     if sm.value is None:
-        failed = replace(run, outcome=R.WORKLOAD_ERROR, reason=sm.problem,
+        failed = replace(run, outcome=Outcome.WORKLOAD_ERROR, reason=sm.problem,
                          log_tail=f"--- rank 0 ({rank0.log_path}) ---\n{read_tail(rank0.log_path)}")
         return failed, None, {"metric_source": sm.source}
     values = sorted(sm.values) or [sm.value]
     # a script has no timed window of its own: its "step" is the whole run
-    measured = TrialResult(outcome=R.OK, throughput=sm.value,
+    measured = TrialResult(outcome=Outcome.OK, throughput=sm.value,
                            throughput_iqr=quantile(values, 0.75) - quantile(values, 0.25),
                            step_median_s=run.wall_seconds, step_iqr_s=0.0,
                            timed_steps=len(sm.values), accuracy=sm.accuracy)
@@ -260,9 +256,10 @@ def _aborted_in_teardown(run: RunResult, plan: LaunchPlan, settings: TrialSettin
     """A crash that was only SIGABRT after rank 0's last --metric line counts as ok, with a note
     (gloo aborts in teardown now and then; the training was measured in full)."""
     last = None
-    if run.outcome == R.CRASH and settings.metric is not None:
+    metric = settings.script.metric if settings.script else None
+    if run.outcome == Outcome.CRASH and metric is not None:
         try:
-            last = last_metric_end(log_text, settings.metric)
+            last = last_metric_end(log_text, metric)
         except WorkloadError:      # past its deadline: the crash stands as it was
             return run
     note = abort_in_teardown(
@@ -271,7 +268,7 @@ def _aborted_in_teardown(run: RunResult, plan: LaunchPlan, settings: TrialSettin
         signalled=run.signalled)
     if note is None:
         return run
-    return replace(run, outcome=R.OK, reason="", log_tail="", notes=(*run.notes, note))
+    return replace(run, outcome=Outcome.OK, reason="", log_tail="", notes=(*run.notes, note))
 
 
 def timed_contention(run: RunResult) -> Contention | None:

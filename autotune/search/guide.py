@@ -23,7 +23,9 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..config import Config
+from ..plan.placement import canonical
 from ..probe.topology import Topology
+from ..study.records import Record
 
 Params = dict[str, Any]
 
@@ -213,3 +215,45 @@ def _variants(space, leader: Params, knob: str, value: Any) -> list[Params]:
             and cand.get("threads") is not None:
         out.append({**cand, "threads": None})
     return out
+
+
+class Guide:
+    """The hardware's first guess, then (guide "descent") coordinate descent around the leader,
+    until no neighbour is left: then the start-up draws and the sampler's model take over."""
+
+    def __init__(self, mode: str, topology: Topology, key, ruled_out_fn,
+                 rejected: Callable[[Config], bool] = lambda config: False):
+        self.mode, self.topology, self.key, self.ruled_out = mode, topology, key, ruled_out_fn
+        self.rejected = rejected
+        self.descent = Descent(topology) if mode == "descent" else None
+        self.guessed = mode == "none"
+
+    def next(self, space, known: dict[str, Record], busy=()) -> dict[str, Any] | None:
+        busy = set(busy)
+
+        def measured(p: dict[str, Any]) -> bool:
+            k = self.key(space.to_config(p))
+            return k in known or k in busy
+
+        def launchable(p: dict[str, Any]) -> bool:
+            config = space.to_config(p)
+            return self.ruled_out(config, space, self.topology) is None and \
+                not self.rejected(config)
+
+        if not self.guessed:
+            self.guessed = True
+            guess = first_guess(space, self.topology, launchable)
+            if guess is not None and not measured(guess):
+                return guess
+        if self.descent is None:
+            return None
+        # the fastest configuration not rejected on quality, written in the space's knobs
+        for rec in sorted((r for r in known.values() if r.feasible and r.throughput
+                           and not self.rejected(r.config)),
+                          key=lambda r: r.throughput, reverse=True):
+            # as the plan runs it (a reference's automatic threads are a count in the space)
+            lead = params_of(rec.config, space) or params_of(canonical(rec.config, self.topology),
+                                                             space)
+            if lead is not None:
+                return self.descent.propose(space, lead, measured, launchable)
+        return None

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from ..config import Config
-from ..study.records import DEFAULT_ROLE, RUN_CPU_ROLE, Record
+from ..study.records import Record, Role
 
 # A candidate measured below this share of the leader's throughput is not verified.
 CLOSE_TO_LEADER = 0.5
@@ -26,7 +26,7 @@ def pick_candidates(records: Iterable[Record], n: int = 3) -> list[Record]:
     CLOSE_TO_LEADER of the fastest, excluding the default launch, the fastest of each math class
     first; the run_cpu heuristic joins when it is feasible, to report the speedup over it."""
     # a trial stopped early was losing by construction: an estimate, never a candidate
-    ok = [r for r in records if r.feasible and r.throughput and r.role != DEFAULT_ROLE
+    ok = [r for r in records if r.feasible and r.throughput and r.role != Role.DEFAULT
           and r.config != Config() and not r.result.stopped_early]
     ok.sort(key=lambda r: r.throughput, reverse=True)
     top, seen = [], set()
@@ -34,7 +34,7 @@ def pick_candidates(records: Iterable[Record], n: int = 3) -> list[Record]:
         if r.config.key() not in seen:
             seen.add(r.config.key())
             top.append(r)
-    run_cpu = next((r for r in top if r.role == RUN_CPU_ROLE), None)
+    run_cpu = next((r for r in top if r.role == Role.RUN_CPU), None)
     if top:
         top = [r for r in top if r.throughput >= CLOSE_TO_LEADER * top[0].throughput]
     # The fastest of each math class first: a class that fails its seeded confirmation takes

@@ -1,53 +1,40 @@
 """The search loop: references first, then sampler-proposed trials within the budget.
 
 Evaluation and time are injected (`evaluate`, `clock`), so the same loop drives real trials and
-the benchmark that replays a recorded landscape in seconds. The loop's state is a `_Search`
-(what is measured, the quality book, the space with the knobs a script holds) whose methods are
-the steps; the sampling phase's own counters are a `_Sampling` passed to its steps.
+the benchmark that replays a recorded landscape in seconds. The loop's state and the steps that
+execute one configuration are search/trials.py's `Trials`; the `_Search` here adds the phases
+that propose what to run, and the sampling phase's own counters are a `_Sampling` passed to its
+steps.
 """
 from __future__ import annotations
 
 import random
-import time
 from dataclasses import dataclass, replace
-from typing import Any, Callable
 
 import optuna
-from optuna.distributions import CategoricalDistribution
 
-from ..config import Config
 from ..errors import WorkloadError
-from ..measure.contention import describe_outside, disturbed
-from ..plan.placement import canonical
 from ..plan.feasible import ruled_out
 from ..probe.topology import Topology
-from ..quality.confirm import confirmation_cost
-from ..quality.evidence import QualityBook
-from ..quality.script_floor import measure_script_floor, stored_script_floor
-from ..quality.verdict import ACCEPTED, PENDING, QualityVerdict, accuracy_violation, \
-    judge_class, judge_single_run
-from ..run import outcome as R
-from ..run.outcome import Evaluate, TrialResult
-from ..study import attrs as A
-from ..study.records import (DEFAULT_ROLE, REPEAT_ROLE, RUN_CPU_ROLE, SEARCH_ROLE, Record,
-                             record_trial, records)
+from ..progress import SILENT, Progress
+from ..quality.verdict import QualityStatus
+from ..result import Evaluate, Outcome
+from ..study.records import Record, Role, record_trial
 from ..study.owners import claim_trial
-from .budget import budget_note, phase_costs, too_short, trial_costs
+from .guide import Guide
 from .options import Clock, SearchOptions, SearchResult
-from .guide import Descent, first_guess, params_of
-from .lineup import pick_candidates
-from .references import default_launch, launchable_draw, reference_configs, unseen
-from .shared import ConfigClaims, StudyLock
+from .references import launchable_draw, reference_configs, unseen
+from .shared import Claim, StudyLock
+from .trials import Trials
 
 
 def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Evaluate,
                clock: Clock, options: SearchOptions,
-               on_event: Callable[..., None] = lambda kind, **info: None,
-               lock: StudyLock | None = None, deadline: float | None = None) -> SearchResult:
+               progress: Progress = SILENT, lock: StudyLock | None = None, deadline: float | None = None) -> SearchResult:
     """With `lock` (a search shared with other workers on this study), each configuration is
     claimed through the study before it runs, so no worker measures what another did or does."""
     search = _Search(study, space=space, topology=topology, evaluate=evaluate, clock=clock,
-                     options=options, on_event=on_event, lock=lock, deadline=deadline)
+                     options=options, progress=progress, lock=lock, deadline=deadline)
     # 1. References: what the user gets without tuning, and the best-known launcher heuristic.
     refs = search.references()
     # 2. Sampler-proposed trials until the budget (less verification), stagnation or exhaustion.
@@ -55,8 +42,8 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
     # 3. Settle: the fastest configurations whose class is still pending get their quality
     # measured while time allows (a class rejected late can promote one that never led).
     settled = search.settle()
-    return SearchResult(records=settled, default=refs.get(DEFAULT_ROLE), book=search.book,
-                        run_cpu=refs.get(RUN_CPU_ROLE), stop_reason=stop_reason,
+    return SearchResult(records=settled, default=refs.get(Role.DEFAULT), book=search.book,
+                        run_cpu=refs.get(Role.RUN_CPU), stop_reason=stop_reason,
                         measured=search.measured)
 
 
@@ -70,290 +57,24 @@ class _Sampling:
     repeats: int = 0     # proposals in a row that were measured already (or busy)
 
 
-class _Search:
-    """One search's state and its steps. Every attribute is set here; the steps that change
-    one say so in their docstring."""
-
-    def __init__(self, study: optuna.Study, *, space, topology: Topology, evaluate: Evaluate,
-                 clock: Clock, options: SearchOptions, on_event: Callable[..., None],
-                 lock: StudyLock | None, deadline: float | None) -> None:
-        self.study, self.topology, self.evaluate = study, topology, evaluate
-        self.clock, self.options, self.on_event = clock, options, on_event
-        self.base = default_launch(space, topology)
-        self.space = space
-        self.distributions = self._distributions()
-        # Knobs a user's script overrides (seen from outside on a trial, or named by the static
-        # scan): held at the default from then on, on resume too, and remembered for the export.
-        self.overrides: dict[str, str] = A.StudyAttrs.of(study).script_overrides
-        self.hold({**options.overridden, **self.overrides})
-        self.claims = ConfigClaims(study, lock, self.key, deadline=deadline) \
-            if lock is not None else None
-        # The end of this search's budget, on every trial it claims: a search on another
-        # machine may then fail a trial this one left RUNNING when killed (never before).
-        self.deadline = deadline if deadline is not None else \
-            time.time() + max(0.0, options.budget_s - clock.elapsed())
-        # shared: each (math class, seed) is claimed, so workers never run the same quality run
-        self.book = QualityBook(study, evaluate, batchnorm=options.batchnorm, base=self.base,
-                                claims=self.claims, tolerance_pp=options.max_accuracy_drop,
-                                seeds=options.quality_seeds)
-        # A "repeat" row only mirrors the measurement it reuses; on resume, the original is the
-        # one that stands for the config (candidates would otherwise be reported as "repeat").
-        self.known: dict[str, Record] = {self.key(r.config): r for r in records(study)
-                                         if r.role != REPEAT_ROLE}
-        self.measured = 0                 # configurations launched by this run
-        self.durations: list[float] = []  # seconds of this run's successful trials
-        self.costed: set[int] = set()     # host counts whose trial cost the budget note measured
-
-    # ---- configurations and the space ----------------------------------------------------------
-
-    def key(self, config: Config) -> str:  # two spellings of one launch are one configuration
-        return canonical(config, self.topology).key()
-
-    def _distributions(self) -> dict[str, CategoricalDistribution]:
-        return {k: CategoricalDistribution(list(v)) for k, v in self.space.knobs.items()}
-
-    def hold(self, found: dict[str, str]) -> None:
-        """Freeze the knobs a script overrides (changes `space`, `distributions`, `overrides`)."""
-        from ..measure.script import freeze
-        new = {k: v for k, v in found.items() if k not in self.overrides}
-        if new:
-            self.overrides.update(new)
-            A.write_script_overrides(self.study, self.overrides)
-        self.space, held = freeze(self.space, list(found))
-        self.distributions = self._distributions()
-        for knob in held:
-            self.on_event("knob_held", knob=knob, why=self.overrides[knob])
-
-    def take(self, config: Config, trial) -> tuple[str, Record | None, optuna.Trial | None]:
-        """('mine', None, trial) to run it; ('done', record, None) when measured (by any
-        worker); ('busy', None, None) while another worker measures it."""
-        seen = self.known.get(self.key(config))
-        if seen is not None:
-            return "done", seen, None
-        if self.claims is None:
-            return "mine", None, trial() if callable(trial) else trial
-        state, rec, trial = self.claims.claim(config, trial)
-        if rec is not None and rec.role != REPEAT_ROLE:
-            self.known[self.key(rec.config)] = rec
-        return state, rec, trial
-
-    def race_leader(self) -> float:
-        """What a sampled trial must be able to reach: the fastest whole measurement whose
-        quality is accepted (0: none yet, nothing to race)."""
-        return max((r.throughput for r in self.known.values() if r.feasible and r.throughput
-                    and r.result.quality == ACCEPTED and not r.result.stopped_early),
-                   default=0.0)
-
-    def leader(self) -> float:
-        return max((r.throughput for r in self.known.values() if r.feasible and r.throughput),
-                   default=0.0)
-
-    # ---- time ----------------------------------------------------------------------------------
-
-    def reserve(self) -> float:
-        """Verification needs rounds x (the default launch + today's candidates, search/lineup.py)
-        trials of the length seen so far; a leader that changes the math also needs its seeded
-        confirmation (quality/confirm.py)."""
-        o = self.options
-        if not self.durations:
-            return o.verify_reserve_s
-        typical = sorted(self.durations)[len(self.durations) // 2]
-        lineup = 1 + len(pick_candidates(self.known.values(), n=o.verify_configs - 1))
-        need = lineup * o.verify_rounds * typical
-        verify = max(o.verify_reserve_s, min(0.4 * o.budget_s, need))
-        lead = max((r for r in self.known.values() if r.feasible and r.throughput
-                    and r.result.quality == ACCEPTED),
-                   key=lambda r: r.throughput, default=None)
-        confirm = confirmation_cost(self.book, lead.config if lead else None)
-        # room for two: a class that fails its confirmation hands over to the next class
-        return verify + min(0.25 * o.budget_s, 2 * confirm)
-
-    def left(self) -> float:
-        return self.options.budget_s - self.clock.elapsed() - self.reserve()
-
-    def quality_cost(self, config: Config, throughput: float) -> float:
-        return self.book.cost(config, throughput, self.options.quality_samples)
-
-    # ---- one trial -----------------------------------------------------------------------------
-
-    def evaluate_and_record(self, config: Config, role: str, trial=None) -> Record:
-        """Measure `config` (unless it cannot run here), judge its quality, store it (adds to
-        `known`; counts in `measured`, `durations`)."""
-        reason = ruled_out(config, self.space, self.topology)
-        ev = TrialResult(outcome=R.INFEASIBLE, reason=reason) if reason \
-            else self._measure(config, role, trial)
-        if role == DEFAULT_ROLE and ev.outcome == R.OK and ev.throughput:
-            floor_s = self.warn_if_too_short(config, ev)
-            self.say_budget(floor_s, now=(config.nnodes, ev.seconds))
-        acc, violation, judged = None, 0.0, {}
-        if ev.outcome == R.OK and self.options.reported_accuracy:
-            acc, violation, judged = self._judge_reported(config, role, ev)
-        elif ev.outcome == R.OK:
-            verdict = self.judge(config, ev.throughput or 0.0)
-            acc, violation, judged = verdict.mean, verdict.violation, verdict.trial_fields()
-        rec = record_trial(self.study, config=config, result=replace(ev, accuracy=acc, **judged),
-                           violation=violation, role=role, trial=trial)
-        self.known[self.key(config)] = rec
-        self.on_event("trial_end", record=rec, seconds=ev.seconds)
-        if self.costed and rec.outcome == R.OK and not rec.result.stopped_early \
-                and config.nnodes not in self.costed:   # the first trial on this many hosts
-            self.say_budget(self.floor_left())
-        if ev.overridden:
-            self.hold(ev.overridden)
-        return rec
-
-    def _measure(self, config: Config, role: str, trial) -> TrialResult:
-        """One timed run (twice when other processes took its cores and time allows)."""
-        self.on_event("trial_start", config=config, role=role, number=len(self.known))
-        # a sampled trial races the leader and may end its window early (measure/early_stop.py);
-        # the references always run theirs: verification and the export compare with them
-        lead = self.race_leader() if role == SEARCH_ROLE and self.options.early_stop else 0.0
-        try:
-            ev = self.evaluate(config, "throughput", **({"leader": lead} if lead else {}))
-        except KeyboardInterrupt:
-            if trial is not None:  # keep the study honest: this one did not finish
-                stopped = TrialResult(outcome=R.INTERRUPTED,
-                                      reason="the search was interrupted during this trial")
-                record_trial(self.study, config=config, result=stopped, role=role, trial=trial)
-            raise
-        self.measured += 1
-        if ev.outcome == R.OK and disturbed(ev.outside_share) and self.left() >= 1.2 * ev.seconds:
-            ev = self.remeasure(config, ev)
-        if ev.outcome == R.OK and not ev.stopped_early:   # a whole trial's length, for the reserve
-            self.durations.append(ev.seconds)
-        return ev
-
-    def remeasure(self, config: Config, first: TrialResult) -> TrialResult:
-        """Once more, for a trial whose cores other processes took: the less disturbed of the
-        two stands, and its note says so (a still-disturbed one stays marked by its share)."""
-        # (one trial measured twice: it counts once in trials_run and against --max-trials)
-        self.on_event("note", text=f"re-measuring: {describe_outside(first.outside_share or 0.0)} "
-                                   "while it was timed")
-        second = self.evaluate(config, "throughput")
-        keep, other = second, first
-        if second.outcome != R.OK or (second.outside_share or 0.0) > (first.outside_share or 0.0):
-            keep, other = first, second
-        share = other.outside_share
-        why = ("measured twice; " + (f"in the other run {describe_outside(share)}"
-                                      if share is not None else f"the other run: {other.outcome}"))
-        return replace(keep, note="; ".join(n for n in (keep.note, why) if n))
-
-    def warn_if_too_short(self, config: Config, ev: TrialResult) -> float:
-        """Said once, from the first trial's cost, before the noise floor spends the budget.
-        Returns what the noise floor will cost (seconds)."""
-        o = self.options
-        if o.reported_accuracy:
-            runs = max(0, len(o.script_seeds) - 1) \
-                if stored_script_floor(self.study.user_attrs) is None else 0
-            per_run = ev.seconds
-        else:
-            runs = len(self.book.missing_seeds(config))
-            per_run = self.quality_cost(config, ev.throughput or 0.0) / max(runs, 1)
-        costs = phase_costs(spent_s=self.clock.elapsed(), trial_s=ev.seconds,
-                            quality_run_s=per_run, quality_runs=runs,
-                            verify_rounds=o.verify_rounds)
-        message = too_short(costs, o.budget_s)
-        if message:
-            self.on_event("warn", text=f"{message}. Going on: what is measured is kept, and the "
-                                       "same command with a longer --budget resumes it")
-        return costs.noise_floor_s
-
-    def say_budget(self, floor_s: float, now: tuple[int, float] | None = None) -> None:
-        """How many trials the budget buys, per number of hosts (search/budget.py): said at the
-        default launch, before the noise floor, and again when a trial first spans a number of
-        hosts not measured yet. `now`: (hosts, seconds) of a trial not stored yet."""
-        seen: dict[int, list[float]] = {}
-        for r in self.known.values():
-            if r.outcome == R.OK and r.result.seconds and not r.result.stopped_early:
-                seen.setdefault(r.config.nnodes, []).append(r.result.seconds)
-        if now is not None:
-            seen.setdefault(now[0], []).append(now[1])
-        costs = trial_costs(seen, max(self.space.knobs.get("nnodes", (1,))))
-        self.costed = {k for k, (_, measured) in costs.items() if measured}
-        verify_s = self.reserve()
-        self.on_event("note", text=budget_note(self.left() - floor_s, costs, floor_s=floor_s,
-                                               verify_s=verify_s))
-
-    def floor_left(self) -> float:
-        """What the default launch's seeded quality runs still cost (0: measured, or a script's,
-        which the default trial measured itself)."""
-        rec = self.known.get(self.key(self.base))
-        if self.options.reported_accuracy or rec is None or not rec.throughput:
-            return 0.0
-        return self.quality_cost(self.base, rec.throughput)
-
-    # ---- quality ---------------------------------------------------------------------------------
-
-    def _judge_reported(self, config: Config, role: str,
-                        ev: TrialResult) -> tuple[float | None, float, dict[str, Any]]:
-        """Script mode: the accuracy the script reported, gated against the default launch's
-        seeds when it has them. Returns (accuracy, violation, the TrialResult fields)."""
-        o = self.options
-        acc, violation, judged = ev.accuracy, 0.0, {}
-        base_rec = self.known.get(self.key(self.base))
-        if role == DEFAULT_ROLE:
-            floor = measure_script_floor(self.study, self.evaluate, config, ev, o.script_seeds,
-                                         time_left=self.left, on_event=self.on_event)
-            if floor is not None:
-                judged = {"quality_sd": floor.sd, "quality_n": floor.n}
-            return acc, violation, judged
-        floor = stored_script_floor(self.study.user_attrs)
-        # With --accuracy the script promised a number: missing it fails the rule, as a
-        # built-in workload's missing accuracy does.
-        if acc is not None and floor is not None:
-            verdict = judge_single_run(floor, acc, o.max_accuracy_drop)
-            violation, judged = verdict.violation, verdict.trial_fields()
-        elif (acc is not None or o.accuracy_required) and base_rec \
-                and base_rec.accuracy is not None:
-            violation = accuracy_violation(acc, base_rec.accuracy, o.max_accuracy_drop)
-        return acc, violation, judged
-
-    def judge(self, config: Config, throughput: float) -> QualityVerdict:
-        """Quality of `config`'s math class: measured now when it is the default's class (the
-        noise floor) or a contender for the lead, else left pending until it matters."""
-        book, base = self.book, self.base
-        is_base = book.class_of(config) == book.class_of(base)
-        contender = throughput >= 0.97 * self.leader()
-        if book.missing_seeds(config) and (is_base or contender) \
-                and self.quality_cost(config, throughput) <= max(0.0, self.left()):
-            if book.missing_seeds(base):   # the noise floor is the default launch's class's
-                book.measure(self.fastest_of_class(base, (config, throughput)),
-                             on_run=self._quality_started)
-            if not is_base:
-                book.measure(config, on_run=self._quality_started)
-        return judge_class(book, config)
-
-    def fastest_of_class(self, config: Config, now: tuple[Config, float]) -> Config:
-        """The quickest measured launch of `config`'s class (`now`: one being judged, not stored
-        yet), which runs that class's seeded quality runs (QualityBook.quickest)."""
-        seen = [(r.config, r.throughput) for r in self.known.values()
-                if r.outcome == R.OK and r.throughput]
-        return self.book.quickest(config, seen + [now])
-
-    def _quality_started(self, **info) -> None:
-        self.on_event("quality_start", **info)
-
-    def rejected(self, config: Config) -> bool:
-        """A class the quality gate rejected is no place to look (script mode: the script's
-        number, judged per trial)."""
-        return not self.options.reported_accuracy and judge_class(self.book, config).violation > 0
-
-    # ---- the phases ------------------------------------------------------------------------------
+class _Search(Trials):
+    """The phases of one search: the references, the sampling, the settling of quality. What
+    they propose runs through the steps of Trials."""
 
     def references(self) -> dict[str, Record | None]:
         """The default launch and the launcher heuristics, measured once (by any worker)."""
         refs: dict[str, Record | None] = {}
         for role, config in reference_configs(self.topology, self.base):
             rec = self.known.get(self.key(config))
-            state, trial = "done", None
+            state, trial = Claim.DONE, None
             if rec is None and self.left() > 0:
                 # shared: a RUNNING trial carries the claim; alone: stored when done, as before
                 state, rec, trial = self.take(config, self.study.ask if self.claims else None)
-                if state == "busy":
-                    self.on_event("note", text=f"{role}: another worker is measuring it")
-            if state == "mine":
+                if state == Claim.BUSY:
+                    self.progress.note(f"{role}: another worker is measuring it")
+            if state == Claim.MINE:
                 rec = self.evaluate_and_record(config, role, trial=trial)
-                if role == DEFAULT_ROLE and rec.outcome in (R.WORKLOAD_ERROR, R.CRASH):
+                if role == Role.DEFAULT and rec.outcome in (Outcome.WORKLOAD_ERROR, Outcome.CRASH):
                     raise _fails_on_default(rec)
             refs[role] = rec
         return refs
@@ -362,9 +83,9 @@ class _Search:
         """Sampler-proposed trials until a stop; returns why it stopped."""
         state = _Sampling(
             rng=random.Random(self.options.seed), best=self.leader(),
-            drawn=sum(r.role == SEARCH_ROLE for r in self.known.values()))
-        guided = _Guide(self.options.guide, self.topology, self.key, ruled_out,
-                        rejected=self.rejected)
+            drawn=sum(r.role == Role.SEARCH for r in self.known.values()))
+        guided = Guide(self.options.guide, self.topology, self.key, ruled_out,
+                       rejected=self.rejected)
         while True:
             stop = self._stop_reason(state)
             if stop is None and state.repeats >= 3:
@@ -397,7 +118,7 @@ class _Search:
         state.repeats = 0
         return None
 
-    def _propose(self, state: _Sampling, guided: "_Guide") -> None:
+    def _propose(self, state: _Sampling, guided: Guide) -> None:
         """Enqueue the guide's proposal, else (during TPE's start-up) a launchable draw."""
         # shared: what other workers are measuring counts as measured
         proposal = guided.next(self.space, self.known,
@@ -420,7 +141,7 @@ class _Search:
         claim_trial(self.study, trial, deadline=self.deadline)
         config = self.space.to_config(trial.params)
         taken, seen, _ = self.take(config, trial)
-        if taken == "busy":
+        if taken == Claim.BUSY:
             state.repeats += 1
             self.claims.release(trial, "another worker is measuring this configuration")
             return
@@ -430,11 +151,11 @@ class _Search:
             # the measurement it reuses, whole (a script's metric too), and where it came from
             mirror = replace(seen.result, accuracy=seen.accuracy, reused_from=seen.number)
             record_trial(self.study, config=config, result=mirror,
-                         violation=0.0 if seen.feasible else 1.0, role=REPEAT_ROLE, trial=trial)
+                         violation=0.0 if seen.feasible else 1.0, role=Role.REPEAT, trial=trial)
             return
         state.repeats = 0
-        rec = self.evaluate_and_record(config, SEARCH_ROLE, trial=trial)
-        if rec.outcome != R.INFEASIBLE:
+        rec = self.evaluate_and_record(config, Role.SEARCH, trial=trial)
+        if rec.outcome != Outcome.INFEASIBLE:
             state.since_gain += 1
         if rec.feasible and rec.throughput and rec.throughput > state.best * 1.01:
             state.best, state.since_gain = rec.throughput, 0
@@ -444,25 +165,25 @@ class _Search:
         allows, and any still pending afterwards are not recommendable."""
         while True:
             recs = [self._refreshed(r) for r in self.known.values()]
-            ranked = sorted((r for r in recs if r.outcome == R.OK and r.throughput
-                             and r.result.quality in (ACCEPTED, PENDING)
+            ranked = sorted((r for r in recs if r.outcome == Outcome.OK and r.throughput
+                             and r.result.quality in (QualityStatus.ACCEPTED, QualityStatus.PENDING)
                              and not r.result.stopped_early),
                             key=lambda r: r.throughput, reverse=True)[:top]
-            pending = [r for r in ranked if r.result.quality == PENDING]
+            pending = [r for r in ranked if r.result.quality == QualityStatus.PENDING]
             todo = next((r for r in pending
                          if self.quality_cost(r.config, r.throughput) <= self.left()), None)
             if todo is None:
                 return recs
-            self.book.measure(todo.config, on_run=self._quality_started)
+            self.book.measure(todo.config, progress=self.progress)
 
     def _refreshed(self, r: Record) -> Record:
         """`r` judged on the quality evidence stored now."""
-        if r.outcome != R.OK or r.result.metric_source:
+        if r.outcome != Outcome.OK or r.result.metric_source:
             return r
-        verdict = judge_class(self.book, r.config)
+        verdict = self.book.verdict(r.config)
         return replace(r, result=replace(r.result, accuracy=verdict.mean,
                                          **verdict.trial_fields()),
-                       feasible=verdict.violation <= 0 and verdict.status != PENDING)
+                       feasible=verdict.violation <= 0 and verdict.status != QualityStatus.PENDING)
 
 
 def _fails_on_default(rec: Record) -> WorkloadError:
@@ -472,45 +193,3 @@ def _fails_on_default(rec: Record) -> WorkloadError:
     tail = " | ".join(lines[-3:]) or rec.reason
     return WorkloadError(f"the workload fails on the default launch ({rec.outcome}: "
                          f"{rec.reason}); last log lines: {tail}")
-
-
-class _Guide:
-    """The hardware's first guess, then (guide "descent") coordinate descent around the leader,
-    until no neighbour is left: then the start-up draws and the sampler's model take over."""
-
-    def __init__(self, mode: str, topology: Topology, key, ruled_out_fn,
-                 rejected: Callable[[Config], bool] = lambda config: False):
-        self.mode, self.topology, self.key, self.ruled_out = mode, topology, key, ruled_out_fn
-        self.rejected = rejected
-        self.descent = Descent(topology) if mode == "descent" else None
-        self.guessed = mode == "none"
-
-    def next(self, space, known: dict[str, Record], busy=()) -> dict[str, Any] | None:
-        busy = set(busy)
-
-        def measured(p: dict[str, Any]) -> bool:
-            k = self.key(space.to_config(p))
-            return k in known or k in busy
-
-        def launchable(p: dict[str, Any]) -> bool:
-            config = space.to_config(p)
-            return self.ruled_out(config, space, self.topology) is None and \
-                not self.rejected(config)
-
-        if not self.guessed:
-            self.guessed = True
-            guess = first_guess(space, self.topology, launchable)
-            if guess is not None and not measured(guess):
-                return guess
-        if self.descent is None:
-            return None
-        # the fastest configuration not rejected on quality, written in the space's knobs
-        for rec in sorted((r for r in known.values() if r.feasible and r.throughput
-                           and not self.rejected(r.config)),
-                          key=lambda r: r.throughput, reverse=True):
-            # as the plan runs it (a reference's automatic threads are a count in the space)
-            lead = params_of(rec.config, space) or params_of(canonical(rec.config, self.topology),
-                                                             space)
-            if lead is not None:
-                return self.descent.propose(space, lead, measured, launchable)
-        return None

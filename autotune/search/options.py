@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from ..quality.evidence import QualityBook
-from ..quality.samples import QUALITY_SAMPLES
+from ..training import QUALITY_SAMPLES
 from ..study.records import Record
 from .references import STARTUP_TRIALS
 

@@ -10,7 +10,7 @@ import optuna
 
 from ..config import Config
 from ..probe.topology import Topology
-from ..study.records import DEFAULT_ROLE, RUN_CPU_ROLE
+from ..study.records import Role
 
 
 # TPE's random start-up draws; the search makes them itself, from launchable configurations.
@@ -79,15 +79,15 @@ def reference_configs(topology: Topology, base: Config) -> list[tuple[str, Confi
     NUMA node, through numactl)."""
     caps = topology.capabilities
     if base.device == "cuda":
-        return [(DEFAULT_ROLE, base),
-                (RUN_CPU_ROLE, base.with_(numa_binding="node", binding="numactl_smt"))]
+        return [(Role.DEFAULT, base),
+                (Role.RUN_CPU, base.with_(numa_binding="node", binding="numactl_smt"))]
     nodes = max(1, len(topology.compute_nodes()))
     alloc = next((a for a in ("tcmalloc", "jemalloc") if caps.allocators.get(a)), "default")
     binding = "numactl" if caps.numactl else "taskset" if caps.taskset else "none"
     run_cpu = base.with_(nproc=nodes, ranks_per_numa_node=1 if nodes > 1 else None, threads=None,
                          binding=binding, allocator=alloc,
                          omp_runtime="libiomp5" if caps.omp_runtimes.get("libiomp5") else "libgomp")
-    return [(DEFAULT_ROLE, base), (RUN_CPU_ROLE, run_cpu)]
+    return [(Role.DEFAULT, base), (Role.RUN_CPU, run_cpu)]
 
 
 def unseen(space, known: dict, rng: random.Random,

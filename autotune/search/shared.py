@@ -26,11 +26,19 @@ import optuna
 from optuna.trial import TrialState
 
 from ..config import Config
+from ..result import StrEnum
 from ..study.owners import owner_alive, this_process
 from ..study import attrs as A
-from ..study.records import (REPEAT_ROLE, Record, claim_of, duplicate_attrs, has_record, record_of,
+from ..study.records import (Record, Role, claim_of, duplicate_attrs, has_record, record_of,
                              write_claim)
 from .study_lock import StudyLock
+
+
+class Claim(StrEnum):
+    """What taking a configuration gave: run it, reuse a measurement, or leave it."""
+    MINE = "mine"    # claimed by this worker: run it
+    DONE = "done"    # some worker measured it: its record comes with it
+    BUSY = "busy"    # another live worker is measuring it now
 
 
 class ConfigClaims:
@@ -45,22 +53,22 @@ class ConfigClaims:
         self._done: dict[int, tuple[str, Record] | None] = {}
 
     def claim(self, config: Config, trial: optuna.Trial | Callable[[], optuna.Trial]
-              ) -> tuple[str, Record | None, optuna.Trial | None]:
-        """('mine', None, trial) after claiming `config` on `trial` (or on one made by calling
-        it: references have no trial until claimed); ('done', record, None) when some worker
-        measured it; ('busy', None, None) while another live worker is measuring it."""
+              ) -> tuple[Claim, Record | None, optuna.Trial | None]:
+        """(MINE, None, trial) after claiming `config` on `trial` (or on one made by calling
+        it: references have no trial until claimed); (DONE, record, None) when some worker
+        measured it; (BUSY, None, None) while another live worker is measuring it."""
         want = self.key(config)
         with self.lock.held():
             done, busy = self._scan(want)
             if done is not None:
-                return "done", done, None
+                return Claim.DONE, done, None
             if busy:
-                return "busy", None, None
+                return Claim.BUSY, None, None
             if callable(trial):
                 trial = trial()
             write_claim(trial, {"key": want, "token": self.token, "owner": self.owner,
                                 "deadline": self.deadline})
-        return "mine", None, trial
+        return Claim.MINE, None, trial
 
     def release(self, trial: optuna.Trial, why: str) -> None:
         """End a sampled trial whose configuration another worker is measuring: PRUNED (not run;
@@ -100,7 +108,7 @@ class ConfigClaims:
             if t.number not in self._done:   # a finished trial's attributes no longer change
                 r = record_of(t) if has_record(t) else None
                 self._done[t.number] = ((self.key(r.config), r)
-                                        if r is not None and r.role != REPEAT_ROLE else None)
+                                        if r is not None and r.role != Role.REPEAT else None)
             done = self._done[t.number]
             if done is not None and done[0] == want:
                 return done[1], False

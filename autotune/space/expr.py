@@ -92,64 +92,85 @@ def check(node: ast.expr, kinds: Mapping[str, str], *, text: str, compare: bool 
     `kinds` maps every allowed name to its kind; `compare` allows comparisons, `and`/`or`/`not`
     and quoted text (constraints), which candidate values have no use for.
     """
-    def kind(n: ast.expr) -> str:
+    return _Checker(kinds, text, compare).kind(node)
+
+
+class _Checker:
+    """`check`'s walk: one method per kind of node."""
+
+    def __init__(self, kinds: Mapping[str, str], text: str, compare: bool) -> None:
+        self.kinds, self.text, self.compare = kinds, text, compare
+
+    def kind(self, n: ast.expr) -> str:
+        text, compare = self.text, self.compare
         if isinstance(n, ast.Constant):
-            if isinstance(n.value, bool) and compare:
-                return BOOL
-            if isinstance(n.value, int) and not isinstance(n.value, bool):
-                return INT
-            if isinstance(n.value, str) and compare:
-                return STR
-            raise ExprError(f"constant {n.value!r} is not allowed in {text!r}")
+            return self.constant(n)
         if isinstance(n, ast.Name):
-            if n.id not in kinds:
-                raise ExprError(f"unknown name {n.id!r} in {text!r}; valid names: {', '.join(kinds)}")
-            return kinds[n.id]
+            if n.id not in self.kinds:
+                raise ExprError(f"unknown name {n.id!r} in {text!r}; valid names: "
+                                f"{', '.join(self.kinds)}")
+            return self.kinds[n.id]
         if isinstance(n, ast.Call):
-            fname = n.func.id if isinstance(n.func, ast.Name) else ast.unparse(n.func)
-            if fname not in FUNCTIONS:
-                raise ExprError(f"unknown function {fname!r} in {text!r}; "
-                                f"valid functions: {', '.join(FUNCTIONS)}")
-            nargs, _, result = FUNCTIONS[fname]
-            if n.keywords or len(n.args) != nargs:
-                raise ExprError(f"{fname}() takes {nargs} argument(s) in {text!r}")
-            for arg in n.args:
-                if kind(arg) != INT:
-                    raise ExprError(f"{fname}() needs integer arguments in {text!r}, "
-                                    f"got {ast.unparse(arg)!r}")
-            return result
+            return self.call(n)
         if isinstance(n, ast.BinOp):
             if type(n.op) not in _ARITH:
                 raise ExprError(f"operator {_OP_TEXT.get(type(n.op), '?')} is not allowed in "
                                 f"{text!r}; use + - * //")
-            if kind(n.left) != INT or kind(n.right) != INT:
+            if self.kind(n.left) != INT or self.kind(n.right) != INT:
                 raise ExprError(f"arithmetic needs integers in {text!r}: {ast.unparse(n)!r}")
             return INT
-        if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub) and kind(n.operand) == INT:
+        if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub) and \
+                self.kind(n.operand) == INT:
             return INT
         if compare and isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Not):
-            kind(n.operand)
+            self.kind(n.operand)
             return BOOL
         if compare and isinstance(n, ast.BoolOp):
             for v in n.values:
-                kind(v)
+                self.kind(v)
             return BOOL
         if compare and isinstance(n, ast.Compare):
-            left = kind(n.left)
-            for op, comp in zip(n.ops, n.comparators):
-                if type(op) not in _COMPARE:
-                    raise ExprError(f"comparison {_OP_TEXT.get(type(op), '?')!r} is not allowed "
-                                    f"in {text!r}; use <= < == >= > !=")
-                right = kind(comp)
-                if isinstance(op, _ORDERING) and (left != INT or right != INT):
-                    raise ExprError(f"<, <=, >, >= compare integers in {text!r}")
-                left = right
-            return BOOL
+            return self.comparison(n)
         raise ExprError(f"{ast.unparse(n)!r} is not allowed in {text!r}; use names, integers, "
                         f"+ - * //, and the functions {', '.join(FUNCTIONS)}"
                         + ("; compare with <= < == >= > != and combine with and/or/not"
                            if compare else ""))
-    return kind(node)
+
+    def constant(self, n: ast.Constant) -> str:
+        if isinstance(n.value, bool) and self.compare:
+            return BOOL
+        if isinstance(n.value, int) and not isinstance(n.value, bool):
+            return INT
+        if isinstance(n.value, str) and self.compare:
+            return STR
+        raise ExprError(f"constant {n.value!r} is not allowed in {self.text!r}")
+
+    def call(self, n: ast.Call) -> str:
+        text = self.text
+        fname = n.func.id if isinstance(n.func, ast.Name) else ast.unparse(n.func)
+        if fname not in FUNCTIONS:
+            raise ExprError(f"unknown function {fname!r} in {text!r}; "
+                            f"valid functions: {', '.join(FUNCTIONS)}")
+        nargs, _, result = FUNCTIONS[fname]
+        if n.keywords or len(n.args) != nargs:
+            raise ExprError(f"{fname}() takes {nargs} argument(s) in {text!r}")
+        for arg in n.args:
+            if self.kind(arg) != INT:
+                raise ExprError(f"{fname}() needs integer arguments in {text!r}, "
+                                f"got {ast.unparse(arg)!r}")
+        return result
+
+    def comparison(self, n: ast.Compare) -> str:
+        left = self.kind(n.left)
+        for op, comp in zip(n.ops, n.comparators):
+            if type(op) not in _COMPARE:
+                raise ExprError(f"comparison {_OP_TEXT.get(type(op), '?')!r} is not allowed "
+                                f"in {self.text!r}; use <= < == >= > !=")
+            right = self.kind(comp)
+            if isinstance(op, _ORDERING) and (left != INT or right != INT):
+                raise ExprError(f"<, <=, >, >= compare integers in {self.text!r}")
+            left = right
+        return BOOL
 
 
 def evaluate(node: ast.expr, env: Mapping[str, Any]) -> Any:

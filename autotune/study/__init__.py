@@ -1,2 +1,2 @@
-"""Study: the Optuna storage (the only writer), the stored trial records, their provenance and
-quality evidence, and the report of what a study found."""
+"""Study: the Optuna storage (the only writer), the stored trial records, the study's attributes,
+their provenance and the owners of a shared study. What a study found is reporting/'s."""

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Mapping
 
+from ..script.spec import ScriptSpec
+
 if TYPE_CHECKING:
     import optuna
 
@@ -139,6 +141,15 @@ class StudyAttrs:
     def script_accuracy(self) -> str | None:
         return self.raw.get(SCRIPT_ACCURACY)
 
+    def script(self) -> ScriptSpec | None:
+        """The stored script (None: a built-in workload), its file scanned again as it is now."""
+        command = self.script_command
+        if not command:
+            return None
+        return ScriptSpec.scanned(command, metric=self.script_metric,
+                                  accuracy=self.script_accuracy,
+                                  lower_is_better=self.script_lower_is_better)
+
     @property
     def script_scan(self) -> dict[str, Any]:
         return self._dict(SCRIPT_SCAN)
@@ -217,12 +228,12 @@ def write_cluster(study: "optuna.Study", cluster_json: dict[str, Any]) -> None:
     study.set_user_attr(CLUSTER, cluster_json)
 
 
-def write_script(study: "optuna.Study", *, command: list[str], metric: str | None,
-                 lower_is_better: bool, accuracy: str | None, scan: dict[str, Any],
-                 warning: str | None) -> None:
-    for key, value in {SCRIPT_COMMAND: command, SCRIPT_METRIC: metric,
-                       SCRIPT_LOWER_IS_BETTER: lower_is_better, SCRIPT_ACCURACY: accuracy,
-                       SCRIPT_SCAN: scan, SCRIPT_WARNING: warning}.items():
+def write_script(study: "optuna.Study", script: ScriptSpec) -> None:
+    """The command (a template export fills), how it is scored and what its scan found."""
+    for key, value in {SCRIPT_COMMAND: list(script.command), SCRIPT_METRIC: script.metric,
+                       SCRIPT_LOWER_IS_BETTER: script.lower_is_better,
+                       SCRIPT_ACCURACY: script.accuracy, SCRIPT_SCAN: script.scan.to_json(),
+                       SCRIPT_WARNING: script.scan.warning()}.items():
         study.set_user_attr(key, value)
 
 

@@ -3,7 +3,7 @@ plays in a study (the only place they are named), and the one conversion between
 result and Optuna's user attributes.
 
 A `Record` is a stored trial: its configuration, the role it played, its number, whether it met
-every constraint, and its `TrialResult` (run/outcome.py), the same typed value the runner
+every constraint, and its `TrialResult` (autotune/result.py), the same typed value the runner
 returned and the search judged. The record wraps the result instead of merging with it: role,
 number and feasibility belong to the study, and an evaluation has none of them until stored.
 
@@ -32,15 +32,22 @@ from .. import __version__
 from ..config import Config
 from ..measure.script import SOURCES
 from ..probe.topology import SCHEMA_VERSION
-from ..run import outcome as R
-from ..run.outcome import TrialResult
+from ..result import Outcome, StrEnum, TrialResult
 from .storage import storage_of, trial_id
 
-# The roles a trial plays (user attr "role"). The two references are measured first; a repeat
-# is the sampler proposing a configuration already measured: stored for the sampler, not a result.
-SEARCH_ROLE = "search"
-DEFAULT_ROLE = "reference:default"
-RUN_CPU_ROLE = "reference:run_cpu"
+
+class Role(StrEnum):
+    """The role a trial plays (user attr "role", these very strings). The two references are
+    measured first; a repeat is the sampler proposing a configuration already measured: stored
+    for the sampler, not a result."""
+    SEARCH = "search"
+    DEFAULT = "reference:default"
+    RUN_CPU = "reference:run_cpu"
+    REPEAT = "repeat"
+    # A sampled trial whose configuration another worker was measuring: PRUNED, never run.
+    DUPLICATE = "duplicate"
+
+
 # What the run_cpu reference is, wherever a speedup over it is printed: autotune's own launch
 # with the settings run_cpu would choose, not torch.backends.xeon.run_cpu run itself.
 RUN_CPU_WORDS = ("run_cpu's settings (torch.backends.xeon.run_cpu's rules, reproduced by "
@@ -53,13 +60,9 @@ RUN_CPU_WON = ("the recommendation is run_cpu's settings themselves: no configur
 
 def recommends_run_cpu(rec: dict[str, Any]) -> bool:
     """Whether a stored recommendation (its JSON) is the run_cpu reference's configuration."""
-    return any(c.get("role") == RUN_CPU_ROLE and c.get("config") == rec.get("config")
+    return any(c.get("role") == Role.RUN_CPU and c.get("config") == rec.get("config")
                for c in rec.get("candidates") or [])
 
-
-REPEAT_ROLE = "repeat"
-# A sampled trial whose configuration another worker was measuring: PRUNED, never run.
-DUPLICATE_ROLE = "duplicate"
 
 # A shared search's claim on the RUNNING trial that measures a configuration (search/shared.py):
 # {"key", "token", "owner", "deadline"}. Not part of a record: reading one ignores it.
@@ -78,7 +81,7 @@ class Record:
     """One evaluated configuration as the search sees it (built from a trial or a result)."""
     config: Config
     result: TrialResult
-    role: str = SEARCH_ROLE
+    role: str = Role.SEARCH
     number: int | None = None         # the trial's number in the study (None: not stored)
     feasible: bool = False            # ok, and every constraint (the accuracy rule) met
 
@@ -101,7 +104,7 @@ class Record:
 
 
 def record_trial(study: optuna.Study, *, config: Config, result: TrialResult,
-                 violation: float = 0.0, role: str = SEARCH_ROLE,
+                 violation: float = 0.0, role: str = Role.SEARCH,
                  trial: optuna.Trial | None = None, params: dict[str, Any] | None = None,
                  distributions: dict[str, CategoricalDistribution] | None = None) -> Record:
     """Store one result (on `trial`, or as a new trial) and return it as the search sees it.
@@ -111,7 +114,7 @@ def record_trial(study: optuna.Study, *, config: Config, result: TrialResult,
                      log_tail=result.log_tail[-LOG_TAIL_LIMIT:])
     user = _user_attrs(config, result, role)
     ok = result.ok and result.throughput is not None
-    if result.outcome == R.INTERRUPTED:
+    if result.outcome == Outcome.INTERRUPTED:
         state, values, constraint = TrialState.FAIL, None, None
     else:
         state = TrialState.COMPLETE
@@ -155,7 +158,7 @@ def record_of(t: FrozenTrial) -> Record:
     """The record of a trial `has_record` accepts, completed or interrupted (FAIL)."""
     u, result = t.user_attrs, _result_of(t)
     return Record(config=Config.from_dict(u["config"], where=f"trial {t.number}"),
-                  result=result, role=u.get("role", SEARCH_ROLE), number=t.number,
+                  result=result, role=u.get("role", Role.SEARCH), number=t.number,
                   feasible=result.ok and all(v <= 0 for v in t.constraints.values()))
 
 
@@ -170,12 +173,12 @@ def write_claim(trial: optuna.Trial, claim: dict[str, Any]) -> None:
 
 def interrupted_attrs(reason: str) -> dict[str, str]:
     """The user attributes that mark a trial interrupted (a search killed while it ran)."""
-    return {"outcome": R.INTERRUPTED, "reason": reason[:REASON_LIMIT]}
+    return {"outcome": Outcome.INTERRUPTED, "reason": reason[:REASON_LIMIT]}
 
 
 def duplicate_attrs(reason: str) -> dict[str, str]:
     """The user attributes of a sampled trial left unrun: another worker measures its config."""
-    return {"role": DUPLICATE_ROLE, "reason": reason[:REASON_LIMIT]}
+    return {"role": Role.DUPLICATE, "reason": reason[:REASON_LIMIT]}
 
 
 # Fields stored as JSON lists and read back as tuples (curve: of pairs).
@@ -215,6 +218,6 @@ def _result_of(t: FrozenTrial) -> TrialResult:
             value = tuple(value)
         known[f.name] = value
     # Only interruptions are stored as FAIL; a search killed mid-trial may have left no outcome.
-    known.setdefault("outcome", R.INTERRUPTED if t.state == TrialState.FAIL else "?")
-    ok = known["outcome"] == R.OK
+    known.setdefault("outcome", Outcome.INTERRUPTED if t.state == TrialState.FAIL else "?")
+    ok = known["outcome"] == Outcome.OK
     return TrialResult(**known, throughput=t.values[0] if ok and t.values else None)

@@ -266,8 +266,6 @@ def describe_study(study: optuna.Study, *, topology: Topology, workload: str,
     write_description(study, schema_version=SCHEMA_VERSION, autotune_version=__version__,
                       topology=topology, torch=torch, workload=workload, space=space,
                       settings=settings, library_versions=library_versions())
-    from ..dashboard import set_metric_names
-    set_metric_names(study)
 
 
 def require_existing(url: str) -> None:

@@ -29,7 +29,7 @@ from ..atomic_json import write_json  # noqa: E402
 from ..plan.launch_plan import (EXIT_BACKEND_UNAVAILABLE, EXIT_BAD_CONFIG,  # noqa: E402
                                 EXIT_WORKLOAD_ERROR, STANDALONE_SECONDS, RankExpect,
                                 WorkerRequest)
-from ..run.outcome import BAD_CONFIG, CRASH, OOM, UNAVAILABLE, WORKLOAD_ERROR  # noqa: E402
+from ..result import Outcome  # noqa: E402
 from . import device as _device  # noqa: E402
 from . import in_force  # noqa: E402
 from .dist import backend_problem, gather_problems  # noqa: E402
@@ -50,8 +50,8 @@ def _started_at() -> float:
 def _empty_result(rank: int, world_size: int, req: WorkerRequest | None) -> dict[str, Any]:
     return {
         "schema": SCHEMA_VERSION, "rank": rank, "world_size": world_size, "pid": os.getpid(),
-        # status uses the runner's outcome names (run/outcome.py) so a rank can declare its own outcome
-        "status": CRASH, "reason": None, "bad_config": None, "error": None,
+        # status uses the runner's outcome names (autotune/result.py) so a rank can declare its own outcome
+        "status": Outcome.CRASH, "reason": None, "bad_config": None, "error": None,
         "mode": req.mode if req else None, "workload": req.workload if req else None,
         "in_force": None, "channels_last_applied": False, "compiled": False, "ipex_applied": False,
         "step_times": [], "warmup_times": [], "window_seconds": None, "timed_steps": 0,
@@ -70,7 +70,7 @@ def write_result(path: str, result: dict[str, Any]) -> None:
 def _init_group(backend: str, rank: int, world_size: int) -> None:
     problem = backend_problem(backend)
     if problem:
-        raise _Stop(EXIT_BACKEND_UNAVAILABLE, UNAVAILABLE, f"backend {backend}: {problem}")
+        raise _Stop(EXIT_BACKEND_UNAVAILABLE, Outcome.UNAVAILABLE, f"backend {backend}: {problem}")
     timeout = timedelta(seconds=float(os.environ.get("AUTOTUNE_INIT_TIMEOUT", "300")))
     # A standalone single rank started by hand has no rendezvous variables; a private TCP store
     # on a free port serves it without touching os.environ.
@@ -84,7 +84,7 @@ def _init_group(backend: str, rank: int, world_size: int) -> None:
         dist.init_process_group(backend, init_method=init, rank=rank, world_size=world_size,
                                 timeout=timeout)
     except (ValueError, NotImplementedError) as exc:
-        raise _Stop(EXIT_BACKEND_UNAVAILABLE, UNAVAILABLE,
+        raise _Stop(EXIT_BACKEND_UNAVAILABLE, Outcome.UNAVAILABLE,
                     f"backend {backend}: {type(exc).__name__}: {exc}") from exc
 
 
@@ -100,7 +100,7 @@ def run(req: WorkerRequest, rank: int, world_size: int, res: dict[str, Any]) -> 
         setup = _device.decide_here(cfg, int(os.environ.get("LOCAL_RANK", rank)))
         _device.activate(setup)
     except _device.DeviceProblem as exc:
-        raise _Stop(EXIT_BACKEND_UNAVAILABLE, UNAVAILABLE, str(exc)) from exc
+        raise _Stop(EXIT_BACKEND_UNAVAILABLE, Outcome.UNAVAILABLE, str(exc)) from exc
     _say(rank, f"init {cfg.get('backend', 'gloo')} group, world size {world_size}, {setup.name}")
     _init_group(cfg.get("backend", "gloo"), rank, world_size)
 
@@ -111,7 +111,7 @@ def run(req: WorkerRequest, rank: int, world_size: int, res: dict[str, Any]) -> 
     reason = gather_problems(in_force.differences(expect, res["in_force"]), world_size)
     if reason:
         res["bad_config"] = reason
-        raise _Stop(EXIT_BAD_CONFIG, BAD_CONFIG, reason)
+        raise _Stop(EXIT_BAD_CONFIG, Outcome.BAD_CONFIG, reason)
     _say(rank, f"in force: {res['in_force']}")
 
     model = spec = error = None
@@ -126,7 +126,8 @@ def run(req: WorkerRequest, rank: int, world_size: int, res: dict[str, Any]) -> 
         traceback.print_exc()
     problem = gather_problems([error] if error else [], world_size)
     if problem:
-        raise _Stop(EXIT_WORKLOAD_ERROR, WORKLOAD_ERROR, f"workload {req.workload!r}: {problem}")
+        raise _Stop(EXIT_WORKLOAD_ERROR, Outcome.WORKLOAD_ERROR,
+                    f"workload {req.workload!r}: {problem}")
     assert spec is not None and model is not None
     train(req, spec, model, rank, world_size, res, amp, setup)
 
@@ -188,8 +189,8 @@ def main(argv: list[str] | None = None) -> None:
               flush=True)
     except BaseException as exc:  # noqa: BLE001 - any failure is still a written result
         oom = _device.is_oom(exc)
-        res.update(status=OOM if oom else CRASH, reason=f"{type(exc).__name__}: {exc}",
-                   error=traceback.format_exc())
+        res.update(status=Outcome.OOM if oom else Outcome.CRASH,
+                   reason=f"{type(exc).__name__}: {exc}", error=traceback.format_exc())
         traceback.print_exc()
     res["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     try:

@@ -19,13 +19,11 @@ import torch.distributed as dist
 
 from ..config import REFERENCE_GLOBAL_BATCH
 from ..measure.early_stop import losing
-from ..quality.math_class import lr_at, lr_scale, split_batch
+from ..training import lr_at, lr_scale, split_batch
 from ..plan.launch_plan import EXIT_BACKEND_UNAVAILABLE, EXIT_WORKLOAD_ERROR, WorkerRequest
-from ..run.outcome import OK, UNAVAILABLE, WORKLOAD_ERROR
-from . import data
-from . import device as _device
-from . import gradnoise
-from .workloads import EVAL_SEED, held_out_counts
+from ..result import Outcome
+from . import data, device as _device, gradnoise
+from .agree import agree_steps, held_out_accuracy
 
 
 class _Stop(Exception):
@@ -60,7 +58,7 @@ def train(req: WorkerRequest, spec, model: torch.nn.Module, rank: int, world_siz
                f"loss {res['final_loss']}")
     if run.quality:
         _held_out(run, index)
-    res["status"] = OK
+    res["status"] = Outcome.OK
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -179,13 +177,13 @@ class _Trainer:
             if _device.is_oom(exc) or self.req.config.get("compile"):
                 raise  # out of memory or a compiler failure: not the workload's fault
             traceback.print_exc()
-            raise _Stop(EXIT_WORKLOAD_ERROR, WORKLOAD_ERROR,
+            raise _Stop(EXIT_WORKLOAD_ERROR, Outcome.WORKLOAD_ERROR,
                         f"workload {self.req.workload!r} failed in its first step: "
                         f"{type(exc).__name__}: {exc}") from exc
 
     def evaluate(self, limit: int | None = None) -> float:
-        return _evaluate(self.spec, self.ddp.module, self.rank, self.world_size, self.prepare,
-                         self.amp, self.comm, limit=limit)
+        return held_out_accuracy(self.spec, self.ddp.module, self.rank, self.world_size,
+                                 self.prepare, self.amp, self.comm, limit=limit)
 
 
 def _with_ipex(model: torch.nn.Module, opt: torch.optim.Optimizer, cfg: dict[str, Any],
@@ -193,7 +191,7 @@ def _with_ipex(model: torch.nn.Module, opt: torch.optim.Optimizer, cfg: dict[str
     try:
         import intel_extension_for_pytorch as ipex
     except Exception as exc:  # noqa: BLE001
-        raise _Stop(EXIT_BACKEND_UNAVAILABLE, UNAVAILABLE,
+        raise _Stop(EXIT_BACKEND_UNAVAILABLE, Outcome.UNAVAILABLE,
                     f"ipex=on but intel_extension_for_pytorch does not import: {exc}") from exc
     # IPEX's documented DDP order: optimize() first (it may swap modules and re-create the
     # optimizer's state), then wrap the returned model, so DDP hooks the parameters that train.
@@ -214,7 +212,7 @@ def _warmup(run: _Trainer) -> tuple[int, int]:
         t = time.perf_counter()
         run.step(index)
         run.res["warmup_times"].append(time.perf_counter() - t)
-    return req.warmup_steps, _agree_steps(req, run.res["warmup_times"], run.comm)
+    return req.warmup_steps, agree_steps(req, run.res["warmup_times"], run.comm)
 
 
 def _timed_window(run: _Trainer, index: int, chunk: int) -> tuple[int, Any]:
@@ -309,36 +307,3 @@ def _held_out(run: _Trainer, index: int) -> None:
 def _joined(batches, prepare, setup):
     return (prepare(torch.cat([x for x, _ in batches])),
             _device.to_device(setup, torch.cat([y for _, y in batches])))
-
-
-def _agree_steps(req: WorkerRequest, warmup: list[float], comm: torch.device) -> int:
-    """Rank 0 sizes the timed window from warmup speed; one broadcast so every rank agrees."""
-    n = req.min_steps
-    if warmup:
-        # The first warmup step pays for lazy init (and compilation), and the next few still run
-        # slower than steady state (oneDNN primitive caches, momentum buffers, page faults), so
-        # the fastest one is the best predictor of a timed step.
-        per_step = min(warmup[1:] or warmup)
-        n = math.ceil(req.target_seconds / max(per_step, 1e-6))
-    t = torch.tensor([min(max(n, req.min_steps), req.max_steps)], dtype=torch.int64, device=comm)
-    dist.broadcast(t, src=0)
-    return int(t.item())
-
-
-def _evaluate(spec, model: torch.nn.Module, rank: int, world_size: int, prepare, amp,
-              comm: torch.device, limit: int | None = None) -> float:
-    if spec.eval_fn is not None:
-        t = torch.tensor([float(spec.eval_fn(model)), 1.0], dtype=torch.float64, device=comm)
-    else:
-        def context():
-            stack = contextlib.ExitStack()
-            stack.enter_context(torch.no_grad())
-            stack.enter_context(amp())
-            return stack
-        # One held-out set for every seed: seeds vary initialisation and data order, and the
-        # comparison between configurations is not diluted by the sampling of the test set.
-        correct, total = held_out_counts(spec, model, EVAL_SEED, rank, world_size,
-                                         prepare=prepare, context=context, limit=limit)
-        t = torch.tensor([float(correct), float(total)], dtype=torch.float64, device=comm)
-    dist.all_reduce(t)
-    return float(t[0] / t[1]) if t[1] else float("nan")

@@ -17,14 +17,14 @@ from torch import nn
 
 from ..config import BUILTIN_WORKLOADS, DEFAULT_WORKLOAD  # noqa: F401 - DEFAULT_WORKLOAD re-exported
 from ..errors import WorkloadError
-from ..quality.samples import QUALITY_SAMPLES
+from ..training import QUALITY_SAMPLES
 from .models import NUM_CLASSES, SmallResNet, TinyEncoder
 from .synthetic import (_sample_seed, _shifted_class_batch, _smooth_templates, _teacher_batch,
                         _token_batch, _unit_rows)
 
 # Held-out samples live far beyond any index training reaches (2**40 samples is years of training).
 HELD_OUT_START = 1 << 40
-# The held-out set is drawn with this seed whatever the run's seed (see worker._evaluate).
+# The held-out set is drawn with this seed whatever the run's seed (see worker/agree.held_out_accuracy).
 EVAL_SEED = 0
 
 

@@ -8,7 +8,7 @@ import sys
 
 from autotune.config import Config
 from autotune.measure.contention import DISTURBED_SHARE
-from autotune.run import outcome as R
+from autotune.result import Outcome
 from autotune.run.evaluate import live_evaluator
 from autotune.run.trial import TrialSettings
 from results_study import live_topology
@@ -33,7 +33,7 @@ def test_hogs_on_the_trial_cores_are_measured_as_outside_share(tmp_path):
         for h in hogs:
             h.kill()
             h.wait()
-    assert res.outcome == R.OK, res.reason
+    assert res.outcome == Outcome.OK, res.reason
     assert res.own_share is not None and res.outside_share is not None
     # each hog wants its whole core, so about half of the cores or more went to them
     assert res.outside_share > max(DISTURBED_SHARE, 0.3), res

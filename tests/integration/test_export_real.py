@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 import pytest
-from autotune.run import outcome as R
+from autotune.result import Outcome, TrialResult
 from autotune.run.runner import free_port
 from autotune.cli import main
 from autotune.config import Config
@@ -17,7 +17,6 @@ from autotune.export.command import launch_command, render
 from autotune.worker.in_force import differences
 from autotune.plan.build import build_plan
 from autotune.study.storage import describe_study, open_storage, open_study, study_name
-from autotune.run.outcome import TrialResult
 from autotune.study.records import record_trial
 from results_study import live_topology
 
@@ -47,7 +46,7 @@ def test_running_the_exported_command_reproduces_the_configuration(tmp_path, cap
     study = open_study(open_storage(url), study_name("cnn", topo))
     describe_study(study, topology=topo, workload="cnn", space={}, settings={})
     record_trial(study, config=config,
-                 result=TrialResult(outcome=R.OK, throughput=100.0, accuracy=0.8))
+                 result=TrialResult(outcome=Outcome.OK, throughput=100.0, accuracy=0.8))
     rc, text, _ = export(capsys, "--storage", url, "--trial", "0", "--seconds", "1")
     assert rc == 0
     # the rendezvous port is the only thing changed: 29500 may be in use by another test

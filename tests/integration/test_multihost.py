@@ -113,15 +113,13 @@ def test_a_trial_across_hosts_behind_the_leader_ends_early_on_both_hosts(hosts, 
     """Early stopping across hosts: the leader the search races reaches the ranks through the
     trial's request, rank 0 (on th1) judges its windows, and the rank on th2 stops after the same
     step (a rank that went on would wait for ever in its next all-reduce)."""
-    from autotune.cli import build_parser
-    from autotune.cli._common import settings_from_args
-    from autotune.cli._hosts import cluster_from_args
+    from autotune.commands.common import Workload
+    from autotune.commands.hosts import Hosts, probe_hosts
     from autotune.config import Config
     from autotune.run.trial import run_trial
-    args = build_parser().parse_args(["run", "--hosts", "th1:1,th2:1", "--ssh-config", hosts,
-                                      "--seconds", "3", "--results", str(tmp_path)])
-    cluster = cluster_from_args(args)
-    settings = settings_from_args(args, cluster=cluster, timeout_s=120.0, leader_throughput=1e9)
+    cluster = probe_hosts(Hosts(hosts="th1:1,th2:1", ssh_config=hosts), say=print)
+    settings = Workload(seconds=3, results=str(tmp_path)).settings(
+        cluster=cluster, timeout_s=120.0, leader_throughput=1e9)
     config = Config(nnodes=2, nproc=2, threads=1, binding="taskset")
     out = run_trial(config, cluster.topologies[0], settings)
     assert out.ok and out.throughput, out

@@ -164,9 +164,11 @@ def test_a_backtracking_metric_fails_the_trial_instead_of_hanging_the_search(tmp
     from autotune.config import Config
     from autotune.probe import probe
     from autotune.run.trial import TrialSettings, run_trial
+    from autotune.script.spec import ScriptSpec
     script = tmp_path / "job.py"
     script.write_text('print("a" * 60 + "!", flush=True)\nprint("throughput: 5", flush=True)\n')
-    settings = TrialSettings(command=(sys.executable, str(script)), metric="(a+)+$",
+    settings = TrialSettings(script=ScriptSpec.scanned((sys.executable, str(script)),
+                                                       metric="(a+)+$"),
                              results_dir=str(tmp_path / "res"), timeout_s=60)
     res = run_trial(Config(nproc=1), probe(), settings)
     assert res.outcome == "workload_error"
@@ -340,7 +342,8 @@ def test_a_search_into_another_users_open_folder_says_so_and_leaves_its_mode(tmp
     """The whole search (replayed landscape): it does not chmod a --results it does not own,
     warns in one line, and what it creates inside (database, trials/) is private."""
     import tempfile
-    from autotune.tune import SearchRequest, Silent, search
+    from autotune.progress import Silent
+    from autotune.tune import SearchRequest, search
     from benchmarks.landscape import SimClock, synthetic
 
     class Warnings(Silent):

@@ -17,19 +17,17 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from autotune.run import outcome as R
+from autotune.result import Outcome, TrialResult
 from autotune.cli import main
 from autotune.config import Config
 from autotune.plan.placement import canonical
 from autotune.search.loop import run_search
 from autotune.search.options import SearchOptions
-from autotune.run.outcome import TrialResult
 from autotune.search.references import make_sampler
 from autotune.search.shared import ConfigClaims, StudyLock, Workers
 from autotune.study.attrs import VERIFIER
-from autotune.study.records import CLAIM_KEY
+from autotune.study.records import CLAIM_KEY, record_trial
 from autotune.study.storage import open_storage, open_study
-from autotune.study.records import record_trial
 from pg_server import postgres_server
 from search_harness import REPO, search_argv, search_env, survivors, write_space
 from two_core import space, topo  # noqa: F401 - fixtures: a 2-core machine and its space
@@ -65,7 +63,7 @@ def test_a_claimed_configuration_is_busy_then_done_for_another_worker(pg_url, st
     before = len(study_b.trials)
     assert b.claim(config, study_b.ask) == ("busy", None, None)
     assert len(study_b.trials) == before, "a busy claim must not leave a trial behind"
-    record_trial(study_a, config=config, result=TrialResult(outcome=R.OK, throughput=10.0),
+    record_trial(study_a, config=config, result=TrialResult(outcome=Outcome.OK, throughput=10.0),
                  trial=trial)
     state, rec, trial_b = b.claim(config, study_b.ask)
     assert state == "done" and trial_b is None
@@ -92,7 +90,7 @@ def test_simultaneous_claims_give_each_configuration_to_exactly_one_worker(pg_ur
                 if state == "mine":
                     mine[i].append(config.key())
                     record_trial(study, config=config, trial=trial,
-                                 result=TrialResult(outcome=R.OK, throughput=1.0))
+                                 result=TrialResult(outcome=Outcome.OK, throughput=1.0))
         except BaseException as exc:  # noqa: BLE001 - reported by the main thread
             errors.append(exc)
             gate.abort()
@@ -161,8 +159,8 @@ class SimWorker:
         time.sleep(0.05)
         self.t += 10
         if mode == "accuracy":
-            return TrialResult(outcome=R.OK, accuracy=0.8, seconds=10)
-        return TrialResult(outcome=R.OK, throughput=100.0 + 7 * c.nproc + (c.threads or 0),
+            return TrialResult(outcome=Outcome.OK, accuracy=0.8, seconds=10)
+        return TrialResult(outcome=Outcome.OK, throughput=100.0 + 7 * c.nproc + (c.threads or 0),
                            seconds=10)
 
 

@@ -13,9 +13,10 @@ import psutil
 
 from autotune.cli import main
 from autotune.config import Config
-from autotune.run import outcome as R
+from autotune.result import Outcome
 from autotune.run.evaluate import live_evaluator
 from autotune.run.trial import TrialSettings
+from autotune.script.spec import ScriptSpec
 from results_study import live_topology, study_copy
 
 IDLE_S = 3
@@ -80,8 +81,9 @@ def test_launch_leaves_a_rank_that_is_still_computing(tmp_path, capsys):
 
 
 def _trial(tmp_path: Path, body: str):
-    settings = TrialSettings(command=(sys.executable, _script(tmp_path, body)),
-                             metric=r"throughput: ([0-9.]+)", results_dir=str(tmp_path / "res"),
+    script = ScriptSpec.scanned((sys.executable, _script(tmp_path, body)),
+                                metric=r"throughput: ([0-9.]+)")
+    settings = TrialSettings(script=script, results_dir=str(tmp_path / "res"),
                              timeout_s=60, grace_s=GRACE_S, idle_s=IDLE_S)
     evaluate = live_evaluator(live_topology(), settings, adapt_timeout=False)
     start = time.monotonic()
@@ -95,7 +97,7 @@ def test_script_trial_with_a_rank_stuck_in_teardown_counts_with_a_note(tmp_path)
         if os.environ["RANK"] == "1":
             threading.Event().wait()
     """)
-    assert res.outcome == R.OK, res.reason
+    assert res.outcome == Outcome.OK, res.reason
     assert res.throughput == 120.5
     assert f"rank 1 idle for {IDLE_S} s after rank 0 exited; ended" in res.note
     assert took < IDLE_S + GRACE_S + 15, took   # not the 60 s timeout
@@ -110,7 +112,7 @@ def test_abort_after_the_last_metric_line_counts_before_it_is_a_crash(tmp_path):
             sys.stderr.flush()
             os.abort()
     """)
-    assert res.outcome == R.OK, res.reason
+    assert res.outcome == Outcome.OK, res.reason
     assert res.throughput == 80
     assert "killed by SIGABRT after rank 0's last metric line (in teardown)" in res.note
     res, _ = _trial(tmp_path, """
@@ -119,5 +121,5 @@ def test_abort_after_the_last_metric_line_counts_before_it_is_a_crash(tmp_path):
             os.abort()
         print("throughput: 80", flush=True)
     """)
-    assert res.outcome == R.CRASH
+    assert res.outcome == Outcome.CRASH
     assert "rank 0 killed by SIGABRT" in res.reason

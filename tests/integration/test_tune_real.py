@@ -22,10 +22,10 @@ def test_a_whole_search_runs_through_the_pipeline(tmp_path, monkeypatch):
     assert tuned.result.default is not None and tuned.result.default.outcome == "ok"
     assert tuned.summary["trials_run"] >= 2
     # the study holds what the search returned: the same trials and the same command
-    from autotune.study.records import REPEAT_ROLE, records
+    from autotune.study.records import Role, records
     from autotune.study.storage import open_storage, open_study
     study = open_study(open_storage(req.url), tuned.summary["study"], create=False)
-    stored = {r.number: r.outcome for r in records(study) if r.role != REPEAT_ROLE}
+    stored = {r.number: r.outcome for r in records(study) if r.role != Role.REPEAT}
     assert {r.number: r.outcome for r in tuned.result.records} == stored
     if tuned.recommendation is not None:
         assert study.user_attrs["recommendation"]["command"] == tuned.command

@@ -15,7 +15,8 @@ import pytest
 
 from autotune.config import Config
 from autotune.errors import WorkloadError
-from autotune.measure.script import fill, placeholders, script_metric
+from autotune.measure.script import script_metric
+from autotune.script.template import fill, placeholders
 
 PLAIN = "benchmarks/workloads/plain_ddp.py"
 METRIC = r"throughput: ([0-9.]+) samples/s"
@@ -67,7 +68,7 @@ def test_metric_preference_report_then_pattern_then_wall_time():
 
 
 def test_report_is_a_noop_outside_autotune_and_merges_inside(tmp_path, monkeypatch):
-    import autotune.study.report  # noqa: F401 - importing the report stage must not shadow the API
+    import autotune.reporting.report  # noqa: F401 - importing the report stage must not shadow the API
     monkeypatch.delenv("AUTOTUNE_REPORT", raising=False)
     assert autotune.report_metrics(samples_per_sec=1.0) is False
     path = tmp_path / "r.json"

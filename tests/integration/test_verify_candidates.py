@@ -8,9 +8,8 @@ from autotune.cli import main
 from autotune.config import Config
 from autotune.export.recommendation import save_recommendation
 from autotune.recommend.verify import Recommendation
-from autotune.run import outcome as R
-from autotune.run.outcome import TrialResult
-from autotune.study.records import DEFAULT_ROLE, record_trial
+from autotune.result import Outcome, TrialResult
+from autotune.study.records import Role, record_trial
 from autotune.study.storage import describe_study, open_storage, open_study, study_name
 from results_study import live_topology
 
@@ -25,11 +24,11 @@ def test_verify_measures_the_stored_candidates_when_the_default_launch_was_recom
     study = open_study(open_storage(url), study_name("mlp", topo))
     describe_study(study, topology=topo, workload="mlp", space={},
                    settings={"target_seconds": 1.0, "batchnorm": False})
-    record_trial(study, config=Config(), role=DEFAULT_ROLE,
-                 result=TrialResult(outcome=R.OK, throughput=1000.0))
+    record_trial(study, config=Config(), role=Role.DEFAULT,
+                 result=TrialResult(outcome=Outcome.OK, throughput=1000.0))
     candidate = Config(threads=1)      # same math as the default: no seeded confirmation
     record_trial(study, config=candidate,
-                 result=TrialResult(outcome=R.OK, throughput=1100.0))
+                 result=TrialResult(outcome=Outcome.OK, throughput=1100.0))
     save_recommendation(study, Recommendation(config=Config(), speedup=1.0, spread=0.0, rounds=2,
                                               verified=True, default_wins=True,
                                               default_throughput=1000.0), topo, "mlp")

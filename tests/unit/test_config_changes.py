@@ -2,9 +2,9 @@
 one function (config.describe_changes) for progress lines, reports, exports and notes."""
 from __future__ import annotations
 
-from autotune.cli._progress import short
+from autotune.display.progress import short
 from autotune.config import Config, changed_knobs, describe_changes
-from autotune.study.report_format import _knobs
+from autotune.reporting.format import _knobs
 
 
 def test_only_the_knobs_that_differ_in_knob_order():

@@ -82,9 +82,28 @@ std::function<void()> reduced(at::Tensor t, at::Tensor buf, bool avg, int size) 
     };
 }
 
+// A result computed in `buf`, a contiguous copy of `t` (or `t` itself): copied back to `t`.
+std::function<void()> copied_back(at::Tensor t, at::Tensor buf) {
+    return [t, buf]() mutable { if (!buf.is_same(t)) t.copy_(buf); };
+}
+
 void check_cpu(const at::Tensor& t) {
     TORCH_CHECK(t.device().is_cpu(), "ccl: this backend reduces CPU tensors; got one on ", t.device());
     TORCH_CHECK(!t.is_sparse(), "ccl: sparse tensors are not supported");
+}
+
+// The one tensor of a single-tensor collective, checked, with the contiguous buffer oneCCL works
+// in (the tensor itself when it already is one) and its oneCCL type.
+struct One {
+    at::Tensor t, buf;
+    ccl::datatype type;
+};
+
+One one_tensor(std::vector<at::Tensor>& ts, const char* op) {
+    TORCH_CHECK(ts.size() == 1, "ccl: one tensor per ", op);
+    auto t = ts[0];
+    check_cpu(t);
+    return {t, t.contiguous(), ccl_type(t.scalar_type())};
 }
 
 // Surfaces in Python as torch.distributed.DistBackendError, as gloo's and nccl's failures do.
@@ -179,11 +198,7 @@ public:
 
     c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& ts,
                                              const c10d::AllreduceOptions& o) override {
-        TORCH_CHECK(ts.size() == 1, "ccl: one tensor per allreduce");
-        auto t = ts[0];
-        check_cpu(t);
-        auto buf = t.contiguous();
-        auto type = ccl_type(t.scalar_type());
+        auto [t, buf, type] = one_tensor(ts, "allreduce");
         auto red = ccl_op(o.reduceOp);
         bool avg = o.reduceOp == c10d::ReduceOp::AVG;
         int size = getSize();
@@ -196,26 +211,18 @@ public:
 
     c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& ts,
                                              const c10d::BroadcastOptions& o) override {
-        TORCH_CHECK(ts.size() == 1, "ccl: one tensor per broadcast");
-        auto t = ts[0];
-        check_cpu(t);
-        auto buf = t.contiguous();
-        auto type = ccl_type(t.scalar_type());
+        auto [t, buf, type] = one_tensor(ts, "broadcast");
         int root = (int)o.rootRank;
         return enqueue("broadcast", o.timeout, {t}, c10d::OpType::BROADCAST,
             [buf, type, root](ccl::communicator& c) {
                 return ccl::broadcast(buf.data_ptr(), buf.numel(), type, root, c);
             },
-            [t, buf]() mutable { if (!buf.is_same(t)) t.copy_(buf); });
+            copied_back(t, buf));
     }
 
     c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& ts,
                                           const c10d::ReduceOptions& o) override {
-        TORCH_CHECK(ts.size() == 1, "ccl: one tensor per reduce");
-        auto t = ts[0];
-        check_cpu(t);
-        auto buf = t.contiguous();
-        auto type = ccl_type(t.scalar_type());
+        auto [t, buf, type] = one_tensor(ts, "reduce");
         auto red = ccl_op(o.reduceOp);
         bool avg = o.reduceOp == c10d::ReduceOp::AVG && (int)o.rootRank == getRank();
         int root = (int)o.rootRank, size = getSize();
@@ -262,7 +269,7 @@ public:
             [src, dst, type](ccl::communicator& c) {
                 return ccl::allgather(src.data_ptr(), dst.data_ptr(), src.numel(), type, c);
             },
-            [out, dst]() mutable { if (!dst.is_same(out)) out.copy_(dst); });
+            copied_back(out, dst));
     }
 
     // reduce_scatter from a list: the list is laid out flat, one slice per rank.
@@ -306,7 +313,7 @@ public:
                 [src, dst, type, count](ccl::communicator& c) {
                     return ccl::alltoall(src.data_ptr(), dst.data_ptr(), count, type, c);
                 },
-                [out, dst]() mutable { if (!dst.is_same(out)) out.copy_(dst); });
+                copied_back(out, dst));
         }
         int64_t row_in = in.dim() ? src.numel() / std::max<int64_t>(1, in.size(0)) : 1;
         int64_t row_out = out.dim() ? dst.numel() / std::max<int64_t>(1, out.size(0)) : 1;
@@ -319,7 +326,7 @@ public:
             [src, dst, type, send, recv](ccl::communicator& c) {
                 return ccl::alltoallv(src.data_ptr(), send, dst.data_ptr(), recv, type, c);
             },
-            [out, dst]() mutable { if (!dst.is_same(out)) out.copy_(dst); });
+            copied_back(out, dst));
     }
 
     // all_to_all over lists: equal shapes are packed, exchanged and unpacked.

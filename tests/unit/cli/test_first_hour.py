@@ -143,7 +143,7 @@ def test_a_settled_speedup_shows_one_interval_the_95_percent_one():
 
 
 def test_the_search_summary_prints_the_interval_once_and_says_what_run_cpu_is(capsys):
-    from autotune.cli._progress import Progress
+    from autotune.display.progress import TerminalProgress as Progress
     from autotune.search.options import SearchResult
     rec = _settled_rec()
     result = SearchResult(records=[], measured=5, default=None, run_cpu=None,
@@ -171,7 +171,7 @@ def test_the_glossary_explains_every_term_and_the_readme_links_it():
 
 def test_a_placeholder_typo_in_the_command_says_did_you_mean():
     from autotune.errors import WorkloadError
-    from autotune.measure.script import placeholders
+    from autotune.script.template import placeholders
     with pytest.raises(WorkloadError, match=r"\{nprocs\} is not a knob \(did you mean 'nproc'\?\)"):
         placeholders(("python", "train.py", "--ranks", "{nprocs}"))
 

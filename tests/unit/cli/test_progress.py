@@ -6,34 +6,33 @@ import io
 import re
 import sys
 
-from autotune.cli._live import BarState, render_line, wanted
-from autotune.cli._progress import Progress
+from autotune.display.live import BarState, render_line, wanted
+from autotune.display.progress import TerminalProgress as Progress
 from autotune.config import Config
-from autotune.run import outcome as R
-from autotune.run.outcome import TrialResult
-from autotune.study.records import DEFAULT_ROLE, SEARCH_ROLE, Record
+from autotune.result import Outcome, TrialResult
+from autotune.study.records import Record, Role
 
 FAST = Config(nproc=2, threads=1)
 
 
 def events(p: Progress) -> None:
     """A short search as the loop and verification report it."""
-    p.event("trial_start", config=Config(), role=DEFAULT_ROLE, number=0)
-    p.event("trial_end", record=Record(config=Config(), role=DEFAULT_ROLE, number=0, feasible=True,
-                                       result=TrialResult(outcome=R.OK, throughput=50.0)),
+    p.trial_start(config=Config(), role=Role.DEFAULT, number=0)
+    p.trial_end(record=Record(config=Config(), role=Role.DEFAULT, number=0, feasible=True,
+                                       result=TrialResult(outcome=Outcome.OK, throughput=50.0)),
             seconds=3.0)
-    p.event("trial_start", config=FAST, role=SEARCH_ROLE, number=1)
-    p.event("quality_start", config=FAST, math_class="global_batch=32,precision=fp32", seed=0)
-    p.event("trial_end", record=Record(config=FAST, role=SEARCH_ROLE, number=1, feasible=True,
-                                       result=TrialResult(outcome=R.OK, throughput=80.0)),
+    p.trial_start(config=FAST, role=Role.SEARCH, number=1)
+    p.quality_start(config=FAST, math_class="global_batch=32,precision=fp32", seed=0)
+    p.trial_end(record=Record(config=FAST, role=Role.SEARCH, number=1, feasible=True,
+                                       result=TrialResult(outcome=Outcome.OK, throughput=80.0)),
             seconds=3.0)
-    p.event("trial_start", config=Config(threads=2), role=SEARCH_ROLE, number=2)
-    p.event("trial_end", record=Record(config=Config(threads=2), role=SEARCH_ROLE, number=2,
-                                       result=TrialResult(outcome=R.CRASH, reason="rank 1 died")),
+    p.trial_start(config=Config(threads=2), role=Role.SEARCH, number=2)
+    p.trial_end(record=Record(config=Config(threads=2), role=Role.SEARCH, number=2,
+                                       result=TrialResult(outcome=Outcome.CRASH, reason="rank 1 died")),
             seconds=1.0)
-    p.event("note", text="verifying 1 candidate(s)")
-    p.event("verify_start", config=FAST, role=SEARCH_ROLE, round=1, rounds=3)
-    p.event("confirm_start", config=FAST, seed=100)
+    p.note("verifying 1 candidate(s)")
+    p.verify_start(config=FAST, role=Role.SEARCH, round=1, rounds=3, max_rounds=9)
+    p.confirm_start(config=FAST, seed=100)
 
 
 # Today's lines, clocks aside (they tick): a pipe and a file get exactly these.
@@ -73,20 +72,22 @@ def test_the_bar_follows_phase_trial_and_best():
     p = Progress(budget_s=60.0, stream=io.StringIO(), quiet=True)
     bar = p.bar
     assert bar.phase == "probe"
-    p.event("trial_start", config=Config(), role=DEFAULT_ROLE, number=0)
+    p.trial_start(config=Config(), role=Role.DEFAULT, number=0)
     assert (bar.phase, bar.trial, bar.now) == ("search", 0,
                                                "trial 0 (reference:default): default launch")
-    p.event("trial_end", record=Record(config=Config(), role=DEFAULT_ROLE, number=0, feasible=True,
-                                       result=TrialResult(outcome=R.OK, throughput=50.0)))
-    p.event("trial_start", config=FAST, role=SEARCH_ROLE, number=1)
-    p.event("quality_start", config=FAST, math_class="global_batch=32,precision=fp32", seed=2)
+    p.trial_end(record=Record(config=Config(), role=Role.DEFAULT, number=0, feasible=True,
+                                       result=TrialResult(outcome=Outcome.OK, throughput=50.0)),
+                 seconds=3.0)
+    p.trial_start(config=FAST, role=Role.SEARCH, number=1)
+    p.quality_start(config=FAST, math_class="global_batch=32,precision=fp32", seed=2)
     assert (bar.phase, bar.now) == ("quality check", "seed 2: global_batch=32,precision=fp32")
-    p.event("trial_end", record=Record(config=FAST, role=SEARCH_ROLE, number=1, feasible=True,
-                                       result=TrialResult(outcome=R.OK, throughput=80.0)))
+    p.trial_end(record=Record(config=FAST, role=Role.SEARCH, number=1, feasible=True,
+                                       result=TrialResult(outcome=Outcome.OK, throughput=80.0)),
+                 seconds=3.0)
     assert (bar.phase, bar.best_ratio, bar.best_config) == ("search", 1.6, "nproc=2 threads=1")
-    p.event("verify_start", config=FAST, role=SEARCH_ROLE, round=2, rounds=3)
+    p.verify_start(config=FAST, role=Role.SEARCH, round=2, rounds=3, max_rounds=9)
     assert (bar.phase, bar.now) == ("verify", "round 2/3 (search): nproc=2 threads=1")
-    p.event("confirm_start", config=FAST, seed=101)
+    p.confirm_start(config=FAST, seed=101)
     assert (bar.phase, bar.now) == ("quality check", "confirming, seed 101: nproc=2 threads=1")
 
 
@@ -124,7 +125,7 @@ def test_the_bar_is_only_for_a_person_at_a_terminal(monkeypatch):
 
 
 def test_a_round_past_the_asked_ones_says_why_it_runs():
-    from autotune.cli._progress import round_label
-    assert round_label({"round": 2, "rounds": 3, "max_rounds": 12}) == "2/3"
-    assert round_label({"round": 4, "rounds": 3, "max_rounds": 12}) == "4 (unsettled, up to 12)"
-    assert round_label({"round": 1, "rounds": 1}) == "1/1"
+    from autotune.display.progress import round_label
+    assert round_label(2, 3, 12) == "2/3"
+    assert round_label(4, 3, 12) == "4 (unsettled, up to 12)"
+    assert round_label(1, 1, 1) == "1/1"

@@ -10,19 +10,21 @@ from pathlib import Path
 import optuna
 import pytest
 
-from autotune.run import outcome as R
+from autotune.result import Outcome, TrialResult
 from autotune.cli import main
 from autotune.config import Config
+from autotune.progress import Silent
 from autotune.export.command import launch_command, render
 from autotune.plan.build import build_plan
 from autotune.probe import probe
-from autotune.measure.script import freeze, metric_values, script_metric
-from autotune.measure.script_scan import scan_command, scan_text
+from autotune.measure.script import metric_values, script_metric
+from autotune.script.template import freeze
+from autotune.script.scan import ScriptScan, scan_command, scan_text
+from autotune.script.spec import ScriptSpec
 from autotune.search.loop import run_search
 from autotune.study import attrs as A
 from autotune.study.attrs import SCRIPT_OVERRIDES
 from autotune.search.options import SearchOptions
-from autotune.run.outcome import TrialResult
 from autotune.search.references import make_sampler
 from autotune.space.resolve import find_space, load_space, resolve
 from autotune.study.storage import open_storage, open_study
@@ -168,17 +170,25 @@ def test_search_stops_varying_a_knob_the_script_overrides(topo, tmp_path):
                                    num_threads=9, affinity=(0, 1), libraries=(),
                                    mempolicy=None)]
             observed = observed_fields(obs, compare(exp, obs))
-        return TrialResult(outcome=R.OK, throughput=10.0, seconds=5.0, **observed)
+        return TrialResult(outcome=Outcome.OK, throughput=10.0, seconds=5.0, **observed)
 
     study = open_study(open_storage(f"sqlite:///{tmp_path}/s.db"), "s", sampler=make_sampler(0))
-    events = []
+
+    class Held(Silent):
+        def __init__(self) -> None:
+            self.knobs: list[dict] = []
+
+        def knob_held(self, **info) -> None:
+            self.knobs.append(info)
+
+    heard = Held()
     run_search(study, space=_tiny_space(topo, tmp_path), topology=topo, evaluate=evaluate,
                clock=clock, options=SearchOptions(budget_s=1000, min_trial_s=1, max_trials=8,
                                                   reported_accuracy=True),
-               on_event=lambda kind, **info: events.append((kind, info)))
+               progress=heard)
     first = next(i for i, c in enumerate(seen) if c.threads is not None)
     assert all(c.threads is None for c in seen[first + 1:]) and len(seen) > first + 1
-    held = [info for kind, info in events if kind == "knob_held"]
+    held = heard.knobs
     assert [h["knob"] for h in held] == ["threads"]
     assert held[0]["why"].startswith(f"threads={seen[first].threads} planned; rank 0 ran ")
     assert set(study.user_attrs[SCRIPT_OVERRIDES]) == {"threads"}
@@ -192,7 +202,7 @@ def test_held_knobs_stay_held_on_resume_and_from_the_scan(topo, tmp_path):
     def evaluate(config: Config, mode: str) -> TrialResult:
         clock.t += 5
         seen.append(config)
-        return TrialResult(outcome=R.OK, throughput=10.0, seconds=5.0)
+        return TrialResult(outcome=Outcome.OK, throughput=10.0, seconds=5.0)
 
     study = open_study(open_storage(f"sqlite:///{tmp_path}/s.db"), "s", sampler=make_sampler(0))
     study.set_user_attr(SCRIPT_OVERRIDES, {"threads": "seen on an earlier run"})
@@ -225,10 +235,11 @@ def test_script_ranks_get_torchrun_env_and_their_own_local_rank(topo, tmp_path):
 
 
 def test_a_self_launching_script_is_never_multiplied(topo, tmp_path):
-    settings = TrialSettings(command=("python", str(SPAWNS)), results_dir=str(tmp_path),
-                             self_launching=True)
+    settings = TrialSettings(script=ScriptSpec.scanned(("python", str(SPAWNS))),
+                             results_dir=str(tmp_path))
+    assert settings.script.self_launching
     out = run_trial(Config(nproc=2, threads=1), topo, settings)
-    assert out.outcome == R.INFEASIBLE and "starts its own workers" in out.reason
+    assert out.outcome == Outcome.INFEASIBLE and "starts its own workers" in out.reason
     assert len(plan_trial(Config(threads=1), topo, settings).ranks) == 1
 
 
@@ -281,8 +292,10 @@ def test_export_takes_overrides_from_the_trials_and_from_certain_lines_of_the_sc
 
 
 def test_report_of_a_script_study_says_what_its_score_is(tmp_path):
-    from autotune.study.report import _script_facts, _table, build_report
-    facts = _script_facts({A.SCRIPT_COMMAND: ["python", "t.py"], A.SCRIPT_METRIC: "time: (\\d+)",
+    from autotune.reporting.format import _table
+    from autotune.reporting.report import build_report
+    from autotune.reporting.script import script_facts
+    facts = script_facts({A.SCRIPT_COMMAND: ["python", "t.py"], A.SCRIPT_METRIC: "time: (\\d+)",
                            A.SCRIPT_LOWER_IS_BETTER: True,
                            A.SCRIPT_OVERRIDES: {"threads": "rank 0 ran 2 busy threads"}})
     assert facts["unit"] == "score"
@@ -290,21 +303,19 @@ def test_report_of_a_script_study_says_what_its_score_is(tmp_path):
                                      "(lower is better)",
                                      "not tuned, the script sets its own threads: rank 0 ran 2 "
                                      "busy threads")
-    assert "1 / wall seconds" in _script_facts({A.SCRIPT_COMMAND: ["x"]})["script_notes"][0]
-    assert _script_facts({}) == {} and "score" in _table([], "score")[0]
+    assert "1 / wall seconds" in script_facts({A.SCRIPT_COMMAND: ["x"]})["script_notes"][0]
+    assert script_facts({}) == {} and "score" in _table([], "score")[0]
     study = open_study(open_storage(f"sqlite:///{tmp_path}/s.db"), "s", sampler=make_sampler(0))
-    A.write_script(study, command=["python", "t.py"], metric=None, lower_is_better=False,
-                   accuracy=None, scan={}, warning=None)
+    A.write_script(study, ScriptSpec(command=("python", "t.py"), scan=ScriptScan(path="t.py")))
     report = build_report(study)
     assert report.unit == "score" and "samples/s" not in report.text()
 
 
 def test_the_scan_alone_holds_only_what_no_process_shows_and_the_rank_count():
-    from autotune.measure.script_scan import held_from_scan
-    assert held_from_scan(scan_command(("python", str(OWN_THREADS)))) == {
+    assert ScriptSpec.scanned(("python", str(OWN_THREADS))).held() == {
         "kmp_affinity": f"{OWN_THREADS}:13 sets KMP_AFFINITY"}      # threads: seen per trial
-    assert set(held_from_scan(scan_command(("python", str(SPAWNS))))) == {"nproc"}
-    assert held_from_scan(None) == {}
+    assert set(ScriptSpec.scanned(("python", str(SPAWNS))).held()) == {"nproc"}
+    assert ScriptSpec.scanned(("python", "missing.py")).held() == {}
 
 
 def test_dashboard_note_of_a_script_study_shows_a_score_not_samples():
@@ -317,7 +328,7 @@ def test_dashboard_note_of_a_script_study_shows_a_score_not_samples():
 
 def test_a_script_gets_its_seed_through_the_command_or_its_environment(tmp_path):
     from autotune.config import Config
-    from autotune.measure.script import fill, placeholders, takes_seed
+    from autotune.script.template import fill, placeholders, takes_seed
     assert placeholders(("python", "t.py", "--seed", "{seed}", "--threads", "{threads}")) == \
         ["threads"]                                    # {seed} is not a knob
     assert fill(("t.py", "--seed", "{seed}"), Config(), 2) == ("t.py", "--seed", "2")

@@ -7,6 +7,7 @@ import tempfile
 import pytest
 
 from autotune.errors import AutotuneError, WorkloadError
+from autotune.script.spec import ScriptSpec
 from autotune.tune import SearchRequest, check_workload, search
 
 
@@ -22,9 +23,10 @@ def test_request_is_checked_once_with_the_flags_names(bad, message):
 
 
 def test_workload_label_names_the_study_and_script_flags_need_a_script():
+    from autotune.script.spec import script_from_flags
     assert check_workload("mlp") == "mlp"
     with pytest.raises(WorkloadError, match="--metric reads a script's output"):
-        check_workload("mlp", metric="x: ([0-9.]+)")
+        script_from_flags(None, metric="x: ([0-9.]+)")
     with pytest.raises(WorkloadError, match="no_such_module"):
         check_workload("no_such_module:build")
 
@@ -39,7 +41,8 @@ def test_no_workload_named_is_the_default_one_and_excludes_nothing_but_a_command
     script = tmp_path / "train.py"
     script.write_text("print('x: 1')\n")
     command = ("python3", str(script))
-    assert check_workload(None, command, metric="x: ([0-9.]+)").startswith("script-train.py-")
+    script = ScriptSpec.scanned(command, metric="x: ([0-9.]+)")
+    assert check_workload(None, script).startswith("script-train.py-")
     # naming the default workload is naming one: not the same as naming none
     with pytest.raises(WorkloadError, match="not both"):
-        check_workload(DEFAULT_WORKLOAD, command, metric="x: ([0-9.]+)")
+        check_workload(DEFAULT_WORKLOAD, script)

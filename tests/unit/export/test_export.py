@@ -14,19 +14,16 @@ from pathlib import Path
 
 import optuna
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
-from autotune.run import outcome as R
+from autotune.result import Outcome, TrialResult
 from autotune.cli import PASSWORD_WARNING, main
 from autotune.config import Config
 from autotune.export.command import launch_command, render
-from autotune.plan.feasible import infeasible_reason
+from autotune.plan.feasible import infeasible_reason, ruled_out
 from autotune.probe import probe
-from autotune.plan.feasible import ruled_out
 from autotune.space.resolve import find_space, load_space, resolve
 from autotune.study.storage import describe_study, open_storage, open_study, study_name
-from autotune.run.outcome import TrialResult
 from autotune.study.records import record_trial
 from results_study import live_topology, study_copy
 
@@ -66,14 +63,14 @@ def test_exports_the_stored_recommendation_in_every_format(db, capsys):
 
 def test_export_a_trial_by_number(db, capsys):
     study = optuna.load_study(study_name=None, storage=f"sqlite:///{db}")
-    t = next(t for t in study.trials if t.user_attrs.get("outcome") == R.OK
+    t = next(t for t in study.trials if t.user_attrs.get("outcome") == Outcome.OK
              and t.user_attrs["role"] == "search")
     rc, text, _ = export(capsys, "--storage", f"sqlite:///{db}", "--trial", str(t.number),
                          "--format", "json")
     data = json.loads(text)
     assert rc == 0 and data["config"] == t.user_attrs["config"]
     assert data["manifest"]["trial"] == t.number and data["manifest"]["verified"] is False
-    crashed = next(t for t in study.trials if t.user_attrs.get("outcome") == R.TIMEOUT)
+    crashed = next(t for t in study.trials if t.user_attrs.get("outcome") == Outcome.TIMEOUT)
     rc, _, err = export(capsys, "--storage", f"sqlite:///{db}", "--trial", str(crashed.number))
     assert rc == 0 and f"trial {crashed.number} did not complete (timeout" in err
 
@@ -89,7 +86,7 @@ def _other_machine_study(tmp_path) -> str:
     describe_study(study, topology=topo, workload="cnn", space={}, settings={})
     record_trial(study, config=Config(nproc=2, ranks_per_numa_node=1, threads=32, binding="numactl",
                                       allocator="tcmalloc"),
-                 result=TrialResult(outcome=R.OK, throughput=900.0, accuracy=0.8),
+                 result=TrialResult(outcome=Outcome.OK, throughput=900.0, accuracy=0.8),
                  role="reference:run_cpu")
     return url
 

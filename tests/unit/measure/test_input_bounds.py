@@ -10,7 +10,8 @@ import pytest
 from autotune.cli import main
 from autotune.config import Config
 from autotune.errors import WorkloadError
-from autotune.measure.script import MAX_LINE, fill, last_match_end, metric_values, placeholders
+from autotune.measure.script import MAX_LINE, last_match_end, metric_values
+from autotune.script.template import fill, placeholders
 from autotune.study.attrs import SCRIPT_COMMAND
 from results_study import sha256, study_copy
 

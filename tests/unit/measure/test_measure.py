@@ -87,7 +87,7 @@ def test_ratio_stats_errors():
 
 
 def test_busy_threshold_and_the_run_text_says_so():
-    from autotune.cli._common import describe_measurement
+    from autotune.commands.common import describe_measurement
     from autotune.measure.stats import BUSY_CPU_SHARE, busy
     assert BUSY_CPU_SHARE == 0.8
     assert busy(0.75) and not busy(0.8) and not busy(0.97) and not busy(None)

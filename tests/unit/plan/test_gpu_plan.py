@@ -15,10 +15,9 @@ from autotune.config import Config
 from autotune.export.command import launch_command, render
 from autotune.plan.build import build_plan
 from autotune.plan.placement import canonical
-from autotune.plan.feasible import infeasible_reason
+from autotune.plan.feasible import infeasible_reason, ruled_out
 from autotune.probe import probe
 from autotune.probe.parse import parse_l3
-from autotune.plan.feasible import ruled_out
 from autotune.search.references import default_launch, reference_configs
 from autotune.space.resolve import default_space_path, find_space, load_space, parse_space, resolve
 from autotune.probe.topology import Capabilities
@@ -218,15 +217,15 @@ class GpuSim:
         return s * (1.2 if c.dataloader_workers else 1.0) * (1.05 if c.pin_memory else 1.0)
 
     def __call__(self, c: Config, mode: str, seed: int = 0, samples: int | None = None):
-        from autotune.run import outcome as R
-        from autotune.run.outcome import TrialResult
+        from autotune.result import Outcome
+        from autotune.result import TrialResult
         self.calls.append((c, mode))
         self.t += 10.0
         if mode == "accuracy":
             noise = (0.0, 0.002, -0.002)[seed % 3]
-            return TrialResult(outcome=R.OK, seconds=10.0,
+            return TrialResult(outcome=Outcome.OK, seconds=10.0,
                                accuracy=0.9 - (0.05 if c.precision == "fp16" else 0) + noise)
-        return TrialResult(outcome=R.OK, throughput=self.speed(c), seconds=10.0)
+        return TrialResult(outcome=Outcome.OK, throughput=self.speed(c), seconds=10.0)
 
 
 def test_a_gpu_search_starts_from_torchrun_and_verifies_against_it(tmp_path):
@@ -235,7 +234,7 @@ def test_a_gpu_search_starts_from_torchrun_and_verifies_against_it(tmp_path):
     from autotune.search.loop import run_search
     from autotune.search.options import SearchOptions
     from autotune.search.references import make_sampler
-    from autotune.study.records import DEFAULT_ROLE, RUN_CPU_ROLE
+    from autotune.study.records import Role
     from autotune.study.storage import open_storage, open_study
     from autotune.study.records import records
     topo = machine("epyc-nps4-4gpu")
@@ -249,7 +248,7 @@ def test_a_gpu_search_starts_from_torchrun_and_verifies_against_it(tmp_path):
     assert measured[0] == default_launch(space, topo)            # torchrun, 4 GPUs, unbound
     assert (measured[1].numa_binding, measured[1].binding) == ("node", "numactl_smt")
     assert all(c.device == "cuda" and not infeasible_reason(c, topo) for c in measured)
-    assert {DEFAULT_ROLE, RUN_CPU_ROLE} <= {r.role for r in records(study)}
+    assert {Role.DEFAULT, Role.RUN_CPU} <= {r.role for r in records(study)}
     rec = verify(pick_candidates(res.records), res.default, sim, rounds=2)
     assert rec.verified and rec.config.precision != "fp16"       # fp16 lost 5 points
     assert rec.speedup == pytest.approx(sim.speed(rec.config) / sim.speed(res.default.config))

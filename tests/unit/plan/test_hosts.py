@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from paths import TESTS
-import argparse
 import dataclasses
 import shlex
 from pathlib import Path
@@ -10,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from autotune.bind import local_rank_env, pick, plan_index, rank_env
-from autotune.cli._hosts import hosts_from_args
+from autotune.commands.hosts import Hosts, asked_hosts
 from autotune.config import Config
 from autotune.errors import ConfigError
 from autotune.export.command import launch_command, render
@@ -145,45 +144,43 @@ def test_node_address_from_scontrol():
 
 
 def _args(**kw):
-    base = dict(hosts=None, hostfile=None, launcher=None, ssh_config=None, iface=None,
-                master_port=None)
-    return argparse.Namespace(**{**base, **kw})
+    return Hosts(**kw)
 
 
 def test_hosts_from_args_sources(tmp_path):
-    assert hosts_from_args(_args(), env={}) is None
+    assert asked_hosts(_args(), env={}) is None
     # One node of SLURM is this machine: the single-host path stays as it was.
-    assert hosts_from_args(_args(), env={"SLURM_JOB_NODELIST": "n1"}) is None
-    hosts, launcher = hosts_from_args(_args(), env={"SLURM_JOB_NODELIST": "n[1-2]"})
+    assert asked_hosts(_args(), env={"SLURM_JOB_NODELIST": "n1"}) is None
+    hosts, launcher = asked_hosts(_args(), env={"SLURM_JOB_NODELIST": "n[1-2]"})
     assert launcher == "srun" and [h.name for h in hosts] == ["n1", "n2"]
     hf = tmp_path / "hosts"
     hf.write_text("x slots=2\ny slots=2\n")
-    assert hosts_from_args(_args(hostfile=str(hf), launcher="mpirun"), env={})[1] == "mpirun"
+    assert asked_hosts(_args(hostfile=str(hf), launcher="mpirun"), env={})[1] == "mpirun"
     with pytest.raises(ConfigError, match="not both"):
-        hosts_from_args(_args(hosts="a", hostfile=str(hf)), env={})
+        asked_hosts(_args(hosts="a", hostfile=str(hf)), env={})
     with pytest.raises(ConfigError, match="need --hosts"):
-        hosts_from_args(_args(launcher="mpirun"), env={})
+        asked_hosts(_args(launcher="mpirun"), env={})
     with pytest.raises(ConfigError, match="(?i)no such file"):
-        hosts_from_args(_args(hostfile=str(tmp_path / "nope")), env={})
+        asked_hosts(_args(hostfile=str(tmp_path / "nope")), env={})
 
 
 ALLOC = {"SLURM_JOB_NODELIST": "n[1-3]", "SLURM_JOB_CPUS_PER_NODE": "8(x3)"}
 
 
 def test_hosts_inside_an_allocation_go_through_srun_and_must_be_its_nodes(tmp_path):
-    hosts, launcher = hosts_from_args(_args(hosts="n2,n3"), env=ALLOC)
+    hosts, launcher = asked_hosts(_args(hosts="n2,n3"), env=ALLOC)
     assert launcher == "srun" and hosts == (Host(name="n2", slots=8), Host(name="n3", slots=8))
     hf = tmp_path / "hosts"
     hf.write_text("n1 slots=2\nother slots=2\n")
     with pytest.raises(ConfigError, match=f"--hostfile {hf}: other is not a node"):
-        hosts_from_args(_args(hostfile=str(hf)), env=ALLOC)
+        asked_hosts(_args(hostfile=str(hf)), env=ALLOC)
     # ssh to other machines stays possible, when asked for
-    hosts, launcher = hosts_from_args(_args(hosts="a,b", launcher="ssh"), env=ALLOC)
+    hosts, launcher = asked_hosts(_args(hosts="a,b", launcher="ssh"), env=ALLOC)
     assert launcher == "ssh" and [h.name for h in hosts] == ["a", "b"]
     with pytest.raises(ConfigError, match="--ssh-config is for ssh.*--launcher ssh"):
-        hosts_from_args(_args(hosts="n1,n2", ssh_config=str(hf)), env=ALLOC)
+        asked_hosts(_args(hosts="n1,n2", ssh_config=str(hf)), env=ALLOC)
     with pytest.raises(ConfigError, match="--launcher srun .* not one .*salloc"):
-        hosts_from_args(_args(hosts="n1,n2", launcher="srun"), env={})
+        asked_hosts(_args(hosts="n1,n2", launcher="srun"), env={})
 
 
 def test_a_node_outside_the_allocation_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):

@@ -4,33 +4,34 @@ import pytest
 
 from autotune.config import Config, parse_sets
 from autotune.errors import ConfigError
+from autotune import training as T
 from autotune.quality import math_class as Q
 
 
 def test_lr_rules_scale_from_the_reference_batch():
-    assert Q.lr_scale("linear", 128, 32) == 4.0
-    assert Q.lr_scale("sqrt", 128, 32) == 2.0
-    assert Q.lr_scale("none", 128, 32) == 1.0
-    assert Q.lr_scale("linear", 16, 32) == 0.5
+    assert T.lr_scale("linear", 128, 32) == 4.0
+    assert T.lr_scale("sqrt", 128, 32) == 2.0
+    assert T.lr_scale("none", 128, 32) == 1.0
+    assert T.lr_scale("linear", 16, 32) == 0.5
     with pytest.raises(ConfigError, match="lr_rule='cubic'"):
-        Q.lr_scale("cubic", 64, 32)
+        T.lr_scale("cubic", 64, 32)
 
 
 def test_linear_warmup_ramps_from_the_reference_rate_to_the_scaled_one():
-    rates = [Q.lr_at(i, base_lr=0.1, scale=4.0, warmup_steps=4) for i in range(6)]
+    rates = [T.lr_at(i, base_lr=0.1, scale=4.0, warmup_steps=4) for i in range(6)]
     assert rates == pytest.approx([0.175, 0.25, 0.325, 0.4, 0.4, 0.4])
     # a scaled-down rate starts where it ends: nothing to warm up to
-    assert Q.lr_at(0, base_lr=0.1, scale=0.5, warmup_steps=4) == pytest.approx(0.05)
+    assert T.lr_at(0, base_lr=0.1, scale=0.5, warmup_steps=4) == pytest.approx(0.05)
 
 
 def test_split_keeps_the_global_batch_and_accumulates_below_the_share():
-    assert Q.split_batch(32, 1) == (32, 1)
-    assert Q.split_batch(32, 2) == (16, 1)
-    assert Q.split_batch(64, 2, 8) == (8, 4)        # 2 ranks x 4 micro-batches x 8 = 64
+    assert T.split_batch(32, 1) == (32, 1)
+    assert T.split_batch(32, 2) == (16, 1)
+    assert T.split_batch(64, 2, 8) == (8, 4)        # 2 ranks x 4 micro-batches x 8 = 64
     with pytest.raises(ConfigError, match="cannot be split over nproc=3"):
-        Q.split_batch(32, 3)
+        T.split_batch(32, 3)
     with pytest.raises(ConfigError, match="must divide each rank's share"):
-        Q.split_batch(32, 2, 12)
+        T.split_batch(32, 2, 12)
 
 
 def test_run_rejects_a_global_batch_the_ranks_cannot_split(tmp_path, capsys):

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from autotune.config import Config
 from autotune.quality.evidence import QualityBook
-from autotune.run import outcome as R
-from autotune.run.outcome import SideBySide, TrialResult
+from autotune.progress import Silent
+from autotune.result import Outcome, SideBySide, TrialResult
 from autotune.study.storage import open_storage, open_study
 
 
@@ -19,7 +19,7 @@ class TwoHosts:
 
     def __call__(self, config: Config, mode: str, *, seed: int = 0, samples=None) -> TrialResult:
         self.batches.append((mode, [seed]))
-        return TrialResult(outcome=R.OK, accuracy=0.9 + 0.001 * seed, seconds=40.0)
+        return TrialResult(outcome=Outcome.OK, accuracy=0.9 + 0.001 * seed, seconds=40.0)
 
     def lanes(self, config: Config) -> int:
         return 2 // config.nnodes
@@ -27,7 +27,7 @@ class TwoHosts:
     def at_once(self, config: Config, mode: str, seeds: list[int], samples=None):
         assert len(seeds) <= self.lanes(config)
         self.batches.append((mode, list(seeds)))
-        return [TrialResult(outcome=R.OK, accuracy=0.9 + 0.001 * s, seconds=40.0) for s in seeds]
+        return [TrialResult(outcome=Outcome.OK, accuracy=0.9 + 0.001 * s, seconds=40.0) for s in seeds]
 
 
 def _book(tmp_path, evaluate) -> QualityBook:
@@ -40,9 +40,14 @@ def test_three_seeds_on_two_lanes_run_as_two_rounds_and_are_all_stored(tmp_path)
     assert isinstance(ev, SideBySide)
     book = _book(tmp_path, ev)
     started = []
+
+    class Started(Silent):
+        def quality_start(self, **info) -> None:
+            started.append(info)
+
     # before: 3 runs of ~40 s on 2 lanes cost two rounds
     assert book.cost(Config(), 100.0, 16384) == 2 * (8.0 + 1.2 * 16384 / 100.0)
-    book.measure(Config(), on_run=lambda **info: started.append(info))
+    book.measure(Config(), progress=Started())
     assert ev.batches == [("accuracy", [0, 1]), ("accuracy", [2])]
     assert [i["seed"] for i in started] == [0, 1, 2]
     assert [i.get("side_by_side") for i in started] == [2, 2, None]
@@ -60,7 +65,7 @@ def test_a_plain_evaluator_runs_one_seed_at_a_time(tmp_path):
 
     def evaluate(config, mode, *, seed=0, samples=None):
         calls.append(seed)
-        return TrialResult(outcome=R.OK, accuracy=0.9, seconds=40.0)
+        return TrialResult(outcome=Outcome.OK, accuracy=0.9, seconds=40.0)
     book = _book(tmp_path, evaluate)
     assert book.lanes(Config()) == 1
     book.measure(Config())

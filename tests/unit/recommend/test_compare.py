@@ -11,12 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from autotune.run import outcome as R
+from autotune.result import Outcome, TrialResult
 from autotune.cli import main
 from autotune.recommend.compare import Comparison, Window, compare, describe
 from autotune.config import Config
 from autotune.measure.stats import ratio_stats
-from autotune.run.outcome import TrialResult
 from benchmarks.intel_ab import compare_argv
 from results_study import live_topology
 
@@ -34,8 +33,8 @@ class Machine:
         self.calls.append(config)
         n = len(self.calls)
         if n == self.crash_at:
-            return TrialResult(outcome=R.CRASH, reason="rank 0 exited with signal 11", seconds=1)
-        return TrialResult(outcome=R.OK, throughput=self.speed[config.allocator] * (1 - 0.01 * n),
+            return TrialResult(outcome=Outcome.CRASH, reason="rank 0 exited with signal 11", seconds=1)
+        return TrialResult(outcome=Outcome.OK, throughput=self.speed[config.allocator] * (1 - 0.01 * n),
                            seconds=1, cpu_share=0.9 + 0.01 * n)
 
 
@@ -78,13 +77,13 @@ def test_a_spread_that_crosses_one_is_inconclusive():
 
 def test_a_failed_window_drops_its_round_and_is_shown():
     c = compare(A, B, Machine({"tcmalloc": 130.0, "default": 100.0}, crash_at=3), rounds=3)
-    assert [w.outcome for w in c.windows].count(R.CRASH) == 1
+    assert [w.outcome for w in c.windows].count(Outcome.CRASH) == 1
     assert c.stats.n == 2                  # round 2 had no B
     assert "round 2 B: crash (rank 0 exited with signal 11)" in describe(c)
-    none = Comparison(a=A, b=B, windows=(Window(side="A", round=1, outcome=R.CRASH),))
+    none = Comparison(a=A, b=B, windows=(Window(side="A", round=1, outcome=Outcome.CRASH),))
     assert none.stats is None and none.verdict == "no complete round"
     with pytest.raises(ValueError, match="side"):
-        Window(side="C", round=1, outcome=R.OK)
+        Window(side="C", round=1, outcome=Outcome.OK)
 
 
 def test_intel_ab_is_a_wrapper_over_compare():
@@ -130,10 +129,10 @@ def test_two_rounds_that_disagree_name_no_winner():
     """The GPU machine's 16 cores, 2026-11-26: the same configuration as A and as B, two rounds
     (A 2160.6 then B 1854.1; B 2209.0 then A 2170.4). The interpolated quartiles of the ratios
     1.165 and 0.983 both lie above 1.0, and `compare` said "A is faster" of A against itself."""
-    windows = [Window(side="A", round=1, outcome=R.OK, throughput=2160.6, cpu_share=1.0),
-               Window(side="B", round=1, outcome=R.OK, throughput=1854.1, cpu_share=1.0),
-               Window(side="B", round=2, outcome=R.OK, throughput=2209.0, cpu_share=1.0),
-               Window(side="A", round=2, outcome=R.OK, throughput=2170.4, cpu_share=1.0)]
+    windows = [Window(side="A", round=1, outcome=Outcome.OK, throughput=2160.6, cpu_share=1.0),
+               Window(side="B", round=1, outcome=Outcome.OK, throughput=1854.1, cpu_share=1.0),
+               Window(side="B", round=2, outcome=Outcome.OK, throughput=2209.0, cpu_share=1.0),
+               Window(side="A", round=2, outcome=Outcome.OK, throughput=2170.4, cpu_share=1.0)]
     c = Comparison(a=A, b=A, windows=tuple(windows))
     assert c.stats.q1 > 1.0                       # what the old rule read as a winner
     assert c.verdict == "inconclusive"

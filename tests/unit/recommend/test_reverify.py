@@ -8,6 +8,7 @@ import math
 
 from autotune.config import Config
 from autotune.export.recommendation import save_recommendation
+from autotune.progress import Silent
 from autotune.recommend.reverify import lineup, reverify, seeded_confirmation
 from autotune.recommend.verify import Recommendation
 from autotune.search.lineup import pick_candidates
@@ -34,10 +35,15 @@ def test_the_default_launch_recommended_means_the_best_stored_candidates_are_mea
     seen = []
     sim = Landscape()
 
-    def event(kind, **info):
-        seen.append((kind, info.get("config")))
-    accept = seeded_confirmation(study, sim, time_left=lambda: math.inf, on_event=event)
-    done = reverify(study, sim, rounds=3, time_left=lambda: math.inf, on_event=event,
+    class Seen(Silent):
+        def verify_start(self, *, config, **_):
+            seen.append(("verify_start", config))
+
+        def confirm_start(self, *, config, **_):
+            seen.append(("confirm_start", config))
+
+    accept = seeded_confirmation(study, sim, time_left=lambda: math.inf, progress=Seen())
+    done = reverify(study, sim, rounds=3, time_left=lambda: math.inf, progress=Seen(),
                     accept=accept)
     measured = {c for kind, c in seen if kind == "verify_start"}
     assert Config() in measured and set(c.config for c in chosen) <= measured

@@ -12,9 +12,8 @@ import pytest
 from autotune.config import Config
 from autotune.recommend.settle import SETTLED_HALF_WIDTH, ratio_interval, settle
 from autotune.recommend.verify import Recommendation, verify
-from autotune.run import outcome as R
-from autotune.run.outcome import TrialResult
-from autotune.study.records import DEFAULT_ROLE, Record
+from autotune.result import Outcome, TrialResult
+from autotune.study.records import Record, Role
 
 
 def test_the_issues_loaded_rounds_are_unsettled_and_say_why():
@@ -51,7 +50,7 @@ def test_one_round_or_spread_rounds_are_not_settled():
 
 def _record(config: Config, thr: float, role: str = "search") -> Record:
     return Record(config=config, role=role, feasible=True,
-                  result=TrialResult(outcome=R.OK, throughput=thr, accuracy=0.8))
+                  result=TrialResult(outcome=Outcome.OK, throughput=thr, accuracy=0.8))
 
 
 class Machine:
@@ -65,12 +64,12 @@ class Machine:
         self.windows += 1
         self.left -= 10
         thr = 100.0 if config == Config() else 200.0 * next(self.factors, 1.0)
-        return TrialResult(outcome=R.OK, throughput=thr, seconds=10, outside_share=self.outside)
+        return TrialResult(outcome=Outcome.OK, throughput=thr, seconds=10, outside_share=self.outside)
 
 
 def test_verification_goes_on_until_settled_then_headlines_the_figure():
     m = Machine([1.15, 0.9, 1.1])         # 3 rounds apart, then the machine calms down
-    rec = verify([_record(Config(threads=1), 190)], _record(Config(), 100, DEFAULT_ROLE), m,
+    rec = verify([_record(Config(threads=1), 190)], _record(Config(), 100, Role.DEFAULT), m,
                  rounds=3)
     assert rec.rounds > 3 and rec.settled and rec.settling.settled
     assert rec.headline().startswith("verified speedup")
@@ -79,7 +78,7 @@ def test_verification_goes_on_until_settled_then_headlines_the_figure():
 
 def test_an_unsettled_verification_still_recommends_and_says_so():
     m = Machine(itertools.cycle([3.35, 1.55, 0.63 * 2]), outside=0.38, budget=65)
-    rec = verify([_record(Config(threads=1), 190)], _record(Config(), 100, DEFAULT_ROLE), m,
+    rec = verify([_record(Config(threads=1), 190)], _record(Config(), 100, Role.DEFAULT), m,
                  rounds=3, time_left=lambda: m.left)
     assert rec.config == Config(threads=1) and rec.verified and not rec.settled
     assert rec.rounds == 3                 # the budget's verification share ran out

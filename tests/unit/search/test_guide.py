@@ -15,7 +15,7 @@ from autotune.search.guide import Descent, first_guess, moves, params_of, prefer
 from autotune.search.loop import run_search
 from autotune.search.options import SearchOptions
 from autotune.space.resolve import find_space, load_space, parse_space, resolve
-from autotune.study.records import SEARCH_ROLE, records
+from autotune.study.records import Role, records
 from paths import MACHINES
 from test_search import Sim, new_study
 from two_core import space, topo  # noqa: F401 - fixtures: a 2-core machine and its space
@@ -150,7 +150,7 @@ def test_the_search_measures_the_guess_right_after_the_references(tmp_path, topo
                options=SearchOptions(budget_s=10**6, min_trial_s=10, max_trials=8, guide="descent",
                                      patience=100, max_accuracy_drop=0.1))
     recs = records(study)
-    search = [r for r in recs if r.role == SEARCH_ROLE]
+    search = [r for r in recs if r.role == Role.SEARCH]
     guess = space.to_config(first_guess(space, topo, _launchable(space, topo)))
     assert search[0].config == guess
     # the descent: a jump to batch 128 (rejected: 0.96 points lost), back to 64 (accepted within
@@ -210,5 +210,5 @@ def test_a_search_across_hosts_measures_a_spanning_launch_right_after_the_refere
     run_search(study, space=hosts, topology=topo, evaluate=sim, clock=sim,
                options=SearchOptions(budget_s=10**6, min_trial_s=10, max_trials=3,
                                      guide="descent", patience=100))
-    search = [r for r in records(study) if r.role == SEARCH_ROLE]
+    search = [r for r in records(study) if r.role == Role.SEARCH]
     assert search[0].config.nnodes == 2

@@ -13,8 +13,9 @@ from pathlib import Path
 import optuna
 import pytest
 
-from autotune.run import outcome as R
+from autotune.result import Outcome, TrialResult
 from autotune.config import Config
+from autotune.progress import Silent
 from autotune.errors import WorkloadError
 from autotune.probe import probe
 from autotune.quality.math_class import math_class
@@ -22,13 +23,11 @@ from autotune.recommend.verify import verify
 from autotune.search.lineup import pick_candidates
 from autotune.search.loop import run_search
 from autotune.search.options import SearchOptions
-from autotune.run.outcome import TrialResult
 from autotune.search.references import (STARTUP_TRIALS, launchable_draw, make_sampler,
                                         reference_configs)
-from autotune.study.records import DEFAULT_ROLE, RUN_CPU_ROLE
+from autotune.study.records import Role, records
 from autotune.space.resolve import find_space, load_space, parse_space, resolve
 from autotune.study.storage import open_storage, open_study
-from autotune.study.records import records
 from autotune.probe.topology import Capabilities
 from two_core import space, topo  # noqa: F401 - fixtures: a 2-core machine and its space
 
@@ -63,10 +62,10 @@ class Sim:
             self.quality.append((math_class(c, batchnorm=True), seed))
             # seed-to-seed noise of 0.2 points around a mean that falls with the global batch
             noise = (0.0, 0.002, -0.002)[seed % 3]
-            return TrialResult(outcome=R.OK, accuracy=0.80 - 0.0001 * c.global_batch + noise,
+            return TrialResult(outcome=Outcome.OK, accuracy=0.80 - 0.0001 * c.global_batch + noise,
                                seconds=self.trial_s)
         factor = self.noise.pop(c.key(), 1.0) if self.noise else 1.0
-        return TrialResult(outcome=R.OK, throughput=self.speed(c) * factor, seconds=self.trial_s)
+        return TrialResult(outcome=Outcome.OK, throughput=self.speed(c) * factor, seconds=self.trial_s)
 
 
 def new_study(tmp_path, name="s"):
@@ -87,7 +86,7 @@ def test_references_first_never_twice_accuracy_once_per_math(tmp_path, topo, spa
     assert len(sim.quality) == len(set(sim.quality)), "a (math class, seed) measured twice"
     assert res.stop_reason == "budget" and sim.t <= 600
     roles = {r.role for r in records(study)}
-    assert {DEFAULT_ROLE, RUN_CPU_ROLE, "search"} <= roles
+    assert {Role.DEFAULT, Role.RUN_CPU, "search"} <= roles
 
 
 def test_infeasible_configs_are_recorded_with_a_violated_constraint_not_run(tmp_path, topo, space):
@@ -95,7 +94,7 @@ def test_infeasible_configs_are_recorded_with_a_violated_constraint_not_run(tmp_
     study = new_study(tmp_path)
     run_search(study, space=space, topology=topo, evaluate=sim, clock=sim,
                options=SearchOptions(budget_s=900, min_trial_s=10, patience=100))
-    ruled_out = [t for t in study.trials if t.user_attrs.get("outcome") == R.INFEASIBLE]
+    ruled_out = [t for t in study.trials if t.user_attrs.get("outcome") == Outcome.INFEASIBLE]
     assert ruled_out, "a 2-core space with threads x nproc combinations has infeasible points"
     for t in ruled_out:
         assert t.constraints["feasible"] > 0 and t.system_attrs["constraints"] == [1.0]
@@ -115,7 +114,7 @@ def test_the_sampler_start_up_is_drawn_from_launchable_configs(tmp_path, topo, s
                                      max_trials=2 + STARTUP_TRIALS))
     search = [t for t in study.trials if t.user_attrs.get("role") == "search"]
     assert len(search) == STARTUP_TRIALS
-    assert all(t.user_attrs["outcome"] == R.OK for t in search)
+    assert all(t.user_attrs["outcome"] == Outcome.OK for t in search)
     assert len({t.user_attrs["config_key"] for t in search}) == STARTUP_TRIALS
 
 
@@ -135,8 +134,8 @@ def test_a_repeat_row_mirrors_the_measurement_it_reuses(tmp_path, topo):
     def evaluate(c: Config, mode: str, seed: int = 0, samples: int | None = None) -> TrialResult:
         sim.t += 10.0
         if mode == "accuracy":
-            return TrialResult(outcome=R.OK, accuracy=0.8, seconds=10.0)
-        return TrialResult(outcome=R.OK, throughput=1 / (0.3 if c.allocator == "tcmalloc" else 0.4),
+            return TrialResult(outcome=Outcome.OK, accuracy=0.8, seconds=10.0)
+        return TrialResult(outcome=Outcome.OK, throughput=1 / (0.3 if c.allocator == "tcmalloc" else 0.4),
                            seconds=10.0, cpu_share=0.97, metric_source="--metric",
                            metric_shown=f"{0.3 if c.allocator == 'tcmalloc' else 0.4} "
                                         "(--metric, lower is better)")
@@ -193,7 +192,7 @@ def test_accuracy_tolerance_excludes_configs_that_lose_too_much(tmp_path, topo, 
                                            max_accuracy_drop=0.5))
     # default 0.7968 ± 0.002 (global batch 32). Global batch 64 loses 0.32 pp, within 0.5 pp;
     # 128 loses 0.96 pp, beyond 0.5 pp plus the noise (t(4) x 0.16 pp = 0.35 pp): rejected.
-    judged = [r for r in res.records if r.outcome == R.OK
+    judged = [r for r in res.records if r.outcome == Outcome.OK
               and r.result.quality in ("accepted", "rejected")]
     assert {r.config.global_batch for r in judged} == {32, 64, 128}
     for r in judged:
@@ -206,7 +205,7 @@ def test_a_workload_that_fails_at_once_stops_the_search(tmp_path, topo, space):
 
     def broken(c, mode):
         calls.append(c)
-        return TrialResult(outcome=R.WORKLOAD_ERROR, reason="ImportError: no module named mypkg",
+        return TrialResult(outcome=Outcome.WORKLOAD_ERROR, reason="ImportError: no module named mypkg",
                            log_tail="ModuleNotFoundError: No module named 'mypkg'")
     sim = Sim()
     with pytest.raises(WorkloadError, match="mypkg"):
@@ -237,7 +236,7 @@ def test_verification_recommends_only_what_holds_up(tmp_path, topo, space):
 
 def test_a_candidate_that_does_not_beat_the_default_in_most_rounds_is_not_recommended(topo):
     sim = Sim()
-    default = dataclasses.replace(_rec(Config(), sim), role=DEFAULT_ROLE)
+    default = dataclasses.replace(_rec(Config(), sim), role=Role.DEFAULT)
     lucky = _rec(Config(allocator="tcmalloc"), sim)  # truly 1.08x
     # Round 1 and 2: machine noise makes it lose to the default; round 3 it wins big (and so
     # on: an unsettled ratio makes verification go on past the 3 rounds asked).
@@ -260,7 +259,7 @@ def test_two_rounds_with_one_lost_do_not_hold_up(topo):
     interpolate to q1 = 1.03, so it 'held', and the search recommended it as "faster than the
     default launch" over a range that includes 1.0. Losing one round in two holds nothing."""
     sim = Sim()
-    default = dataclasses.replace(_rec(Config(), sim), role=DEFAULT_ROLE)
+    default = dataclasses.replace(_rec(Config(), sim), role=Role.DEFAULT)
     heuristic = _rec(Config(allocator="tcmalloc"), sim)
     sim.noise = {}
     factors = iter([0.9329, 1.3361])
@@ -278,7 +277,7 @@ def test_two_rounds_with_one_lost_do_not_hold_up(topo):
 
 def test_verification_interleaves_default_and_candidates(topo):
     sim = Sim()
-    default = dataclasses.replace(_rec(Config(), sim), role=DEFAULT_ROLE)
+    default = dataclasses.replace(_rec(Config(), sim), role=Role.DEFAULT)
     a = _rec(Config(precision="bf16"), sim)
     b = _rec(Config(allocator="tcmalloc"), sim)
     sim.calls.clear()
@@ -290,7 +289,7 @@ def test_verification_interleaves_default_and_candidates(topo):
 
 def test_no_candidate_beating_the_default_recommends_the_default(topo):
     sim = Sim()
-    default = dataclasses.replace(_rec(Config(), sim), role=DEFAULT_ROLE)
+    default = dataclasses.replace(_rec(Config(), sim), role=Role.DEFAULT)
     slow = _rec(Config(threads=1), sim)
     rec = verify([slow], default, sim, rounds=2)
     assert rec.config == Config() and rec.speedup == 1.0
@@ -300,7 +299,7 @@ def test_no_candidate_beating_the_default_recommends_the_default(topo):
 def _rec(config, sim):
     from autotune.study.records import Record
     return Record(config=config, feasible=True, role="search",
-                  result=TrialResult(outcome=R.OK, throughput=sim.speed(config), accuracy=0.8))
+                  result=TrialResult(outcome=Outcome.OK, throughput=sim.speed(config), accuracy=0.8))
 
 
 def test_a_candidate_at_most_half_the_leaders_speed_is_not_verified(topo):
@@ -310,7 +309,7 @@ def test_a_candidate_at_most_half_the_leaders_speed_is_not_verified(topo):
     leader = _rec(Config(precision="bf16", allocator="tcmalloc"), sim)        # 172.8/s
     close = _rec(Config(precision="bf16"), sim)                               # 160/s
     far = _rec(Config(threads=1), sim)                                        # 60/s: 35%
-    run_cpu = dataclasses.replace(_rec(Config(nproc=2, threads=1), sim), role=RUN_CPU_ROLE)
+    run_cpu = dataclasses.replace(_rec(Config(nproc=2, threads=1), sim), role=Role.RUN_CPU)
     assert far.throughput < 0.5 * leader.throughput < close.throughput
     assert pick_candidates([far, close, leader]) == [leader, close]
     assert pick_candidates([far, run_cpu, leader]) == [leader, run_cpu]
@@ -329,15 +328,15 @@ def test_the_search_keeps_back_verification_rounds_for_its_lineup_only(tmp_path,
 
     def measured(config, role="search"):
         record_trial(study, config=config, role=role, result=TrialResult(
-            outcome=R.OK, throughput=sim.speed(config), accuracy=0.8, seconds=60.0))
+            outcome=Outcome.OK, throughput=sim.speed(config), accuracy=0.8, seconds=60.0))
 
-    measured(Config(), DEFAULT_ROLE)
+    measured(Config(), Role.DEFAULT)
     measured(Config(precision="bf16", allocator="tcmalloc"))     # 172.8/s: the leader
     measured(Config(threads=1))                                   # 60/s: not verified
 
     def reserve():
         search = _Search(study, space=space, topology=topo, evaluate=sim, clock=sim,
-                         options=SearchOptions(budget_s=1800), on_event=lambda *a, **k: None,
+                         options=SearchOptions(budget_s=1800), progress=Silent(),
                          lock=None, deadline=None)
         search.durations = [60.0]
         return search.reserve()
@@ -381,7 +380,7 @@ def test_a_disturbed_trial_is_measured_again_once_and_the_quieter_run_stands(tmp
     d = res.default.result
     assert d.throughput == sim.speed(Config()) and d.outside_share == 0.01
     assert "measured twice; in the other run other processes took 45% of the trial cores" in d.note
-    stored = next(r for r in records(study) if r.role == DEFAULT_ROLE)
+    stored = next(r for r in records(study) if r.role == Role.DEFAULT)
     assert stored.result.outside_share == 0.01 and "measured twice" in stored.result.note
 
 
@@ -455,22 +454,42 @@ def test_the_issues_short_budget_is_named_before_the_noise_floor_spends_it():
                                                   "takes about 3m; use at least 5m")
 
 
+class Events(Silent):
+    """The warnings and trial starts of a search, in order, as (kind, info)."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, dict]] = []
+
+    def warn(self, text: str) -> None:
+        self.seen.append(("warn", {"text": text}))
+
+    def trial_start(self, **info) -> None:
+        self.seen.append(("trial_start", info))
+
+    def note(self, text: str) -> None:
+        self.seen.append(("note", {"text": text}))
+
+    def quality_start(self, **info) -> None:
+        self.seen.append(("quality_start", info))
+
+
 def test_a_search_warns_once_at_its_first_trial_when_the_budget_is_too_short(tmp_path, topo, space):
-    sim, events = Sim(trial_s=30.0), []
+    sim, heard = Sim(trial_s=30.0), Events()
     run_search(new_study(tmp_path), space=space, topology=topo, evaluate=sim, clock=sim,
                options=SearchOptions(budget_s=150, min_trial_s=10, patience=100),
-               on_event=lambda kind, **info: events.append((kind, info)))
+               progress=heard)
+    events = heard.seen
     warnings = [info["text"] for kind, info in events if kind == "warn"]
     assert len(warnings) == 1 and "is too short here" in warnings[0]
     assert "Going on" in warnings[0]
     starts = [i for i, (kind, _) in enumerate(events) if kind == "trial_start"]
     warned = next(i for i, (kind, _) in enumerate(events) if kind == "warn")
     assert starts[0] < warned < starts[1]          # from the first trial, before anything else
-    sim, events = Sim(trial_s=10.0), []
+    sim, heard = Sim(trial_s=10.0), Events()
     run_search(new_study(tmp_path, "long"), space=space, topology=topo, evaluate=sim, clock=sim,
                options=SearchOptions(budget_s=1800, min_trial_s=10, patience=100),
-               on_event=lambda kind, **info: events.append((kind, info)))
-    assert not [1 for kind, _ in events if kind == "warn"]
+               progress=heard)
+    assert not [1 for kind, _ in heard.seen if kind == "warn"]
 
 
 class Racing(Sim):
@@ -506,7 +525,7 @@ def test_sampled_trials_race_the_accepted_leader_and_a_stopped_one_is_never_a_ca
     whole = []
     for c, lead in sim.leaders:
         rec = next(r for r in res.records if r.config.key() == c.key())
-        if rec.role not in (DEFAULT_ROLE, RUN_CPU_ROLE):
+        if rec.role not in (Role.DEFAULT, Role.RUN_CPU):
             assert lead == pytest.approx(max(whole))
         if not rec.result.stopped_early and rec.result.quality == "accepted":
             whole.append(rec.throughput)
@@ -569,11 +588,12 @@ class Spanning(Sim):
 
 def test_a_search_across_hosts_says_what_its_budget_buys_on_each_number_of_hosts(
         tmp_path, topo, space):
-    sim, events = Spanning(), []
+    sim, heard = Spanning(), Events()
     run_search(new_study(tmp_path), space=space.across(2), topology=topo, evaluate=sim,
                clock=sim, options=SearchOptions(budget_s=1800, min_trial_s=10, patience=100,
                                                 max_trials=4),
-               on_event=lambda kind, **info: events.append((kind, info)))
+               progress=heard)
+    events = heard.seen
     said = [(i, info["text"]) for i, (kind, info) in enumerate(events)
             if kind == "note" and info["text"].startswith("budget:")]
     first_quality = next(i for i, (kind, _) in enumerate(events) if kind == "quality_start")

@@ -10,6 +10,8 @@ import optuna
 import pytest
 
 import autotune
+from autotune.script.scan import ScriptScan
+from autotune.script.spec import ScriptSpec
 from autotune.study import attrs as A
 
 SOURCE = Path(autotune.__file__).parent
@@ -108,8 +110,9 @@ def test_written_facts_read_back_under_their_stored_names():
     """The writers store the names earlier studies have (so old studies and optuna-dashboard
     still read them), and StudyAttrs reads them back typed."""
     study = optuna.create_study(directions=["maximize", "maximize"])
-    A.write_script(study, command=["python", "t.py", "--lr={lr}"], metric="m", lower_is_better=True,
-                   accuracy=None, scan={"local_rank_arg": True}, warning=None)
+    A.write_script(study, ScriptSpec(command=("python", "t.py", "--lr={lr}"), metric="m",
+                                     lower_is_better=True,
+                                     scan=ScriptScan(path="t.py", local_rank_arg="--local-rank")))
     A.write_script_overrides(study, {"threads": "sets OMP_NUM_THREADS"})
     A.write_recommendation(study, {"headline": "1.2x", "command": "x"})
     A.write_cluster(study, {"hosts": ["a", "b"]})
@@ -128,7 +131,9 @@ def test_written_facts_read_back_under_their_stored_names():
     assert stored["autotune:verifier"] == {"id": "h:1:ab"}
     a = A.StudyAttrs.of(study)
     assert a.script_command == ["python", "t.py", "--lr={lr}"] and a.script_metric == "m"
-    assert a.script_lower_is_better and a.script_scan == {"local_rank_arg": True}
+    assert a.script_lower_is_better and a.script_scan == {
+        "path": "t.py", "local_rank_arg": "--local-rank", "findings": []}
+    assert stored["script_accuracy"] is None and stored["script_warning"] == ""
     assert a.cluster_json == {"hosts": ["a", "b"]} and a.noise_floor == {"mean": 0.9}
     assert a.quality_evidence == ["{}"]
     assert a.has_accuracy("32:fp32@seed0") and not a.has_accuracy("32:fp32@seed1")

@@ -15,7 +15,7 @@ from pathlib import Path
 import optuna
 import pytest
 
-from autotune.run import outcome as R
+from autotune.result import Outcome, TrialResult
 from autotune.cli import main
 from autotune.config import Config
 from autotune.errors import StorageError
@@ -25,7 +25,6 @@ from autotune.study.provenance import Here, check_resumable, not_used, why_not_h
 from autotune.study.attrs import StudyAttrs, machine_attrs
 from autotune.space.resolve import find_space, load_space, resolve
 from autotune.study.storage import describe_study, open_storage, open_study, study_name
-from autotune.run.outcome import TrialResult
 from autotune.study.records import record_trial
 from autotune.probe.topology import TorchBuild
 from results_study import live_topology, study_copy
@@ -55,7 +54,7 @@ def foreign_study(url: str, topo, *, name: str | None = None, torch: TorchBuild 
     describe_study(study, topology=topo, workload="cnn", space={"name": "cpu"},
                    settings={"target_seconds": 3.0}, torch=torch)
     record_trial(study, config=Config(), role="reference:default", result=TrialResult(
-        outcome=R.OK, throughput=123.0, accuracy=0.8, cpu_share=0.97))
+        outcome=Outcome.OK, throughput=123.0, accuracy=0.8, cpu_share=0.97))
     return study
 
 

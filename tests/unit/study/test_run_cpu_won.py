@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from autotune.study.records import RUN_CPU_ROLE, RUN_CPU_WON, recommends_run_cpu
+from autotune.study.records import RUN_CPU_WON, Role, recommends_run_cpu
 from paths import REPO
 
 RESULTS = REPO / "benchmarks" / "results" / "device_h200_2026-11-26"
@@ -21,5 +21,5 @@ def test_a_search_candidate_that_won_is_not_run_cpu():
     rec = json.loads((RESULTS / "cpu-search.json").read_text())["recommendation"]
     rec["candidates"] = [{**c, "role": "search"} for c in rec["candidates"]]
     assert not recommends_run_cpu(rec)
-    rec["candidates"] = [{"role": RUN_CPU_ROLE, "config": {**rec["config"], "threads": 8}}]
+    rec["candidates"] = [{"role": Role.RUN_CPU, "config": {**rec["config"], "threads": 8}}]
     assert not recommends_run_cpu(rec)

@@ -1,5 +1,5 @@
 """How `autotune report` writes its values for people: knob changes, numbers, the machine and the
-table of configurations (the Report values are built in report.py)."""
+table of configurations (the values are rows.py's and report.py's)."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from ..config import describe_changes
 
 if TYPE_CHECKING:
-    from .report import Row
+    from .rows import Row
 
 
 def _knobs(changes: dict[str, Any]) -> str:

@@ -1,23 +1,22 @@
 """Progress of a long search on the terminal: elapsed against budget, trials done and failed,
 best so far against the default launch, and what is running now. Written to stderr so that
 stdout stays clean for `--json`. At a terminal the same lines scroll above a live bar
-(_live.py); anywhere else (a pipe, a file, CI) they are the only output, unchanged. --quiet keeps
+(live.py); anywhere else (a pipe, a file, CI) they are the only output, unchanged. --quiet keeps
 only the warnings (`warn`), at a terminal too."""
 from __future__ import annotations
 
 import sys
 import time
-from typing import Any, TextIO
+from typing import TextIO
 
 from ..clean import one_line, printable
-from ..run import outcome as R
+from ..result import Outcome
 from ..search.budget import format_seconds
 from ..config import Config, describe_changes
-from ..study.records import (DEFAULT_ROLE, RUN_CPU_WON, RUN_CPU_WORDS,
-                             recommends_run_cpu)
+from ..study.records import RUN_CPU_WON, RUN_CPU_WORDS, Record, Role, recommends_run_cpu
 from ..measure.contention import describe_outside, disturbed
 from ..measure.stats import busy
-from ._live import BarState, LiveBar, wanted
+from .live import BarState, LiveBar, wanted
 
 
 def short(config: Config) -> str:
@@ -25,15 +24,13 @@ def short(config: Config) -> str:
     return describe_changes(config, none="default launch")
 
 
-def round_label(info: dict[str, Any]) -> str:
+def round_label(r: int, asked: int, most: int) -> str:
     """'2/3' for an asked round; '4 (unsettled, up to 12)' for one past them."""
-    r, asked = info["round"], info["rounds"]
-    most = info.get("max_rounds", asked)
     return f"{r}/{asked}" if r <= asked else f"{r} (unsettled, up to {most})"
 
 
-class Progress:
-    """`live`: draw the bar (None: when `_live.wanted` says a person is watching). Use it as a
+class TerminalProgress:
+    """`live`: draw the bar (None: when `live.wanted` says a person is watching). Use it as a
     context manager around the search: the bar runs between __enter__ and __exit__."""
 
     def __init__(self, *, budget_s: float, quiet: bool = False, started: float | None = None,
@@ -53,7 +50,7 @@ class Progress:
             except ImportError:   # rich missing from a broken install: the plain lines suffice
                 self._live = None
 
-    def __enter__(self) -> "Progress":
+    def __enter__(self) -> "TerminalProgress":
         if self._live is not None:
             self._live.start()
         return self
@@ -95,59 +92,48 @@ class Progress:
             self._print(f"  recovered {stale} trial(s) left running by a killed search (marked interrupted)")
         self.bar.phase = "search"
 
-    def event(self, kind: str, **info: Any) -> None:
-        self._follow(kind, info)
-        if kind == "trial_start":
-            self._print(f"{self._clock()} trial {info['number']} ({info['role']}): "
-                        f"{short(info['config'])}")
-        elif kind == "trial_end":
-            self._trial_end(info["record"])
-        elif kind == "knob_held":
-            self._print(f"{self._clock()} not varying {info['knob']} any more: {info['why']}")
-        elif kind == "note":
-            self.note(info["text"])
-        elif kind == "warn":
-            self.warn(f"warning: {info['text']}")
-        elif kind == "verify_start":
-            self._print(f"{self._clock()} verify round {round_label(info)} "
-                        f"({info['role']}): {short(info['config'])}")
-        elif kind == "quality_start":
-            beside = f" ({info['side_by_side']} side by side, on hosts of their own)" \
-                if info.get("side_by_side") else ""
-            self._print(f"{self._clock()} quality run, seed {info['seed']}: "
-                        f"{info['math_class']}{beside}")
-        elif kind == "confirm_start":
-            self._print(f"{self._clock()} confirming quality, seed {info['seed']}: "
-                        f"{short(info['config'])}")
+    # Each event sets the live bar's phase and what runs now (plain fields; see live.BarState)
+    # and prints its line.
 
-    def _follow(self, kind: str, info: dict[str, Any]) -> None:
-        """The live bar's phase and what runs now (plain fields; see _live.BarState)."""
-        bar = self.bar
-        if kind == "trial_start":
-            bar.phase, bar.trial = "search", info["number"]
-            bar.now = f"trial {info['number']} ({info['role']}): {short(info['config'])}"
-        elif kind == "verify_start":
-            bar.phase = "verify"
-            bar.now = (f"round {round_label(info)} ({info['role']}): "
-                       f"{short(info['config'])}")
-        elif kind == "quality_start":
-            bar.phase, bar.now = "quality check", f"seed {info['seed']}: {info['math_class']}"
-        elif kind == "confirm_start":
-            bar.phase = "quality check"
-            bar.now = f"confirming, seed {info['seed']}: {short(info['config'])}"
-        elif kind == "trial_end":   # a trial's quality runs end with it
-            bar.phase, bar.now = "search", ""
+    def trial_start(self, *, config: Config, role: str, number: int) -> None:
+        what = f"trial {number} ({role}): {short(config)}"
+        self.bar.phase, self.bar.trial, self.bar.now = "search", number, what
+        self._print(f"{self._clock()} {what}")
 
-    def _trial_end(self, rec) -> None:
-        if rec.outcome == R.INFEASIBLE:
+    def trial_end(self, *, record: Record, seconds: float) -> None:
+        self.bar.phase, self.bar.now = "search", ""   # a trial's quality runs end with it
+        self._trial_end(record)
+
+    def knob_held(self, *, knob: str, why: str) -> None:
+        self._print(f"{self._clock()} not varying {knob} any more: {why}")
+
+    def verify_start(self, *, config: Config, role: str, round: int, rounds: int,
+                     max_rounds: int) -> None:
+        what = (f"round {round_label(round, rounds, max_rounds)} ({role}): "
+                f"{short(config)}")
+        self.bar.phase, self.bar.now = "verify", what
+        self._print(f"{self._clock()} verify {what}")
+
+    def quality_start(self, *, config: Config, math_class: str, seed: int,
+                      side_by_side: int = 0) -> None:
+        self.bar.phase, self.bar.now = "quality check", f"seed {seed}: {math_class}"
+        beside = f" ({side_by_side} side by side, on hosts of their own)" if side_by_side else ""
+        self._print(f"{self._clock()} quality run, seed {seed}: {math_class}{beside}")
+
+    def confirm_start(self, *, config: Config, seed: int) -> None:
+        self.bar.phase, self.bar.now = "quality check", f"confirming, seed {seed}: {short(config)}"
+        self._print(f"{self._clock()} confirming quality, seed {seed}: {short(config)}")
+
+    def _trial_end(self, rec: Record) -> None:
+        if rec.outcome == Outcome.INFEASIBLE:
             self.infeasible += 1
             return  # ruled out before launch: cheap, and noisy to print each one
         self.done += 1
-        if rec.outcome != R.OK:
+        if rec.outcome != Outcome.OK:
             self.failed += 1
             what = f"{rec.outcome}: {rec.reason}"
         else:
-            if rec.role == DEFAULT_ROLE:
+            if rec.role == Role.DEFAULT:
                 self.default_thr = rec.throughput
             ratio = rec.throughput / self.default_thr if self.default_thr else None
             if rec.feasible and (self.best is None or rec.throughput > self.best):

@@ -17,12 +17,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config import REFERENCE_GLOBAL_BATCH
-from ..run.outcome import TrialResult
+from ..result import TrialResult
 from ..study.attrs import StudyAttrs
-from .evidence import ClassEvidence, stored_classes
-from .gate import Sample, gate
-from .goodput import efficiency, samples_to_target
-from .verdict import ACCEPTED, FAILED, PENDING, REJECTED, QualityVerdict, stored_verdict
+from ..study.records import Record
+from ..quality.evidence import ClassEvidence, stored_classes
+from ..quality.gate import Sample, gate
+from ..quality.goodput import efficiency, samples_to_target
+from ..quality.verdict import QualityStatus, QualityVerdict, gate_status, stored_verdict
+from .format import _knobs
+from .rows import Row
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,17 +64,16 @@ def class_verdict(study_attrs: StudyAttrs | dict[str, Any], cls: str) -> Quality
     if ev is None or not floor.get("values"):
         return None
     if ev.failed and ev.sample() is None:
-        return QualityVerdict(status=FAILED, math_class=cls)
+        return QualityVerdict(status=QualityStatus.FAILED, math_class=cls)
     if cls == floor.get("math_class"):
-        return QualityVerdict(status=ACCEPTED, math_class=cls, sample=ev.sample())
+        return QualityVerdict(status=QualityStatus.ACCEPTED, math_class=cls, sample=ev.sample())
     seeds = tuple(range(int(floor["n"])))
     sample = ev.sample(seeds)
     if sample is None:
-        return QualityVerdict(status=PENDING, math_class=cls)
+        return QualityVerdict(status=QualityStatus.PENDING, math_class=cls)
     tol = float(StudyAttrs(study_attrs).settings.get("max_accuracy_drop", 1.0))
     v = gate(Sample(tuple(floor["values"])), sample, tol)
-    return QualityVerdict(status=REJECTED if v.reject else ACCEPTED, math_class=cls,
-                          sample=sample, gate=v)
+    return QualityVerdict(status=gate_status(v), math_class=cls, sample=sample, gate=v)
 
 
 def curve_end(curves: list[list[tuple[int, float]]]) -> float | None:
@@ -165,3 +167,19 @@ def table(rows: list[tuple[int, float, float | None, QualityFacts | None, str]],
         lines.append(f"  {number:>5}  {thr:>10.1f}  {xs:>6}  {q:>20}  {verdict:>8}  " +
                      (f"{ttt:>9}  " if with_target else "") + f"{gp:>8}  {knobs}")
     return lines
+
+
+def quality_extra(attrs: StudyAttrs, recs: list[Record], rows: list[Row]) -> dict[str, Any]:
+    """The quality side of the top rows, for Report.extra (nothing without seeded evidence)."""
+    if not attrs.quality_evidence:
+        return {}
+    by_number = {r.number: r for r in recs}
+    goal = target(attrs)
+    out = []
+    for row in rows:
+        r = by_number[row.number]
+        f = facts(attrs, r.result, row.throughput, r.config.global_batch, goal)
+        out.append({"trial": row.number, "throughput": row.throughput, "x_default": row.x_default,
+                    "facts": f.to_json() if f else None, "knobs": _knobs(row.changes)})
+    return {"quality": out, "noise_floor": noise_floor_line(attrs),
+            "target": {"value": goal.value, "why": goal.why}}

@@ -6,13 +6,13 @@ import optuna
 import pytest
 
 from autotune.config import Config
-from autotune.run import outcome as R
-from autotune.run.outcome import TrialResult
-from autotune.quality import report as QR
+from autotune.result import Outcome, TrialResult
+from autotune.reporting import quality as QR
 from autotune.quality.evidence import ClassEvidence
 from autotune.study.attrs import NOISE_FLOOR
-from autotune.study.records import DEFAULT_ROLE, record_trial
-from autotune.study.report import build_report, importance
+from autotune.study.records import Role, record_trial
+from autotune.reporting.importance import importance
+from autotune.reporting.report import build_report
 from autotune.study.storage import open_storage, open_study
 
 DEFAULT = Config()
@@ -43,10 +43,10 @@ def quality_study(tmp_path, *, curves: bool = True) -> optuna.Study:
     study.set_user_attr("settings", {"max_accuracy_drop": 1.0, "reference_batch": 32})
     for cls, config in (("D", DEFAULT), ("B", BF16), ("C", BIG)):
         study.set_user_attr(f"quality:{cls}", evidence(config, cls, finals[cls], curves))
-    for config, cls, thr, role in ((DEFAULT, "D", 50.0, DEFAULT_ROLE), (BF16, "B", 100.0, "search"),
+    for config, cls, thr, role in ((DEFAULT, "D", 50.0, Role.DEFAULT), (BF16, "B", 100.0, "search"),
                                    (BIG, "C", 120.0, "search")):
         record_trial(study, config=config, role=role,
-                     result=TrialResult(outcome=R.OK, throughput=thr, math_class=cls))
+                     result=TrialResult(outcome=Outcome.OK, throughput=thr, math_class=cls))
     return study
 
 
@@ -99,8 +99,8 @@ def test_importances_rank_only_the_knobs_that_varied(tmp_path):
     dists = {"threads": optuna.distributions.CategoricalDistribution([1, 2]),
              "allocator": optuna.distributions.CategoricalDistribution(["default", "tcmalloc"]),
              "backend": optuna.distributions.CategoricalDistribution(["gloo"])}
-    record_trial(study, config=Config(), role=DEFAULT_ROLE,
-                 result=TrialResult(outcome=R.OK, throughput=50.0))
+    record_trial(study, config=Config(), role=Role.DEFAULT,
+                 result=TrialResult(outcome=Outcome.OK, throughput=50.0))
     # the fastest 10% (PED-ANOVA's top: trials 17 and 19) all have threads=2 and both allocators
     for n in range(20):
         params = {"threads": 1 + n % 2, "allocator": ("default", "tcmalloc")[n // 2 % 2],
@@ -108,7 +108,7 @@ def test_importances_rank_only_the_knobs_that_varied(tmp_path):
         thr = 60.0 + 30.0 * (params["threads"] == 2) + n * 0.1
         record_trial(study, config=Config(threads=params["threads"],
                                           allocator=params["allocator"]),
-                     result=TrialResult(outcome=R.OK, throughput=thr), params=params,
+                     result=TrialResult(outcome=Outcome.OK, throughput=thr), params=params,
                      distributions=dists)
     imp, note = importance(study)
     assert imp is not None and set(imp) == {"threads", "allocator"}

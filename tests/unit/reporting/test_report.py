@@ -8,13 +8,14 @@ from collections import Counter
 import optuna
 import pytest
 
-from autotune.run import outcome as R
+from autotune.result import Outcome, TrialResult
 from autotune.cli import main
 from autotune.config import Config
 from autotune.quality.evidence import stored_classes
-from autotune.study.report import Row, build_report, importance, pareto_front
+from autotune.reporting.importance import importance
+from autotune.reporting.report import build_report
+from autotune.reporting.rows import Row, pareto_front
 from autotune.study.storage import open_storage, open_study
-from autotune.run.outcome import TrialResult
 from autotune.study.records import record_trial
 from autotune.plan.feasible import precision_problem
 from results_study import live_topology, sha256, study_copy
@@ -59,7 +60,7 @@ def test_report_on_a_recorded_study(db):
     assert len(rep.top) == 5
     thr = [r.throughput for r in rep.top]
     assert thr == sorted(thr, reverse=True)
-    best_ok = max(t.values[0] for t in fresh if t.user_attrs["outcome"] == R.OK)
+    best_ok = max(t.values[0] for t in fresh if t.user_attrs["outcome"] == Outcome.OK)
     assert rep.top[0].throughput == best_ok
     default = by_role["reference:default"]
     assert rep.top[0].x_default == pytest.approx(best_ok / default)
@@ -89,21 +90,21 @@ def test_report_on_a_recorded_study(db):
     assert next(iter(rep.importances)) not in ("backend", "omp_runtime")
     # failures grouped by outcome, each with a real example reason
     fails = {f.outcome: f for f in rep.failures}
-    assert {R.TIMEOUT, R.INTERRUPTED} <= set(fails)
+    assert {Outcome.TIMEOUT, Outcome.INTERRUPTED} <= set(fails)
     # The study's ruled-out trials are fp16 on CPUs without avx512_fp16 (the EPYC machines); an
     # Intel machine with AMX (this session's was one) runs fp16, and the space has nothing else
     # it cannot run.
     fp16_problem = precision_problem("fp16", "cpu", live_topology())
-    assert (R.INFEASIBLE in fails) == (fp16_problem is not None)
-    assert fails[R.TIMEOUT].example == "no step finished within 30s"
-    assert fails[R.INTERRUPTED].count == 1
+    assert (Outcome.INFEASIBLE in fails) == (fp16_problem is not None)
+    assert fails[Outcome.TIMEOUT].example == "no step finished within 30s"
+    assert fails[Outcome.INTERRUPTED].count == 1
     assert sum(f.count for f in rep.failures) == sum(
-        n for outcome, n in rep.counts.items() if outcome != R.OK)
+        n for outcome, n in rep.counts.items() if outcome != Outcome.OK)
 
     text = rep.text()
     for part in (study.study_name, rec["headline"], "references: default", "run_cpu",
                  "Pareto front", "which knobs mattered", "failures by reason",
-                 f"timeout: {fails[R.TIMEOUT].count}, e.g."):
+                 f"timeout: {fails[Outcome.TIMEOUT].count}, e.g."):
         assert part in text
     assert json.loads(json.dumps(rep.to_json()))["study"] == study.study_name
 
@@ -126,9 +127,9 @@ def test_too_few_trials_for_importances_is_a_message_not_an_error(tmp_path, caps
     study = open_study(open_storage(f"sqlite:///{tmp_path}/s.db"), "autotune-small")
     study.set_user_attr("topology", topo.to_json())
     record_trial(study, config=Config(), role="reference:default",
-                 result=TrialResult(outcome=R.OK, throughput=50.0, accuracy=0.8))
+                 result=TrialResult(outcome=Outcome.OK, throughput=50.0, accuracy=0.8))
     record_trial(study, config=Config(threads=1),
-                 result=TrialResult(outcome=R.OK, throughput=60.0, accuracy=0.8),
+                 result=TrialResult(outcome=Outcome.OK, throughput=60.0, accuracy=0.8),
                  params={"threads": 1},
                  distributions={"threads": optuna.distributions.CategoricalDistribution([1, 2])})
     imp, note = importance(study)
@@ -149,11 +150,11 @@ def test_trials_measured_on_a_busy_machine_are_flagged_and_not_recommended_alone
     study = open_study(open_storage(f"sqlite:///{tmp_path}/s.db"), "autotune-busy")
     study.set_user_attr("topology", topo.to_json())
     record_trial(study, config=Config(), role="reference:default", result=TrialResult(
-        outcome=R.OK, throughput=50.0, accuracy=0.8, cpu_share=0.97))
+        outcome=Outcome.OK, throughput=50.0, accuracy=0.8, cpu_share=0.97))
     record_trial(study, config=Config(threads=1), result=TrialResult(
-        outcome=R.OK, throughput=90.0, accuracy=0.8, cpu_share=0.55))
+        outcome=Outcome.OK, throughput=90.0, accuracy=0.8, cpu_share=0.55))
     record_trial(study, config=Config(allocator="tcmalloc"), result=TrialResult(
-        outcome=R.OK, throughput=60.0, accuracy=0.8, cpu_share=0.93))
+        outcome=Outcome.OK, throughput=60.0, accuracy=0.8, cpu_share=0.93))
     assert main(["report", "--storage", f"sqlite:///{tmp_path}/s.db"]) == 0
     out = capsys.readouterr().out
     busy_line = next(line for line in out.splitlines() if "threads=1" in line)

@@ -1,0 +1,95 @@
+"""`autotune verify`: the study's recommendation measured against the default launch again,
+interleaved, on the machine and torch that measured it, under the search's machine lock."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from ..clean import printable
+from ..config import DEFAULT_WORKLOAD
+from ..errors import ConfigError
+from ..export.recommendation import save_recommendation
+from ..plan.launch_plan import TARGET_SECONDS
+from ..probe import probe, torch_build
+from ..progress import SILENT, Progress
+from ..recommend.reverify import (Reverified, reverify, seeded_confirmation,
+                                  store_unless_replaced)
+from ..run.idle import IDLE_DEADLINE_S
+from ..run.evaluate import live_evaluator
+from ..run.trial import TrialSettings
+from ..search.lock import MachineLock
+from ..study.attrs import StudyAttrs
+from ..study.provenance import Here, why_not_here
+from ..study.trust import check_stored_code, storage_file, stored_code
+from .common import StudyRef, open_results
+
+
+@dataclass(frozen=True, kw_only=True)
+class VerifyRequest:
+    budget_s: float
+    rounds: int = 3
+    study: StudyRef = field(default_factory=StudyRef)
+    trust_study: bool = False       # run a stored command from a storage others can write
+    idle_timeout: float = IDLE_DEADLINE_S
+
+
+@dataclass(frozen=True)
+class Verified:
+    result: Reverified
+    url: str                        # printable storage URL
+
+    def text(self) -> str:
+        """The new headline, the stored one it replaces, and whether it was stored."""
+        out = [printable(self.result.recommendation.headline())]
+        if self.result.previous:   # the stored headline: shown, never acted on
+            out.append(printable(f"  before: {self.result.previous}"))
+        out.append(f"  stored in {self.url}" if self.result.replaces
+                   else f"  not stored: {self.result.why_kept}")
+        return "\n".join(out)
+
+
+def verify(req: VerifyRequest, progress: Progress = SILENT,
+           started: float | None = None) -> Verified:
+    """Re-measure within `budget_s` from `started` (monotonic; None: now)."""
+    started = time.monotonic() if started is None else started
+    opened = open_results(req.study)
+    study = opened.study
+    attrs = StudyAttrs.of(study)
+    check_stored_code(stored_code(attrs.script_command, attrs.workload),
+                      f"study {study.study_name}", storage_file(req.study.url),
+                      trusted=req.trust_study, command_hint="")
+    topology = probe(None)
+    reason = why_not_here(attrs, Here(topology=topology, torch=torch_build()))
+    if reason:
+        raise ConfigError(f"study {study.study_name} was {reason}; verify re-measures on the "
+                          "machine and torch that measured it (run `autotune search` here)")
+    if attrs.cluster_json:
+        raise ConfigError(f"study {study.study_name} was measured across hosts; `autotune "
+                          "verify` measures this machine only")
+    settings = _settings(attrs, req)
+
+    def time_left() -> float:
+        return req.budget_s - (time.monotonic() - started)
+
+    evaluate = live_evaluator(topology, settings, time_left=time_left)
+    # The search's machine lock: verify times trials too, and must not run beside a search
+    # (whose recommendation it would then overwrite with a figure measured under its load).
+    with MachineLock(topology.fingerprint(), advice="run verify once it has finished"):
+        measured = StudyAttrs.of(study).recommendation
+        accept = seeded_confirmation(study, evaluate, time_left=time_left, progress=progress)
+        result = reverify(study, evaluate, rounds=req.rounds, progress=progress,
+                          time_left=time_left, accept=accept)
+        result = store_unless_replaced(
+            study, req.study.url, measured, result,
+            lambda rec: save_recommendation(study, rec, topology,
+                                            attrs.workload or settings.workload,
+                                            command=settings.script and settings.script.command))
+    return Verified(result, opened.url)
+
+
+def _settings(attrs: StudyAttrs, req: VerifyRequest) -> TrialSettings:
+    """The search's trial settings, from the study: its workload or script, its timed window."""
+    stored = attrs.settings
+    return TrialSettings(script=attrs.script(), workload=attrs.workload or DEFAULT_WORKLOAD,
+                         target_seconds=float(stored.get("target_seconds") or TARGET_SECONDS),
+                         results_dir=req.study.results, idle_s=req.idle_timeout)
