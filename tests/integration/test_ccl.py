@@ -180,3 +180,45 @@ def test_the_backend_benchmark_writes_its_table(tmp_path):
     assert data["machine"]["fingerprint"] and data["machine"]["cpu family"]
     (row,) = data["allreduce"][0]["rows"]
     assert row["bytes"] == 4096 and row["gloo_us"] > 0 and row["ccl_us"] > 0
+
+
+def _exit_trial(tmp_path, style: str):
+    """One 2-rank script trial of benchmarks/workloads/ccl_exit.py, as a search runs it: each
+    rank's own taskset core, so the rank and its progress thread share it."""
+    from autotune.config import Config
+    from autotune.probe import probe
+    from autotune.run.runner import run_plan
+    from autotune.run.trial import TrialSettings, plan_trial
+    settings = TrialSettings(command=(sys.executable, str(REPO / "benchmarks" / "workloads" / "ccl_exit.py"),
+                                      "--exit", style),
+                             metric=r"samples/s: ([0-9.]+)", results_dir=str(tmp_path), timeout_s=120)
+    plan = plan_trial(Config(nproc=2, threads=1, binding="taskset", backend="ccl"), probe(), settings)
+    run = run_plan(plan, idle_s=settings.idle_s)
+    return run, [open(rp.log_path, errors="replace").read() for rp in plan.ranks]
+
+
+def test_a_script_that_returns_with_a_collective_in_flight_exits_cleanly(tmp_path):
+    """Issue 35's crash dumps: a script whose last all-reduce is left in flight, its future's
+    Python callback to run when it completes, had that callback run on the progress thread
+    while Python tore the rank down; Python ended the thread as it took the GIL, in a noexcept
+    destructor: SIGABRT at exit (both of 2 trials before the fix, 10 of 10 in the benchmark).
+    Now every ccl group is drained at exit, before the teardown: both ranks exit 0, and the
+    callback ran on each (rank 1 returned 0.5 s before rank 0 even started the all-reduce)."""
+    run, logs = _exit_trial(tmp_path, "async_logged")
+    assert run.outcome == "ok" and list(run.exit_codes) == [0, 0] and not run.signalled, \
+        (run.reason, [log[-1500:] for log in logs])
+    for log in logs:
+        assert "terminate called" not in log and "Aborted" not in log
+        assert "mean loss 0.500" in log                    # (0 + 1) / 2: the callback ran
+
+
+def test_the_exit_benchmark_counts_each_ranks_ending(tmp_path):
+    """benchmarks/ccl_exit_aborts.py end to end at one trial (its figures are in docs)."""
+    from benchmarks import ccl_exit_aborts
+    out = tmp_path / "exit.json"
+    assert ccl_exit_aborts.main(["--trials", "1", "--styles", "destroy", "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    (row,) = data["rows"]
+    assert row["style"] == "destroy" and row["exit_codes"] == [0, 0] and row["aborted_ranks"] == []
+    assert data["summary"]["aborted_trials"] == 0 and data["machine"]["cpu family"]
+    assert data["ccl"]["provider"] in ("autotune", "intel")

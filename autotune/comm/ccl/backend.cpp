@@ -14,6 +14,18 @@
 // thread fails the op's future with a clear error, marks the group broken, and fails every
 // later op at once. A broken communicator is leaked, not destroyed: its destructor would wait
 // for the dead peer.
+//
+// Exit: the progress thread must never touch Python once the interpreter is being torn down.
+// Completing an op can: dropping the last C++ reference to a tensor made in Python takes the
+// GIL (TensorImpl::decref_pyobject), and so do the Python callbacks on its future (`.then`). A
+// thread that asks for the GIL during finalization is ended by Python with pthread_exit, whose
+// unwinding through a noexcept destructor is std::terminate: SIGABRT at exit, seen with an
+// all-reduce left unwaited by a script that then returned. So (1) finished ops are released on
+// a caller's thread, never on the progress thread; (2) the op being run stays in the queue, not
+// on the thread's stack, so nothing is released if the thread is ended; (3) `drain_all`, which
+// autotune registers with atexit (before finalization, while Python is whole), waits with the
+// GIL released until every group's queued ops are done, so their callbacks run and no op is
+// left in flight when finalization starts.
 #include <torch/extension.h>
 #include <pybind11/chrono.h>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -24,6 +36,7 @@
 
 #include <cxxabi.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -158,6 +171,20 @@ struct Op {
 
 } // namespace
 
+class CclBackend;
+
+namespace {
+
+// Every live group of this process, for drain_all: added by the constructor, removed by the
+// destructor. Raw pointers, not weak_intrusive_ptr: a c10 weak reference defers the destructor,
+// and with it the communicator's, to its own release, which for a static registry is exit(),
+// after oneCCL's globals are gone (SIGSEGV in atl_ofi::finalize). Never freed, so that a group
+// destroyed during exit() still finds them.
+std::mutex& groups_mu() { static auto* mu = new std::mutex; return *mu; }
+std::vector<CclBackend*>& groups() { static auto* v = new std::vector<CclBackend*>; return *v; }
+
+} // namespace
+
 class CclBackend : public c10d::Backend {
 public:
     CclBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
@@ -181,9 +208,26 @@ public:
         }
         comm_ = std::make_unique<ccl::communicator>(ccl::create_communicator(size, rank, kvs));
         thread_ = std::thread([this] { progress(); });
+        std::lock_guard<std::mutex> g(groups_mu());
+        groups().push_back(this);
+    }
+
+    // Waits until every op queued so far has finished (completed, failed or timed out: each has a
+    // deadline) and hands the finished ones over, for the caller to release. Called without the
+    // GIL: their futures' callbacks take it.
+    std::deque<Op> drain() {
+        std::unique_lock<std::mutex> g(mu_);
+        idle_.wait(g, [this] { return queue_.empty(); });
+        std::deque<Op> finished;
+        finished.swap(done_);
+        return finished;
     }
 
     ~CclBackend() override {
+        {
+            std::lock_guard<std::mutex> g(groups_mu());
+            groups().erase(std::remove(groups().begin(), groups().end(), this), groups().end());
+        }
         {
             std::lock_guard<std::mutex> g(mu_);
             stop_ = true;
@@ -400,22 +444,24 @@ private:
         return work;
     }
 
+    // The op runs where it is, at the queue's front (a deque's push_back moves no element), and
+    // only then moves to done_: this thread never owns an op's tensors, so neither finishing one
+    // nor being ended by Python mid-op (a future's Python callback at exit) releases them here.
+    // Finished ops are released by the next caller, drain() or the group's destructor.
     void progress() {
         for (;;) {
-            Op op;
+            Op* op;
             {
                 std::unique_lock<std::mutex> g(mu_);
                 cv_.wait(g, [this] { return stop_ || !queue_.empty(); });
                 if (queue_.empty()) return;   // stop_ and nothing left
-                op = std::move(queue_.front());
-                queue_.pop_front();
+                op = &queue_.front();
             }
-            run(op);
-            // Dropping the op's tensors may need Python's GIL (tensors made in Python), which an
-            // interpreter shutting down refuses to this thread by ending it mid-destructor (an
-            // abort): finished ops are freed by the next caller, or by the group's destructor.
+            run(*op);
             std::lock_guard<std::mutex> g(mu_);
-            done_.push_back(std::move(op));
+            done_.push_back(std::move(queue_.front()));
+            queue_.pop_front();
+            if (queue_.empty()) idle_.notify_all();
         }
     }
 
@@ -480,12 +526,21 @@ private:
     std::thread thread_;
     std::mutex mu_;
     std::condition_variable cv_;
+    std::condition_variable idle_;   // the queue became empty (drain)
     std::deque<Op> queue_;
     std::deque<Op> done_;
     bool stop_ = false;
     std::atomic<bool> broken_{false};
     std::string broken_reason_;
 };
+
+// Every op queued so far, in every group, done (completed, failed or timed out); the finished
+// ops are released after the registry's lock, as dropping tensors may run Python.
+void drain_all() {
+    std::vector<std::deque<Op>> finished;
+    std::lock_guard<std::mutex> g(groups_mu());   // a group being destroyed waits here meanwhile
+    for (auto* group : groups()) finished.push_back(group->drain());
+}
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     py::object base = py::module::import("torch._C._distributed_c10d").attr("Backend");
@@ -498,6 +553,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
               return c10::make_intrusive<CclBackend>(store, rank, size, timeout);
           },
           py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"));
+    m.def("drain_all", &drain_all, py::call_guard<py::gil_scoped_release>(),
+          "Wait until every ccl group's queued collectives are done and release them (at exit)");
     m.def("runtime_version", [] {
         auto v = ccl::get_library_version();
         return std::to_string(v.major) + "." + std::to_string(v.minor) + "." + std::to_string(v.update);
