@@ -91,11 +91,19 @@ class Recommendation:
     def inconclusive(self) -> bool:
         """The default launch is recommended only because no candidate's ratio settled: not a
         verdict to launch by (`launch` refuses it; `autotune verify` measures the candidates)."""
-        return (self.default_wins or self.config == Config()) and not self.settled
+        if not (self.default_wins or self.config == Config()):
+            return False
+        if self.settling is None:   # candidates there were, and none finished a round
+            return bool(self.candidates) and not any(v.ratios for v in self.candidates)
+        return not self.settled
 
     def headline(self) -> str:
         if not self.verified:
             return f"unverified speedup {self.speedup:.2f}x over the default launch ({self.note})"
+        if self.inconclusive and self.settling is None:
+            return ("no verified speedup: no candidate completed a verification round in the "
+                    "budget; `autotune verify` measures the search's best candidates against the "
+                    "default launch")
         if self.inconclusive:
             # verify re-measures the study's best candidates when it recommends the default
             return (f"no verified speedup: the best candidate{self._best_named()} measured "

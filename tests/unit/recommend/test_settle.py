@@ -112,3 +112,21 @@ def test_quiet_unsettled_rounds_say_why_and_how_many_more_settle_them():
     assert settle([1.4], [0.0]).next_step("autotune search", "--verify-rounds") == \
         "one round has no spread: `autotune search --verify-rounds 3` measures more"
     assert settle([1.40, 1.41, 1.39, 1.40], [0.0] * 4).next_step() == ""      # settled
+
+
+def test_no_candidate_finishing_a_round_is_inconclusive_and_names_verify():
+    """A fresh clone's 4-minute search on a machine whose cores others took (76-84%) ended "no
+    verified speedup: the default launch is the best configuration found (no candidate completed
+    verification)": a verdict nothing had measured, and `launch` took it. Now it says so and names
+    `autotune verify`, and launch refuses it (export.launch.inconclusive reads the stored flag)."""
+    from autotune.recommend.verify import Verified
+    unfinished = Verified(config=Config(threads=1), role="search", search_throughput=95.8,
+                          throughputs=(), baselines=())
+    rec = Recommendation(config=Config(), speedup=1.0, spread=0.0, rounds=0, verified=True,
+                         default_wins=True, candidates=(unfinished,))
+    assert rec.inconclusive and rec.to_json()["inconclusive"]
+    assert rec.headline() == ("no verified speedup: no candidate completed a verification round "
+                              "in the budget; `autotune verify` measures the search's best "
+                              "candidates against the default launch")
+    nothing = dataclasses.replace(rec, candidates=())     # nothing to verify: a verdict
+    assert not nothing.inconclusive
