@@ -31,6 +31,7 @@ from autotune.comm import ccl  # noqa: E402
 from autotune.config import Config  # noqa: E402
 from autotune.probe import probe  # noqa: E402
 from autotune.run.runner import run_plan  # noqa: E402
+from autotune.script.spec import ScriptSpec  # noqa: E402
 from autotune.run.trial import TrialSettings, plan_trial  # noqa: E402
 from benchmarks.machine import describe  # noqa: E402
 from benchmarks.workloads.ccl_exit import STYLES  # noqa: E402
@@ -56,9 +57,9 @@ def aborted_ranks(codes, signalled, logs: list[str]) -> list[int]:
 
 def one_trial(i: int, style: str, topology, results: Path, binding: str) -> dict:
     config = Config(nproc=2, threads=1, binding=binding, backend="ccl")
-    settings = TrialSettings(command=(sys.executable, str(SCRIPT), "--exit", style),
-                             metric=r"samples/s: ([0-9.]+)", results_dir=str(results),
-                             timeout_s=180.0)
+    spec = ScriptSpec.scanned((sys.executable, str(SCRIPT), "--exit", style),
+                              metric=r"samples/s: ([0-9.]+)")
+    settings = TrialSettings(script=spec, results_dir=str(results), timeout_s=180.0)
     plan = plan_trial(config, topology, settings, trial_id=f"exit-{i:03d}-{style}")
     run = run_plan(plan, idle_s=settings.idle_s)
     logs = [Path(rp.log_path).read_text(errors="replace") if Path(rp.log_path).exists() else ""

@@ -189,9 +189,10 @@ def _exit_trial(tmp_path, style: str):
     from autotune.probe import probe
     from autotune.run.runner import run_plan
     from autotune.run.trial import TrialSettings, plan_trial
-    settings = TrialSettings(command=(sys.executable, str(REPO / "benchmarks" / "workloads" / "ccl_exit.py"),
-                                      "--exit", style),
-                             metric=r"samples/s: ([0-9.]+)", results_dir=str(tmp_path), timeout_s=120)
+    from autotune.script.spec import ScriptSpec
+    spec = ScriptSpec.scanned((sys.executable, str(REPO / "benchmarks" / "workloads" / "ccl_exit.py"),
+                               "--exit", style), metric=r"samples/s: ([0-9.]+)")
+    settings = TrialSettings(script=spec, results_dir=str(tmp_path), timeout_s=120)
     plan = plan_trial(Config(nproc=2, threads=1, binding="taskset", backend="ccl"), probe(), settings)
     run = run_plan(plan, idle_s=settings.idle_s)
     return run, [open(rp.log_path, errors="replace").read() for rp in plan.ranks]
