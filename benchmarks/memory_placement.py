@@ -3,7 +3,8 @@ simulation. SIMULATED: no trial runs; every figure is the landscape model's.
 
     python3 -m benchmarks.memory_placement --seeds 10                      # every model machine
     python3 -m benchmarks.memory_placement --machines xeon-max-snc4-flat --seeds 3
-    python3 -m benchmarks.memory_placement --memory-share 0.25             # a less memory-bound workload
+    python3 -m benchmarks.memory_placement --memory-share 4 --seeds 0      # a bandwidth-bound
+                                        # workload: the oracles with and without the knob alone
 
 Each model machine (benchmarks/model_machines.py, the two issue-37 captures included) has its
 built-in cpu.yaml resolved twice by the real space code: as it is (mem_policy offered where the
@@ -205,6 +206,12 @@ def simulate(name: str, seeds: int, *, with_knob: bool, params: Params, say=prin
         f"{found['launchable']} launchable, oracle {found['oracle']:.0f}/s "
         f"({_changed(found['config'])}) in {time.perf_counter() - t0:.0f}s; replaying...")
     runs = [replay(land, seed, found["oracle"]) for seed in range(seeds)]
+    if not runs:   # --seeds 0: the oracles alone
+        return {"machine": name, "with_knob": with_knob, "space_size": space.size(),
+                "mem_policies": list(space.knobs.get("mem_policy", ("local",))),
+                "launchable": found["launchable"], "oracle": found["oracle"],
+                "oracle_config": _changed(found["config"]),
+                "seconds": round(time.perf_counter() - t0, 1)}
     return {"machine": name, "with_knob": with_knob, "space_size": space.size(),
             "mem_policies": list(space.knobs.get("mem_policy", ("local",))),
             "launchable": found["launchable"], "oracle": found["oracle"],
@@ -269,8 +276,9 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.merge:
         return merge(args.merge, args.out)
-    if args.seeds < 1 or not args.memory_share > 0:
-        print("memory_placement: error: --seeds >= 1 and --memory-share > 0", file=sys.stderr)
+    if args.seeds < 0 or not args.memory_share > 0:
+        print("memory_placement: error: --seeds >= 0 (0: the oracles alone) and --memory-share "
+              "> 0", file=sys.stderr)
         return 2
     params = dataclasses.replace(Params(), memory_share=args.memory_share)
     pairs, out = [], Path(args.out)
@@ -279,13 +287,19 @@ def main(argv: list[str] | None = None) -> int:
         old = simulate(name, args.seeds, with_knob=False, params=params)
         new = simulate(name, args.seeds, with_knob=True, params=params)
         pairs.append((old, new))
+        if not args.seeds:
+            print(f"| {name} | share {args.memory_share:g} | {old['oracle']:.0f} / "
+                  f"{new['oracle']:.0f}/s: x{new['oracle'] / old['oracle']:.3f} with "
+                  f"{new['oracle_config']} |", flush=True)
+            continue
         print(markdown([pairs[-1]], args.seeds, args.memory_share).splitlines()[2], flush=True)
         out.write_text(json.dumps(_finite({
             "simulated": True, "seeds": args.seeds, "memory_share": args.memory_share,
             "phase2_trials": PHASE2_TRIALS, "command": "python3 -m benchmarks.memory_placement "
             + " ".join(argv if argv is not None else sys.argv[1:]),
             "pairs": [{"without": a, "with": b} for a, b in pairs]}), indent=1, default=str))
-    print(markdown(pairs, args.seeds, args.memory_share))
+    if args.seeds:
+        print(markdown(pairs, args.seeds, args.memory_share))
     print(f"wrote {out}")
     return 0
 
