@@ -16,6 +16,7 @@ import psutil
 import pytest
 
 from autotune.cli import main
+from tiny_space import one_rank_per_host
 
 pytestmark = pytest.mark.slow
 ROOT = REPO
@@ -183,16 +184,7 @@ def test_rendezvous_port_in_use_on_the_first_host_is_one_line(hosts, tmp_path, c
         holder.wait()
 
 
-# One binding: the search's only choice is then nnodes (1 or 2 hosts), which it adds itself.
-SPACE = """name: tiny-hosts
-knobs:
-  binding:
-    choices: [taskset]
-fixed:
-  threads: 1
-  ranks_per_numa_node: 1
-constraints: []
-"""
+SPACE = one_rank_per_host("tiny-hosts")   # the search chooses only nnodes
 
 
 def test_search_across_two_hosts_recommends_and_its_exports_run(hosts, tmp_path, monkeypatch,

@@ -18,21 +18,13 @@ import pytest
 
 from autotune.cli import main
 from slurm_cluster import Slurm, slurm_cluster
+from tiny_space import one_rank_per_host
 
 pytestmark = pytest.mark.slow
 NAMESPACES = ("atths1", "atths2")
 DONE = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
         "BOOT_FAIL", "DEADLINE", "PREEMPTED")
-# One binding: the search's only choice is then nnodes (1 or 2 nodes), which it adds itself.
-SPACE = """name: tiny-slurm
-knobs:
-  binding:
-    choices: [taskset]
-fixed:
-  threads: 1
-  ranks_per_numa_node: 1
-constraints: []
-"""
+SPACE = one_rank_per_host("tiny-slurm")   # the search chooses only nnodes
 
 
 def autotune() -> str:
