@@ -18,7 +18,7 @@ from ..progress import SILENT, Progress
 from ..errors import StorageError
 from ..result import Evaluate, Outcome, TrialResult
 from ..study.attrs import StudyAttrs
-from ..quality.confirm import confirm_quality
+from ..quality.confirm import Confirmation
 from ..quality.evidence import QualityBook
 from ..quality.verdict import QualityVerdict
 from ..search.lineup import pick_candidates
@@ -110,15 +110,7 @@ def seeded_confirmation(study, evaluate: Evaluate, *, time_left: Callable[[], fl
                        tolerance_pp=float(settings.get("max_accuracy_drop") or 1.0),
                        seeds=tuple(range(int(settings.get("quality_seeds") or 3))))
     samples = int(settings.get("quality_samples") or QUALITY_SAMPLES)
-    answers: dict[str, QualityVerdict] = {}
-
-    def accept(config: Config) -> QualityVerdict:
-        cls = book.class_of(config)
-        if cls not in answers:
-            answers[cls] = confirm_quality(book, config, time_left=time_left,
-                                           samples=samples, progress=progress)
-        return answers[cls]
-    return accept
+    return Confirmation(book, time_left=time_left, samples=samples, progress=progress).verdict
 
 
 def store_unless_replaced(study, url: str, measured: dict | None, result: Reverified,
