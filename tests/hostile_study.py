@@ -10,7 +10,7 @@ from pathlib import Path
 
 import optuna
 
-from results_study import sha256, study_copy
+from results_study import study_copy
 
 ESC = "\x1b]0;owned\x07\x1b[2J"   # sets the terminal's title, clears the screen
 
@@ -44,18 +44,6 @@ def inject(db: Path, marker: Path, *, command: list[str] | None = None,
     if command is not None:
         study.set_user_attr("script_command", command)
         study.set_user_attr("script_overrides", {"threads": evil("override")})
-
-
-def settled_sha256(db: Path) -> str:
-    """The file's hash once SQLite's write-ahead log is folded in: opening a study for reading
-    may checkpoint it, which moves bytes between the two files without changing the study."""
-    import sqlite3
-    con = sqlite3.connect(db)
-    try:
-        con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    finally:
-        con.close()
-    return sha256(db)
 
 
 def hostile_copy(folder: Path, marker: Path, **kw) -> Path:

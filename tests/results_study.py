@@ -125,5 +125,14 @@ def study_copy(folder: Path) -> Path:
     return dest
 
 
-def sha256(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+def sha256(db: Path) -> str:
+    """The study file's hash once SQLite's write-ahead log is folded in: opening a study, even to
+    read it, may checkpoint the log, which moves bytes between the two files without changing the
+    study, so a raw hash taken before a command can differ from one after it by chance."""
+    import sqlite3
+    con = sqlite3.connect(db)
+    try:
+        con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        con.close()
+    return hashlib.sha256(Path(db).read_bytes()).hexdigest()

@@ -82,7 +82,8 @@ def test_verify_under_a_hog_reports_contention_and_no_settled_figure(tmp_path, c
     assert "unsettled" in rec["headline"] and "other processes took" in rec["headline"]
     assert "autotune verify" in rec["headline"]
     cand = rec["candidates"][0]
-    assert len(cand["throughputs"]) == rec["rounds"] >= 2     # no window lost
+    # no window lost; under two hogs a slower machine fits one round of two in the budget (CI did)
+    assert len(cand["throughputs"]) == rec["rounds"] >= 1
     assert result["stored"] is False and "other processes took the cores" in result["why_kept"]
 
 

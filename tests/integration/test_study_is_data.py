@@ -14,9 +14,8 @@ from pathlib import Path
 import pytest
 
 from autotune.cli import main
-from hostile_study import (give_to, hostile_copy, inject, open_only, other_user,
-                           settled_sha256)
-from results_study import study_copy
+from hostile_study import give_to, hostile_copy, inject, open_only, other_user
+from results_study import sha256, study_copy
 
 FORMATS = ("shell", "torchrun", "mpirun", "slurm")
 
@@ -60,14 +59,14 @@ def _foreign_storage(tmp_path: Path, marker: Path) -> tuple[Path, str]:
 
 
 def _refused(capsys, argv: list[str], db: Path, marker: Path) -> str:
-    before = settled_sha256(db)
+    before = sha256(db)
     rc = main(argv)
     err = capsys.readouterr().err
     lines = [line for line in err.splitlines() if line.startswith("autotune: error:")]
     assert rc == 2 and len(lines) == 1 and err.count("\n") == 1, err
     assert f"touch {marker}" in lines[0] and "--trust-study" in lines[0]
     assert "belongs to uid" in lines[0] or "database server" in lines[0]
-    assert not marker.exists() and settled_sha256(db) == before
+    assert not marker.exists() and sha256(db) == before
     return lines[0]
 
 

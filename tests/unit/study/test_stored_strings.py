@@ -17,7 +17,8 @@ from autotune.plan.cluster import Cluster
 from autotune.plan.hosts import Host
 from autotune.study.attrs import write_cluster
 from autotune.study.storage import holds_password, redact, redact_message
-from hostile_study import ESC, hostile_copy, open_only, settled_sha256
+from hostile_study import ESC, hostile_copy, open_only
+from results_study import sha256
 from paths import REPO
 from results_study import live_topology, study_copy
 
@@ -98,10 +99,10 @@ def _with_stored_library(tmp_path, path: str):
 
 
 def _export(capsys, db, *more):
-    before = settled_sha256(db)
+    before = sha256(db)
     rc = main(["export", "--storage", f"sqlite:///{db}", *more])
     out, err = capsys.readouterr()
-    assert settled_sha256(db) == before
+    assert sha256(db) == before
     return rc, out, err
 
 
