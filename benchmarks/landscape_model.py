@@ -12,10 +12,10 @@ CPUs and threads a real trial would get. One training step of one rank then cost
   t_memory   the node's memory bandwidth shared by every rank on the node (roofline: Williams,
              Waterman, Patterson, CACM 52(4) 2009);
   t_fixed    per-step cost that does not shrink with threads (optimizer, Python, launch of ops);
-  memory policy (mem_policy, issue 37; benchmarks/memory_model.py): a rank's pages go to its policy's nodes (the real
-             planner's, autotune/plan/memory.py) in the policy's proportions (equal for
-             interleave, the kernel's weights for weighted, all on HBM for preferred_fast: the
-             CNN's pages fit its 16 GiB); each node has a bandwidth (DRAM: the vendor figure
+  memory policy (mem_policy, issue 37; benchmarks/memory_model.py): a rank's pages go to
+             its policy's nodes (the real planner's, autotune/plan/memory.py) in the
+             policy's proportions (equal for interleave, the kernel's weights for weighted, all
+             on HBM for preferred_fast: the CNN's pages fit its 16 GiB); each node has a bandwidth (DRAM: the vendor figure
              below; memory-only: the firmware's HMAT/CDAT figure, or Hardware.memory_only_gbs)
              shared by every rank whose pages are on it, and a latency (HMAT, or SLIT distance
              / 10) that stalls the compute part as remote DRAM does. `Params.memory_share` is
