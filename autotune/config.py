@@ -28,10 +28,7 @@ CCL_WORKER_AFFINITIES = ("shared", "dedicated")
 CCL_YIELDS = ("sched_yield", "pause", "sleep")
 CCL_MAX_WORKERS = 4
 
-# Where a rank's memory lives (plan/memory.py): `local` is the launch as it always was (numactl
-# --membind to the rank's node, or the kernel's first touch); `interleave` spreads pages over the
-# rank's nodes (its CPUs' nodes and the memory-only nodes nearest them); `preferred_fast` takes
-# HBM first, then DRAM; `weighted` interleaves DRAM and CXL by their bandwidths.
+# Where a rank's memory lives (plan/memory.py; local: the launch as it always was)
 MEM_POLICIES = ("local", "interleave", "preferred_fast", "weighted")
 
 LR_RULES = ("linear", "sqrt", "none")
@@ -180,9 +177,8 @@ class Knob:
     # Passed to the built-in trainer with --set by an exported command (the rest act through the
     # environment and the binding).
     trainer_flag: bool = False
-    # Offered only where it can matter: a space that resolves it to the default launch's value
-    # alone leaves it out, so a machine where it cannot act searches the very space it searched
-    # before the knob existed (mem_policy on one NUMA node).
+    # Offered only where it can matter: a space resolving it to the default's value alone leaves
+    # it out, so the space is the one before the knob existed (mem_policy on one NUMA node).
     only_where_it_varies: bool = False
 
 

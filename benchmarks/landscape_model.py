@@ -12,10 +12,10 @@ CPUs and threads a real trial would get. One training step of one rank then cost
   t_memory   the node's memory bandwidth shared by every rank on the node (roofline: Williams,
              Waterman, Patterson, CACM 52(4) 2009);
   t_fixed    per-step cost that does not shrink with threads (optimizer, Python, launch of ops);
-  memory policy (mem_policy, issue 37): a rank's pages go to its policy's nodes (the real
-             planner's, autotune/plan/memory.py) in the policy's proportions (equal for
-             interleave, the kernel's weights for weighted, all on HBM for preferred_fast: the
-             CNN's pages fit its 16 GiB); each node has a bandwidth (DRAM: the vendor figure
+  memory policy (mem_policy, issue 37; benchmarks/memory_model.py): a rank's pages go to
+             its policy's nodes (the real planner's, autotune/plan/memory.py) in the
+             policy's proportions (equal for interleave, the kernel's weights for weighted, all
+             on HBM for preferred_fast: the CNN's pages fit its 16 GiB); each node has a bandwidth (DRAM: the vendor figure
              below; memory-only: the firmware's HMAT/CDAT figure, or Hardware.memory_only_gbs)
              shared by every rank whose pages are on it, and a latency (HMAT, or SLIT distance
              / 10) that stalls the compute part as remote DRAM does. `Params.memory_share` is
@@ -36,10 +36,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from autotune.config import Config
-from autotune.plan.memory import MemPlacement, rank_memory, wanted_weights
 from autotune.plan.placement import placements  # the planner's own rank layout: cores, CPUs, threads
-from autotune.probe.memory import nearest_cpu_node
 from autotune.probe.topology import Topology
+
+from .memory_model import latency_ratio, mem_layout, node_bandwidth, reach
 
 # The built-in `cnn` workload (autotune/worker/workloads.py, SmallResNet width 16, 32x32 inputs):
 GRAD_BYTES = 78_042 * 4        # 78,042 parameters, all-reduced in fp32 even under autocast
@@ -168,78 +168,6 @@ def _layout(config: Config, topology: Topology) -> tuple[tuple[int, int, int, An
     return _LAYOUTS[key]
 
 
-_MEMS: dict[tuple, tuple] = {}
-
-
-def _mem_layout(config: Config, topology: Topology) -> tuple[tuple[Any, dict], ...] | None:
-    """Per rank: (the CPU node its threads run on, None when unbound; {memory node: share of
-    its pages}) under a mem_policy other than local (None for local: the model as it was)."""
-    if config.mem_policy == "local":
-        return None
-    key = (id(topology), config.nproc, config.ranks_per_numa_node, config.threads, config.binding,
-           config.backend, config.mem_policy)
-    if key in _MEMS:
-        return _MEMS[key]
-    bound = config.binding != "none"
-    weights = wanted_weights(topology) if config.mem_policy == "weighted" else {}
-    out = []
-    for pl in placements(config, topology):
-        placed = rank_memory(config, topology, pl, bound)
-        if not isinstance(placed, MemPlacement):
-            raise ValueError(f"{config.key()}: {placed}")
-        nodes = placed.nodes
-        raw = ({n: weights[n] for n in nodes} if placed.mode == "weighted"
-               else {nodes[0]: 1.0} if placed.mode == "preferred" else {n: 1.0 for n in nodes})
-        total = sum(raw.values())
-        out.append((pl.node if bound else None, {n: w / total for n, w in raw.items()}))
-    _MEMS[key] = tuple(out)
-    return _MEMS[key]
-
-
-def node_bandwidth(topology: Topology, hw: Hardware, node: int) -> float:
-    """Bytes/s a node's memory delivers: DRAM beside cores the vendor figure (what the local
-    launch was always modelled with), memory-only nodes the firmware's HMAT/CDAT figure or
-    Hardware.memory_only_gbs."""
-    cpu = any(n.id == node and n.cpus for n in topology.numa_nodes)
-    mibs = topology.memory.node(node).read_bandwidth_mibs
-    if cpu or (not mibs and hw.memory_only_gbs is None):
-        return hw.node_bandwidth_gbs * 1e9
-    return mibs * 2**20 if mibs else hw.memory_only_gbs * 1e9
-
-
-def _distance(topology: Topology, a: int, b: int) -> float:
-    ids = [n.id for n in topology.numa_nodes]
-    if not topology.distances or a not in ids or b not in ids:
-        return 10.0
-    return float(topology.distances[ids.index(a)][ids.index(b)])
-
-
-def _reach(topology: Topology, cpu: Any, node: int) -> float:
-    """How much further `node` is from a rank on `cpu` (None: any compute node, averaged) than
-    from its nearest CPU node, which its HMAT figures are for (SLIT distances)."""
-    near = nearest_cpu_node(node, topology.numa_nodes, topology.distances)
-    home = _distance(topology, near, node) if near is not None else 10.0
-    cpus = [cpu] if cpu is not None else [n.id for n in topology.compute_nodes()]
-    return sum(_distance(topology, c, node) for c in cpus) / len(cpus) / home
-
-
-def _latency_ratio(topology: Topology, cpu: Any, share: dict) -> float:
-    """The rank's mean memory latency relative to its own DRAM: HMAT latencies where the
-    capture has them, else SLIT distance / 10 (ACPI 6.x 5.2.17), as remote DRAM."""
-    cpus = [cpu] if cpu is not None else [n.id for n in topology.compute_nodes()]
-    mem = topology.memory
-    total = 0.0
-    for c in cpus:
-        local = mem.node(c).read_latency_ns
-        for node, f in share.items():
-            lat = mem.node(node).read_latency_ns
-            if local and lat:
-                total += f * lat * _reach(topology, c, node) / local
-            else:
-                total += f * _distance(topology, c, node) / 10.0
-    return total / len(cpus)
-
-
 def allreduce_s(backend: str, ranks: int, grad_bytes: float, params: Params) -> float:
     """Ring all-reduce: 2(p-1) messages of G/p bytes each way."""
     if ranks < 2:
@@ -276,7 +204,7 @@ def step_seconds(config: Config, topology: Topology, hw: Hardware, params: Param
     for _, _, _, node in layout:
         ranks_on[node] = ranks_on.get(node, 0) + 1
     bytes_ = BYTES_PER_SAMPLE * (0.5 if config.precision != "fp32" else 1.0) * params.memory_share
-    mems = _mem_layout(config, topology)
+    mems = mem_layout(config, topology)
     load: dict[int, float] = {}       # bytes every rank's step puts on each memory node
     for _, share in mems or ():
         for n, f in share.items():
@@ -302,7 +230,7 @@ def step_seconds(config: Config, topology: Topology, hw: Hardware, params: Param
         ratio = facts.ratio_unbound if unbound else 1.0
         if mems is not None:   # mem_policy: its nodes' latencies, their shared bandwidths
             cpu, share_of = mems[rank]
-            ratio = _latency_ratio(topology, cpu, share_of)
+            ratio = latency_ratio(topology, cpu, share_of)
         compute = _share(config) * work * amdahl(n_eff, params.serial) * oversub
         compute *= 1 + params.memory_stall * (ratio - 1)
         compute /= eff
@@ -311,7 +239,7 @@ def step_seconds(config: Config, topology: Topology, hw: Hardware, params: Param
             bw = hw.node_bandwidth_gbs * 1e9 * (nodes if unbound else 1) / ratio
             memory = _share(config) * bytes_ * share / bw
         else:
-            memory = max(load[n] * _reach(topology, cpu, n) / node_bandwidth(topology, hw, n)
+            memory = max(load[n] * reach(topology, cpu, n) / node_bandwidth(topology, hw, n)
                          for n in share_of)
         worst = max(worst, max(compute, memory))
     ar = allreduce_s(config.backend, len(layout), params.grad_bytes, params) * (1 - params.overlap)

@@ -175,8 +175,8 @@ def replay(land: ModelLandscape, seed: int, oracle: float, budget_s: float = 180
     bp = plan_budget(budget_s)
     first = run_search(study, space=space, topology=topology, evaluate=land.evaluator(clock),
                        clock=clock, progress=on_event,
-                       options=SearchOptions(budget_s=budget_s, verify_reserve_s=bp.verify_reserve_s,
-                                             min_trial_s=bp.min_trial_s, seed=seed,
+                       options=SearchOptions(budget_s=budget_s, min_trial_s=bp.min_trial_s,
+                                             verify_reserve_s=bp.verify_reserve_s, seed=seed,
                                              max_accuracy_drop=max_drop))
     at_stop = {"stop_reason": first.stop_reason, "launched": trace.launched,
                "minutes": round(clock.t / 60, 1),

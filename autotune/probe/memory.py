@@ -43,7 +43,7 @@ class NodeMemory:
     kind: str = "dram"                      # "dram" | "hbm" | "cxl"
     free_bytes: int | None = None           # MemFree when probed (not part of the fingerprint)
     tier: int | None = None                 # the kernel's memory tier (smaller: faster)
-    read_bandwidth_mibs: int | None = None  # HMAT/CDAT, MiB/s (the kernel's unit), nearest initiator
+    read_bandwidth_mibs: int | None = None  # HMAT/CDAT in MiB/s, from the nearest initiator
     read_latency_ns: int | None = None
 
 

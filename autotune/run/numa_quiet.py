@@ -120,8 +120,9 @@ class QuietNuma:
             for leftover in (tmp, self.marker):
                 if os.path.exists(leftover):
                     os.unlink(leftover)
-            raise MachineStateError(f"--quiet-numa: cannot turn numa_balancing off in "
-                                    f"{self.path} ({exc.strerror or exc}); nothing changed") from None
+            raise MachineStateError(
+                f"--quiet-numa: cannot turn numa_balancing off in {self.path} "
+                f"({exc.strerror or exc}); nothing changed") from None
         self.before = value
         self.said.append(f"numa_balancing off for this search (was {value}); it is put back "
                          "at the end, on Ctrl-C, and by the next search after a crash")
