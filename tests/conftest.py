@@ -33,6 +33,10 @@ sys.path.insert(0, TESTS)
 # here is reset to the default in each child at exec, so Ctrl-C works again in both.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+# Likewise SIGHUP under `nohup`: the suite still ignores a hangup (a handler that does nothing),
+# but the searches it starts get the default back, as the test that hangs one up expects.
+if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
+    signal.signal(signal.SIGHUP, lambda signum, frame: None)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -16,7 +16,6 @@ import psutil
 import pytest
 
 from autotune.cli import main
-from tiny_space import one_rank_per_host
 
 pytestmark = pytest.mark.slow
 ROOT = REPO
@@ -184,47 +183,15 @@ def test_rendezvous_port_in_use_on_the_first_host_is_one_line(hosts, tmp_path, c
         holder.wait()
 
 
-SPACE = one_rank_per_host("tiny-hosts")   # the search chooses only nnodes
-
-
-def test_search_across_two_hosts_recommends_and_its_exports_run(hosts, tmp_path, monkeypatch,
-                                                                capsys):
-    monkeypatch.chdir(tmp_path)    # exported commands run their ranks in the search's directory
-    space = tmp_path / "space.yaml"
-    space.write_text(SPACE)
-    rc = main(["search", "--hosts", "th1:1,th2:1", "--ssh-config", hosts, "--space", str(space),
-               "--budget", "6m", "--seconds", "1", "--verify-rounds", "1", "--max-verify-rounds", "1", "--json",
-               "--workload", "mlp", "--quality-samples", "2048", "--quality-seeds", "2",
-               "--results", str(tmp_path / "res")])
-    captured = capsys.readouterr()
-    assert rc == 0 and captured.out, captured.err[-3000:]
-    summary = json.loads(captured.out)
-    assert rc == 0 and summary["recommendation"] is not None, summary
-    assert "verified" in summary["recommendation"]
-    assert leftovers() == {ns: [] for ns in NAMESPACES}
-    import optuna
-    study = optuna.load_study(study_name=summary["study"],
-                              storage=f"sqlite:///{tmp_path / 'res' / 'autotune.db'}")
-    spanning = [t.number for t in study.trials if t.user_attrs.get("config", {}).get("nnodes") == 2
-                and t.user_attrs.get("outcome") == "ok"]
-    assert spanning, "no trial spanned both hosts"
-    for fmt, trial in (("torchrun", None), ("mpirun", spanning[0]), ("torchrun", spanning[0])):
-        argv = ["export", "--results", str(tmp_path / "res"), "--format", fmt, "--seconds", "1"]
-        assert main(argv + (["--trial", str(trial)] if trial is not None else [])) == 0
-        text = capsys.readouterr().out
-        run = subprocess.run(["bash", "-c", text], capture_output=True, text=True, timeout=240)
-        lines = [json.loads(x) for x in run.stdout.splitlines() if x.startswith("{")]
-        assert run.returncode == 0 and lines and all(x["status"] == "ok" for x in lines), \
-            (fmt, run.stdout[-2000:], run.stderr[-2000:])
-    assert leftovers() == {ns: [] for ns in NAMESPACES}
-
-
-def test_a_short_search_over_two_hosts_measures_a_spanning_launch_right_after_the_references(
-        hosts, tmp_path, capsys):
+def test_a_short_search_over_two_hosts_measures_a_spanning_launch_and_its_exports_run(
+        hosts, tmp_path, monkeypatch, capsys):
     """The built-in space, as a user runs it: the guide's first guess spans both hosts (issue 35:
     an 8-minute search started from one host and never measured two), the budget note names a
     trial across the hosts, and the noise floor's seeds of the one-host default launch run side
-    by side, one host each."""
+    by side, one host each. Then the exported commands, the recommendation's and the spanning
+    trial's through torchrun and mpirun, run as a user pastes them (one search for both halves:
+    a search across hosts costs minutes here)."""
+    monkeypatch.chdir(tmp_path)    # exported commands run their ranks in the search's directory
     rc = main(["search", "--hosts", "th1:1,th2:1", "--ssh-config", hosts, "--budget", "5m",
                "--seconds", "1", "--max-trials", "3", "--verify-rounds", "1",
                "--max-verify-rounds", "1", "--quality-samples", "1024", "--quality-seeds", "2",
@@ -245,4 +212,22 @@ def test_a_short_search_over_two_hosts_measures_a_spanning_launch_right_after_th
     beside = [line for line in captured.err.splitlines() if "side by side" in line]
     assert len(beside) == 2 and "seed 0" in beside[0] and "seed 1" in beside[1], \
         captured.err[-3000:]
+    assert summary["recommendation"] is not None and "verified" in summary["recommendation"]
     assert leftovers() == {ns: [] for ns in NAMESPACES}
+    spanning = _spanning(study)
+    for fmt, trial in (("torchrun", None), ("mpirun", spanning), ("torchrun", spanning)):
+        argv = ["export", "--results", str(tmp_path / "res"), "--format", fmt, "--seconds", "1"]
+        assert main(argv + (["--trial", str(trial)] if trial is not None else [])) == 0
+        text = capsys.readouterr().out
+        run = subprocess.run(["bash", "-c", text], capture_output=True, text=True, timeout=240)
+        lines = [json.loads(x) for x in run.stdout.splitlines() if x.startswith("{")]
+        assert run.returncode == 0 and lines and all(x["status"] == "ok" for x in lines), \
+            (fmt, run.stdout[-2000:], run.stderr[-2000:])
+    assert leftovers() == {ns: [] for ns in NAMESPACES}
+
+
+def _spanning(study) -> int:
+    """The number of the first trial that ran on both hosts."""
+    return next(t.number for t in sorted(study.trials, key=lambda t: t.number)
+                if t.user_attrs.get("config", {}).get("nnodes") == 2
+                and t.user_attrs.get("outcome") == "ok")
