@@ -9,7 +9,7 @@ from ..plan.cluster import Cluster
 from ..probe.topology import Topology
 from ..run.trial import MIN_TRIAL_TIMEOUT_S, TrialSettings
 from ..script.template import placeholders, restrict_space, takes_seed
-from ..search.budget import BudgetPlan, plan_budget, reserve_rounds
+from ..search.budget import BudgetPlan, plan_budget
 from ..search.options import SearchOptions
 from ..space.resolve import ResolvedSpace, default_space_path, find_space, load_space, resolve
 from ..study.provenance import Here
@@ -105,7 +105,6 @@ def search_options(req: SearchRequest, job: SearchJob) -> SearchOptions:
     return SearchOptions(script_seeds=tuple(range(req.quality_seeds)) if job.seeded else (),
                          budget_s=req.budget_s, verify_reserve_s=bp.verify_reserve_s,
                          min_trial_s=bp.min_trial_s, verify_rounds=req.verify_rounds,
-                         reserve_rounds=reserve_rounds(req.verify_rounds, req.max_verify_rounds),
                          max_accuracy_drop=req.max_accuracy_drop, seed=req.seed,
                          max_trials=req.max_trials,
                          reported_accuracy=req.script is not None,

@@ -122,20 +122,6 @@ def _minutes(seconds: float) -> str:
     return f"{seconds / 60:.0f}m" if seconds >= 90 else f"{seconds:.0f}s"
 
 
-# The rounds a search keeps time for: the settle rule (recommend/settle.py, the ratio's 95% interval
-# within +-10%) at a quiet 2-core machine's round-to-round spread (about 7%: 1.3-1.5x over 3
-# rounds, 2026-11-26) needs 5, t(4) x 7% / sqrt(5) = 8.7%. With time for only the 3 asked rounds
-# the README's 10-minute search there ended "unsettled" after 3; more rounds go on while time is
-# left, so keeping these costs the trials about a minute and buys a settled figure.
-ROUNDS_TO_SETTLE = 5
-
-
-def reserve_rounds(rounds: int, max_rounds: int | None) -> int:
-    """The verification rounds to keep time for: enough to settle, never more than asked at most."""
-    planned = max(rounds, ROUNDS_TO_SETTLE)
-    return min(planned, max_rounds) if max_rounds is not None else planned
-
-
 def verify_reserve(*, durations: list[float], lineup: int, confirm_s: float, rounds: int,
                    floor_s: float, budget_s: float) -> float:
     """Seconds the search keeps for after it: `rounds` rounds of `lineup` trials (the default

@@ -35,7 +35,6 @@ class SearchOptions:
     stagnation_after: float = 0.5
     verify_configs: int = 4          # at most: default launch + candidates re-run in each verify round
     verify_rounds: int = 3
-    reserve_rounds: int | None = None   # rounds the reserve keeps time for (None: verify_rounds)
     seed: int = 0
     # TPE's start-up trials, drawn by the search from launchable configurations (0: TPE's own
     # uniform draws over the whole grid; docs/benchmarks.md, "Search at scale", compares both)

@@ -123,7 +123,7 @@ class Trials:
         return verify_reserve(durations=self.durations, lineup=1 + len(pick_candidates(
                                   self.known.values(), n=o.verify_configs - 1)),
                               confirm_s=confirmation_cost(self.book, lead.config if lead else None),
-                              rounds=o.reserve_rounds or o.verify_rounds, floor_s=o.verify_reserve_s,
+                              rounds=o.verify_rounds, floor_s=o.verify_reserve_s,
                               budget_s=o.budget_s)
 
     def left(self) -> float:

@@ -603,19 +603,3 @@ def test_a_search_across_hosts_says_what_its_budget_buys_on_each_number_of_hosts
         "across 2 hosts (~12 s each, estimated until one runs)" in said[0][1]
     # once a trial spanned both hosts: its cost as measured
     assert len(said) == 2 and "across 2 hosts (15 s each)" in said[1][1]
-
-
-def test_the_reserve_keeps_time_for_the_rounds_that_settle_a_quiet_figure():
-    """Issue 35: the README's search on a quiet machine kept time for the 3 asked rounds only,
-    whose 95% interval at a 7% spread (1.13-1.73x) could not settle; it now keeps time for
-    ROUNDS_TO_SETTLE, but never for more than --max-verify-rounds."""
-    from autotune.search.budget import ROUNDS_TO_SETTLE, reserve_rounds, verify_reserve
-    assert reserve_rounds(3, None) == ROUNDS_TO_SETTLE == 5
-    assert reserve_rounds(8, None) == 8 and reserve_rounds(3, 4) == 4
-    assert reserve_rounds(1, 1) == 1 and reserve_rounds(3, 3) == 3
-    kw = dict(durations=[6.5] * 9, lineup=4, confirm_s=70.0, floor_s=30.0, budget_s=600.0)
-    asked = verify_reserve(rounds=3, **kw)
-    planned = verify_reserve(rounds=reserve_rounds(3, None), **kw)
-    assert planned - asked == 4 * 2 * 6.5       # two more rounds of the four launches
-    # and no more than 40% of the budget on rounds, however many
-    assert verify_reserve(rounds=50, **kw) == 0.4 * 600 + 2 * 70.0
