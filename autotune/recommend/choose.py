@@ -82,7 +82,8 @@ def recommend(result, evaluate, *, rounds: int, script_mode: bool, time_left, pr
     rec = verify(candidates, default, evaluate, rounds=rounds, max_rounds=limit,
                  time_left=time_left, progress=progress,
                  accept=confirm.verdict if confirm else None,
-                 keep_s=confirm.reserve() if confirm else 0.0)
+                 keep_s=(lambda: confirm.reserve([c.config for c in candidates])) if confirm
+                 else 0.0)
     floor = confirm.noise_floor() if confirm else None
     if floor is not None:
         rec = dataclasses.replace(rec, extra={**rec.extra, "noise_floor": floor})

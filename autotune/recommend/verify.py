@@ -143,18 +143,19 @@ def interleave(lineup: list[tuple[str, Config]], evaluate: Evaluate, *, rounds: 
                time_left: Callable[[], float] = lambda: float("inf"),
                progress: Progress = SILENT, max_rounds: int | None = None,
                enough: Callable[[list[list[TrialResult]]], bool] = lambda results: True,
-               keep_s: float = 0.0) -> list[list[TrialResult]]:
+               keep_s: float | Callable[[], float] = 0.0) -> list[list[TrialResult]]:
     """Rounds of every (role, config) in turn, the order reversed every other round (A B C,
     C B A, ...: position effects cancel over pairs of rounds); stops early when another round
     won't fit. After `rounds` rounds, more (up to `max_rounds`) until `enough(results)`, each
-    only while two rounds' time is left beyond `keep_s`. Returns, per lineup entry, its evaluation in each
-    completed round. Verification and `autotune compare` both measure through this."""
+    only while two rounds' time is left beyond `keep_s` (asked anew before each). Returns, per
+    lineup entry, its evaluation in each completed round. Verification and `autotune compare` both measure through this."""
     results: list[list[TrialResult]] = [[] for _ in lineup]
     done, round_s = 0, 0.0
     for rnd in range(max(rounds, max_rounds or rounds)):
         if done and time_left() < round_s * 1.1:
             break
-        if rnd >= rounds and (enough(results) or time_left() - keep_s < round_s * 2):
+        keep = keep_s() if callable(keep_s) else keep_s
+        if rnd >= rounds and (enough(results) or time_left() - keep < round_s * 2):
             break
         order = list(range(len(lineup)))
         if rnd % 2:
@@ -181,7 +182,8 @@ def verify(candidates: list[Record], default: Record, evaluate: Evaluate, *,
            rounds: int = 3, time_left: Callable[[], float] = lambda: float("inf"),
            progress: Progress = SILENT,
            accept: Callable[[Config], QualityVerdict] | None = None,
-           max_rounds: int | None = None, keep_s: float = 0.0) -> Recommendation:
+           max_rounds: int | None = None,
+           keep_s: float | Callable[[], float] = 0.0) -> Recommendation:
     """Interleaved rounds of default + candidates (D A B C, C B A D, ...): `rounds` of them,
     then more (up to `max_rounds`, default MAX_ROUNDS_FACTOR x rounds) while the leader's ratio
     is not settled (recommend/settle.py) and the budget, less `keep_s`, allows. `accept(config)`
