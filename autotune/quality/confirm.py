@@ -91,17 +91,16 @@ class Confirmation:
                                                   samples=self.samples, progress=self.progress)
         return self._verdicts[cls]
 
-    def reserve(self, configs: Sequence[Config] = ()) -> float:
+    def reserve(self, configs: Sequence[Config]) -> float:
         """Seconds verification rounds past the asked ones must leave (confirmation_reserve),
         while one of `configs` that changes the math may still be confirmed in the time left;
         0 once none can be (an 8-minute search across hosts kept 3 minutes for a confirmation
         that needed 219 s and so never ran, and stopped its rounds unsettled)."""
-        costs = [confirmation_cost(self.book, c) for c in configs
-                 if self.book.class_of(c) not in self._verdicts]
-        costs = [c for c in costs if c > 0]
-        if configs and (not costs or min(costs) > self.time_left()):
-            return 0.0
-        return confirmation_reserve(self.book)
+        left = self.time_left()
+        if any(0 < confirmation_cost(self.book, c) <= left for c in configs
+               if self.book.class_of(c) not in self._verdicts):
+            return confirmation_reserve(self.book)
+        return 0.0
 
     def noise_floor(self) -> str | None:
         """The default launch's quality over its seeds, as the recommendation shows it."""

@@ -148,7 +148,8 @@ def interleave(lineup: list[tuple[str, Config]], evaluate: Evaluate, *, rounds: 
     C B A, ...: position effects cancel over pairs of rounds); stops early when another round
     won't fit. After `rounds` rounds, more (up to `max_rounds`) until `enough(results)`, each
     only while two rounds' time is left beyond `keep_s` (asked anew before each). Returns, per
-    lineup entry, its evaluation in each completed round. Verification and `autotune compare` both measure through this."""
+    lineup entry, its evaluation in each completed round. Verification and `autotune compare`
+    both measure through this."""
     results: list[list[TrialResult]] = [[] for _ in lineup]
     done, round_s = 0, 0.0
     for rnd in range(max(rounds, max_rounds or rounds)):
