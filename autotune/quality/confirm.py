@@ -15,10 +15,12 @@ from .verdict import QualityStatus, QualityVerdict, gate_status
 
 
 def confirm_quality(book: QualityBook, config: Config, *, time_left: Callable[[], float],
-                    samples: int, progress: Progress = SILENT) -> QualityVerdict:
+                    samples: int, progress: Progress = SILENT,
+                    leave_s: float = 0.0) -> QualityVerdict:
     """Confirm, before recommending it, that a configuration which changes the math trains as
     well as the default launch: new seeds, each run twice as long as the search's quality runs
-    when the budget allows (else as long), default and candidate side by side (D C D C ...), and
+    when the budget allows that and still leaves `leave_s` (else as long), default and
+    candidate side by side (D C D C ...), and
     the same gate on those seeds alone. A configuration with the default's math needs nothing.
     The verdict's `why` is the line the recommendation shows (accepted or not)."""
     cls = book.class_of(config)
@@ -27,7 +29,7 @@ def confirm_quality(book: QualityBook, config: Config, *, time_left: Callable[[]
         return QualityVerdict(status=QualityStatus.ACCEPTED, math_class=cls, sample=d_now, why=(
             f"same math as the default launch (quality {d_now.describe()}, {d_now.n} seeds)"
             if d_now else "same math as the default launch"))
-    length, per_run = _run_length(book, config, samples, time_left)
+    length, per_run = _run_length(book, config, samples, time_left() - leave_s)
     if length * per_run * len(CONFIRM_SEEDS) > time_left():
         return QualityVerdict(status=QualityStatus.PENDING, math_class=cls, why=(
             f"{describe_changes(config, none='default')} not confirmed: the seeded confirmation needs "
@@ -49,16 +51,17 @@ def confirm_quality(book: QualityBook, config: Config, *, time_left: Callable[[]
 
 
 def _run_length(book: QualityBook, config: Config, samples: int,
-                time_left: Callable[[], float]) -> tuple[int, float]:
+                spare_s: float) -> tuple[int, float]:
     """(multiple of `samples` per confirmation run, seconds per seed): the default's
-    confirmation runs, when an earlier class made them, fix the length for every class."""
+    confirmation runs, when an earlier class made them, fix the length for every class; else
+    twice as long when `spare_s` holds that."""
     base_ev = book.evidence(book.base)
     done = [r.get("samples") for k, r in (base_ev.runs.items() if base_ev else ())
             if k in CONFIRM_SEEDS and r.get("samples")]
     if done:   # the default's confirmation runs exist (an earlier class): same length, theirs
         return max(1, int(done[0]) // samples), book.run_seconds(config) or 0.0
     per_run = (book.run_seconds(book.base) or 0.0) + (book.run_seconds(config) or 0.0)
-    return (2 if 2 * per_run * len(CONFIRM_SEEDS) <= time_left() else 1), per_run
+    return (2 if 2 * per_run * len(CONFIRM_SEEDS) <= spare_s else 1), per_run
 
 
 def confirmation_cost(book: QualityBook, lead: Config | None) -> float:
@@ -80,15 +83,17 @@ class Confirmation:
     confirmed once), what verification must leave for it, and the noise floor it stands on."""
 
     def __init__(self, book: QualityBook, *, time_left: Callable[[], float], samples: int,
-                 progress: Progress = SILENT) -> None:
+                 progress: Progress = SILENT, leave_s: float = 0.0) -> None:
         self.book, self.time_left, self.samples, self.progress = book, time_left, samples, progress
+        self.leave_s = leave_s   # what the winner's rounds after a confirmation need (its length)
         self._verdicts: dict[str, QualityVerdict] = {}
 
     def verdict(self, config: Config) -> QualityVerdict:
         cls = self.book.class_of(config)
         if cls not in self._verdicts:
             self._verdicts[cls] = confirm_quality(self.book, config, time_left=self.time_left,
-                                                  samples=self.samples, progress=self.progress)
+                                                  samples=self.samples, progress=self.progress,
+                                                  leave_s=self.leave_s)
         return self._verdicts[cls]
 
     def reserve(self, configs: Sequence[Config]) -> float:

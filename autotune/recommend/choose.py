@@ -12,8 +12,10 @@ from ..quality.confirm import Confirmation
 from ..result import Outcome
 from ..search.shared import Workers
 from ..study.records import Role, records
+from ..search.budget import SETTLE_ROUNDS
 from ..search.lineup import pick_candidates
-from .verify import Recommendation, round_limit, trusted_alone, unverified, verify
+from .rounds import round_limit
+from .verify import Recommendation, trusted_alone, unverified, verify
 
 
 def shared_recommendation(workers: Workers, study, result, evaluate, *, rounds: int,
@@ -76,9 +78,12 @@ def recommend(result, evaluate, *, rounds: int, script_mode: bool, time_left, pr
     progress.note(f"verifying {len(candidates)} candidate(s) against the default launch, "
                   f"interleaved: {rounds} round(s){more}")
     # A winner that changes the math is confirmed on new seeds (a script's accuracy is judged
-    # per trial); rounds past the asked ones must not eat the time that takes.
+    # per trial), after the asked rounds and before the rounds that settle its ratio, which the
+    # confirmation's length leaves time for; while none is confirmed, those rounds must not eat
+    # the time a confirmation takes.
     confirm = None if script_mode or result.book is None else Confirmation(
-        result.book, time_left=time_left, samples=quality_samples, progress=progress)
+        result.book, time_left=time_left, samples=quality_samples, progress=progress,
+        leave_s=2 * SETTLE_ROUNDS * (default.result.seconds or 0.0))
     rec = verify(candidates, default, evaluate, rounds=rounds, max_rounds=limit,
                  time_left=time_left, progress=progress,
                  accept=confirm.verdict if confirm else None,

@@ -17,7 +17,7 @@ from ..progress import SILENT, Progress
 from ..measure.stats import RatioStats, Stats, ratio_stats
 from ..measure.contention import disturbed
 from .settle import Settling, settle
-from .verify import interleave
+from .rounds import interleave
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -17,14 +17,13 @@ from ..measure.contention import disturbed
 from ..measure.stats import RatioStats, Stats, busy, ratio_stats
 from ..quality.verdict import QualityVerdict
 from ..study.records import Record, Role
+from .rounds import interleave, round_limit
 from .settle import Settling, settle
 
 # A candidate "holds up" when it beats the default launch by at least MIN_GAIN in the median
 # round and in at least 3 of 4 rounds (its lower quartile stays above 1). Ratios within a round
 # are compared, not absolute speeds: a machine that slowed down since the search slows both.
 MIN_GAIN = 1.02
-# Verification goes on past the asked rounds, while unsettled, up to this many times as many.
-MAX_ROUNDS_FACTOR = 4
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -139,66 +138,57 @@ class Recommendation:
                                 "shrink": v.shrink, "holds": v.holds} for v in self.candidates]}
 
 
-def interleave(lineup: list[tuple[str, Config]], evaluate: Evaluate, *, rounds: int,
-               time_left: Callable[[], float] = lambda: float("inf"),
-               progress: Progress = SILENT, max_rounds: int | None = None,
-               enough: Callable[[list[list[TrialResult]]], bool] = lambda results: True,
-               keep_s: float | Callable[[], float] = 0.0) -> list[list[TrialResult]]:
-    """Rounds of every (role, config) in turn, the order reversed every other round (A B C,
-    C B A, ...: position effects cancel over pairs of rounds); stops early when another round
-    won't fit. After `rounds` rounds, more (up to `max_rounds`) until `enough(results)`, each
-    only while two rounds' time is left beyond `keep_s` (asked anew before each). Returns, per
-    lineup entry, its evaluation in each completed round. Verification and `autotune compare`
-    both measure through this."""
-    results: list[list[TrialResult]] = [[] for _ in lineup]
-    done, round_s = 0, 0.0
-    for rnd in range(max(rounds, max_rounds or rounds)):
-        if done and time_left() < round_s * 1.1:
-            break
-        keep = keep_s() if callable(keep_s) else keep_s
-        if rnd >= rounds and (enough(results) or time_left() - keep < round_s * 2):
-            break
-        order = list(range(len(lineup)))
-        if rnd % 2:
-            order.reverse()
-        spent = 0.0
-        for i in order:
-            role, config = lineup[i]
-            progress.verify_start(config=config, role=role, round=rnd + 1, rounds=rounds,
-                                  max_rounds=max(rounds, max_rounds or rounds))
-            ev = evaluate(config, "throughput")
-            spent += ev.seconds
-            results[i].append(ev)
-        done += 1
-        round_s = max(round_s, spent)
-    return results
-
-
-def round_limit(rounds: int, max_rounds: int | None) -> int:
-    """The most rounds a verification of `rounds` rounds may take while unsettled."""
-    return max(rounds, max_rounds if max_rounds is not None else MAX_ROUNDS_FACTOR * rounds)
-
-
 def verify(candidates: list[Record], default: Record, evaluate: Evaluate, *,
            rounds: int = 3, time_left: Callable[[], float] = lambda: float("inf"),
            progress: Progress = SILENT,
            accept: Callable[[Config], QualityVerdict] | None = None,
            max_rounds: int | None = None,
            keep_s: float | Callable[[], float] = 0.0) -> Recommendation:
-    """Interleaved rounds of default + candidates (D A B C, C B A D, ...): `rounds` of them,
-    then more (up to `max_rounds`, default MAX_ROUNDS_FACTOR x rounds) while the leader's ratio
-    is not settled (recommend/settle.py) and the budget, less `keep_s`, allows. `accept(config)`
-    is asked, fastest first, of the candidates that hold up: the seeded quality confirmation of
-    one that changes the math (quality/confirm.py), whose verdict's `why` the note shows."""
+    """Interleaved rounds of default + candidates (D A B C, C B A D, ...), `rounds` of them.
+    Then `accept(config)` is asked, fastest first, of the candidates that hold up (the seeded
+    quality confirmation of one that changes the math, quality/confirm.py, whose verdict's `why`
+    the note shows) until one is accepted; more rounds (up to `max_rounds`, default
+    MAX_ROUNDS_FACTOR x rounds) then measure the default and that one alone while its ratio is
+    not settled (recommend/settle.py) and the budget allows. Confirming first and then giving
+    the time to the one that can win settles it sooner than rounds of all (issue 35: the first
+    command's rounds of candidates its confirmation then refused left run_cpu's settings 3
+    rounds, unsettled). While none is accepted, the more rounds are of them all, leaving
+    `keep_s` (asked before each) for a confirmation."""
     lineup = [default] + list(candidates)
+    limit = round_limit(rounds, max_rounds)
     evals = interleave([(r.role, r.config) for r in lineup], evaluate, rounds=rounds,
-                       time_left=time_left, progress=progress,
-                       max_rounds=round_limit(rounds, max_rounds),
-                       enough=lambda evs: _settled_enough(_verified(lineup, evs)), keep_s=keep_s)
+                       time_left=time_left, progress=progress, max_rounds=rounds)
+    done = len(evals[0])
+    winner = _first_accepted(_verified(lineup, evals), accept) if done else None
+    focus = ([0, 1 + [r.config for r in candidates].index(winner.config)] if winner
+             else list(range(len(lineup))))
+    if 0 < done < limit:
+        def merged(more: list[list[TrialResult]]) -> list[list[TrialResult]]:
+            out = [list(evs) for evs in evals]
+            for i, evs in zip(focus, more):
+                out[i].extend(evs)
+            return out
+        more = interleave([(lineup[i].role, lineup[i].config) for i in focus], evaluate,
+                          rounds=rounds, time_left=time_left, progress=progress,
+                          max_rounds=limit, start=done, keep_s=0.0 if winner else keep_s,
+                          round_s=max(sum(evals[i][r].seconds for i in focus)
+                                      for r in range(done)),
+                          enough=lambda evs: _settled_enough(
+                              [v for i, v in enumerate(_verified(lineup, merged(evs)), 1)
+                               if i in focus]))
+        evals = merged(more)
     results: dict[int, list[float | None]] = {
         i: [ev.throughput if ev.outcome == Outcome.OK else None for ev in evs]
         for i, evs in enumerate(evals)}
     return _choose(_verified(lineup, evals), default, len(evals[0]), results, accept)
+
+
+def _first_accepted(verified: list[Verified],
+                    accept: Callable[[Config], QualityVerdict] | None) -> Verified | None:
+    """The fastest candidate that holds up and that `accept` accepts (asking it of each in
+    turn, fastest first, until one is), or None."""
+    holding = sorted((v for v in verified if v.holds), key=lambda v: v.ratio.median, reverse=True)
+    return next((v for v in holding if accept is None or accept(v.config).accepted), None)
 
 
 def _verified(lineup: list[Record], evals: list[list[TrialResult]]) -> list[Verified]:
@@ -263,9 +253,10 @@ def _choose(verified: list[Verified], default: Record, rounds: int,
                               default_wins=True, settling=best.settling if best else None)
     win = holding[0]
     vs_run_cpu = None
-    if run_cpu is not None and run_cpu is not win and len(run_cpu.throughputs) == len(win.throughputs) \
-            and run_cpu.throughputs:
-        vs_run_cpu = ratio_stats(win.throughputs, run_cpu.throughputs).median
+    if run_cpu is not None and run_cpu is not win and run_cpu.throughputs:
+        # the rounds both were measured in: past the asked ones only the winner goes on
+        n = min(len(run_cpu.throughputs), len(win.throughputs))
+        vs_run_cpu = ratio_stats(win.throughputs[:n], run_cpu.throughputs[:n]).median
     elif run_cpu is win:
         vs_run_cpu = 1.0
     stats, settling = win.ratio, win.settling

@@ -122,16 +122,25 @@ def _minutes(seconds: float) -> str:
     return f"{seconds / 60:.0f}m" if seconds >= 90 else f"{seconds:.0f}s"
 
 
+# Rounds of the default and the confirmed winner that verification needs past the asked ones
+# before a ratio settles on a quiet 2-core machine: the first command's winner spread so that 8
+# rounds gave 1.22-1.43x around 1.32x, the ±10% that settles (benchmarks/results/
+# first_command_verify_2026-11-26.txt), and 3 asked rounds did not.
+SETTLE_ROUNDS = 5
+
+
 def verify_reserve(*, durations: list[float], lineup: int, confirm_s: float, rounds: int,
                    floor_s: float, budget_s: float) -> float:
     """Seconds the search keeps for after it: `rounds` rounds of `lineup` trials (the default
     launch and the candidates) of the typical length in `durations`, between `floor_s` and 40%
-    of the budget, and room for two seeded confirmations of `confirm_s` (a class that fails its
-    confirmation hands over to the next), at most 25% of the budget. Before any trial: `floor_s`."""
+    of the budget; SETTLE_ROUNDS more rounds of two, at most 15% of it; and room for two seeded
+    confirmations of `confirm_s` (a class that fails its confirmation hands over to the next),
+    at most 25% of it. Before any trial: `floor_s`."""
     if not durations:
         return floor_s
     typical = sorted(durations)[len(durations) // 2]
     verify = max(floor_s, min(0.4 * budget_s, lineup * rounds * typical))
+    verify += min(0.15 * budget_s, 2 * SETTLE_ROUNDS * typical)
     return verify + min(0.25 * budget_s, 2 * confirm_s)
 # Until a trial across hosts is measured, it is taken as this much dearer than one host's: each
 # host starts its ranks and they meet before the first step. On the namespace hosts a whole 2-host

@@ -8,7 +8,7 @@ from __future__ import annotations
 from autotune.config import Config
 from autotune.quality.confirm import Confirmation
 from autotune.quality.evidence import QualityBook
-from autotune.recommend.verify import interleave
+from autotune.recommend.rounds import interleave
 from autotune.result import Outcome, TrialResult
 from autotune.study.storage import open_storage, open_study
 

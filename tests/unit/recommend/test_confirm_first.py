@@ -1,0 +1,89 @@
+"""Verification confirms before it settles (recommend/verify.py): after the asked rounds of every
+candidate, the seeded confirmation is asked of those that hold up, fastest first, and the rounds
+past the asked ones measure the default launch and the one accepted, alone, until its ratio
+settles. Issue 35: the first command's extra rounds went to bf16 candidates that the
+confirmation refused afterwards, and run_cpu's settings, the winner, kept 3 rounds, unsettled.
+The machine here is a table of throughputs with a fixed round-to-round spread (no processes)."""
+from __future__ import annotations
+
+import itertools
+
+from autotune.config import Config
+from autotune.quality.verdict import QualityStatus, QualityVerdict
+from autotune.recommend.verify import verify
+from autotune.result import Outcome, TrialResult
+from autotune.study.records import Record, Role
+
+DEFAULT, BF16, RUN_CPU = Config(), Config(precision="bf16"), Config(binding="numactl",
+                                                                     allocator="tcmalloc")
+SPEED = {DEFAULT: 100.0, BF16: 290.0, RUN_CPU: 130.0}
+# run_cpu's settings against the default, round by round: 3 rounds give a 95% interval wider
+# than ±10% (t=4.3), a few more narrow it
+SPREAD = [1.0, 1.15, 0.88, 1.04, 0.97, 1.02, 0.99, 1.01, 1.0, 1.0, 1.0, 1.0]
+
+
+class Machine:
+    def __init__(self) -> None:
+        self.calls: list[Config] = []
+        self.spread = {c: itertools.cycle(SPREAD if c == RUN_CPU else [1.0]) for c in SPEED}
+
+    def __call__(self, config: Config, mode: str) -> TrialResult:
+        self.calls.append(config)
+        return TrialResult(outcome=Outcome.OK, throughput=SPEED[config] * next(self.spread[config]),
+                           seconds=6.0)
+
+
+def _record(config: Config, role: str) -> Record:
+    return Record(config=config, feasible=True, role=role,
+                  result=TrialResult(outcome=Outcome.OK, throughput=SPEED[config], accuracy=0.9,
+                                     seconds=6.0))
+
+
+def _accept(machine: Machine, asked: list[tuple[Config, int]], refuse: set[Config]):
+    def accept(config: Config) -> QualityVerdict:
+        asked.append((config, len(machine.calls)))
+        status = QualityStatus.REJECTED if config in refuse else QualityStatus.ACCEPTED
+        return QualityVerdict(status=status, why=f"{config.key()} {status}")
+    return accept
+
+
+def test_a_refused_candidate_gets_no_round_past_the_asked_ones_and_the_winner_settles():
+    machine, asked = Machine(), []
+    default = _record(DEFAULT, Role.DEFAULT)
+    rec = verify([_record(BF16, "search"), _record(RUN_CPU, Role.RUN_CPU)], default, machine,
+                 rounds=3, accept=_accept(machine, asked, refuse={BF16}))
+    # asked after the 3 rounds of all three (9 launches), bf16 first (the faster), then run_cpu
+    assert asked[:2] == [(BF16, 9), (RUN_CPU, 9)]
+    extra = machine.calls[9:]
+    assert extra and set(extra) == {DEFAULT, RUN_CPU}
+    assert machine.calls.count(BF16) == 3
+    assert rec.config == RUN_CPU and rec.settled and rec.rounds > 3
+    assert rec.rounds < 12                  # it stopped once settled
+    assert rec.headline().startswith("verified speedup 1.")
+    assert f"{BF16.key()} rejected" in rec.note
+
+
+def test_a_confirmed_winner_alone_goes_on_and_is_still_compared_with_run_cpu():
+    machine, asked = Machine(), []
+    spread = itertools.cycle(SPREAD)
+    machine.spread[BF16] = spread            # bf16's ratio needs the rounds this time
+    default = _record(DEFAULT, Role.DEFAULT)
+    rec = verify([_record(BF16, "search"), _record(RUN_CPU, Role.RUN_CPU)], default, machine,
+                 rounds=3, accept=_accept(machine, asked, refuse=set()))
+    assert asked[0] == (BF16, 9)
+    assert set(machine.calls[9:]) == {DEFAULT, BF16}
+    assert machine.calls.count(RUN_CPU) == 3
+    assert rec.config == BF16 and rec.settled and rec.rounds > 3
+    # over the 3 rounds run_cpu's settings were measured in
+    assert rec.vs_run_cpu is not None and 1.9 < rec.vs_run_cpu < 2.6
+
+
+def test_with_none_accepted_the_rounds_past_the_asked_ones_measure_them_all():
+    machine, asked = Machine(), []
+    machine.spread[BF16] = itertools.cycle(SPREAD)   # the leader unsettled: more rounds
+    default = _record(DEFAULT, Role.DEFAULT)
+    rec = verify([_record(BF16, "search"), _record(RUN_CPU, Role.RUN_CPU)], default, machine,
+                 rounds=3, max_rounds=4, accept=_accept(machine, asked, refuse={BF16, RUN_CPU}))
+    assert set(machine.calls[9:]) == {DEFAULT, BF16, RUN_CPU}
+    assert rec.config == DEFAULT
+    assert "rejected" in rec.note
