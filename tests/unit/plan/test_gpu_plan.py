@@ -135,7 +135,7 @@ def test_gpu_configs_ruled_out_with_a_reason(config, caps, message):
 
 
 def test_fp16_one_rule_for_the_space_and_the_planner():
-    """fp16: native on every CUDA GPU; on a CPU only with avx512_fp16/amx_fp16 (this Cascade
+    """fp16: native on every CUDA GPU; on a CPU only with amx_fp16 (this Cascade
     Lake has neither). The space drops exactly what the planner would rule out, with its words."""
     topo = machine("pcie-4gpu")
     assert not topo.isa.fp16

@@ -44,7 +44,7 @@ LAPTOP = machine(sockets=1, cores_per_node=2, nodes=1, flags=("avx2", "avx512f",
                  allocators={"jemalloc": "/usr/lib/libjemalloc.so.2", "tcmalloc": "/usr/lib/libtcmalloc.so.4"},
                  omp_runtimes={"libgomp": None, "libiomp5": "/venv/lib/libiomp5.so"},
                  backends=("gloo",), numactl=True, taskset=True, cxx_compiler="g++")
-# Sapphire Rapids 2 x 32 cores, SMT, AMX; jemalloc only, oneCCL installed.
+# 2 x 32 cores, SMT, AMX with fp16 tiles (Granite Rapids' flags); jemalloc only, oneCCL installed.
 XEON = machine(sockets=2, cores_per_node=32, nodes=2, smt=2,
                flags=("avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_fp16", "amx_tile"),
                allocators={"jemalloc": "/usr/lib/libjemalloc.so.2", "tcmalloc": None},
@@ -275,7 +275,8 @@ def test_one_precision_rule_for_the_space_and_the_planner():
         "precision=bf16 kept: this CPU has no native bf16 math, so CPU trials emulate it, "
         "usually slower than fp32",
         "precision=fp16 kept for cuda trials only: precision fp16: this CPU has no native fp16 "
-        "(avx512_fp16/amx_fp16), so CPU trials with it are ruled out"]
+        "training (amx_fp16; with avx512_fp16 alone, fp16 convolution gradients run oneDNN's "
+        "reference kernel), so CPU trials with it are ruled out"]
     for topo in (LAPTOP, XEON, EPYC, DGX):
         for precision in ("fp32", "bf16", "fp16"):
             how = cpu_precision(precision, topo)
@@ -285,14 +286,30 @@ def test_one_precision_rule_for_the_space_and_the_planner():
     assert precision_problem("fp16", "cpu", XEON) is None and cpu_precision("bf16", EPYC) == "emulated"
 
 
+def test_fp16_needs_amx_fp16_not_avx512_fp16_alone():
+    """Issue 35: on a Sapphire Rapids class CPU (avx512_fp16 and AMX-BF16, no AMX-FP16) torch
+    2.13's oneDNN computed every fp16 conv weight gradient with its reference kernel: the cnn's
+    fp16 step took 4.3 s against 75 ms in fp32. fp16 is ruled out there; bf16 stays native."""
+    from autotune.plan.feasible import cpu_precision, precision_problem
+    spr = machine(sockets=1, cores_per_node=2, nodes=1,
+                  flags=("avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_tile"))
+    assert spr.isa.fp16   # it has the instructions...
+    assert cpu_precision("fp16", spr) == "unsupported"   # ...but not a fast fp16 backward
+    assert "amx_fp16" in precision_problem("fp16", "cpu", spr)
+    assert cpu_precision("bf16", spr) == "native"
+    assert topology_names(spr)["supported_precisions"] == ("fp32", "bf16")
+    assert cpu_precision("fp16", XEON) == "native" and precision_problem("fp16", "cpu", XEON) is None
+
+
 def test_smt_bindings_dropped_without_siblings_and_precisions_by_the_planner_rule():
     space = space_of("knobs:\n  binding: [taskset, taskset_smt]\n  precision: [fp32, fp16]\n"
                      "  compile: [false, true]\n", LAPTOP)
     assert space.knobs == {"binding": ("taskset",), "precision": ("fp32",), "compile": (False, True)}
     assert "binding=taskset_smt dropped: no SMT siblings among the usable CPUs" in space.notes
     # the planner rules fp16 out on a CPU without native fp16, so the space never offers it
-    assert ("precision=fp16 dropped: precision fp16: this CPU has no native fp16 "
-            "(avx512_fp16/amx_fp16)") in space.notes
+    assert ("precision=fp16 dropped: precision fp16: this CPU has no native fp16 training "
+            "(amx_fp16; with avx512_fp16 alone, fp16 convolution gradients run oneDNN's "
+            "reference kernel)") in space.notes
     emulated = space_of("knobs:\n  precision: [fp32, bf16]\n", EPYC)
     assert emulated.knobs["precision"] == ("fp32", "bf16")
     assert any(n.startswith("precision=bf16 kept: this CPU has no native bf16") for n in emulated.notes)
