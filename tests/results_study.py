@@ -71,7 +71,7 @@ class Landscape:
                            step_median_s=32.0 / self.speed(c))
 
 
-def make_study(db: Path, *, budget_s: float = 700, verify_rec: bool = True) -> optuna.Study:
+def make_study(db: Path, *, budget_s: float = 800, verify_rec: bool = True) -> optuna.Study:
     """A finished study in the SQLite file `db`, as `autotune search` would have left it."""
     topo = live_topology()
     space = resolve(load_space(find_space("cpu")), topo)
