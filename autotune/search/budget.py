@@ -135,13 +135,19 @@ def verify_reserve(*, durations: list[float], lineup: int, confirm_s: float, rou
     launch and the candidates) of the typical length in `durations`, between `floor_s` and 40%
     of the budget; SETTLE_ROUNDS more rounds of two, at most 15% of it; and room for two seeded
     confirmations of `confirm_s` (a class that fails its confirmation hands over to the next),
-    at most 25% of it. Before any trial: `floor_s`."""
+    at most 25% of it, or for one when only one fits there, or none when none does: time kept
+    for a confirmation that cannot run is lost to the trials (an 8-minute search over two hosts
+    kept 2 minutes for a 246 s one, never ran it, and ended with 2m41s unused). Before any
+    trial: `floor_s`."""
     if not durations:
         return floor_s
     typical = sorted(durations)[len(durations) // 2]
     verify = max(floor_s, min(0.4 * budget_s, lineup * rounds * typical))
     verify += min(0.15 * budget_s, 2 * SETTLE_ROUNDS * typical)
-    return verify + min(0.25 * budget_s, 2 * confirm_s)
+    return verify + max((n * confirm_s for n in (2, 1) if n * confirm_s <= 0.25 * budget_s),
+                        default=0.0)
+
+
 # Until a trial across hosts is measured, it is taken as this much dearer than one host's: each
 # host starts its ranks and they meet before the first step. On the namespace hosts a whole 2-host
 # trial cost 0.91-1.37x a 1-host one, median 1.20 (benchmarks/results/hosts_startup_2026-11-26.json).

@@ -20,7 +20,7 @@ from autotune.errors import WorkloadError
 from autotune.probe import probe
 from autotune.quality.math_class import math_class
 from autotune.recommend.verify import verify
-from autotune.search.budget import SETTLE_ROUNDS
+from autotune.search.budget import SETTLE_ROUNDS, verify_reserve
 from autotune.search.lineup import pick_candidates
 from autotune.search.loop import run_search
 from autotune.search.options import SearchOptions
@@ -348,6 +348,19 @@ def test_the_search_keeps_back_verification_rounds_for_its_lineup_only(tmp_path,
     assert reserve() == 2 * 3 * 60.0 + settling
     measured(Config(precision="bf16"))           # 160/s: close, it joins
     assert reserve() == 3 * 3 * 60.0 + settling
+
+
+def test_time_is_kept_only_for_confirmations_that_fit_where_they_are_kept():
+    """Two confirmations when two fit in a quarter of the budget, one when only one does, none
+    when none does: an 8-minute search over two hosts kept 2 minutes for a 246 s confirmation,
+    which then did not fit, and ended with 2m41s of its budget unused."""
+    def kept(confirm_s):
+        return verify_reserve(durations=[8.0], lineup=3, confirm_s=confirm_s, rounds=3,
+                              floor_s=0.0, budget_s=480.0) - verify_reserve(
+            durations=[8.0], lineup=3, confirm_s=0.0, rounds=3, floor_s=0.0, budget_s=480.0)
+    assert kept(50.0) == 100.0
+    assert kept(100.0) == 100.0          # two would be 200 s, over a quarter of 480 s
+    assert kept(246.0) == 0.0
 
 
 def test_sampler_is_optuna_tpe_multivariate():
