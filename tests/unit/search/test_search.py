@@ -351,7 +351,7 @@ def test_the_search_keeps_back_verification_rounds_for_its_lineup_only(tmp_path,
 
 
 def test_time_is_kept_only_for_confirmations_that_fit_where_they_are_kept():
-    """Two confirmations when two fit in a quarter of the budget, one when only one does, none
+    """Two confirmations when two fit in a quarter of the budget, one when it fits in 40%, none
     when none does: an 8-minute search over two hosts kept 2 minutes for a 246 s confirmation,
     which then did not fit, and ended with 2m41s of its budget unused."""
     def kept(confirm_s):
@@ -360,6 +360,7 @@ def test_time_is_kept_only_for_confirmations_that_fit_where_they_are_kept():
             durations=[8.0], lineup=3, confirm_s=0.0, rounds=3, floor_s=0.0, budget_s=480.0)
     assert kept(50.0) == 100.0
     assert kept(100.0) == 100.0          # two would be 200 s, over a quarter of 480 s
+    assert kept(171.0) == 171.0          # one, within 40% (192 s)
     assert kept(246.0) == 0.0
 
 
