@@ -20,8 +20,8 @@ def confirm_quality(book: QualityBook, config: Config, *, time_left: Callable[[]
     """Confirm, before recommending it, that a configuration which changes the math trains as
     well as the default launch: new seeds, each run twice as long as the search's quality runs
     when the budget allows that and still leaves `leave_s` (else as long), default and
-    candidate side by side (D C D C ...), and
-    the same gate on those seeds alone. A configuration with the default's math needs nothing.
+    candidate side by side (D C D C ...), and the same gate on those seeds alone. A
+    configuration with the default's math needs nothing.
     The verdict's `why` is the line the recommendation shows (accepted or not)."""
     cls = book.class_of(config)
     d_now = book.default_sample()

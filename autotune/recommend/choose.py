@@ -11,9 +11,9 @@ from ..progress import Progress
 from ..quality.confirm import Confirmation
 from ..result import Outcome
 from ..search.shared import Workers
-from ..study.records import Role, records
 from ..search.budget import SETTLE_ROUNDS
 from ..search.lineup import pick_candidates
+from ..study.records import Role, records
 from .rounds import round_limit
 from .verify import Recommendation, trusted_alone, unverified, verify
 
