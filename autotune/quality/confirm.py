@@ -54,14 +54,18 @@ def _run_length(book: QualityBook, config: Config, samples: int,
                 spare_s: float) -> tuple[int, float]:
     """(multiple of `samples` per confirmation run, seconds per seed): the default's
     confirmation runs, when an earlier class made them, fix the length for every class; else
-    twice as long when `spare_s` holds that."""
+    twice as long when `spare_s` holds that and, after it, the confirmation of a next class as
+    long (this one refused, the next holding candidate is confirmed at the length this one sets:
+    a first command spent 125 s confirming a bf16 class twice as long, 40 s on the next, both
+    refused, and run_cpu's settings, the winner, had no time left to settle)."""
     base_ev = book.evidence(book.base)
     done = [r.get("samples") for k, r in (base_ev.runs.items() if base_ev else ())
             if k in CONFIRM_SEEDS and r.get("samples")]
     if done:   # the default's confirmation runs exist (an earlier class): same length, theirs
         return max(1, int(done[0]) // samples), book.run_seconds(config) or 0.0
-    per_run = (book.run_seconds(book.base) or 0.0) + (book.run_seconds(config) or 0.0)
-    return (2 if 2 * per_run * len(CONFIRM_SEEDS) <= spare_s else 1), per_run
+    own = book.run_seconds(config) or 0.0
+    per_run = (book.run_seconds(book.base) or 0.0) + own
+    return (2 if 2 * (per_run + own) * len(CONFIRM_SEEDS) <= spare_s else 1), per_run
 
 
 def confirmation_cost(book: QualityBook, lead: Config | None) -> float:

@@ -50,3 +50,29 @@ def test_rounds_past_the_asked_ones_take_the_time_no_confirmation_can_use():
                        time_left=lambda: clock["left"],
                        keep_s=lambda: 80.0 if clock["left"] >= 95 else 0.0)
     assert len(freed[0]) == 6                        # asked anew: the rounds got the time
+
+
+def test_a_confirmation_runs_twice_as_long_only_when_a_next_one_and_the_rounds_still_fit(tmp_path):
+    """Twice as long needs room for itself, for a next class's confirmation at that length (the
+    default's runs are shared), and for the rounds kept after it (`leave_s`): a first command
+    confirmed a bf16 class twice as long (125 s), then the next (40 s), both refused, and had no
+    time left to settle the winner. Runs here: the default 40 s, bf16 40 s (taken as long)."""
+    measured = []
+
+    def run(config, mode, *, seed=0, samples=None):
+        measured.append(samples)
+        return TrialResult(outcome=Outcome.OK, accuracy=0.9, throughput=100.0, seconds=40.0)
+
+    def samples_used(left_s):
+        book = QualityBook(open_study(open_storage(f"sqlite:///{tmp_path}/q{left_s}.db"), "q"),
+                           run, batchnorm=True, tolerance_pp=1.0, seeds=(0, 1, 2))
+        book.measure(Config())
+        measured.clear()
+        Confirmation(book, time_left=lambda: left_s, samples=1024,
+                     leave_s=100.0).verdict(Config(precision="bf16"))
+        return set(measured)
+
+    # twice as long: 3 seeds x 2 x (40 + 40) = 480 s, a next class's 3 x 2 x 40 = 240 s, and
+    # the 100 s kept for rounds: 820 s
+    assert samples_used(820.0) == {2048}
+    assert samples_used(819.0) == {1024}
