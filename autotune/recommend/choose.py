@@ -11,7 +11,7 @@ from ..progress import Progress
 from ..quality.confirm import Confirmation
 from ..result import Outcome
 from ..search.shared import Workers
-from ..search.budget import SETTLE_ROUNDS
+from ..search.budget import settling_s
 from ..search.lineup import pick_candidates
 from ..study.records import Role, records
 from .rounds import round_limit
@@ -83,7 +83,7 @@ def recommend(result, evaluate, *, rounds: int, script_mode: bool, time_left, pr
     # the time a confirmation takes.
     confirm = None if script_mode or result.book is None else Confirmation(
         result.book, time_left=time_left, samples=quality_samples, progress=progress,
-        leave_s=2 * SETTLE_ROUNDS * (default.result.seconds or 0.0))
+        leave_s=settling_s(default.result.seconds or 0.0))
     rec = verify(candidates, default, evaluate, rounds=rounds, max_rounds=limit,
                  time_left=time_left, progress=progress,
                  accept=confirm.verdict if confirm else None,

@@ -129,6 +129,12 @@ def _minutes(seconds: float) -> str:
 SETTLE_ROUNDS = 5
 
 
+def settling_s(trial_s: float) -> float:
+    """Seconds the SETTLE_ROUNDS rounds of two launches of `trial_s` take: what the search keeps
+    for them and what a confirmation's length must leave them."""
+    return 2 * SETTLE_ROUNDS * trial_s
+
+
 def verify_reserve(*, durations: list[float], lineup: int, confirm_s: float, rounds: int,
                    floor_s: float, budget_s: float) -> float:
     """Seconds the search keeps for after it: `rounds` rounds of `lineup` trials (the default
@@ -146,7 +152,7 @@ def verify_reserve(*, durations: list[float], lineup: int, confirm_s: float, rou
         return floor_s
     typical = sorted(durations)[len(durations) // 2]
     verify = max(floor_s, min(0.4 * budget_s, lineup * rounds * typical))
-    verify += min(0.15 * budget_s, 2 * SETTLE_ROUNDS * typical)
+    verify += min(0.15 * budget_s, settling_s(typical))
     return verify + next((n * confirm_s for n, share in ((2, 0.25), (1, 0.4))
                           if n * confirm_s <= share * budget_s), 0.0)
 
