@@ -20,9 +20,10 @@ Collect, then compare: `Sampler`/`observe` read the machine; `summarize`, `compa
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import psutil
@@ -46,7 +47,7 @@ class RankObservation:
     pid: int                             # the rank's leader (what the runner spawned)
     busy_threads: int                    # compute threads busy at once in the training process
     num_threads: int                     # all threads of that process (most seen)
-    affinity: tuple[int, ...]            # CPUs the training process may run on (last seen)
+    affinity: tuple[int, ...]            # CPUs its threads may run on, all together (last seen)
     libraries: tuple[str, ...]           # allocator / OpenMP libraries mapped (basenames)
     mempolicy: str | None                # "default", "bind:1", ...; None: not readable
     num_processes: int = 1               # processes in the rank's tree (most seen at once)
@@ -128,6 +129,18 @@ def _thread_times(proc: psutil.Process) -> dict[int, float] | None:
     return None
 
 
+def _allowed_cpus(tids: Iterable[int]) -> tuple[int, ...]:
+    """The CPUs any thread of a process may run on: the union of its threads' masks. Not the
+    process's own mask, which is its main thread's: Intel OpenMP with KMP_AFFINITY=compact pins
+    each OpenMP thread, the main one included, to one core of the rank's set, and a rank bound to
+    cpus 0-1 then read as "ran on cpus 0" (seen on `autotune launch` with libiomp5)."""
+    cpus: set[int] = set()
+    for tid in tids:
+        with contextlib.suppress(OSError):   # a thread that ended since it was listed
+            cpus |= os.sched_getaffinity(tid)
+    return tuple(sorted(cpus))
+
+
 @dataclass
 class _RankState:
     pid: int
@@ -198,8 +211,9 @@ class Sampler:
             current[proc.pid] = times
             st.cpu_total[proc.pid] = sum(times.values())
             st.nthreads[proc.pid] = max(st.nthreads.get(proc.pid, 0), len(times))
-            with contextlib.suppress(psutil.Error, OSError):
-                st.affinity[proc.pid] = tuple(sorted(proc.cpu_affinity()))
+            allowed = _allowed_cpus(times)
+            if allowed:
+                st.affinity[proc.pid] = allowed
             st.libraries.update(mapped_libraries(read_proc(f"/proc/{proc.pid}/maps")))
             policy = parse_mem_policy(read_proc(f"/proc/{proc.pid}/numa_maps"))
             if policy is not None:   # an exiting process reads as empty: keep what was seen

@@ -11,6 +11,7 @@ import pytest
 
 from autotune.measure.observe import (RankObservation, Sampler, Window, busy_count, observe, summarize)
 from autotune.measure.unacted import Unacted, compare, overridden_knobs, unacted_knobs
+from autotune.probe import probe
 from autotune.probe.procfs import classify_libraries, mapped_libraries
 from autotune.plan.launch_plan import LaunchPlan, RankExpect, WorkerRequest
 
@@ -125,6 +126,31 @@ def test_sampler_sees_a_thread_count_set_inside_the_script():
     assert unacted_knobs([expect(threads=1)], [results[str(cpus)]]) == [
         f"threads=1 planned; rank 0 ran {results[str(cpus)].busy_threads} busy threads: "
         "the script sets its own thread count"]
+
+
+@pytest.mark.slow
+def test_a_rank_whose_openmp_pins_each_thread_to_one_core_is_seen_on_all_of_them():
+    """Intel OpenMP with KMP_AFFINITY=compact pins every OpenMP thread, the main one included, to
+    one core of the rank's set. `autotune launch` with libiomp5 warned "cpus 0-1 planned; rank 0
+    ran on cpus 0: the script sets its own CPU affinity" for a script that set nothing."""
+    cpus = tuple(sorted(os.sched_getaffinity(0)))
+    iomp = _omp_runtimes_here().get("libiomp5")
+    if len(cpus) < 2 or iomp is None:
+        pytest.skip("needs 2 CPUs and libiomp5 (intel-openmp, installed by setup.sh)")
+    env = {**os.environ, "LD_PRELOAD": iomp, "KMP_AFFINITY": "granularity=fine,compact,1,0",
+           "OMP_NUM_THREADS": str(len(cpus))}
+    proc = subprocess.Popen([sys.executable, SPINNER, str(len(cpus)), "3"], env=env)
+    with Sampler([proc.pid], interval_s=0.2) as sampler:
+        proc.wait(timeout=60)
+    (obs,) = sampler.observations()
+    assert obs.omp_runtime == "libiomp5" and obs.busy_threads >= 2
+    assert obs.affinity == cpus
+    plan = expect(cpus=cpus, threads=len(cpus), omp_runtime="libiomp5")
+    assert [u.knob for u in compare([plan], [obs])] == []
+
+
+def _omp_runtimes_here() -> dict[str, str | None]:
+    return probe().capabilities.omp_runtimes
 
 
 @pytest.mark.slow
