@@ -236,7 +236,8 @@ def _choose(verified: list[Verified], default: Record, rounds: int,
                 kept.append(v)
                 confirmed = answer.why
                 break
-            refused.append(answer.why)
+            if answer.why not in refused:   # a class's verdict, once for all its candidates
+                refused.append(answer.why)
         holding = kept
     if not holding:
         best = max(verified, key=lambda v: v.ratio.median if v.ratios else 0, default=None)

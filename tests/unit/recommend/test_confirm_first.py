@@ -87,3 +87,24 @@ def test_with_none_accepted_the_rounds_past_the_asked_ones_measure_them_all():
     assert set(machine.calls[9:]) == {DEFAULT, BF16, RUN_CPU}
     assert rec.config == DEFAULT
     assert "rejected" in rec.note
+
+
+def test_two_candidates_of_one_refused_class_give_its_reason_once():
+    """The 10-minute search on a bf16-only space (docs/benchmarks.md) printed "not recommended:
+    accuracy 0.919 ...; accuracy 0.919 ..." twice over: the class's verdict, once per candidate."""
+    bf16_je = Config(precision="bf16", allocator="jemalloc")
+    machine = Machine()
+    machine.spread[bf16_je] = itertools.cycle([1.0])
+    SPEED[bf16_je] = 280.0
+    try:
+        def accept(config: Config) -> QualityVerdict:
+            bf16 = config.precision == "bf16"
+            return QualityVerdict(status=QualityStatus.REJECTED if bf16 else QualityStatus.ACCEPTED,
+                                  why="accuracy of the bf16 class: drop 2.21 pp" if bf16 else "")
+        rec = verify([_record(BF16, "search"), _record(bf16_je, "search"),
+                      _record(RUN_CPU, Role.RUN_CPU)], _record(DEFAULT, Role.DEFAULT), machine,
+                     rounds=3, accept=accept)
+    finally:
+        del SPEED[bf16_je]
+    assert rec.config == RUN_CPU
+    assert rec.note == "accuracy of the bf16 class: drop 2.21 pp"
