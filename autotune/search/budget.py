@@ -153,8 +153,14 @@ def verify_reserve(*, durations: list[float], lineup: int, confirm_s: float, rou
     typical = sorted(durations)[len(durations) // 2]
     verify = max(floor_s, min(0.4 * budget_s, lineup * rounds * typical))
     verify += min(0.15 * budget_s, settling_s(typical))
-    return verify + next((n * confirm_s for n, share in ((2, 0.25), (1, 0.4))
-                          if n * confirm_s <= share * budget_s), 0.0)
+    return verify + confirmation_reserve(confirm_s, budget_s)
+
+
+def confirmation_reserve(confirm_s: float, budget_s: float) -> float:
+    """Of verify_reserve, the seconds kept for seeded confirmations of `confirm_s` each: two
+    when they fit in 25% of the budget, else one when it fits in 40%, else none."""
+    return next((n * confirm_s for n, share in ((2, 0.25), (1, 0.4))
+                 if n * confirm_s <= share * budget_s), 0.0)
 
 
 # Until a trial across hosts is measured, it is taken as this much dearer than one host's: each
@@ -187,11 +193,18 @@ def trial_costs(seconds_by_hosts: dict[int, list[float]],
 
 
 def budget_note(trials_s: float, costs: dict[int, tuple[float, bool]], *,
-                floor_s: float = 0.0, verify_s: float = 0.0) -> str:
+                floor_s: float = 0.0, verify_s: float = 0.0, confirm_s: float = 0.0) -> str:
     """"budget: 5m10s for trials after the noise floor (~2m) and verification (~1m): about 14
-    trials on 1 host (22 s each) or 11 across 2 hosts (~28 s each, estimated until one runs)"."""
-    after = [f"{name} (~{_minutes(s)})" for name, s in (("the noise floor", floor_s),
-                                                      ("verification", verify_s)) if s >= 1]
+    trials on 1 host (22 s each) or 11 across 2 hosts (~28 s each, estimated until one runs)".
+    `confirm_s`: the part of `verify_s` kept for the leader's seeded accuracy confirmation, named,
+    since it is what makes verification grow once a leader changes the math (an 8-minute search
+    over two hosts said "about 22 across 2 hosts", then "no time left ... verification (~6m)")."""
+    verification = f"verification (~{_minutes(verify_s)}"
+    if confirm_s >= 1:
+        verification += (f", ~{_minutes(confirm_s)} of it to confirm the leader's accuracy on new "
+                         "seeds: it changes the math")
+    after = [text for text, s in ((f"the noise floor (~{_minutes(floor_s)})", floor_s),
+                                  (verification + ")", verify_s)) if s >= 1]
     head = f"budget: {format_seconds(max(0.0, trials_s))} for trials" + \
         (f" after {' and '.join(after)}" if after else "")
     cheapest = min((cost for cost, _ in costs.values()), default=0.0)

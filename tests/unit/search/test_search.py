@@ -591,6 +591,19 @@ def test_the_budget_note_counts_trials_per_number_of_hosts_and_measures_a_span_w
         "budget: 01:00 for trials: about 6 trials of ~9 s"
 
 
+def test_the_budget_note_names_the_confirmation_that_makes_verification_grow():
+    """An 8-minute search over two hosts said "about 22 across 2 hosts", then, once its leader
+    was a bf16 configuration, "no time left for trials after verification (~6m)" with no why."""
+    from autotune.search.budget import budget_note, confirmation_reserve, trial_costs
+    assert confirmation_reserve(100, budget_s=480) == 100    # two (200 s) pass 25% (120 s): one
+    assert confirmation_reserve(50, budget_s=480) == 100     # two fit in 25%
+    assert confirmation_reserve(200, budget_s=480) == 0.0    # not even one fits in 40%
+    costs = trial_costs({1: [7.0], 2: [8.0]}, hosts=2)
+    assert budget_note(-5, costs, floor_s=0, verify_s=360, confirm_s=150) == (
+        "budget: no time left for trials after verification (~6m, ~2m of it to confirm the "
+        "leader's accuracy on new seeds: it changes the math) (one takes 7 s)")
+
+
 class Spanning(Sim):
     """Sim over two hosts: a trial across both costs 15 s, one on one host 10 s."""
 
