@@ -44,9 +44,40 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if str(item.path).startswith(integration):
             item.add_marker(pytest.mark.slow)
-        elif item.get_closest_marker("slow"):
-            raise pytest.UsageError(f"{item.nodeid} is marked slow: a test with real processes "
-                                    "belongs in tests/integration/, not with the fast tests")
+        elif item.get_closest_marker("slow") or item.get_closest_marker("scenario"):
+            raise pytest.UsageError(f"{item.nodeid} is marked slow or scenario: a test with real "
+                                    "processes belongs in tests/integration/, not with the fast tests")
+    _leave_out_scenarios(config, items)
+
+
+def _asked_for_folders_only(config) -> bool:
+    """True when the run names no test file and no test: `pytest`, `pytest tests`, `pytest -q`."""
+    return all(os.path.isdir(arg) for arg in config.args)
+
+
+def _leave_out_scenarios(config, items):
+    """The end-to-end scenarios (`scenario` marker) run only when asked for: by `-m scenario` (or
+    any -m), by naming their file or test, or with AUTOTUNE_SCENARIOS=1. A plain `pytest`, the
+    README's test command and CI, leaves them out and says so in one line at the end."""
+    if config.option.markexpr or os.environ.get("AUTOTUNE_SCENARIOS") == "1" \
+            or not _asked_for_folders_only(config):
+        return
+    left = [item for item in items if item.get_closest_marker("scenario")]
+    if left:
+        items[:] = [item for item in items if not item.get_closest_marker("scenario")]
+        config.hook.pytest_deselected(items=left)
+        config.stash[_SCENARIOS_LEFT] = len(left)
+
+
+_SCENARIOS_LEFT = pytest.StashKey[int]()
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    left = config.stash.get(_SCENARIOS_LEFT, 0)
+    if left:
+        terminalreporter.write_line(
+            f"{left} end-to-end scenarios left out (about 20 minutes on 2 cores): "
+            "run them with `python -m pytest -m scenario` (tests/README.md)")
 
 LIMIT_S = float(os.environ.get("AUTOTUNE_TEST_TIMEOUT", "600"))
 

@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from autotune.config import Config
 from autotune.measure.contention import DISTURBED_SHARE
 from autotune.result import Outcome
@@ -65,6 +67,7 @@ def _verify(url: str, tmp_path, capsys, budget: str) -> dict:
     return json.loads(out)
 
 
+@pytest.mark.scenario
 def test_verify_under_a_hog_reports_contention_and_no_settled_figure(tmp_path, capsys):
     url = _study(tmp_path)
     hogs = start_hogs()
@@ -87,6 +90,7 @@ def test_verify_under_a_hog_reports_contention_and_no_settled_figure(tmp_path, c
     assert result["stored"] is False and "other processes took the cores" in result["why_kept"]
 
 
+@pytest.mark.scenario
 def test_verify_on_a_quiet_machine_settles_or_names_the_contention(tmp_path, capsys):
     """Other work may load this machine while the suite runs: an unsettled figure is accepted
     only when the rounds measured that contention."""

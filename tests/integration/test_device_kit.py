@@ -47,6 +47,7 @@ def kit(tmp_path_factory) -> Path:
     return path
 
 
+@pytest.mark.scenario
 def test_kit_wheels_and_torch_alone_import_every_autotune_module(torch_only, kit, tmp_path):
     env = {**os.environ, "OUT": str(tmp_path / "out"), "PYTHON": str(torch_only),
            "KIT_VENV": str(tmp_path / "venv")}
@@ -69,6 +70,7 @@ def test_kit_wheels_and_torch_alone_import_every_autotune_module(torch_only, kit
     assert all(p.startswith(str(tmp_path / "venv")) for p in paths.split()), paths
 
 
+@pytest.mark.scenario
 def test_the_kit_runs_its_cpu_phase_here_in_a_minute(torch_only, kit, tmp_path):
     out = tmp_path / "out"
     env = {**os.environ, "OUT": str(out), "PYTHON": str(torch_only),

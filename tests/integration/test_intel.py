@@ -1,7 +1,7 @@
 """The Intel stack for real: IPEX on and off, and torchvision's ResNet-50, in the second environment
 (torch 2.8.0 + intel-extension-for-pytorch 2.8.0 + torchvision 0.23) that scripts/intel-env.sh
-builds under ~/.cache/autotune. Skipped where that environment was never built; `.ci/run` builds
-or reuses it (docs/backends.md, "The Intel stack").
+builds under ~/.cache/autotune. Skipped where that environment was never built; an end-to-end
+scenario (tests/README.md): scripts/scenarios.sh builds or reuses the environment, then runs it.
 
 Everything goes through subprocesses of that environment's python: the test process runs the main
 environment's torch, which IPEX 2.8 refuses.
@@ -29,8 +29,9 @@ def intel_python() -> Path | None:
 
 
 INTEL_PY = intel_python()
-pytestmark = pytest.mark.skipif(INTEL_PY is None,
-                                reason="intel env not built (run scripts/intel-env.sh)")
+pytestmark = [pytest.mark.scenario,
+              pytest.mark.skipif(INTEL_PY is None,
+                                 reason="intel env not built (run scripts/intel-env.sh)")]
 
 
 def _env() -> dict[str, str]:

@@ -59,6 +59,7 @@ def integrity(tmp) -> str:
 
 
 @slow
+@pytest.mark.scenario
 def test_sigint_then_sigterm_mid_trial_then_resume_without_rerunning(tmp_path):
     space = write_space(tmp_path, [2, 3, 4])
     runs = []
@@ -100,6 +101,7 @@ def test_sigint_then_sigterm_mid_trial_then_resume_without_rerunning(tmp_path):
 
 
 @slow
+@pytest.mark.scenario
 def test_kill_9_at_random_moments_never_loses_a_completed_trial(tmp_path):
     space = write_space(tmp_path, [2, 3, 4, 5])
     rng = random.Random(7)
@@ -171,6 +173,7 @@ def test_second_search_on_the_machine_is_refused_naming_the_holder(tmp_path):
 
 
 @slow
+@pytest.mark.scenario
 def test_two_searches_on_one_storage_do_not_corrupt_it(tmp_path):
     # The same study from two shells, the second with --allow-concurrent, started while the
     # first is inside a search trial: both write trials and study attributes into one SQLite

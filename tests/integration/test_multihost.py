@@ -90,6 +90,7 @@ def test_two_host_gloo_trial_by_each_launcher(hosts, launcher, tmp_path, capsys)
     assert leftovers() == {ns: [] for ns in NAMESPACES}
 
 
+@pytest.mark.scenario
 def test_two_host_ccl_trial_uses_the_hosts_interface(hosts, tmp_path, capsys):
     """oneCCL across the namespace hosts: its key-value service and libfabric listen on the
     interface that reaches the other host (eth0 there), and each rank ran over ccl."""
@@ -131,6 +132,7 @@ def test_a_trial_across_hosts_behind_the_leader_ends_early_on_both_hosts(hosts, 
 
 
 @pytest.mark.parametrize("launcher", ["ssh", "mpirun"])
+@pytest.mark.scenario
 def test_hung_trial_leaves_no_process_on_any_host(hosts, launcher, tmp_path, capsys):
     rc, out = run_json(capsys, "--hosts", "th1,th2", "--ssh-config", hosts,
                        "--launcher", launcher, "--set", "nnodes=2", "--set", "nproc=2",
@@ -183,6 +185,7 @@ def test_rendezvous_port_in_use_on_the_first_host_is_one_line(hosts, tmp_path, c
         holder.wait()
 
 
+@pytest.mark.scenario
 def test_a_short_search_over_two_hosts_measures_a_spanning_launch_and_its_exports_run(
         hosts, tmp_path, monkeypatch, capsys):
     """The built-in space, as a user runs it: the guide's first guess spans both hosts (issue 35:

@@ -12,6 +12,8 @@ import sys
 import termios
 from pathlib import Path
 
+import pytest
+
 from paths import REPO
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -88,6 +90,7 @@ def test_a_terminal_gets_the_live_bar_with_every_element(tmp_path):
     assert "search stopped (max_trials)" in drawn
 
 
+@pytest.mark.scenario
 def test_a_pipe_and_ci_get_the_plain_lines(tmp_path):
     piped = subprocess.run(search_argv(tmp_path, "pipe"), env=env_for(tmp_path), cwd=REPO,
                            capture_output=True, text=True, timeout=240)

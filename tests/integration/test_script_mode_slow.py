@@ -39,6 +39,7 @@ def _trials(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
     return sorted(study.get_trials(deepcopy=False), key=lambda t: t.number)
 
 
+@pytest.mark.scenario
 def test_script_that_sets_its_own_threads_is_tuned_with_its_time_and_accuracy(tmp_path, capsys):
     space = tmp_path / "space.yaml"
     space.write_text(SPACE)

@@ -47,6 +47,7 @@ def _tracked_copy(dest: Path) -> Path:
     return dest
 
 
+@pytest.mark.scenario
 def test_a_python_with_torch_keeps_it_and_gets_intel_openmp(tmp_path):
     import torch
     repo = _tracked_copy(tmp_path / "clone")

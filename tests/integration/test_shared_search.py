@@ -236,6 +236,7 @@ def test_a_verifier_cut_off_hands_verification_to_a_waiting_worker(pg_url, study
 
 
 @pytest.mark.slow
+@pytest.mark.scenario
 def test_two_searches_at_once_share_one_study_without_duplicates(pg_url, tmp_path, capsys):
     # Two real `autotune search` processes started together on one PostgreSQL study (the same
     # machine stands in for two: --allow-concurrent skips the per-machine lock). Their trials

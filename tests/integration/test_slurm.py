@@ -97,6 +97,7 @@ def searched(slurm, tmp_path_factory):
     return d, job, time.monotonic() - started
 
 
+@pytest.mark.scenario
 def test_search_in_an_allocation_runs_once_with_every_trial_through_srun(slurm, searched):
     d, job, took = searched
     err = Path(f"{d / 'search.sbatch'}.err").read_text()
@@ -130,6 +131,7 @@ def test_search_in_an_allocation_runs_once_with_every_trial_through_srun(slurm, 
     assert leftovers() == {ns: [] for ns in NAMESPACES}
 
 
+@pytest.mark.scenario
 def test_exported_sbatch_script_runs_to_completion_under_sbatch(slurm, searched, capsys):
     """The export of the trial measured on both nodes: its own 2-node job, a real sbatch."""
     d, _job, _took = searched
@@ -173,6 +175,7 @@ def test_salloc_from_the_submitting_host_and_a_node_outside_it(slurm, tmp_path):
     assert leftovers() == {ns: [] for ns in NAMESPACES}
 
 
+@pytest.mark.scenario
 def test_a_hung_trial_through_srun_leaves_no_process_on_either_node(slurm, tmp_path):
     """Past its timeout the trial's srun is stopped (SLURM cancels the step on every node) and
     the kill by marker runs on each node as an srun --overlap step of its own."""

@@ -9,6 +9,7 @@ from autotune.tune import SearchRequest, search
 
 
 @pytest.mark.slow
+@pytest.mark.scenario
 def test_a_whole_search_runs_through_the_pipeline(tmp_path, monkeypatch):
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))   # the machine lock, kept private
     space = tmp_path / "tiny.yaml"

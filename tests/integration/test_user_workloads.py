@@ -166,6 +166,7 @@ def test_entry_point_returning_the_wrong_type_stops_before_any_trial(tmp_path):
 # ---------------------------------------------------------------- tuned end to end
 
 @pytest.mark.slow
+@pytest.mark.scenario
 def test_entry_point_is_tuned_and_exported(tmp_path):
     # tcmalloc against the default allocator: the same arithmetic, so the accuracy gate plays no
     # part. Which one wins is chance: on the 2-core AMD EPYC family 25 (Zen 4) this small MLP
@@ -203,6 +204,7 @@ def test_entry_point_is_tuned_and_exported(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.scenario
 def test_plain_script_is_tuned_through_its_output_and_export_reproduces_it(tmp_path):
     s = space(tmp_path, "name: plain\nknobs:\n  global_batch: [16, 64]\n"
                         "fixed:\n  nproc: 2\n  threads: 1\nconstraints: []\n")

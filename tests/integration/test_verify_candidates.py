@@ -4,6 +4,8 @@ search's best stored candidates against the default launch, for real (the small 
 rounds), and prints a headline that is either a verdict or one exact next command."""
 from __future__ import annotations
 
+import pytest
+
 from autotune.cli import main
 from autotune.config import Config
 from autotune.export.recommendation import save_recommendation
@@ -14,6 +16,7 @@ from autotune.study.storage import describe_study, open_storage, open_study, stu
 from results_study import live_topology
 
 
+@pytest.mark.scenario
 def test_verify_measures_the_stored_candidates_when_the_default_launch_was_recommended(
         tmp_path, monkeypatch, capsys):
     run = tmp_path / "run"

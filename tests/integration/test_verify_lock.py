@@ -83,6 +83,7 @@ def test_verify_beside_a_running_search_is_one_line_and_exit_2(tmp_path, lock_fo
 VERIFY = [sys.executable, "-m", "autotune", "verify", "--budget", "90s", "--rounds", "1"]
 
 
+@pytest.mark.scenario
 def test_a_recommendation_stored_by_a_search_during_verify_is_kept(tmp_path, lock_folder):
     """A search beside verify (another machine's worker of a shared study, or one started with
     --allow-concurrent) stores a new recommendation while verify measures the old one."""
