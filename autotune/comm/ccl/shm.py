@@ -71,6 +71,17 @@ def mapped_segments(pid: int, root: Path = SHM) -> dict[str, int]:
     return found
 
 
+def named_for(pid: int, root: Path = SHM) -> list[str]:
+    """The oneCCL segments under `root` whose name carries `pid`, mapped by anyone or no one. A
+    rank started with that pid fails in init_process_group ("fi_enable(endpoint) fails with ret:
+    -16, Device or resource busy ... failed to initialize ATL"): worker/fresh_pid.py moves it."""
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return []
+    return sorted(n for n in names if _SEGMENT.match(n) and n.split(":")[0] == str(pid))
+
+
 class SegmentRecord:
     """One trial's record of the oneCCL segments its processes mapped, kept up to date."""
 
