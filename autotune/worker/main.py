@@ -26,6 +26,7 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
 from ..atomic_json import write_json  # noqa: E402
+from ..comm.ccl.shm import remove_own  # noqa: E402
 from ..plan.launch_plan import (EXIT_BACKEND_UNAVAILABLE, EXIT_BAD_CONFIG,  # noqa: E402
                                 EXIT_WORKLOAD_ERROR, STANDALONE_SECONDS, RankExpect,
                                 WorkerRequest)
@@ -208,7 +209,9 @@ def main(argv: list[str] | None = None) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     # gloo can abort or deadlock in ~ProcessGroupGloo when torn down with a live DDP model (seen
-    # 3 of 15 runs); the result is on disk, so skip interpreter teardown altogether.
+    # 3 of 15 runs); the result is on disk, so skip interpreter teardown altogether, and with it
+    # oneCCL's removal of its shared memory, which is done here instead.
+    remove_own()
     os._exit(code)
 
 
