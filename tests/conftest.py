@@ -45,8 +45,9 @@ def pytest_collection_modifyitems(config, items):
         if str(item.path).startswith(integration):
             item.add_marker(pytest.mark.slow)
         elif item.get_closest_marker("slow") or item.get_closest_marker("scenario"):
-            raise pytest.UsageError(f"{item.nodeid} is marked slow or scenario: a test with real "
-                                    "processes belongs in tests/integration/, not with the fast tests")
+            raise pytest.UsageError(f"{item.nodeid} is marked slow or scenario: a test with "
+                                    "real processes belongs in tests/integration/, not with "
+                                    "the fast tests")
     _leave_out_scenarios(config, items)
 
 

@@ -12,7 +12,8 @@ from paths import REPO
 SCENARIO = "tests/integration/test_tune_real.py::test_a_whole_search_runs_through_the_pipeline"
 # the folder, with all but two of its files left unimported (a few seconds instead of a dozen)
 FOLDER = ("tests/integration", "--ignore-glob=tests/integration/test_[!tf]*",
-          "--ignore-glob=tests/integration/test_t[!u]*", "--ignore-glob=tests/integration/test_f[!a]*")
+          "--ignore-glob=tests/integration/test_t[!u]*",
+          "--ignore-glob=tests/integration/test_f[!a]*")
 
 
 def _collect(*args: str, env: dict[str, str] | None = None) -> str:
