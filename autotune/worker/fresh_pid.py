@@ -23,38 +23,40 @@ from collections.abc import Mapping
 from ..comm.ccl.shm import named_for
 
 _PASSED_ON = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
-_TRY_AGAIN = 75          # a child's exit: its pid is named too; fork another
 _TRIES = 1000            # then go on and let oneCCL say what it says
 
 
 def ensure_fresh_pid(environ: Mapping[str, str] = os.environ) -> None:
     """Return in a process whose pid no oneCCL segment names: this one, or a forked child while
-    this one stands in for it (one child at a time, never a chain)."""
+    this one stands in for it (one child at a time, never a chain). A child whose pid is named
+    too exits without a word on the pipe, and another is forked; the rank's own exit code, any
+    value, is never mistaken for that."""
     if environ.get("CCL_ATL_SHM") != "1":
         return
     stale = named_for(os.getpid())
     for _ in range(_TRIES if stale else 0):
+        went_on, told = os.pipe()
         child = os.fork()
         if child == 0:
+            os.close(went_on)
             if named_for(os.getpid()):
-                os._exit(_TRY_AGAIN)
+                os._exit(0)
+            os.write(told, b"1")
+            os.close(told)
             print(f"[autotune worker] pid {os.getppid()} is named by a stale oneCCL segment "
                   f"(/dev/shm/{stale[0]}); the rank goes on as pid {os.getpid()}",
                   file=sys.stderr, flush=True)
             return
-        status = _stand_in_for(child)
-        if not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == _TRY_AGAIN):
+        os.close(told)
+        previous = {signum: signal.signal(signum, lambda s, _frame: os.kill(child, s))
+                    for signum in _PASSED_ON}
+        with os.fdopen(went_on, "rb") as pipe:
+            rank = pipe.read(1) == b"1"      # the child's word, or its end
+        _, status = os.waitpid(child, 0)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if rank:
             _end_as(status)
-
-
-def _stand_in_for(child: int) -> int:
-    """Wait for `child`, passing signals on to it; its wait status."""
-    previous = {signum: signal.signal(signum, lambda s, _frame: os.kill(child, s))
-                for signum in _PASSED_ON}
-    _, status = os.waitpid(child, 0)
-    for signum, handler in previous.items():
-        signal.signal(signum, handler)
-    return status
 
 
 def _end_as(status: int) -> None:
