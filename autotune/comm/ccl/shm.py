@@ -32,6 +32,12 @@ import psutil
 SHM = Path("/dev/shm")
 RECORD = "ccl-segments.json"           # in the trial's folder, under the results folder
 _SEGMENT = re.compile(r"^(\d+):\d+:\d+$")
+
+
+def _pid_in(name: str) -> str | None:
+    """The pid a oneCCL segment's name carries (as text), or None for any other file."""
+    match = _SEGMENT.match(name)
+    return match.group(1) if match else None
 _WATCH_S = 0.25                        # how often /dev/shm is listed while a trial runs
 
 
@@ -64,7 +70,7 @@ def mapped_segments(pid: int, root: Path = SHM) -> dict[str, int]:
                 parts = line.split(maxsplit=5)
                 if len(parts) == 6 and parts[5].startswith(prefix):
                     name = parts[5].rstrip("\n").removesuffix(" (deleted)")[len(prefix):]
-                    if _SEGMENT.match(name) and name.split(":")[0] == str(pid):
+                    if _pid_in(name) == str(pid):
                         found[name] = int(parts[4])
     except (OSError, ValueError):
         pass
@@ -79,7 +85,7 @@ def named_for(pid: int, root: Path = SHM) -> list[str]:
         names = os.listdir(root)
     except OSError:
         return []
-    return sorted(n for n in names if _SEGMENT.match(n) and n.split(":")[0] == str(pid))
+    return sorted(n for n in names if _pid_in(n) == str(pid))
 
 
 def remove_own(root: Path = SHM) -> list[str]:
@@ -119,7 +125,7 @@ class SegmentRecord:
         wanted = {str(p) for p in pids}
         try:
             names = [n for n in os.listdir(self.root) if n not in self.seen
-                     and _SEGMENT.match(n) and n.split(":")[0] in wanted]
+                     and _pid_in(n) in wanted]
         except OSError:
             return
         added = False
