@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..errors import BudgetError
 
@@ -135,8 +136,14 @@ def settling_s(trial_s: float) -> float:
     return 2 * SETTLE_ROUNDS * trial_s
 
 
+class Reserve(NamedTuple):
+    """What the search keeps back for after it, and how much of that is for confirmations."""
+    total_s: float
+    confirm_s: float
+
+
 def verify_reserve(*, durations: list[float], lineup: int, confirm_s: float, rounds: int,
-                   floor_s: float, budget_s: float) -> float:
+                   floor_s: float, budget_s: float) -> Reserve:
     """Seconds the search keeps for after it: `rounds` rounds of `lineup` trials (the default
     launch and the candidates) of the typical length in `durations`, between `floor_s` and 40%
     of the budget; SETTLE_ROUNDS more rounds of two, at most 15% of it; and room for two seeded
@@ -147,13 +154,14 @@ def verify_reserve(*, durations: list[float], lineup: int, confirm_s: float, rou
     leader changes the math but is never confirmed can only recommend the default's math (the
     same search, with nothing kept, sampled 18 trials, led at 3.9x across two hosts, and
     recommended run_cpu's 1.24x: the 171 s confirmation did not fit). Before any trial:
-    `floor_s`."""
+    `floor_s`, none of it for a confirmation."""
     if not durations:
-        return floor_s
+        return Reserve(floor_s, 0.0)
     typical = sorted(durations)[len(durations) // 2]
     verify = max(floor_s, min(0.4 * budget_s, lineup * rounds * typical))
     verify += min(0.15 * budget_s, settling_s(typical))
-    return verify + confirmation_reserve(confirm_s, budget_s)
+    confirm = confirmation_reserve(confirm_s, budget_s)
+    return Reserve(verify + confirm, confirm)
 
 
 def confirmation_reserve(confirm_s: float, budget_s: float) -> float:

@@ -25,8 +25,7 @@ from ..quality.verdict import QualityStatus, QualityVerdict
 from ..result import Evaluate, Outcome, TrialResult
 from ..study import attrs as A
 from ..study.records import Record, Role, record_trial, records
-from .budget import (budget_note, confirmation_reserve, phase_costs, too_short, trial_costs,
-                     verify_reserve)
+from .budget import Reserve, budget_note, phase_costs, too_short, trial_costs, verify_reserve
 from .lineup import pick_candidates
 from .options import Clock, SearchOptions
 from .references import default_launch
@@ -114,21 +113,21 @@ class Trials:
     # ---- time ----------------------------------------------------------------------------------
 
     def reserve(self) -> float:
+        return self.reserved().total_s
+
+    def reserved(self) -> Reserve:
         """What verification and a confirmation will need (budget.verify_reserve), from the
         trials measured so far: the default launch and today's candidates (search/lineup.py),
         and the accepted leader's seeded confirmation (quality/confirm.py)."""
         o = self.options
-        return verify_reserve(durations=self.durations, lineup=1 + len(pick_candidates(
-                                  self.known.values(), n=o.verify_configs - 1)),
-                              confirm_s=self.confirm_s(), rounds=o.verify_rounds,
-                              floor_s=o.verify_reserve_s, budget_s=o.budget_s)
-
-    def confirm_s(self) -> float:
-        """Seconds one seeded confirmation of the accepted leader costs (0: same math)."""
         lead = max((r for r in self.known.values() if r.feasible and r.throughput
                     and r.result.quality == QualityStatus.ACCEPTED),
                    key=lambda r: r.throughput, default=None)
-        return confirmation_cost(self.book, lead.config if lead else None)
+        return verify_reserve(durations=self.durations, lineup=1 + len(pick_candidates(
+                                  self.known.values(), n=o.verify_configs - 1)),
+                              confirm_s=confirmation_cost(self.book, lead.config if lead else None),
+                              rounds=o.verify_rounds, floor_s=o.verify_reserve_s,
+                              budget_s=o.budget_s)
 
     def left(self) -> float:
         return self.options.budget_s - self.clock.elapsed() - self.reserve()
@@ -232,11 +231,9 @@ class Trials:
             seen.setdefault(now[0], []).append(now[1])
         costs = trial_costs(seen, max(self.space.knobs.get("nnodes", (1,))))
         self.costed = {k for k, (_, measured) in costs.items() if measured}
-        verify_s = self.reserve()
-        confirm_s = confirmation_reserve(self.confirm_s(), self.options.budget_s) \
-            if self.durations else 0.0
+        kept = self.reserved()
         self.progress.note(budget_note(self.left() - floor_s, costs, floor_s=floor_s,
-                                       verify_s=verify_s, confirm_s=confirm_s))
+                                       verify_s=kept.total_s, confirm_s=kept.confirm_s))
 
     def floor_left(self) -> float:
         """What the default launch's seeded quality runs still cost (0: measured, or a script's,

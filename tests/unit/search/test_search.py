@@ -356,8 +356,9 @@ def test_time_is_kept_only_for_confirmations_that_fit_where_they_are_kept():
     which then did not fit, and ended with 2m41s of its budget unused."""
     def kept(confirm_s):
         return verify_reserve(durations=[8.0], lineup=3, confirm_s=confirm_s, rounds=3,
-                              floor_s=0.0, budget_s=480.0) - verify_reserve(
-            durations=[8.0], lineup=3, confirm_s=0.0, rounds=3, floor_s=0.0, budget_s=480.0)
+                              floor_s=0.0, budget_s=480.0).total_s - verify_reserve(
+            durations=[8.0], lineup=3, confirm_s=0.0, rounds=3, floor_s=0.0,
+            budget_s=480.0).total_s
     assert kept(50.0) == 100.0
     assert kept(100.0) == 100.0          # two would be 200 s, over a quarter of 480 s
     assert kept(171.0) == 171.0          # one, within 40% (192 s)
