@@ -274,6 +274,7 @@ def test_ranks_that_end_cleanly_leave_no_shared_memory_behind(tmp_path):
     recorded it (never on the other hosts of a trial: two 2-host searches left 54 here). Ranks
     started by hand, as on another host, with no runner to clean up after them."""
     from autotune.comm.ccl import rank_env
+    from autotune.comm.ccl.shm import named_for
     port, procs = str(free_port()), []
     for rank in range(2):
         env = {**os.environ, "RANK": str(rank), "WORLD_SIZE": "2", "LOCAL_RANK": str(rank),
@@ -290,5 +291,4 @@ def test_ranks_that_end_cleanly_leave_no_shared_memory_behind(tmp_path):
         out, err = p.communicate(timeout=180)
         assert p.returncode == 0, err[-3000:]
     pids = [json.loads((tmp_path / f"rank{r}.json").read_text())["pid"] for r in range(2)]
-    left = [n for n in os.listdir("/dev/shm") if n.split(":")[0] in {str(p) for p in pids}]
-    assert left == []
+    assert [name for pid in pids for name in named_for(pid)] == []

@@ -134,7 +134,7 @@ def test_a_rank_whose_openmp_pins_each_thread_to_one_core_is_seen_on_all_of_them
     one core of the rank's set. `autotune launch` with libiomp5 warned "cpus 0-1 planned; rank 0
     ran on cpus 0: the script sets its own CPU affinity" for a script that set nothing."""
     cpus = tuple(sorted(os.sched_getaffinity(0)))
-    iomp = _omp_runtimes_here().get("libiomp5")
+    iomp = probe().capabilities.omp_runtimes.get("libiomp5")
     if len(cpus) < 2 or iomp is None:
         pytest.skip("needs 2 CPUs and libiomp5 (intel-openmp, installed by setup.sh)")
     env = {**os.environ, "LD_PRELOAD": iomp, "KMP_AFFINITY": "granularity=fine,compact,1,0",
@@ -147,10 +147,6 @@ def test_a_rank_whose_openmp_pins_each_thread_to_one_core_is_seen_on_all_of_them
     assert obs.affinity == cpus
     plan = expect(cpus=cpus, threads=len(cpus), omp_runtime="libiomp5")
     assert [u.knob for u in compare([plan], [obs])] == []
-
-
-def _omp_runtimes_here() -> dict[str, str | None]:
-    return probe().capabilities.omp_runtimes
 
 
 @pytest.mark.slow
