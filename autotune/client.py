@@ -15,19 +15,26 @@ import math
 import os
 
 from .atomic_json import write_json
+from .result import PHASES
 
 REPORT_ENV = "AUTOTUNE_REPORT"
-KEYS = ("samples_per_sec", "accuracy", "samples", "seconds")
+KEYS = ("samples_per_sec", "accuracy", "samples", "seconds", "split")
 
 
 def report_metrics(*, samples_per_sec: float | None = None, accuracy: float | None = None,
-                   samples: float | None = None, seconds: float | None = None) -> bool:
+                   samples: float | None = None, seconds: float | None = None,
+                   split: dict[str, float] | None = None) -> bool:
     """Record this rank's metrics for the running trial; returns False (and does nothing)
     outside autotune. (Named for what it does: `autotune report` is the command that shows a
     study; `autotune.report`, the name earlier versions had, stays an alias.)
     samples_per_sec: this run's training throughput (global samples/s, or this rank's; rank 0's
     report is the trial's score). accuracy: higher is better, on [0, 1].
-    samples/seconds: work done and the time it took, used when samples_per_sec is not given."""
+    samples/seconds: work done and the time it took, used when samples_per_sec is not given.
+    split: where one typical step's time goes, in seconds by phase ({"data": 0.031, "copy":
+    0.002, "compute": 0.041, "allreduce": 0.004, "optimizer": 0.003}; any of them, and "step"
+    for the whole step when the phases do not add up to it); the search shows it as it shows
+    the built-in workloads' own."""
+    checked = _checked_split(split) if split is not None else None
     path = os.environ.get(REPORT_ENV)
     if not path:
         return False
@@ -40,6 +47,8 @@ def report_metrics(*, samples_per_sec: float | None = None, accuracy: float | No
         data = old if isinstance(old, dict) else {}
     except (OSError, ValueError):
         pass
+    if checked is not None:
+        data["split"] = checked
     for key, value in given.items():
         if value is None:
             continue
@@ -49,3 +58,24 @@ def report_metrics(*, samples_per_sec: float | None = None, accuracy: float | No
         data[key] = value
     write_json(path, data)
     return True
+
+
+def _checked_split(split: dict[str, float]) -> dict[str, float]:
+    """The split as stored: known phase names (and "step"), finite seconds >= 0, a step > 0."""
+    if not isinstance(split, dict) or not split:
+        raise ValueError("autotune.report_metrics(split=...): give a dict of seconds by phase, "
+                         f"phases: {', '.join(PHASES)} (and step)")
+    out = {}
+    for name, value in split.items():
+        if name not in (*PHASES, "step"):
+            raise ValueError(f"autotune.report_metrics(split=...): unknown phase {name!r}; "
+                             f"phases: {', '.join(PHASES)} (and step)")
+        value = float(value)
+        if not math.isfinite(value) or value < 0:
+            raise ValueError(f"autotune.report_metrics(split={{{name!r}: {value}}}): seconds "
+                             "must be a finite number >= 0")
+        out[name] = value
+    out.setdefault("step", sum(v for k, v in out.items() if k != "step"))
+    if out["step"] <= 0:
+        raise ValueError("autotune.report_metrics(split=...): the step takes no time")
+    return out

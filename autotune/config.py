@@ -180,33 +180,44 @@ class Knob:
     # Offered only where it can matter: a space resolving it to the default's value alone leaves
     # it out, so the space is the one before the knob existed (mem_policy on one NUMA node).
     only_where_it_varies: bool = False
+    # Changes between the timed windows of one running worker (worker/session.py), no new
+    # process: the launch (ranks, binding, libraries, backend) stays as it is.
+    window: bool = False
+    # The parts of a step it can speed up (measure/split.Bottleneck's values): the guide moves
+    # first the knobs that address the measured bottleneck (search/guide.py).
+    addresses: tuple[str, ...] = ("compute",)
 
 
+_COMM = ("compute", "communication")
 KNOB_TABLE: dict[str, Knob] = {
-    "nproc": Knob("int"),
-    "ranks_per_numa_node": Knob("int", auto=True),
-    "threads": Knob("int", auto=True, trainer_flag=True),
-    "binding": Knob("str", BINDINGS),
-    "backend": Knob("str", BACKENDS, trainer_flag=True),
+    "nproc": Knob("int", addresses=_COMM),
+    "ranks_per_numa_node": Knob("int", auto=True, addresses=_COMM),
+    # the threads a rank keeps for itself also feed its in-process data path
+    "threads": Knob("int", auto=True, trainer_flag=True, addresses=("compute", "data")),
+    "binding": Knob("str", BINDINGS, addresses=("compute", "data")),
+    "backend": Knob("str", BACKENDS, trainer_flag=True, addresses=("communication",)),
     "allocator": Knob("str", ALLOCATORS, trainer_flag=True),
     "omp_runtime": Knob("str", OMP_RUNTIMES, trainer_flag=True),
     "kmp_affinity": Knob("str"),
     "kmp_blocktime": Knob("int"),
-    "global_batch": Knob("int", in_process=True, trainer_flag=True),
-    "batch_size": Knob("int", auto=True, in_process=True, trainer_flag=True),
-    "lr_rule": Knob("str", LR_RULES, in_process=True, trainer_flag=True),
-    "precision": Knob("str", PRECISIONS, in_process=True, trainer_flag=True),
-    "channels_last": Knob("bool", in_process=True, trainer_flag=True),
-    "compile": Knob("bool", in_process=True, trainer_flag=True),
+    # fewer, larger steps: each step's fixed cost and all-reduce over more samples
+    "global_batch": Knob("int", in_process=True, trainer_flag=True, window=True,
+                         addresses=_COMM),
+    "batch_size": Knob("int", auto=True, in_process=True, trainer_flag=True, window=True),
+    "lr_rule": Knob("str", LR_RULES, in_process=True, trainer_flag=True, window=True,
+                    addresses=()),
+    "precision": Knob("str", PRECISIONS, in_process=True, trainer_flag=True, window=True),
+    "channels_last": Knob("bool", in_process=True, trainer_flag=True, window=True),
+    "compile": Knob("bool", in_process=True, trainer_flag=True, window=True),
     "ipex": Knob("str", IPEX_MODES, in_process=True, trainer_flag=True),
     "device": Knob("str", DEVICES, trainer_flag=True),
-    "numa_binding": Knob("str", NUMA_BINDINGS),
-    "dataloader_workers": Knob("int", trainer_flag=True),
-    "pin_memory": Knob("bool", trainer_flag=True),
-    "nnodes": Knob("int"),
-    "ccl_workers": Knob("int"),
-    "ccl_worker_affinity": Knob("str", CCL_WORKER_AFFINITIES),
-    "ccl_yield": Knob("str", CCL_YIELDS),
+    "numa_binding": Knob("str", NUMA_BINDINGS, addresses=("compute", "data")),
+    "dataloader_workers": Knob("int", trainer_flag=True, window=True, addresses=("data",)),
+    "pin_memory": Knob("bool", trainer_flag=True, window=True, addresses=("data",)),
+    "nnodes": Knob("int", addresses=_COMM),
+    "ccl_workers": Knob("int", addresses=("communication",)),
+    "ccl_worker_affinity": Knob("str", CCL_WORKER_AFFINITIES, addresses=("communication",)),
+    "ccl_yield": Knob("str", CCL_YIELDS, addresses=("communication",)),
     "mem_policy": Knob("str", MEM_POLICIES, only_where_it_varies=True),
 }
 KNOBS: tuple[str, ...] = tuple(f.name for f in fields(Config))
@@ -216,6 +227,13 @@ INT_KNOBS = tuple(k for k, v in KNOB_TABLE.items() if v.kind == "int")
 BOOL_KNOBS = tuple(k for k, v in KNOB_TABLE.items() if v.kind == "bool")
 IN_PROCESS_KNOBS = tuple(k for k, v in KNOB_TABLE.items() if v.in_process)
 TRAINER_FLAGS = tuple(k for k, v in KNOB_TABLE.items() if v.trainer_flag)
+WINDOW_KNOBS = tuple(k for k, v in KNOB_TABLE.items() if v.window)
+
+
+def launch_part(config: "Config") -> "Config":
+    """`config` with every window knob at the default's value: configurations that share it run
+    in the same processes, one window each (run/session.py)."""
+    return replace(config, **{k: getattr(Config(), k) for k in WINDOW_KNOBS})
 
 # The knobs of the first release: always part of Config.key(). (batch_size left it when it became
 # the per-rank micro-batch of a fixed global batch: an old key with batch_size=32 and nproc=2

@@ -42,6 +42,11 @@ class Outcome(StrEnum):
 
 OUTCOMES = tuple(Outcome)
 
+# The phases of a training step, as the worker's timers and a script's report_metrics(split=...)
+# name them (measure/split.py does the arithmetic on them): waiting for the batch, copying it to
+# the device, forward and backward, waiting on the all-reduce, the optimizer.
+PHASES = ("data", "copy", "compute", "allreduce", "optimizer")
+
 
 @dataclass(frozen=True, kw_only=True)
 class TrialResult:
@@ -82,6 +87,16 @@ class TrialResult:
     # (measure/early_stop.py). Its throughput is an estimate from fewer windows; it never leads.
     stopped_early: str | None = None
     peak_rss_mb: tuple[int | None, ...] = ()  # by rank
+    # Where rank 0's step time went (measure/split.StepSplit's stored form: seconds per step
+    # by phase), and the ceiling: the same step with its batches resident, timed after the window
+    # when asked (samples/s), with its own split
+    split: dict[str, Any] | None = None
+    ceiling: float | None = None
+    ceiling_split: dict[str, Any] | None = None
+    # What the run cost before its timed window, by stage (seconds; measure/split.fixed_costs):
+    # a fresh launch's process start, imports, process group, model and warm-up, or a window of
+    # a running worker's rebuild and warm-up
+    fixed: dict[str, float] | None = None
     # A quality ("accuracy") run
     seed: int | None = None                  # its seed
     curve: tuple[tuple[int, float], ...] = ()  # (samples trained, held-out quality)
@@ -99,6 +114,9 @@ class TrialResult:
     quality_n: int | None = None             # how many seeds they are
     quality_verdict: str | None = None       # the gate's verdict, as text
     reused_from: int | None = None           # a repeat: the trial whose measurement it mirrors
+    # throughput over the highest ceiling its math class has (measure/split.of_ceiling), when
+    # it was stored
+    of_ceiling: float | None = None
     note: str = ""                           # what happened in teardown (RunResult.notes)
 
     @property

@@ -10,6 +10,7 @@ import optuna
 
 from ..config import DEFAULT_WORKLOAD
 from ..errors import AutotuneError, StorageError
+from ..measure.split import ceiling_words, of_ceiling, split_from
 from ..measure.stats import busy
 from ..plan.launch_plan import TARGET_SECONDS
 from ..probe import probe, torch_build
@@ -110,6 +111,20 @@ class Workload:
                                 "idle_s": self.idle_timeout, **overrides})
 
 
+def split_lines(m: TrialResult) -> list[str]:
+    """Where the step's time went, the ceiling, and the fixed cost before the window."""
+    split, lines = split_from(m.split), []
+    lines.append(f"where the time goes: {split.describe()}" if split else
+                 "where the time goes: not split (the workload's step has no timers)")
+    if m.ceiling:
+        lines.append(f"ceiling: {m.ceiling:.1f} samples/s with the batches resident; this "
+                     f"launch reaches {ceiling_words(of_ceiling(m.throughput, m.ceiling))}")
+    if m.fixed:
+        parts = ", ".join(f"{k} {v:.1f}s" for k, v in m.fixed.items())
+        lines.append(f"before the window: {sum(m.fixed.values()):.1f}s ({parts})")
+    return lines
+
+
 def describe_measurement(m: TrialResult) -> str:
     """An ok trial's TrialResult as the few lines a person compares configurations by."""
     rss = ", ".join(f"rank{i} {mb} MiB" for i, mb in enumerate(m.peak_rss_mb) if mb)
@@ -120,6 +135,7 @@ def describe_measurement(m: TrialResult) -> str:
     if m.startup_s is not None:
         share = f"; {m.timed_share:.0%} of the trial spent in timed steps" if m.timed_share else ""
         lines.append(f"start-up: {m.startup_s:.1f}s from launch to first step{share}")
+    lines += split_lines(m)
     if rss:
         lines.append(f"peak RSS: {rss}")
     if m.cpu_share is not None:

@@ -2,6 +2,8 @@
 names, with the same statistics as the search's verification."""
 from __future__ import annotations
 
+import contextlib
+
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,6 +52,6 @@ def compare(req: CompareRequest, progress: Progress = SILENT) -> Compared:
         if why:
             raise ConfigError(f"configuration {side} cannot run here: {why}")
     settings = req.workload.settings(timeout_s=req.timeout_s)
-    evaluate = live_evaluator(topology, settings, adapt_timeout=False)
-    result = interleaved(req.a, req.b, evaluate, rounds=req.rounds, progress=progress)
+    with contextlib.closing(live_evaluator(topology, settings, adapt_timeout=False)) as evaluate:
+        result = interleaved(req.a, req.b, evaluate, rounds=req.rounds, progress=progress)
     return Compared(result, "samples/s" if settings.script is None else "per s (metric)")

@@ -2,7 +2,7 @@
 plan), on this machine, a captured one (--sysfs-root) or across hosts."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..config import Config
@@ -10,7 +10,7 @@ from ..errors import ConfigError
 from ..measure.contention import describe_outside, disturbed
 from ..measure.script import SOURCES
 from ..plan.feasible import infeasible_reason
-from ..plan.launch_plan import LaunchPlan
+from ..plan.launch_plan import CEILING_SECONDS, LaunchPlan
 from ..plan.memory import wanted_weights, weight_commands
 from ..probe import probe
 from ..probe.captured import CAPABILITIES
@@ -86,6 +86,7 @@ def run(req: RunRequest, *, say: Say = quiet) -> RunAnswer:
             "these hosts" if cluster else "this machine"
         raise ConfigError(f"--set: {reason} (on {where})")
     settings = req.workload.settings(timeout_s=req.timeout_s, cluster=cluster)
+    settings = replace(settings, ceiling_seconds=CEILING_SECONDS)   # built-ins: the ceiling too
     if req.dry_run:
         if req.sysfs_root:   # a capture without its capabilities: say what was assumed
             for warning in topology.warnings:
@@ -126,7 +127,8 @@ def _before_launch(config: Config, topology: Topology, say: Say) -> None:
 # The `measurement` object of `run --json`: an ok trial's timed window.
 _MEASURED = ("throughput", "throughput_iqr", "median_throughput", "step_median_s", "step_iqr_s",
              "window_s", "timed_steps", "samples", "startup_s", "timed_share", "peak_rss_mb",
-             "cpu_share", "accuracy", "curve", "gns")
+             "cpu_share", "accuracy", "curve", "gns", "split", "ceiling", "ceiling_split",
+             "fixed")
 
 
 def _contention_lines(out: TrialResult) -> list[str]:

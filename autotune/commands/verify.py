@@ -2,6 +2,8 @@
 interleaved, on the machine and torch that measured it, under the search's machine lock."""
 from __future__ import annotations
 
+import contextlib
+
 import time
 from dataclasses import dataclass, field
 
@@ -74,7 +76,8 @@ def verify(req: VerifyRequest, progress: Progress = SILENT,
     evaluate = live_evaluator(topology, settings, time_left=time_left)
     # The search's machine lock: verify times trials too, and must not run beside a search
     # (whose recommendation it would then overwrite with a figure measured under its load).
-    with MachineLock(topology.fingerprint(), advice="run verify once it has finished"):
+    with MachineLock(topology.fingerprint(), advice="run verify once it has finished"), \
+            contextlib.closing(evaluate):
         measured = StudyAttrs.of(study).recommendation
         accept = seeded_confirmation(study, evaluate, time_left=time_left, progress=progress)
         result = reverify(study, evaluate, rounds=req.rounds, progress=progress,

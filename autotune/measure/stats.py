@@ -10,6 +10,8 @@ import statistics
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
+from .split import fixed_costs, split_of_report
+
 if TYPE_CHECKING:
     from ..result import TrialResult
 
@@ -85,7 +87,15 @@ def aggregate(rank_results: Sequence[dict[str, Any]], launched_at: float) -> "Tr
     startup = max(firsts) - launched_at if firsts and launched_at else None
     wall = max(ends) - launched_at if ends and launched_at else None   # launch -> last window end
     rss = tuple(r.get("peak_rss_bytes") for r in rank_results)
+    split = split_of_report(r0.get("phases"), len(r0["step_times"]),
+                            sum(r0["step_times"]) / len(r0["step_times"]))
+    ceiling_split = split_of_report(r0.get("ceiling_phases"), int(r0.get("ceiling_steps") or 0),
+                                    float(r0.get("ceiling_step_s") or 0.0))
     return TrialResult(
+        split=split.to_json() if split else None,
+        ceiling=float(r0["ceiling"]) if r0.get("ceiling") else None,
+        ceiling_split=ceiling_split.to_json() if ceiling_split else None,
+        fixed=fixed_costs(r0, launched_at) if launched_at else None,
         outcome=Outcome.OK, throughput=float(r0["throughput"]), throughput_iqr=thr_iqr,
         step_median_s=steps.median, step_iqr_s=steps.iqr,
         median_throughput=per_step / steps.median if steps.median > 0 else 0.0,

@@ -22,6 +22,8 @@ from ..training import QUALITY_SAMPLES
 # these names).
 TARGET_SECONDS = 5.0        # the timed window of a trial when nobody chose one
 WARMUP_STEPS = 3            # untimed steps before the window
+# The ceiling's timed window (worker/train.py): a few seconds, with no data pipeline to start.
+CEILING_SECONDS = 2.0
 TRIAL_TIMEOUT_S = 120.0     # a whole trial's wall-clock limit when nobody chose one
 KILL_GRACE_S = 5.0          # SIGTERM -> SIGKILL grace period of a trial's ranks
 # The timed window of the built-in trainer started by hand (`python -m autotune.worker
@@ -71,6 +73,15 @@ class WorkerRequest:
     # The throughput (samples/s) of the search's leader: a speed run whose first windows are
     # clearly below it stops early (measure/early_stop.py); None: the whole window always runs.
     leader_throughput: float | None = None
+    # Where each step's time goes (worker/phases.py); off only for the overhead benchmark.
+    time_phases: bool = True
+    # After a whole speed window at `ceiling_above` samples/s or more, the same step with its
+    # batches resident for about this long: the ceiling (measure/split.py); 0: not asked.
+    ceiling_seconds: float = 0.0
+    ceiling_above: float | None = None
+    # > 0: after this window the rank waits up to this long for the next window's request
+    # (window_request_path) instead of exiting: a session (run/session.py, worker/session.py).
+    serve_s: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -82,6 +93,20 @@ class WorkerRequest:
         ranks = tuple(RankExpect(**{**r, "cpus": None if r["cpus"] is None else tuple(r["cpus"])})
                       for r in d["ranks"])
         return cls(**{**d, "ranks": ranks})
+
+
+# A session's windows (run/session.py starts them, worker/session.py serves them): window n >= 1
+# is asked for by a request file beside the first one and answered by a result file beside each
+# rank's first; a request {"stop": true} ends the session.
+STOP_REQUEST = {"stop": True}
+
+
+def window_request_path(request_path: str, n: int) -> str:
+    return request_path if n == 0 else f"{request_path.removesuffix('.json')}.window{n}.json"
+
+
+def window_result_path(result_path: str, n: int) -> str:
+    return result_path if n == 0 else f"{result_path.removesuffix('.json')}.window{n}.json"
 
 
 @dataclass(frozen=True, kw_only=True)

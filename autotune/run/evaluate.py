@@ -9,34 +9,50 @@ from dataclasses import replace
 from typing import Callable
 
 from ..config import Config
+from ..plan.launch_plan import CEILING_SECONDS
 from ..probe.topology import Topology
 from ..result import Outcome, TrialResult
 from .trial import MIN_TRIAL_TIMEOUT_S, TrialSettings, run_trial, run_trials_at_once
+from .warm import WarmLaunches
 
 
 class LiveEvaluator:
-    """`evaluate(config, mode, seed=, samples=, leader=)` (run/outcome.Evaluate) with real
-    trials. The per-trial timeout follows from the first good trial's duration unless
-    `adapt_timeout` is off (the user set one), and never lets a trial run past the budget."""
+    """`evaluate(config, mode, seed=, samples=, leader=, ceiling_above=)` (result.Evaluate) with
+    real trials. The per-trial timeout follows from the first good trial's duration unless
+    `adapt_timeout` is off (the user set one), and never lets a trial run past the budget.
+    `warm`: the built-in worker on this machine runs each trial as a window of its launch's
+    session (run/warm.py); `close` ends them."""
 
     def __init__(self, topology: Topology, settings: TrialSettings, *,
                  time_left: Callable[[], float] = lambda: float("inf"),
-                 adapt_timeout: bool = True) -> None:
+                 adapt_timeout: bool = True, warm: bool = True) -> None:
         self.topology, self.settings = topology, settings
         self.time_left, self.adapt_timeout = time_left, adapt_timeout
+        self.warm = WarmLaunches() if warm and settings.cluster is None \
+            and settings.script is None else None
         self.timeout = settings.timeout_s
         self.speed: dict[str, float] = {}   # config key -> samples/s, to size quality timeouts
         self.script_accuracy: dict[str, float | None] = {}
 
     def __call__(self, config: Config, mode: str, *, seed: int = 0, samples: int | None = None,
-                 leader: float | None = None) -> TrialResult:
+                 leader: float | None = None, ceiling_above: float | None = None) -> TrialResult:
+        """`ceiling_above`: after a whole speed window of at least this many samples/s, the
+        ceiling too (None: not asked; 0: whatever the window measured)."""
         if mode == "accuracy" and self.settings.script:
             # A script is not rerun for accuracy: what it reported alongside its speed stands.
             return TrialResult(outcome=Outcome.OK, accuracy=self.script_accuracy.get(config.key()))
-        out = run_trial(config, self.topology, self._settings(config, mode, samples, leader),
-                        mode=mode, seed=seed)
+        settings = self._settings(config, mode, samples, leader)
+        if ceiling_above is not None and mode == "throughput" and not settings.script:
+            settings = replace(settings, ceiling_seconds=CEILING_SECONDS,
+                               ceiling_above=ceiling_above)
+        out = run_trial(config, self.topology, settings, mode=mode, seed=seed, warm=self.warm)
         self._learn(config, mode, out)
         return out
+
+    def close(self) -> None:
+        """End the launches kept running between trials."""
+        if self.warm is not None:
+            self.warm.close()
 
     def lanes(self, config: Config) -> int:
         """How many runs of `config` fit side by side on disjoint hosts (1: one at a time, as
@@ -86,6 +102,7 @@ class LiveEvaluator:
 
 def live_evaluator(topology: Topology, settings: TrialSettings, *,
                    time_left: Callable[[], float] = lambda: float("inf"),
-                   adapt_timeout: bool = True) -> LiveEvaluator:
+                   adapt_timeout: bool = True, warm: bool = True) -> LiveEvaluator:
     """Evaluate configurations with real trials (see LiveEvaluator)."""
-    return LiveEvaluator(topology, settings, time_left=time_left, adapt_timeout=adapt_timeout)
+    return LiveEvaluator(topology, settings, time_left=time_left, adapt_timeout=adapt_timeout,
+                         warm=warm)

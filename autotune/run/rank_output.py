@@ -40,7 +40,7 @@ def read_tail(path: str, lines: int = LOG_TAIL_LINES) -> str:
     return "\n".join(_clean(x) for x in text.rstrip("\n").split("\n")[-lines:])
 
 
-def _read_result(path: str) -> Any:
+def read_result(path: str) -> Any:
     """dict, None (no file) or a str saying why the file is not a result."""
     try:
         with open(path) as f:
@@ -55,7 +55,7 @@ def _read_result(path: str) -> Any:
 def _result_of(plan: LaunchPlan, rank: int, code: int | None) -> Any:
     """A rank's result; a user's script writes none, so there exit 0 itself is the success (its
     metric is read afterwards by the trial, from its report or its output)."""
-    result = _read_result(plan.ranks[rank].result_path)
+    result = read_result(plan.ranks[rank].result_path)
     if result is None and plan.script and code == 0:
         return {"status": Outcome.OK, "script": True}
     return result

@@ -34,8 +34,8 @@ from .rank_output import _MAX_TAIL_RANKS, _result_of, read_tail
 from .tee import MAX_LOG_BYTES, Tee
 from ..private_files import private_dir, private_file
 
-__all__ = ["Interrupted", "classify", "free_port", "interrupt_on_sigterm", "reap_orphans",
-           "root_cause", "run_plan"]
+__all__ = ["Interrupted", "classify", "end_ranks", "free_port", "interrupt_on_sigterm",
+           "judged", "prepare_launch", "reap_orphans", "root_cause", "run_plan", "start_ranks"]
 
 # Ranks that wrote their result but hang in gloo teardown get this long to exit, then are killed;
 # the measurement already stands.
@@ -119,20 +119,14 @@ def run_plan(plan: LaunchPlan, *, on_start: Callable[[list[int]], None] | None =
     A KeyboardInterrupt (Ctrl-C, or Interrupted from interrupt_on_sigterm) propagates, but only
     after every process of the trial is gone.
     """
-    write_request(plan)
-    for rp in plan.ranks:
-        private_dir(Path(rp.log_path).parent)
-        private_dir(Path(rp.result_path).parent)
-        Path(rp.result_path).unlink(missing_ok=True)   # a stale result would read as success
-    # a killed rank's segment under a reused pid fails the next init (comm/ccl/shm.py)
-    segments = _segment_record(plan) if plan.request.config.get("backend") == "ccl" else None
+    segments = prepare_launch(plan)
     trial = Processes(plan)
     ledger = CpuLedger(trial_cpus(plan))
     timed_out, notes, spawn_error = False, [], ""
     launched_at, start = time.time(), time.monotonic()
     tee = Tee(None, cap=MAX_LOG_BYTES)
     try:
-        spawn_error = _start(trial, tee)
+        spawn_error = start_ranks(trial, tee)
         if on_start is not None and not spawn_error:
             on_start([p.pid for p in trial.procs])
         if not spawn_error:
@@ -140,12 +134,24 @@ def run_plan(plan: LaunchPlan, *, on_start: Callable[[list[int]], None] | None =
         ledger.sample(trial.tracked(), force=True)
     finally:
         with signals_held():
-            _end(trial, tee, segments)
+            end_ranks(trial, tee, segments)
     if spawn_error:
         return RunResult(outcome=Outcome.CRASH, reason=spawn_error, exit_codes=tuple(trial.codes),
                          wall_seconds=time.monotonic() - start, launched_at=launched_at)
-    return _judged(plan, trial, timed_out=timed_out, notes=notes, ledger=ledger,
+    return judged(plan, trial, timed_out=timed_out, notes=notes, ledger=ledger,
                    wall_seconds=time.monotonic() - start, launched_at=launched_at)
+
+
+def prepare_launch(plan: LaunchPlan) -> SegmentRecord | None:
+    """Before the ranks start: the request written, the folders private, no stale result, and
+    for a ccl launch the record of its shared-memory segments (None otherwise)."""
+    write_request(plan)
+    for rp in plan.ranks:
+        private_dir(Path(rp.log_path).parent)
+        private_dir(Path(rp.result_path).parent)
+        Path(rp.result_path).unlink(missing_ok=True)   # a stale result would read as success
+    # a killed rank's segment under a reused pid fails the next init (comm/ccl/shm.py)
+    return segment_record(plan) if plan.request.config.get("backend") == "ccl" else None
 
 
 def _watch(trial: Processes, ledger: CpuLedger, segments: SegmentRecord | None, idle_s: float,
@@ -188,7 +194,7 @@ def write_request(plan: LaunchPlan) -> None:
         json.dump(plan.request.to_json(), f, indent=1)
 
 
-def _start(trial: Processes, tee: Tee) -> str:
+def start_ranks(trial: Processes, tee: Tee) -> str:
     """Spawn every rank, its output through the tee, which caps each log (run/tee.py: a rank
     writing straight to its file could fill the disk under the results folder); returns why a
     rank could not be started, or ""."""
@@ -202,7 +208,7 @@ def _start(trial: Processes, tee: Tee) -> str:
     return ""
 
 
-def _end(trial: Processes, tee: Tee, segments: SegmentRecord | None) -> None:
+def end_ranks(trial: Processes, tee: Tee, segments: SegmentRecord | None) -> None:
     """No process of the trial left, its logs complete, its oneCCL segments removed."""
     if segments is not None:   # what was mapped since the last look
         segments.watch((p.pid for p in trial.tracked()), force=True)
@@ -214,7 +220,7 @@ def _end(trial: Processes, tee: Tee, segments: SegmentRecord | None) -> None:
         segments.clean()
 
 
-def _segment_record(plan: LaunchPlan) -> SegmentRecord | None:
+def segment_record(plan: LaunchPlan) -> SegmentRecord | None:
     """Settle the records earlier trials of this results folder left (a runner killed with
     kill -9 among them), then start this trial's, before launch; None without a trial folder."""
     if not plan.workdir:
@@ -224,7 +230,7 @@ def _segment_record(plan: LaunchPlan) -> SegmentRecord | None:
     return SegmentRecord(os.path.join(plan.workdir, SEGMENT_RECORD))
 
 
-def _judged(plan: LaunchPlan, trial: Processes, *, timed_out: bool, notes: list[str],
+def judged(plan: LaunchPlan, trial: Processes, *, timed_out: bool, notes: list[str],
             ledger: CpuLedger, wall_seconds: float, launched_at: float) -> RunResult:
     """The finished trial classified, with the failing rank's log tail and the notes on what
     happened after training (ranks ended as stuck, a crash after the result was in)."""

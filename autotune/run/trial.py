@@ -4,8 +4,6 @@ Used by `autotune run`, by the search for every trial, and by verification.
 """
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import time
 import uuid
@@ -14,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..result import Outcome, TrialResult
 from ..config import DEFAULT_WORKLOAD, Config
-from ..errors import ConfigError, WorkloadError
+from ..errors import ConfigError
 from ..measure.contention import Contention, contention
-from ..measure.stats import aggregate, quantile
+from ..measure.stats import aggregate
 from ..measure.observe import Sampler
 from ..measure.unacted import compare
 from ..plan.build import build_plan
@@ -26,18 +24,16 @@ from ..plan.launch_plan import (KILL_GRACE_S, TARGET_SECONDS, TRIAL_TIMEOUT_S, W
 from .weights import weights_problem
 from .outcome import RunResult
 from .idle import IDLE_DEADLINE_S
-from .classify import abort_in_teardown
 from .runner import free_port, run_plan
-from .rank_output import read_tail
-from ..measure.script import ScriptMetric
+from .script_trial import observed_fields, script_measured
 from ..script.spec import ScriptSpec
 from ..script.template import SEED_ENV, fill
-from .bounded import last_metric_end, score_output
 from ..probe.topology import Topology
 from ..training import QUALITY_SAMPLES
 
 if TYPE_CHECKING:
     from ..plan.cluster import Cluster
+    from .warm import WarmLaunches
 
 # No trial's timeout is sized below this (from the first trial's length, or from a budget).
 MIN_TRIAL_TIMEOUT_S = 30.0
@@ -64,6 +60,18 @@ class TrialSettings:
     # Per trial (the live evaluator sets it): the leader a built-in speed run races; a run
     # clearly below it ends its window early (measure/early_stop.py). None: never.
     leader_throughput: float | None = None
+    # Per trial too: after a whole window at `ceiling_above` samples/s or more (None: any), the
+    # ceiling, timed for about `ceiling_seconds` (0: not asked; worker/train.py)
+    ceiling_seconds: float = 0.0
+    ceiling_above: float | None = None
+    time_phases: bool = True             # the step split's timers (off: the overhead benchmark)
+
+
+def _window_fields(settings: TrialSettings, mode: str) -> dict[str, Any]:
+    """What a built-in worker's request carries beyond the plan's: the split and the ceiling."""
+    return {"time_phases": settings.time_phases,
+            "ceiling_seconds": settings.ceiling_seconds if mode == "throughput" else 0.0,
+            "ceiling_above": settings.ceiling_above}
 
 
 def plan_trial(config: Config, topology: Topology, settings: TrialSettings, *,
@@ -76,7 +84,7 @@ def plan_trial(config: Config, topology: Topology, settings: TrialSettings, *,
     if settings.cluster is not None:
         from ..plan.cluster import build_cluster_plan
         from .remote import free_port_on
-        return build_cluster_plan(
+        plan = build_cluster_plan(
             config, settings.cluster, workdir=workdir, trial_id=trial_id, program=program,
             script=program is not None,
             master_port=port if port is not None else free_port_on(settings.cluster),
@@ -86,6 +94,7 @@ def plan_trial(config: Config, topology: Topology, settings: TrialSettings, *,
             target_seconds=settings.target_seconds, warmup_steps=settings.warmup_steps,
             accuracy_samples=settings.accuracy_samples, seed=seed,
             leader_throughput=settings.leader_throughput)
+        return _with_window_fields(plan, settings, mode)
     plan = build_plan(config, topology, workload=settings.workload, program=program,
                       script=program is not None,
                       workload_args=settings.workload_args, workdir=workdir,
@@ -97,10 +106,15 @@ def plan_trial(config: Config, topology: Topology, settings: TrialSettings, *,
                       local_rank_arg=settings.script.local_rank_arg if settings.script else None,
                       leader_throughput=settings.leader_throughput)
     if not plan.script:
-        return plan
+        return _with_window_fields(plan, settings, mode)
     # A script reads its seed from the environment when its command has no {seed}.
     return replace(plan, ranks=tuple(replace(r, env={**r.env, SEED_ENV: str(seed)})
                                      for r in plan.ranks))
+
+
+def _with_window_fields(plan: LaunchPlan, settings: TrialSettings, mode: str) -> LaunchPlan:
+    return plan if plan.script else \
+        replace(plan, request=replace(plan.request, **_window_fields(settings, mode)))
 
 
 def trial_infeasible(config: Config, topology: Topology, settings: TrialSettings) -> str | None:
@@ -117,9 +131,11 @@ def trial_infeasible(config: Config, topology: Topology, settings: TrialSettings
 
 
 def run_trial(config: Config, topology: Topology, settings: TrialSettings, *,
-              mode: str = "throughput", trial_id: str | None = None, seed: int = 0) -> TrialResult:
+              mode: str = "throughput", trial_id: str | None = None, seed: int = 0,
+              warm: "WarmLaunches | None" = None) -> TrialResult:
     """Run one configuration: what the trial yields. Never raises for a failing trial: the
-    failure is the result."""
+    failure is the result. `warm`: the built-in worker on this machine runs as a window of its
+    launch's session, started when none runs (run/warm.py)."""
     plan, reason = _planned(config, topology, settings, mode, trial_id, seed)
     if plan is None:
         return TrialResult(outcome=Outcome.INFEASIBLE, reason=reason, mode=mode,
@@ -127,6 +143,10 @@ def run_trial(config: Config, topology: Topology, settings: TrialSettings, *,
     if plan.launchers:   # across hosts: the launchers start the ranks there
         from .spanning import run_cluster_plan
         return _cluster_yield(plan, run_cluster_plan(plan), settings, mode, seed)
+    if not plan.script and warm is not None:
+        run, _ = warm.run(config, lambda serve_s: replace(plan, request=replace(
+            plan.request, serve_s=serve_s)), settings.timeout_s)
+        return _worker_yield(run, mode, seed)
     if not plan.script:
         return _worker_yield(run_plan(plan, idle_s=settings.idle_s), mode, seed)
     samplers: list[Sampler] = []
@@ -135,7 +155,7 @@ def run_trial(config: Config, topology: Topology, settings: TrialSettings, *,
                        idle_s=settings.idle_s)
     finally:
         observed = tuple(samplers[0].stop()) if samplers else ()
-    run, measured, script = _script_measured(plan, run, settings)
+    run, measured, script = script_measured(plan, run, settings)
     script.update(observed_fields(observed, compare(plan.request.ranks, observed)
                                   if run.ok else ()))
     return _yielded(run, mode, seed, measured, script)
@@ -178,7 +198,7 @@ def _planned(config: Config, topology: Topology, settings: TrialSettings, mode: 
 def _cluster_yield(plan: LaunchPlan, run: RunResult, settings: TrialSettings, mode: str,
                    seed: int) -> TrialResult:
     if plan.script:
-        run, measured, script = _script_measured(plan, run, settings)
+        run, measured, script = script_measured(plan, run, settings)
         return _yielded(run, mode, seed, measured, script)
     return _worker_yield(run, mode, seed)
 
@@ -211,66 +231,6 @@ def _yielded(run: RunResult, mode: str, seed: int, measured: TrialResult | None,
                    seconds=run.wall_seconds, note="; ".join(run.notes), **fields)
 
 
-def _script_measured(plan: LaunchPlan, run: RunResult, settings: TrialSettings
-                     ) -> tuple[RunResult, TrialResult | None, dict[str, Any]]:
-    """Score a finished script run (see measure/script.py for the order of preference): the run
-    (a teardown abort after the last metric counts as ok; no metric is a workload error), the
-    measurement when there is one, and the TrialResult fields that say where it came from."""
-    rank0 = plan.ranks[0]
-    log_text = ""
-    with contextlib.suppress(OSError):
-        with open(rank0.log_path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - (4 << 20)))   # a chatty script: the last 4 MiB suffice
-            log_text = f.read().decode("utf-8", errors="replace")
-    if not run.ok:
-        run = _aborted_in_teardown(run, plan, settings, log_text)
-    if not run.ok:
-        return run, None, {"metric_source": "worker"}
-    report = None
-    with contextlib.suppress(OSError, ValueError):
-        with open(rank0.env["AUTOTUNE_REPORT"], encoding="utf-8") as f:
-            report = json.load(f)
-    script = settings.script
-    try:
-        sm = score_output(report=report if isinstance(report, dict) else None, log_text=log_text,
-                          metric=script.metric, wall_seconds=run.wall_seconds,
-                          accuracy=script.accuracy, lower_is_better=script.lower_is_better)
-    except WorkloadError as exc:   # a pattern past its deadline fails the trial, not the search
-        sm = ScriptMetric(value=None, source="pattern", problem=str(exc))
-    if sm.value is None:
-        failed = replace(run, outcome=Outcome.WORKLOAD_ERROR, reason=sm.problem,
-                         log_tail=f"--- rank 0 ({rank0.log_path}) ---\n{read_tail(rank0.log_path)}")
-        return failed, None, {"metric_source": sm.source}
-    values = sorted(sm.values) or [sm.value]
-    # a script has no timed window of its own: its "step" is the whole run
-    measured = TrialResult(outcome=Outcome.OK, throughput=sm.value,
-                           throughput_iqr=quantile(values, 0.75) - quantile(values, 0.25),
-                           step_median_s=run.wall_seconds, step_iqr_s=0.0,
-                           timed_steps=len(sm.values), accuracy=sm.accuracy)
-    return run, measured, {"metric_source": sm.source, "metric_shown": sm.shown}
-
-
-def _aborted_in_teardown(run: RunResult, plan: LaunchPlan, settings: TrialSettings,
-                         log_text: str) -> RunResult:
-    """A crash that was only SIGABRT after rank 0's last --metric line counts as ok, with a note
-    (gloo aborts in teardown now and then; the training was measured in full)."""
-    last = None
-    metric = settings.script.metric if settings.script else None
-    if run.outcome == Outcome.CRASH and metric is not None:
-        try:
-            last = last_metric_end(log_text, metric)
-        except WorkloadError:      # past its deadline: the crash stands as it was
-            return run
-    note = abort_in_teardown(
-        run.exit_codes, [read_tail(rp.log_path) for rp in plan.ranks],
-        rank0_after_last_metric=log_text[last:] if last is not None else None,
-        signalled=run.signalled)
-    if note is None:
-        return run
-    return replace(run, outcome=Outcome.OK, reason="", log_tail="", notes=(*run.notes, note))
-
-
 def timed_contention(run: RunResult) -> Contention | None:
     """Contention over rank 0's timed window (a script has none: its whole run)."""
     r0 = run.rank_results[0] if run.rank_results else {}
@@ -278,17 +238,3 @@ def timed_contention(run: RunResult) -> Contention | None:
     if not (isinstance(start, (int, float)) and isinstance(end, (int, float))):
         start, end = run.launched_at, run.launched_at + run.wall_seconds
     return contention(run.cpu_samples, float(start), float(end), run.num_cpus)
-
-
-def observed_fields(observations, unacted) -> dict[str, Any]:
-    """What a script trial's processes showed, as TrialResult fields: per rank, and the knobs
-    that did not act ({knob: the first message about it}) for the search and the export."""
-    from ..probe.parse import format_cpulist
-    overridden: dict[str, str] = {}
-    for u in unacted:
-        overridden.setdefault(u.knob, u.message)
-    return {"observed": tuple({"rank": o.rank, "busy_threads": o.busy_threads,
-                               "num_threads": o.num_threads, "affinity": format_cpulist(o.affinity),
-                               "libraries": list(o.libraries), "mempolicy": o.mempolicy,
-                               "processes": o.num_processes} for o in observations),
-            "unacted": tuple(u.message for u in unacted), "overridden": overridden}

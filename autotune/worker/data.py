@@ -77,18 +77,34 @@ def batch_source(spec: WorkloadSpec, config: dict[str, Any], *, rank: int, batch
     """`get(step)` -> this rank's batch of that step. The pipeline serves steps in order only."""
     if not in_use(config):
         return lambda step: spec.make_batch(*rank_slice(step, rank, batch_size, world_size), seed)
-    workers = int(config.get("dataloader_workers") or 0)
-    loader = DataLoader(AugmentedSamples(spec.make_batch, seed),
-                        batch_sampler=_RankSteps(rank, batch_size, world_size),
-                        num_workers=workers, pin_memory=bool(config.get("pin_memory")),
-                        persistent_workers=workers > 0, prefetch_factor=4 if workers else None)
-    batches = iter(loader)
-    served = [0]
+    return _Pipeline(spec, config, rank=rank, batch_size=batch_size, world_size=world_size,
+                     seed=seed)
 
-    def get(step: int) -> Batch:
-        if step != served[0]:
+
+class _Pipeline:
+    """The DataLoader's batches, step by step; `close` ends its worker processes (a worker that
+    serves several windows builds a new pipeline when a pipeline knob changes)."""
+
+    def __init__(self, spec: WorkloadSpec, config: dict[str, Any], *, rank: int, batch_size: int,
+                 world_size: int, seed: int) -> None:
+        workers = int(config.get("dataloader_workers") or 0)
+        loader = DataLoader(AugmentedSamples(spec.make_batch, seed),
+                            batch_sampler=_RankSteps(rank, batch_size, world_size),
+                            num_workers=workers, pin_memory=bool(config.get("pin_memory")),
+                            persistent_workers=workers > 0,
+                            prefetch_factor=4 if workers else None)
+        self.batches: Any = iter(loader)
+        self.served = 0
+
+    def __call__(self, step: int) -> Batch:
+        if step != self.served:
             raise RuntimeError(f"the data pipeline serves steps in order: asked for {step}, "
-                               f"next is {served[0]}")
-        served[0] += 1
-        return next(batches)
-    return get
+                               f"next is {self.served}")
+        self.served += 1
+        return next(self.batches)
+
+    def close(self) -> None:
+        shutdown = getattr(self.batches, "_shutdown_workers", None)
+        if shutdown is not None:
+            shutdown()
+        self.batches = None

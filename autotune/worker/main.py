@@ -25,17 +25,17 @@ from typing import Any  # noqa: E402
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
+_TORCH_AT = time.time()
+
 from ..atomic_json import write_json  # noqa: E402
 from ..comm.ccl.shm import remove_own  # noqa: E402
-from ..plan.launch_plan import (EXIT_BACKEND_UNAVAILABLE, EXIT_BAD_CONFIG,  # noqa: E402
-                                EXIT_WORKLOAD_ERROR, STANDALONE_SECONDS, RankExpect,
-                                WorkerRequest)
+from ..plan.launch_plan import (EXIT_BACKEND_UNAVAILABLE, STANDALONE_SECONDS,  # noqa: E402
+                                RankExpect, WorkerRequest)
 from ..result import Outcome  # noqa: E402
 from . import device as _device  # noqa: E402
-from . import in_force  # noqa: E402
-from .dist import backend_problem, gather_problems  # noqa: E402
-from .train import _say, _Stop, train  # noqa: E402
-from .workloads import get_workload  # noqa: E402
+from .dist import backend_problem  # noqa: E402
+from .session import RankContext, Window, serve  # noqa: E402
+from .trainer import Stop as _Stop, say as _say  # noqa: E402
 
 SCHEMA_VERSION = 1
 
@@ -57,7 +57,8 @@ def _empty_result(rank: int, world_size: int, req: WorkerRequest | None) -> dict
         "in_force": None, "channels_last_applied": False, "compiled": False, "ipex_applied": False,
         "step_times": [], "warmup_times": [], "window_seconds": None, "timed_steps": 0,
         "samples": 0, "throughput": None, "accuracy": None, "final_loss": None,
-        "started_at": _started_at(), "first_step_at": None, "timed_start_at": None,
+        "started_at": _started_at(), "torch_at": _TORCH_AT, "group_at": None,
+        "first_step_at": None, "timed_start_at": None,
         "timed_end_at": None, "contention": None, "peak_rss_bytes": None,
         "torch_version": torch.__version__,
     }
@@ -89,48 +90,37 @@ def _init_group(backend: str, rank: int, world_size: int) -> None:
                     f"backend {backend}: {type(exc).__name__}: {exc}") from exc
 
 
-def run(req: WorkerRequest, rank: int, world_size: int, res: dict[str, Any]) -> None:
+def run(req: WorkerRequest, rank: int, world_size: int, window: Window, *,
+        request_path: str = "") -> None:
+    """Threads, device and process group once; then the request's window and, for a session,
+    the windows after it (worker/session.py)."""
     cfg = req.config
     # Across hosts the launcher's rendezvous may number ranks in another order than the plan;
     # the rank shim (autotune.bind) then says which planned rank this process is.
-    expect = req.ranks[int(os.environ.get("AUTOTUNE_PLAN_INDEX", rank))]
+    plan_index = int(os.environ.get("AUTOTUNE_PLAN_INDEX", rank))
+    local_rank = int(os.environ.get("LOCAL_RANK", rank))
     threads = cfg.get("threads")
     if threads:
         torch.set_num_threads(int(threads))
     try:  # the GPU is made current before the group: NCCL binds to the current device
-        setup = _device.decide_here(cfg, int(os.environ.get("LOCAL_RANK", rank)))
+        setup = _device.decide_here(cfg, local_rank)
         _device.activate(setup)
     except _device.DeviceProblem as exc:
         raise _Stop(EXIT_BACKEND_UNAVAILABLE, Outcome.UNAVAILABLE, str(exc)) from exc
     _say(rank, f"init {cfg.get('backend', 'gloo')} group, world size {world_size}, {setup.name}")
     _init_group(cfg.get("backend", "gloo"), rank, world_size)
+    window.res["group_at"] = time.time()
+    result_path = os.environ.get("AUTOTUNE_RESULT", f"rank{rank}.result.json")
+    ctx = RankContext(rank=rank, world_size=world_size, local_rank=local_rank,
+                      plan_index=plan_index, request_path=request_path,
+                      result_path=result_path, first=req)
+    serve(ctx, window, lambda r: _empty_result(rank, world_size, r), _finish)
 
-    amp = _device.autocast(setup)
-    with amp():  # the very context the training step enters
-        res["in_force"] = in_force.collect(in_force.current_autocast(setup.type))
-    res["in_force"].update(_device.in_force(setup), backend=dist.get_backend())
-    reason = gather_problems(in_force.differences(expect, res["in_force"]), world_size)
-    if reason:
-        res["bad_config"] = reason
-        raise _Stop(EXIT_BAD_CONFIG, Outcome.BAD_CONFIG, reason)
-    _say(rank, f"in force: {res['in_force']}")
 
-    model = spec = error = None
-    try:
-        spec = get_workload(req.workload, req.workload_args)
-        model = spec.build_model(req.seed)
-        if not isinstance(model, torch.nn.Module):
-            raise TypeError(f"build_model returned {type(model).__name__}, "
-                            "expected torch.nn.Module")
-    except Exception as exc:  # noqa: BLE001 - the user's own error text is the message
-        error = f"{type(exc).__name__}: {exc}"
-        traceback.print_exc()
-    problem = gather_problems([error] if error else [], world_size)
-    if problem:
-        raise _Stop(EXIT_WORKLOAD_ERROR, Outcome.WORKLOAD_ERROR,
-                    f"workload {req.workload!r}: {problem}")
-    assert spec is not None and model is not None
-    train(req, spec, model, rank, world_size, res, amp, setup)
+def _finish(window: Window) -> None:
+    """A window's result on disk (a session's rank then waits for the next request)."""
+    window.res["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    write_result(window.path, window.res)
 
 
 def standalone_request(workload: str, sets: list[str], seconds: float,
@@ -170,9 +160,8 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("give exactly one of --request FILE or --workload NAME")
     rank = int(os.environ.get("RANK", "0"))
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    result_path = os.environ.get("AUTOTUNE_RESULT", f"rank{rank}.result.json")
-    req = None
-    res = _empty_result(rank, world_size, None)
+    window = Window(res=_empty_result(rank, world_size, None),
+                    path=os.environ.get("AUTOTUNE_RESULT", f"rank{rank}.result.json"))
     code = 1
     try:
         if args.request is not None:
@@ -180,30 +169,31 @@ def main(argv: list[str] | None = None) -> None:
                 req = WorkerRequest.from_json(json.load(f))
         else:
             req = standalone_request(args.workload, args.sets, args.seconds, world_size)
-        res = _empty_result(rank, world_size, req)
-        run(req, rank, world_size, res)
+        window.res = _empty_result(rank, world_size, req)
+        run(req, rank, world_size, window,
+            request_path=os.path.abspath(args.request) if args.request else "")
         code = 0
     except _Stop as stop:
-        res.update(status=stop.status, reason=stop.reason)
+        window.res.update(status=stop.status, reason=stop.reason)
         code = stop.code
         print(f"[autotune worker rank {rank}] {stop.status}: {stop.reason}", file=sys.stderr,
               flush=True)
     except BaseException as exc:  # noqa: BLE001 - any failure is still a written result
         oom = _device.is_oom(exc)
-        res.update(status=Outcome.OOM if oom else Outcome.CRASH,
-                   reason=f"{type(exc).__name__}: {exc}", error=traceback.format_exc())
+        window.res.update(status=Outcome.OOM if oom else Outcome.CRASH,
+                          reason=f"{type(exc).__name__}: {exc}", error=traceback.format_exc())
         traceback.print_exc()
-    res["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    res = window.res
     try:
-        write_result(result_path, res)
+        _finish(window)
     except OSError as exc:
-        print(f"[autotune worker rank {rank}] cannot write result {result_path}: {exc}",
+        print(f"[autotune worker rank {rank}] cannot write result {window.path}: {exc}",
               file=sys.stderr, flush=True)
         code = code or 1
     if args.request is None:  # standalone: one JSON line a wrapper script can parse
         print(json.dumps({k: res[k] for k in ("rank", "world_size", "status", "reason",
                                               "throughput", "samples", "window_seconds",
-                                              "bad_config")} | {"result": result_path}),
+                                              "bad_config")} | {"result": window.path}),
               flush=True)
     _say(rank, f"exit {code}")
     sys.stdout.flush()

@@ -1,223 +1,64 @@
-"""Inside a rank: the training loop, the timed window and the held-out evaluation.
+"""Inside a rank: one window of training. Warmup, then the timed window (or a quality run's
+fixed schedule), then what the window was asked for besides: the ceiling (the same step with its
+batches resident) or the held-out evaluation of a quality run.
 
 Warmup steps are excluded from the window; every rank agrees on the number of timed steps (one
-all-reduce) so no rank waits in a collective its peers never enter. `_Stop` ends a rank with an
-exit code the runner classifies.
+all-reduce) so no rank waits in a collective its peers never enter.
 """
 from __future__ import annotations
 
-import contextlib
-import dataclasses
-import math
 import os
 import time
-import traceback
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
-from ..config import REFERENCE_GLOBAL_BATCH
 from ..measure.early_stop import losing
-from ..training import lr_at, lr_scale, split_batch
-from ..plan.launch_plan import EXIT_BACKEND_UNAVAILABLE, EXIT_WORKLOAD_ERROR, WorkerRequest
 from ..result import Outcome
-from . import data, device as _device, gradnoise
-from .agree import agree_steps, held_out_accuracy
+from . import device as _device, gradnoise
+from .agree import agree_steps
+from .trainer import Trainer, say
 
 
-class _Stop(Exception):
-    """Ends the rank early with an exit code the runner classifies (78, 79, 80, 1)."""
-
-    def __init__(self, code: int, status: str, reason: str) -> None:
-        super().__init__(reason)
-        self.code, self.status, self.reason = code, status, reason
-
-
-def _say(rank: int, text: str) -> None:
-    print(f"[autotune worker rank {rank}] {text}", flush=True)
-
-
-def train(req: WorkerRequest, spec, model: torch.nn.Module, rank: int, world_size: int,
-          res: dict[str, Any], amp, setup: _device.DeviceSetup) -> None:
-    """Train this rank: warmup (speed runs), then the timed window or the quality run's fixed
-    schedule, then the held-out evaluation of a quality run. Results go into `res`."""
-    run = _Trainer.build(req, spec, model, rank, world_size, res, amp, setup)
+def train(run: Trainer) -> None:
+    """Train this rank's window: results go into `run.res`."""
+    req, res = run.req, run.res
     if run.quality:
-        index, n_steps = 0, run.total_steps
-        chunk = n_steps
+        n_steps = chunk = run.total_steps
     else:
-        index, n_steps = _warmup(run)
+        n_steps = _warmup(run)
         # Steps keep speeding up for a while after warmup (allocator and oneDNN caches), so the
         # estimate runs short; rank 0 re-decides after each chunk of about a tenth of the window.
         chunk = max(1, n_steps // 10)
-    _say(rank, f"{req.mode}: about {n_steps} steps of global batch {run.global_batch} = "
-               f"{world_size} ranks x {run.accum} x {run.micro}")
-    index, loss = _timed_window(run, index, chunk)
-    _say(rank, f"window {res['window_seconds']:.3f}s, {res['throughput']:.1f} samples/s, "
-               f"loss {res['final_loss']}")
+    say(run.rank, f"{req.mode}: about {n_steps} steps of global batch {run.global_batch} = "
+                  f"{run.world_size} ranks x {run.accum} x {run.micro}")
+    res["window_at"] = time.time()
+    _timed_window(run, chunk)
+    say(run.rank, f"window {res['window_seconds']:.3f}s, {res['throughput']:.1f} samples/s, "
+                  f"loss {res['final_loss']}")
     if run.quality:
-        _held_out(run, index)
+        _held_out(run)
+    elif _wants_ceiling(run):
+        _ceiling(run)
     res["status"] = Outcome.OK
 
 
-@dataclasses.dataclass(kw_only=True)
-class _Trainer:
-    """One rank's training, set up once: the wrapped model, its optimizer and the batch split.
-    Its methods are the steps; the only state that changes is the model's and `res`."""
-    req: WorkerRequest
-    spec: Any
-    rank: int
-    world_size: int
-    res: dict[str, Any]
-    amp: Any
-    setup: _device.DeviceSetup
-    comm: torch.device            # where collectives' tensors live
-    ddp: Any
-    step_model: Any               # ddp, compiled when asked
-    opt: torch.optim.Optimizer
-    scaler: Any
-    next_batch: Any
-    global_batch: int
-    micro: int
-    accum: int
-    channels_last: bool
-    scale: float                  # the learning rate's multiplier for this global batch
-    quality: bool                 # an accuracy run: a fixed schedule, not a timed window
-    total_steps: int              # of a quality run
-    warmup: int                   # learning-rate warm-up steps of a quality run
-
-    @classmethod
-    def build(cls, req: WorkerRequest, spec, model: torch.nn.Module, rank: int,
-              world_size: int, res: dict[str, Any], amp,
-              setup: _device.DeviceSetup) -> "_Trainer":
-        from torch.nn.parallel import DistributedDataParallel as DDP
-        cfg = req.config
-        global_batch = int(cfg.get("global_batch") or REFERENCE_GLOBAL_BATCH)
-        micro, accum = split_batch(global_batch, world_size, cfg.get("batch_size"))
-        channels_last = bool(cfg.get("channels_last")) and spec.input_is_image
-        res["channels_last_applied"] = channels_last
-        model = model.to(setup.name)
-        comm = _device.collective_device(setup, cfg.get("backend", "gloo"))
-        if channels_last:
-            model = model.to(memory_format=torch.channels_last)
-        scale = lr_scale(cfg.get("lr_rule", "linear"), global_batch, req.reference_batch)
-        opt = torch.optim.SGD(model.parameters(), lr=spec.lr * scale, momentum=0.9)
-        res.update(global_batch=global_batch, micro_batch=micro, accumulation=accum,
-                   lr=spec.lr * scale)
-        if cfg.get("ipex") == "on":
-            model, opt = _with_ipex(model, opt, cfg, res)
-        ddp = DDP(model, **_device.ddp_kwargs(setup))
-        res["compiled"] = bool(cfg.get("compile"))
-        quality = req.mode == "accuracy"
-        total_steps = max(1, math.ceil(req.accuracy_samples / global_batch)) if quality else 0
-        return cls(
-            req=req, spec=spec, rank=rank, world_size=world_size, res=res, amp=amp, setup=setup,
-            comm=comm, ddp=ddp, step_model=torch.compile(ddp) if cfg.get("compile") else ddp,
-            # fp16 gradients underflow without loss scaling; bf16 has fp32's range, needs none.
-            opt=opt, scaler=_device.grad_scaler(setup),
-            # Global step `index` covers samples [index*G, (index+1)*G) however it is split, so
-            # a DDP configuration trains on exactly the samples of the default launch's step.
-            next_batch=data.batch_source(spec, cfg, rank=rank, batch_size=micro * accum,
-                                         world_size=world_size, seed=req.seed),
-            global_batch=global_batch, micro=micro, accum=accum, channels_last=channels_last,
-            scale=scale, quality=quality, total_steps=total_steps,
-            # Quality runs follow a schedule (Goyal et al.'s warm-up where the rate was scaled
-            # up, then cosine decay to zero): at a constant rate the last iterate oscillates,
-            # and its held-out accuracy varied by 12 points between neighbouring checkpoints.
-            warmup=math.ceil(0.1 * total_steps) if scale > 1 else 0)
-
-    def prepare(self, x: torch.Tensor) -> torch.Tensor:
-        x = _device.to_device(self.setup, x)
-        if self.channels_last and x.dim() == 4:
-            return x.contiguous(memory_format=torch.channels_last)
-        return x
-
-    def rank_batches(self, index: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        x, y = self.next_batch(index)   # this rank's share of the step, in micro-batches
-        if self.accum == 1:
-            return [(x, y)]
-        return list(zip(x.split(self.micro), y.split(self.micro)))
-
-    def step(self, index: int) -> torch.Tensor:
-        """Global step `index`; the first one also tells a broken workload from the rest."""
-        if index == 0:
-            return self._first_step()
-        return self._step(index)
-
-    def _step(self, index: int) -> torch.Tensor:
-        if self.quality:
-            rate = lr_at(index, base_lr=self.spec.lr, scale=self.scale, warmup_steps=self.warmup)
-            rate *= 0.5 * (1.0 + math.cos(math.pi * index / self.total_steps))
-            for group in self.opt.param_groups:
-                group["lr"] = rate
-        self.opt.zero_grad(set_to_none=True)
-        total = None
-        for m, (x, y) in enumerate(self.rank_batches(index)):
-            # DDP all-reduces in the last micro-batch's backward; the others only accumulate.
-            sync = contextlib.nullcontext() if m == self.accum - 1 else self.ddp.no_sync()
-            with sync:
-                with self.amp():
-                    out = self.step_model(self.prepare(x))
-                    loss = self.spec.loss_fn(out, _device.to_device(self.setup, y)) / self.accum
-                self.scaler.scale(loss).backward()
-            total = loss.detach() if total is None else total + loss.detach()
-        self.scaler.step(self.opt)
-        self.scaler.update()
-        _device.synchronize(self.setup)
-        return total
-
-    def _first_step(self) -> torch.Tensor:
-        self.res["first_step_at"] = time.time()
-        try:
-            return self._step(0)
-        except MemoryError:
-            raise
-        except Exception as exc:  # noqa: BLE001
-            if _device.is_oom(exc) or self.req.config.get("compile"):
-                raise  # out of memory or a compiler failure: not the workload's fault
-            traceback.print_exc()
-            raise _Stop(EXIT_WORKLOAD_ERROR, Outcome.WORKLOAD_ERROR,
-                        f"workload {self.req.workload!r} failed in its first step: "
-                        f"{type(exc).__name__}: {exc}") from exc
-
-    def evaluate(self, limit: int | None = None) -> float:
-        return held_out_accuracy(self.spec, self.ddp.module, self.rank, self.world_size,
-                                 self.prepare, self.amp, self.comm, limit=limit)
-
-
-def _with_ipex(model: torch.nn.Module, opt: torch.optim.Optimizer, cfg: dict[str, Any],
-               res: dict[str, Any]):
-    try:
-        import intel_extension_for_pytorch as ipex
-    except Exception as exc:  # noqa: BLE001
-        raise _Stop(EXIT_BACKEND_UNAVAILABLE, Outcome.UNAVAILABLE,
-                    f"ipex=on but intel_extension_for_pytorch does not import: {exc}") from exc
-    # IPEX's documented DDP order: optimize() first (it may swap modules and re-create the
-    # optimizer's state), then wrap the returned model, so DDP hooks the parameters that train.
-    # bf16 keeps fp32 master weights inside IPEX's optimizer; everything else stays fp32.
-    dtype = torch.bfloat16 if cfg.get("precision") == "bf16" else torch.float32
-    model, opt = ipex.optimize(model, optimizer=opt, dtype=dtype)
-    res["ipex_applied"] = True
-    if isinstance(res.get("in_force"), dict):
-        res["in_force"]["ipex"] = str(getattr(ipex, "__version__", "unknown"))
-    return model, opt
-
-
-def _warmup(run: _Trainer) -> tuple[int, int]:
-    """The untimed warmup steps; returns (next step index, timed steps every rank agreed on)."""
+def _warmup(run: Trainer) -> int:
+    """The untimed warmup steps; returns the timed steps every rank agreed on."""
     req = run.req
-    _say(run.rank, f"warmup {req.warmup_steps} steps")
-    for index in range(req.warmup_steps):
+    say(run.rank, f"warmup {req.warmup_steps} steps")
+    for _ in range(req.warmup_steps):
         t = time.perf_counter()
-        run.step(index)
+        run.step(run.index)
+        run.index += 1
         run.res["warmup_times"].append(time.perf_counter() - t)
-    return req.warmup_steps, agree_steps(req, run.res["warmup_times"], run.comm)
+    return agree_steps(req, run.res["warmup_times"], run.comm)
 
 
-def _timed_window(run: _Trainer, index: int, chunk: int) -> tuple[int, Any]:
-    """The timed steps from `index`, in chunks after each of which rank 0 decides whether the
-    window is long enough; records the window in `res`. Returns (next index, last loss)."""
+def _timed_window(run: Trainer, chunk: int) -> Any:
+    """The timed steps, in chunks after each of which rank 0 decides whether the window is long
+    enough; records the window in `res`. Returns the last loss."""
     req, res = run.req, run.res
     checkpoints = {max(1, round(run.total_steps * k / req.checkpoints))
                    for k in range(1, req.checkpoints + 1)} if run.quality else set()
@@ -226,6 +67,7 @@ def _timed_window(run: _Trainer, index: int, chunk: int) -> tuple[int, Any]:
     # Other processes on the machine distort a window (seen: 20x slower with 2 OpenMP threads on
     # 2 busy cores); load average and CPU time actually received let a reader spot such trials.
     load0, cpu0 = os.getloadavg()[0], time.process_time()
+    run.clock.reset()
     t0, res["timed_start_at"] = time.perf_counter(), time.time()
     loss, done, n_steps = None, False, 0
     race = _Race(req.leader_throughput, run.global_batch) if run.rank == 0 else None
@@ -233,15 +75,15 @@ def _timed_window(run: _Trainer, index: int, chunk: int) -> tuple[int, Any]:
         race_t0, race_n = time.perf_counter(), n_steps
         for _ in range(chunk):
             t = time.perf_counter()
-            loss = run.step(index)
+            loss = run.step(run.index)
             res["step_times"].append(time.perf_counter() - t)
-            index += 1
+            run.index += 1
             n_steps += 1
-            if index in checkpoints:   # the learning curve, for time-to-accuracy
+            if run.index in checkpoints:   # the learning curve, for time-to-accuracy
                 # a quarter of the held-out set along the way, all of it at the end
-                last = index == run.total_steps
+                last = run.index == run.total_steps
                 q = run.evaluate(limit=None if last else max(1, run.spec.eval_samples // 4))
-                res["curve"].append([index * run.global_batch, q])
+                res["curve"].append([run.index * run.global_batch, q])
         if run.quality:
             break
         if race is not None:
@@ -252,10 +94,11 @@ def _timed_window(run: _Trainer, index: int, chunk: int) -> tuple[int, Any]:
     window, res["timed_end_at"] = time.perf_counter() - t0, time.time()
     res["contention"] = {"loadavg_start": load0, "loadavg_end": os.getloadavg()[0],
                          "cpu_seconds": time.process_time() - cpu0}
+    res["phases"] = run.clock.report()
     samples = run.global_batch * n_steps
     res.update(window_seconds=window, timed_steps=n_steps, samples=samples,
                throughput=samples / window, final_loss=None if loss is None else float(loss))
-    return index, loss
+    return loss
 
 
 class _Race:
@@ -278,7 +121,7 @@ class _Race:
         return decision.reason if decision.stop else None
 
 
-def _window_done(run: _Trainer, n_steps: int, elapsed: float, race: _Race | None) -> bool:
+def _window_done(run: Trainer, n_steps: int, elapsed: float, race: _Race | None) -> bool:
     """Rank 0's decision, broadcast: all ranks must run the same number of DDP steps. A run
     clearly losing to the leader ends here too, and rank 0's report says why."""
     req = run.req
@@ -287,21 +130,74 @@ def _window_done(run: _Trainer, n_steps: int, elapsed: float, race: _Race | None
     why = race.losing() if race is not None and not done else None
     if why is not None:
         run.res["stopped_early"] = why
-        _say(run.rank, why)
-    flag = torch.tensor([1 if done or why else 0], dtype=torch.int64, device=run.comm)
+        say(run.rank, why)
+    return _agreed(run, done or why is not None)
+
+
+def _agreed(run: Trainer, yes: bool) -> bool:
+    """Rank 0's yes or no, the same on every rank."""
+    flag = torch.tensor([1 if yes else 0], dtype=torch.int64, device=run.comm)
     dist.broadcast(flag, src=0)
     return bool(flag.item())
 
 
-def _held_out(run: _Trainer, index: int) -> None:
+def _wants_ceiling(run: Trainer) -> bool:
+    """Whether this window also times the ceiling: asked for, a whole window (a run stopped as
+    losing is far from any ceiling), and faster than the ceiling its class has (rank 0 decides)."""
+    req, res = run.req, run.res
+    if not req.ceiling_seconds:
+        return False
+    yes = not res.get("stopped_early") and res["throughput"] >= (req.ceiling_above or 0.0)
+    return _agreed(run, yes)
+
+
+def _ceiling(run: Trainer) -> None:
+    """The same step with the rank's batches already resident (nothing to wait for or copy):
+    what the device does for this workload and math. The model keeps training on them, which
+    changes nothing of what a speed window measures; the data pipeline is left where it was."""
+    req, res = run.req, run.res
+    source, run.next_batch = run.next_batch, None
+    try:
+        run.next_batch = run.resident()
+        warm = [time.perf_counter()]
+        for k in range(2):             # the resident batches' first pass: cache and layout
+            run.step(run.index + k + 1)
+            warm.append(time.perf_counter())
+        per_step = min(b - a for a, b in zip(warm, warm[1:]))
+        steps = max(req.min_steps, min(req.max_steps, int(req.ceiling_seconds / max(per_step,
+                                                                                    1e-6))))
+        t = torch.tensor([steps], dtype=torch.int64, device=run.comm)
+        dist.broadcast(t, src=0)
+        dist.barrier()
+        run.clock.reset()
+        t0 = time.perf_counter()
+        for k in range(int(t.item())):
+            run.step(run.index + k + 3)
+        dist.barrier()
+        window = time.perf_counter() - t0
+    except Exception as exc:  # noqa: BLE001 - the window's measurement stands without it
+        if _device.is_oom(exc):
+            raise
+        res["ceiling_problem"] = f"the ceiling could not be timed: {type(exc).__name__}: {exc}"
+        say(run.rank, res["ceiling_problem"])
+        return
+    finally:
+        run.next_batch = source
+    res["ceiling"] = run.global_batch * int(t.item()) / window
+    res["ceiling_phases"] = run.clock.report()
+    res["ceiling_steps"], res["ceiling_step_s"] = int(t.item()), window / int(t.item())
+    say(run.rank, f"ceiling {res['ceiling']:.1f} samples/s (batches resident)")
+
+
+def _held_out(run: Trainer) -> None:
     """A quality run's held-out accuracy (the curve's last point) and gradient noise scale."""
     req, res = run.req, run.res
     res["accuracy"] = res["curve"][-1][1] if res["curve"] else run.evaluate()
-    probes = [_joined(run.rank_batches(index + k), run.prepare, run.setup)
+    probes = [_joined(run.rank_batches(run.index + k), run.prepare, run.setup)
               for k in range(req.gns_probes)]
     res["gns"] = gradnoise.probe(run.ddp.module, probes, run.spec.loss_fn, run.amp,
                                  run.world_size, device=run.comm) if req.gns_probes else None
-    _say(run.rank, f"held-out {run.spec.metric}: {res['accuracy']:.4f}; curve {res['curve']}")
+    say(run.rank, f"held-out {run.spec.metric}: {res['accuracy']:.4f}; curve {res['curve']}")
 
 
 def _joined(batches, prepare, setup):

@@ -7,6 +7,7 @@ DDP wrapping, precision, channels_last and timing, the spec owns only model, dat
 from __future__ import annotations
 
 import importlib
+import time
 from functools import partial
 from dataclasses import dataclass, fields
 from typing import Any, Callable
@@ -57,14 +58,27 @@ class WorkloadSpec:
 
 
 def cnn(*, width: int = 16, blocks: int = 1, image_size: int = 32, signal: float = 0.35,
-        modes: int = 3, shift: int = 4, lr: float = 0.2, data_seed: int = 1234) -> WorkloadSpec:
+        modes: int = 3, shift: int = 4, lr: float = 0.2, data_seed: int = 1234,
+        decode_ms: float = 0.0) -> WorkloadSpec:
+    """`decode_ms`: CPU time each sample costs to make, as decoding a JPEG does (the same data:
+    the time is spent, nothing changes): a data-bound workload for the step split's tests."""
     templates = _smooth_templates(data_seed, NUM_CLASSES * modes, 3, image_size, 8, "bilinear")
     templates = templates.view(NUM_CLASSES, modes, 3, image_size, image_size)
+    make = partial(_shifted_class_batch, templates=templates, signal=signal, shift=shift)
     return WorkloadSpec(
         name="cnn",
         build_model=lambda seed: _seeded(seed, lambda: SmallResNet(width, blocks)),
-        make_batch=partial(_shifted_class_batch, templates=templates, signal=signal, shift=shift),
+        make_batch=partial(_decoded, make, decode_ms / 1000.0) if decode_ms > 0 else make,
         input_is_image=True, lr=lr)
+
+
+def _decoded(make, seconds: float, start: int, count: int, seed: int):
+    """`make`'s samples, each after `seconds` of this process's CPU (a busy loop, like a
+    decoder's, not a sleep, which a DataLoader worker would overlap for free)."""
+    end = time.thread_time() + seconds * count   # this thread's: OpenMP's spinning is not it
+    while time.thread_time() < end:
+        pass
+    return make(start, count, seed)
 
 
 # ---- transformer: encoder over token sequences --------------------------------------------------
@@ -148,13 +162,14 @@ def torchvision_workload(name: str, *, image_size: int = 224, signal: float = 0.
         input_is_image=True, lr=0.02)
 
 
-def quality_facts(name: str, args: dict[str, Any] | None = None) -> tuple[bool, int]:
+def quality_facts(name: str, args: dict[str, Any] | None = None) -> tuple[bool, int, bool]:
     """(whether the model has BatchNorm layers, whose statistics are per rank; the training
-    samples of one quality run) for a workload, from one model built in this process."""
+    samples of one quality run; whether that length is the workload's own, not to be sized by
+    the budget) for a workload, from one model built in this process."""
     spec = get_workload(name, args)
     model = spec.build_model(0)
     bn = any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
-    return bn, spec.quality_samples or QUALITY_SAMPLES
+    return bn, spec.quality_samples or QUALITY_SAMPLES, spec.quality_samples is not None
 
 
 def _seeded(seed: int, build: Callable[[], nn.Module]) -> nn.Module:

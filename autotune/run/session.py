@@ -1,0 +1,183 @@
+"""A launch whose ranks stay alive between timed windows: the runner's side of a session
+(worker/session.py is the ranks' side).
+
+A trial costs a process start, imports, the process group, the model and the data pipeline
+before its timed window: seconds on a CPU, 13-15 s beside a window of a few seconds on the GPU
+machine (issue 44). A session pays that once per launch: its first window is started like any
+trial, and each next window of the same launch (config.launch_part: another precision, batch or
+pipeline setting, the same configuration again for a verification round, a seeded quality run)
+is one request file the ranks are waiting for. Launch-level knobs still get their own processes.
+
+The same guarantees as run_plan: every rank leads its own process group, a window past its
+timeout or a failing rank tears the whole session down and is classified as a trial would be,
+and `close` (or the parent's death, through the ranks' PDEATHSIG) leaves no process behind.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import psutil
+
+from ..plan.launch_plan import (STOP_REQUEST, LaunchPlan, WorkerRequest, window_request_path,
+                                window_result_path)
+from ..private_files import private_file
+from ..result import Outcome
+from .cpu_ledger import CpuLedger, trial_cpus
+from .outcome import RunResult
+from .processes import POLL_S, Processes, signals_held
+from .rank_output import read_result
+from .runner import end_ranks, judged, prepare_launch, start_ranks
+from .tee import MAX_LOG_BYTES, Tee
+
+# How long an idle rank waits for its next window before it exits by itself: a search never
+# leaves a session idle this long (it closes them), so only a runner that vanished does.
+SERVE_S = 900.0
+# A closed session's ranks get this long to exit on the stop request, then are ended.
+CLOSE_GRACE_S = 3.0
+
+
+class Session:
+    """One launch serving windows. `start` runs the plan's own window (its request must ask
+    for a session: `serve_s` > 0); `window` each next one; `close` ends it."""
+
+    def __init__(self, plan: LaunchPlan) -> None:
+        if plan.script or plan.launchers or plan.request.serve_s <= 0:
+            raise ValueError("a session serves the built-in worker on this machine, asked with "
+                             "serve_s > 0")
+        self.plan, self.windows = plan, 0
+        self.trial = Processes(plan)
+        self.tee = Tee(None, cap=MAX_LOG_BYTES)
+        self.segments = None
+        self.alive = self.ended = False
+        self.idle_since_cpu: float | None = None
+
+    def start(self) -> RunResult:
+        """Spawn the ranks and wait for their first window."""
+        self.segments = prepare_launch(self.plan)
+        launched_at = time.time()
+        error = start_ranks(self.trial, self.tee)
+        if error:
+            self.close()
+            return RunResult(outcome=Outcome.CRASH, reason=error, launched_at=launched_at,
+                             exit_codes=tuple(self.trial.codes))
+        self.alive = True
+        return self._wait(0, launched_at, self.plan.timeout_s)
+
+    def window(self, request: WorkerRequest, timeout_s: float) -> RunResult:
+        """The next window, asked by its request file; the session must be alive."""
+        if not self.alive:
+            raise RuntimeError("this session has ended")
+        self.windows += 1
+        n = self.windows
+        for rp in self.plan.ranks:
+            Path(window_result_path(rp.result_path, n)).unlink(missing_ok=True)
+        _write_atomic(window_request_path(self.plan.request_path, n), request.to_json())
+        return self._wait(n, time.time(), timeout_s)
+
+    def _wait(self, n: int, launched_at: float, timeout_s: float) -> RunResult:
+        """Until every rank's result of window `n` is in (ok), or a rank fails or exits, or
+        `timeout_s` passes: then the session ends and the window is classified."""
+        try:
+            return self._watch(n, launched_at, timeout_s)
+        except BaseException:   # Ctrl-C, SIGTERM: no rank of the session outlives it
+            self._end(grace_s=1.0)
+            raise
+
+    def _watch(self, n: int, launched_at: float, timeout_s: float) -> RunResult:
+        start = time.monotonic()
+        plan = self._window_plan(n)
+        ledger = CpuLedger(trial_cpus(plan))
+        ledger.sample(self.trial.tracked(), force=True)
+        timed_out = False
+        while True:
+            ledger.sample(self.trial.tracked())
+            if self.segments is not None:
+                self.segments.watch(p.pid for p in self.trial.tracked())
+            self.trial.poll()
+            results = [read_result(rp.result_path) for rp in plan.ranks]
+            if all(isinstance(r, dict) and r.get("status") == Outcome.OK for r in results):
+                ledger.sample(self.trial.tracked(), force=True)
+                self.idle_since_cpu = self.cpu_seconds()
+                return RunResult(outcome=Outcome.OK, exit_codes=tuple(self.trial.codes),
+                                 wall_seconds=time.monotonic() - start, launched_at=launched_at,
+                                 cpu_samples=tuple(ledger.samples), num_cpus=len(ledger.cpus),
+                                 rank_results=tuple(results))
+            if any(r is not None and not (isinstance(r, dict) and r.get("status") == Outcome.OK)
+                   for r in results) or len(self.trial.running()) < len(plan.ranks):
+                break   # a rank gave up on this window (its result says why) or exited
+            if time.monotonic() - start >= timeout_s:
+                timed_out = True
+                break
+            time.sleep(POLL_S)
+        self._end(grace_s=self.plan.grace_s if timed_out else 1.0)
+        return replace(judged(plan, self.trial, timed_out=timed_out, notes=[], ledger=ledger,
+                              wall_seconds=time.monotonic() - start, launched_at=launched_at),
+                       exit_codes=tuple(self.trial.codes))
+
+    def _window_plan(self, n: int) -> LaunchPlan:
+        """The plan with window `n`'s result paths (classification reads results through it)."""
+        return replace(self.plan, ranks=tuple(
+            replace(rp, result_path=window_result_path(rp.result_path, n))
+            for rp in self.plan.ranks))
+
+    def healthy(self) -> bool:
+        """Alive with every rank still running (a rank killed while idle ends the session,
+        which is then closed, and the next window of its launch starts a new one)."""
+        if not self.alive:
+            return False
+        self.trial.poll()
+        if len(self.trial.running()) < len(self.plan.ranks):
+            self._end(grace_s=1.0)
+            return False
+        return True
+
+    def cpu_seconds(self) -> float:
+        """CPU seconds the session's processes have used so far (an idle one should use none)."""
+        total = 0.0
+        for p in self.trial.tracked():
+            try:
+                t = p.cpu_times()
+                total += t.user + t.system
+            except psutil.Error:
+                continue
+        return total
+
+    def spins(self, idle_s: float, share: float = 0.05) -> bool:
+        """Whether, idle for `idle_s` since its last window, it used more than `share` of a core
+        (oneCCL's progress threads can poll): it would take the cores of the next window."""
+        if self.idle_since_cpu is None or idle_s <= 0:
+            return False
+        return (self.cpu_seconds() - self.idle_since_cpu) / idle_s > share
+
+    def close(self) -> None:
+        """Ask the ranks to stop, end what does not, and clean up after them."""
+        if self.alive and self.trial.running():
+            _write_atomic(window_request_path(self.plan.request_path, self.windows + 1),
+                          STOP_REQUEST)
+            deadline = time.monotonic() + CLOSE_GRACE_S
+            while time.monotonic() < deadline and self.trial.running():
+                self.trial.poll()
+                time.sleep(POLL_S)
+        self._end(grace_s=1.0)
+
+    def _end(self, grace_s: float) -> None:
+        self.alive = False
+        if self.ended:
+            return
+        self.ended = True
+        with signals_held():
+            if self.trial.running():
+                self.trial.teardown(grace_s)
+            end_ranks(self.trial, self.tee, self.segments)
+
+
+def _write_atomic(path: str, data: dict) -> None:
+    """The request file appears whole or not at all (the ranks poll for its name)."""
+    tmp = f"{path}.tmp"
+    with open(private_file(tmp), "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=1)
+    os.replace(tmp, path)
