@@ -13,79 +13,49 @@ Across hosts (`nnodes`, which the space gains with --hosts) the guess spans ever
 gave them to be used, and the references already measure one host. The descent's second knob is
 `nnodes`, so one host against all of them around the leader comes early too.
 
+Bottleneck first (issue 43): the guide reads where the leader's step goes (its split, else the
+default launch's: measure/split.py) and, when the step waits on data or on the all-reduce, moves
+first the knobs that address that part (config.Knob.addresses, or a space file's `addresses:`):
+the DataLoader's workers and pinned memory for data, the backend and the ranks for the
+all-reduce. A compute-bound step keeps the order below, measured on CPUs (docs/search-at-scale.md).
+A data-bound default launch also makes the first guess feed the step: the most workers, pinned
+memory.
+
 Generic over knobs: a knob this module has no opinion on (one a space adds, a backend's own)
 keeps the default launch's value in the guess and is varied last by the descent, in the order
 the space lists its choices.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..config import Config
+from ..measure.split import Bottleneck, split_from
 from ..plan.placement import canonical
 from ..probe.topology import Topology
 from ..study.records import Record
+# DESCENT_ORDER and moves are read from here too (tests, benchmarks)
+from .descent import (_PREFER, DESCENT_ORDER, Descent, addresses, knob_order,  # noqa: F401
+                      moves, preference, _variants)
 
 Params = dict[str, Any]
-
-# Which value to try first, knob by knob; values a space does not offer are skipped.
-_PREFER: dict[str, tuple[Any, ...]] = {
-    "threads": (None,),                       # auto: a bound rank takes all of its cores
-    "binding": ("numactl", "taskset", "numactl_smt", "taskset_smt", "none"),
-    "allocator": ("tcmalloc", "jemalloc", "default"),
-    "backend": ("ccl", "gloo"),               # oneCCL's shared-memory transport, where found
-    "ipex": ("off",),                         # a library's own rewrite: measured, not assumed
-    # HBM in flat mode is there to be used (Intel's Xeon Max guide: numactl --preferred to the
-    # HBM node); preferred falls back to DRAM when it is full, so it is a safe first guess
-    "mem_policy": ("preferred_fast", "local"),
-}
-# The descent's knob order: the global batch first (a larger one amortises each step's fixed cost
-# and all-reduce over more samples, the largest effect in the model; it changes the math, so the
-# quality gate judges it, and the guess keeps the default's), then the layout (how much of the
-# machine works), the work per sample, the rest of the launch. Knobs not listed follow.
-DESCENT_ORDER = ("global_batch", "nnodes", "ranks_per_numa_node", "precision", "backend", "allocator",
-                 "binding", "mem_policy", "omp_runtime", "threads", "ipex")
-# Ordered knobs: a move goes to the neighbouring values, doubling and halving first.
-_ORDERED = ("ranks_per_numa_node", "global_batch", "dataloader_workers", "nnodes")
-# ... except these, whose first move upwards is a jump to the largest value, then back down by
-# halving: a larger global batch is faster per sample almost everywhere, so the far end is the
-# likeliest leader and is one trial (and one quality check) away instead of one per doubling. At
-# minute-long trials on the simulated Ice Lake, 32 -> 64 -> 128 did not fit a 30-minute budget;
-# 32 -> 128 did (docs/search-at-scale.md). A far end rejected on quality is skipped, and the
-# next move from the leader is the doubling.
-_JUMP = ("global_batch",)
-
-
-def preference(knob: str, choices: tuple[Any, ...], topology: Topology) -> tuple[Any, ...]:
-    """The knob's choices, the one the hardware favours first."""
-    prefer: tuple[Any, ...] = _PREFER.get(knob, ())
-    if knob == "precision":   # the space offers only the native ones; prefer the fastest unit
-        prefer = ("bf16", "fp16", "fp32") if topology.isa.bf16 else ("fp32",)
-    elif knob == "omp_runtime":
-        prefer = ("libiomp5", "libgomp") if topology.isa.vendor == "intel" else ("libgomp",)
-    elif knob == "ranks_per_numa_node":
-        prefer = (1,)   # one rank per NUMA node filling it: run_cpu's layout, the safe start
-    elif knob == "nnodes":
-        prefer = tuple(sorted(choices, reverse=True))   # every host the user gave
-    first = [v for v in prefer if v in choices]
-    return tuple(first) + tuple(v for v in choices if v not in first)
-
 
 _OPINIONS = set(_PREFER) | {"precision", "omp_runtime", "ranks_per_numa_node", "nnodes"}
 
 
 def first_guess(space, topology: Topology,
-                launchable: Callable[[Params], bool] = lambda p: True) -> Params | None:
+                launchable: Callable[[Params], bool] = lambda p: True,
+                bottleneck: str | None = None) -> Params | None:
     """The launch the hardware points to: every knob at its preferred value, a knob without an
     opinion at the default launch's value when the space offers it, else its first choice. When
     that cannot run here (3 NUMA nodes cannot split a batch of 128 rank by rank), the first
     launchable change of one knob, in the descent's order; None when there is none."""
     default = Config()
     guess: Params = {}
+    feed = bottleneck == Bottleneck.DATA
     for knob, choices in space.knobs.items():
-        if knob in _OPINIONS:
-            guess[knob] = preference(knob, choices, topology)[0]
+        if knob in _OPINIONS or (feed and addresses(space, knob) == (Bottleneck.DATA.value,)):
+            guess[knob] = preference(knob, choices, topology, feed)[0]
         else:
             dv = getattr(default, knob, None)
             guess[knob] = dv if dv in choices else choices[0]
@@ -97,8 +67,8 @@ def first_guess(space, topology: Topology,
         guess["backend"] = default.backend    # one rank talks to no one: no backend to prefer
     if launchable(guess):
         return guess
-    for knob in knob_order(space):
-        for value in preference(knob, space.knobs[knob], topology)[1:]:
+    for knob in knob_order(space, bottleneck):
+        for value in preference(knob, space.knobs[knob], topology, feed)[1:]:
             for cand in _variants(space, guess, knob, value):
                 if launchable(cand):
                     return cand
@@ -113,10 +83,12 @@ def _ranks(space, guess: Params) -> int:
 
 def _filling(space, guess: Params) -> Any:
     """Without `auto` in the space: the most threads a rank can have without oversubscribing
-    (its share of the usable cores), so that the ranks fill the machine."""
+    (its share of the usable cores, less its DataLoader workers'), so that the ranks fill the
+    machine."""
     names = space.topology_names
     ranks = _ranks(space, guess)
-    share = max(1, int(names.get("usable_cores", 1)) // ranks)
+    workers = int(guess.get("dataloader_workers") or 0)
+    share = max(1, int(names.get("usable_cores", 1)) // ranks - workers)
     counts = [c for c in space.knobs["threads"] if isinstance(c, int)]
     fitting = [c for c in counts if c <= share]
     return max(fitting) if fitting else min(counts, default=None)
@@ -134,86 +106,6 @@ def params_of(config: Config, space) -> Params | None:
         if v not in choices:
             return None
         out[knob] = v
-    return out
-
-
-def moves(knob: str, value: Any, choices: tuple[Any, ...], topology: Topology) -> list[Any]:
-    """The values a descent step tries for one knob, most promising first."""
-    if knob in _ORDERED and all(isinstance(c, int) for c in choices) and isinstance(value, int):
-        near = sorted(choices)
-        i = near.index(value)
-        out = [value * 2, value // 2, near[i + 1] if i + 1 < len(near) else None,
-               near[i - 1] if i > 0 else None]
-        if knob in _JUMP:
-            out.insert(0, near[-1])
-        return list(dict.fromkeys(v for v in out if v in choices and v != value))
-    return [v for v in preference(knob, choices, topology) if v != value]
-
-
-@dataclass
-class Descent:
-    """Cyclic coordinate descent: each call proposes one unmeasured, launchable neighbour of the
-    leader, going round the knobs from where the last call stopped, so a knob that did not pay
-    off is not tried again before the others. An ordered knob whose move made the new leader
-    (1 -> 2 ranks per node won) is followed further first (2 -> 4), a line search along it."""
-    topology: Topology
-    cursor: int = 0
-    last: tuple[str, Any, Params] | None = None    # (knob, value it left, proposal)
-
-    def propose(self, space, leader: Params, measured: Callable[[Params], bool],
-                launchable: Callable[[Params], bool]) -> Params | None:
-        """The next neighbour to measure, or None when every one was measured or cannot run."""
-        order = knob_order(space)
-        line = self._line(order, leader, space)
-        for step in range(len(order)):
-            knob = order[(self.cursor + step) % len(order)]
-            values = moves(knob, leader[knob], space.knobs[knob], self.topology)
-            if line is not None and step == 0:
-                values = [v for v in values if (v > leader[knob]) == line]
-            for value in values:
-                for cand in _variants(space, leader, knob, value):
-                    if not measured(cand) and launchable(cand):
-                        self.cursor = (self.cursor + step + 1) % len(order)
-                        self.last = (knob, leader[knob], cand)
-                        return cand
-        return None
-
-    def _line(self, order: tuple[str, ...], leader: Params, space) -> bool | None:
-        """After an ordered knob's move made the leader, the descent keeps going the same way on
-        that knob first (True: upwards); None otherwise. After a jump to a knob's far end that
-        did not make the leader, the same knob comes next (its doubling: back towards the leader),
-        before the other knobs take their turn."""
-        if self._missed_jump(order, leader, space):
-            self.cursor = order.index(self.last[0])
-            return None
-        if self.last is None or self.last[2] != leader or self.last[0] not in _ORDERED \
-                or self.last[0] not in order:
-            return None
-        knob, before, _ = self.last
-        self.cursor = order.index(knob)
-        return leader[knob] > before
-
-    def _missed_jump(self, order: tuple[str, ...], leader: Params, space) -> bool:
-        if self.last is None or self.last[0] not in _JUMP or self.last[0] not in order:
-            return False
-        knob, before, cand = self.last
-        return cand != leader and leader.get(knob) == before and \
-            cand[knob] == max(space.knobs[knob]) and cand[knob] > before
-
-
-def knob_order(space) -> tuple[str, ...]:
-    listed = [k for k in DESCENT_ORDER if k in space.knobs]
-    return tuple(listed + [k for k in space.knobs if k not in listed])
-
-
-def _variants(space, leader: Params, knob: str, value: Any) -> list[Params]:
-    """The move itself, and the same move with automatic threads: more ranks than a fixed
-    thread count leaves room for would be ruled out, while auto refits the cores."""
-    cand = {**leader, knob: value}
-    out = [cand]
-    if knob != "threads" and None in space.knobs.get("threads", ()) \
-            and cand.get("threads") is not None:
-        out.append({**cand, "threads": None})
     return out
 
 
@@ -242,7 +134,8 @@ class Guide:
 
         if not self.guessed:
             self.guessed = True
-            guess = first_guess(space, self.topology, launchable)
+            guess = first_guess(space, self.topology, launchable,
+                                bottleneck=_bottleneck_of(_default_of(known)))
             if guess is not None and not measured(guess):
                 return guess
         if self.descent is None:
@@ -255,5 +148,17 @@ class Guide:
             lead = params_of(rec.config, space) or params_of(canonical(rec.config, self.topology),
                                                              space)
             if lead is not None:
-                return self.descent.propose(space, lead, measured, launchable)
+                where = _bottleneck_of(rec) or _bottleneck_of(_default_of(known))
+                return self.descent.propose(space, lead, measured, launchable, where)
         return None
+
+
+def _default_of(known: dict[str, Record]) -> Record | None:
+    from ..study.records import Role
+    return next((r for r in known.values() if r.role == Role.DEFAULT), None)
+
+
+def _bottleneck_of(rec: Record | None) -> str | None:
+    """Where a measured launch's step goes (None: not split, or not measured)."""
+    split = split_from(rec.result.split) if rec is not None else None
+    return split.bottleneck.value if split is not None else None

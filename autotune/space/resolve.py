@@ -47,6 +47,7 @@ class ResolvedSpace:
     notes: tuple[str, ...]
     topology_names: dict[str, int]
     rules: tuple[Rule, ...] = field(default=(), repr=False, compare=False)
+    addresses: dict[str, tuple[str, ...]] = field(default_factory=dict)  # as the file says
 
     def size(self) -> int:
         return math.prod(len(v) for v in self.knobs.values())
@@ -234,7 +235,8 @@ def resolve(spec: SpaceSpec, topology: Topology) -> ResolvedSpace:
     space = ResolvedSpace(
         name=spec.name, source=spec.source, knobs=knobs, fixed=dict(spec.fixed),
         constraints=tuple(r.text for r in spec.constraints), notes=tuple(notes),
-        topology_names={n: names[n] for n in TOPOLOGY_INTS}, rules=spec.constraints)
+        topology_names={n: names[n] for n in TOPOLOGY_INTS}, rules=spec.constraints,
+        addresses={k: v.addresses for k, v in spec.knobs.items() if v.addresses is not None})
     if spec.constraints and space.size() <= _FEASIBILITY_CHECK_LIMIT \
             and not any(not space.violations(p) for p in space.grid()):
         raise SpaceError(f"{spec.source}: constraints: no combination of the choices satisfies "

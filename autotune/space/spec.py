@@ -29,7 +29,9 @@ TOPOLOGY_LISTS = {"found_allocators": "allocator", "found_backends": "backend",
 # Used when a file has no `constraints:` key; `constraints: []` means none at all.
 DEFAULT_CONSTRAINTS = ("threads * nproc <= usable_cores",)
 _TOP_KEYS = ("name", "description", "knobs", "fixed", "constraints")
-_KNOB_KEYS = ("choices", "exclude")
+_KNOB_KEYS = ("choices", "exclude", "addresses")
+# What a knob may say it speeds up (measure/split.Bottleneck's values; the guide reads them).
+PARTS = ("data", "compute", "communication")
 _VALUE_KINDS = {**{n: _expr.INT for n in TOPOLOGY_INTS}, **{n: _expr.STRS for n in TOPOLOGY_LISTS}}
 _RULE_KINDS = {**{n: _expr.INT for n in TOPOLOGY_INTS}, "global_batch_size": _expr.INT,
                **{k: _expr.INT if k in INT_KNOBS else _expr.BOOL if k in BOOL_KNOBS else _expr.STR
@@ -50,6 +52,7 @@ class KnobSpec:
     where: str
     choices: tuple[Item, ...]
     exclude: tuple[Item, ...] = ()
+    addresses: tuple[str, ...] | None = None   # None: the knob table's (config.Knob.addresses)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -167,7 +170,19 @@ def _knob(knob: str, entry: Any, where: str) -> KnobSpec:
     if "choices" not in entry:
         raise SpaceError(f"{where}: missing 'choices'")
     return KnobSpec(where=where, choices=_items(knob, entry["choices"], f"{where}.choices"),
-                    exclude=_items(knob, entry.get("exclude") or [], f"{where}.exclude", True))
+                    exclude=_items(knob, entry.get("exclude") or [], f"{where}.exclude", True),
+                    addresses=_addresses(entry.get("addresses"), f"{where}.addresses"))
+
+
+def _addresses(raw: Any, where: str) -> tuple[str, ...] | None:
+    """`addresses: [data]`: the parts of a step the knob speeds up, which the guide moves first
+    when the measured bottleneck is one of them."""
+    if raw is None:
+        return None
+    names = [raw] if isinstance(raw, str) else raw
+    if not isinstance(names, list) or not names or any(n not in PARTS for n in names):
+        raise SpaceError(f"{where}: {_what(raw)}: give one or more of {', '.join(PARTS)}")
+    return tuple(names)
 
 
 def _items(knob: str, raw: Any, where: str, empty_ok: bool = False) -> tuple[Item, ...]:
