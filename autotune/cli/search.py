@@ -167,5 +167,5 @@ def run(args: argparse.Namespace) -> int:
         progress.finish(tuned.result, None, None, elapsed, stored=tuned.stored)
     else:
         progress.finish(tuned.result, tuned.recommendation, tuned.command, elapsed,
-                        overridden=tuned.overridden)
+                        overridden=tuned.overridden, summary=tuned.summary)
     return 0

@@ -8,6 +8,7 @@ passes its terminal display).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import os
 from typing import Callable
@@ -21,6 +22,7 @@ from ..probe.topology import Topology
 from ..progress import SILENT, Progress
 from ..recommend.choose import recommend, shared_recommendation
 from ..recommend.verify import Recommendation
+from ..reporting.diagnosis import diagnosis_lines
 from ..result import Evaluate
 from ..run.numa_quiet import QuietNuma, disturbs, restore_stale
 from ..run.runner import interrupt_on_sigterm, reap_orphans
@@ -28,7 +30,9 @@ from ..run.evaluate import live_evaluator
 from ..run.trials_dir import settle as settle_trials
 from ..search.lock import MachineLock, machine_key
 from ..search.loop import run_search
+from ..search.account import Account, Accounted
 from ..search.options import Clock, SearchResult
+from .search_next import what_next
 from ..search.shared import Workers
 from ..study import attrs as A
 from ..study.owners import fail_stale_running
@@ -67,34 +71,62 @@ def search(req: SearchRequest, *, label: str | None = None, topology: Topology |
         numa = _numa_balancing(req, live=evaluate_is_live, held=held)
         if not req.allow_concurrent:
             held.callback(_machine_lock(job).acquire().release)
+        if evaluate_is_live:   # the launches kept running between trials end with the search
+            held.callback(evaluate.close)
+        accounted = Accounted(evaluate, Account())
         storage = open_storage(req.url, create_under=req.results)
         with interrupt_on_sigterm():
             study, study_lock, workers, others = open_search_study(storage, req, job, held)
-            # A search killed with kill -9 leaves its ranks running and its trial RUNNING.
-            reap_orphans(os.path.join(req.results, "trials"))
-            # what a kill -9 left in /dev/shm, and trial folders beyond --keep-trials
-            settle_trials(os.path.join(req.results, "trials"), req.keep_trials)
-            stale = fail_stale_running(study)
-            describe(study, req, job, job.cluster)
-            progress.start(name=job.name, storage=redact(req.url), space=job.space, stale=stale,
-                           topology=job.topology)
-            _say_numa(progress, numa, job.topology, req.quiet_numa)
-            elsewhere = announce(progress, storage, job, workers, others, study_lock)
-            if (shown := foreign_folder(req.results)) is not None:
-                progress.warn(f"--results {shown}")
-            if req.script:
-                record_script(study, req, job, progress)
+            elsewhere = _opened(study, req, job, progress, storage, workers, others, study_lock,
+                                numa)
+            options = search_options(req, job)
+            # the ceiling is timed by the live worker (a replay records no ceilings)
+            options = dataclasses.replace(options, ceiling=options.ceiling and evaluate_is_live)
             result = run_search(study, space=job.space, topology=job.topology,
-                                evaluate=evaluate, clock=clock, options=search_options(req, job),
+                                evaluate=accounted, clock=clock, options=options,
                                 progress=progress, lock=study_lock,
                                 deadline=workers and workers.deadline)
-            rec, command, stored = _recommend(study, result, evaluate, req, job, workers,
+            accounted.phase = "recommend"
+            rec, command, stored = _recommend(study, result, accounted, req, job, workers,
                                               time_left=time_left, progress=progress)
+            account = _account(study, result, rec, accounted.account, req, clock)
     summary = _summary(req, job, result, rec, command, elapsed=clock.elapsed(),
                        not_resumed=elsewhere, study=study, workers=workers, stored=stored)
+    summary["budget"] = account
     return Tuned(summary=summary, result=result, recommendation=rec, command=command,
                  stored=stored,
                  overridden=A.StudyAttrs.of(study).script_overrides if req.script else None)
+
+
+def _opened(study: optuna.Study, req: SearchRequest, job: SearchJob, progress: Progress,
+            storage, workers, others, study_lock, numa: list[str]) -> list[dict[str, str]]:
+    """What a search does once its study is open, before its first trial: what killed searches
+    left is settled, the study described and the start announced. Returns the workers' studies
+    not resumed here (announce's)."""
+    # A search killed with kill -9 leaves its ranks running and its trial RUNNING.
+    reap_orphans(os.path.join(req.results, "trials"))
+    # what a kill -9 left in /dev/shm, and trial folders beyond --keep-trials
+    settle_trials(os.path.join(req.results, "trials"), req.keep_trials)
+    stale = fail_stale_running(study)
+    describe(study, req, job, job.cluster)
+    progress.start(name=job.name, storage=redact(req.url), space=job.space, stale=stale,
+                   topology=job.topology)
+    _say_numa(progress, numa, job.topology, req.quiet_numa)
+    elsewhere = announce(progress, storage, job, workers, others, study_lock)
+    if (shown := foreign_folder(req.results)) is not None:
+        progress.warn(f"--results {shown}")
+    if req.script:
+        record_script(study, req, job, progress)
+    return elsewhere
+
+
+def _account(study: optuna.Study, result: SearchResult, rec: Recommendation | None,
+             account: Account, req: SearchRequest, clock: Clock) -> dict[str, object]:
+    """Where the budget went and what the next step would buy, stored on the study."""
+    out = account.to_json(elapsed_s=clock.elapsed(), budget_s=req.budget_s,
+                          next_step=what_next(result, rec, account, req.budget_s))
+    A.write_budget_account(study, out)
+    return out
 
 
 def _machine_lock(job: SearchJob) -> MachineLock:
@@ -167,7 +199,11 @@ def _summary(req: SearchRequest, job: SearchJob, result: SearchResult, rec: Reco
         "trials_run": result.measured, "elapsed_s": round(elapsed, 1),
         "budget_s": req.budget_s, "recommendation": rec.to_json() if rec else None,
         "command": command, "not_resumed": not_resumed,
-        "overridden_by_script": A.StudyAttrs.of(study).script_overrides}
+        "overridden_by_script": A.StudyAttrs.of(study).script_overrides,
+        "where_the_time_goes": diagnosis_lines(
+            result.records, recommended=rec.config if rec else None,
+            class_of=result.book.class_of, workload=job.label, script=req.script is not None)
+        if result.book is not None else []}
     if workers is not None:
         summary["worker"] = workers.id
         summary["verified_here"] = stored is None

@@ -31,6 +31,7 @@ class SearchJob:
     budget: BudgetPlan
     batchnorm: bool
     seeded: bool                    # a script's accuracy gets a noise floor over seeds
+    sized_quality: bool             # the workload leaves its quality runs' length to the budget
     name: str                       # the study's name
     here: Here
     cluster: Cluster | None         # the hosts trials span (None: this machine)
@@ -46,7 +47,7 @@ def prepare(req: SearchRequest, *, label: str | None, topology: Topology | None,
         cluster = probe_hosts(req.hosts, say)
     topology = _machine(topology, cluster)
     space, dropped = _space(req, topology, cluster)
-    batchnorm, quality_samples = _quality_facts(req)
+    batchnorm, quality_samples, own_length = _quality_facts(req)
     budget = plan_budget(req.budget_s)
     from ..probe import torch_build
     here = Here(topology=topology, torch=torch_build())
@@ -65,7 +66,7 @@ def prepare(req: SearchRequest, *, label: str | None, topology: Topology | None,
                 # A script's --accuracy gets a noise floor over seeds when it can take a seed.
                 seeded=bool(req.script and req.script.accuracy
                             and takes_seed(req.script.command)),
-                name=name, here=here, cluster=cluster)
+                name=name, here=here, cluster=cluster, sized_quality=not own_length)
 
 
 def _machine(topology: Topology | None, cluster: Cluster | None) -> Topology:
@@ -92,10 +93,11 @@ def _space(req: SearchRequest, topology: Topology,
     return space, []
 
 
-def _quality_facts(req: SearchRequest) -> tuple[bool, int]:
-    """(batchnorm, samples of a quality run) for the workload; a script is taken as batchnorm."""
+def _quality_facts(req: SearchRequest) -> tuple[bool, int, bool]:
+    """(batchnorm, samples of a quality run, whether that length is the workload's own) for the
+    workload; a script is taken as batchnorm, with a length of its own (it is not rerun)."""
     if req.script:
-        return True, QUALITY_SAMPLES
+        return True, QUALITY_SAMPLES, True
     from ..worker.workloads import quality_facts
     return quality_facts(req.workload or DEFAULT_WORKLOAD)
 
@@ -114,6 +116,9 @@ def search_options(req: SearchRequest, job: SearchJob) -> SearchOptions:
                          batchnorm=job.batchnorm,
                          quality_seeds=tuple(range(req.quality_seeds)),
                          quality_samples=job.settings.accuracy_samples,
+                         size_quality=job.sized_quality and req.quality_samples is None,
                          guide=req.guide,
                          # a script times itself: there are no windows to judge it by
-                         early_stop=req.early_stop and req.script is None)
+                         early_stop=req.early_stop and req.script is None,
+                         # a script's step cannot be timed with its data resident
+                         ceiling=req.script is None)

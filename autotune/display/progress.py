@@ -11,10 +11,12 @@ from typing import TextIO
 
 from ..clean import one_line, printable
 from ..result import Outcome
+from ..search.account import describe as describe_account
 from ..search.budget import format_seconds
 from ..config import Config, describe_changes
 from ..study.records import RUN_CPU_WON, RUN_CPU_WORDS, Record, Role, recommends_run_cpu
 from ..measure.contention import describe_outside, disturbed
+from ..measure.split import ceiling_words, split_from
 from ..measure.stats import busy
 from .live import BarState, LiveBar, wanted
 
@@ -148,7 +150,7 @@ class TerminalProgress:
             # A script's score is printed as the number it printed (a time, a loss, seconds per
             # run), never as samples/s it did not measure.
             shown = res.metric_shown or f"{rec.throughput:.1f} samples/s"
-            what = shown + (f" ({ratio:.2f}x default)" if ratio else "") + acc
+            what = shown + (f" ({ratio:.2f}x default)" if ratio else "") + acc + _step(res)
             if disturbed(res.outside_share):
                 what += (f" [disturbed: {describe_outside(res.outside_share)}; verification "
                          "re-measures it if it is a candidate]")
@@ -183,7 +185,8 @@ class TerminalProgress:
                   "machine is quiet")
 
     def finish(self, result, rec, command: str | None, elapsed: float,
-               overridden: dict[str, str] | None = None, stored: dict | None = None) -> None:
+               overridden: dict[str, str] | None = None, stored: dict | None = None,
+               summary: dict | None = None) -> None:
         out = sys.stdout
         print(f"\nsearch stopped ({result.stop_reason}) after {format_seconds(elapsed)}: "
               f"{result.measured} trial(s) run this time, {len(result.records)} configurations "
@@ -219,6 +222,11 @@ class TerminalProgress:
             print(f"  noise floor: {rec.extra['noise_floor']}", file=out)
         if rec.note and rec.verified and rec.config != Config():
             print(f"  not recommended: {rec.note}", file=out)
+        for line in (summary or {}).get("where_the_time_goes") or ():
+            print(f"  {line}", file=out)
+        if (summary or {}).get("budget"):
+            for line in describe_account(summary["budget"]):
+                print(f"  {line}", file=out)
         overridden = {k: v for k, v in (overridden or {}).items() if k in rec.config.to_dict()}
         shown = rec.config.with_(**{k: getattr(Config(), k) for k in overridden
                                     if k not in ("nproc", "ranks_per_numa_node")})
@@ -226,6 +234,15 @@ class TerminalProgress:
         for knob, why in overridden.items():
             print(f"  {knob}: not claimed, the script sets its own ({why})", file=out)
         _print_command(command, out)
+
+
+def _step(res) -> str:
+    """' [step: data 62%, compute 30%; 45% of the ceiling]' (empty when nothing was split)."""
+    split = split_from(res.split)
+    parts = [f"step: {split.brief()}"] if split else []
+    if res.of_ceiling is not None:
+        parts.append(ceiling_words(res.of_ceiling))
+    return f" [{'; '.join(parts)}]" if parts else ""
 
 
 def _print_command(command: str | None, out: TextIO) -> None:

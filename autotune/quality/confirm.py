@@ -16,7 +16,7 @@ from .verdict import QualityStatus, QualityVerdict, gate_status
 
 def confirm_quality(book: QualityBook, config: Config, *, time_left: Callable[[], float],
                     samples: int, progress: Progress = SILENT,
-                    leave_s: float = 0.0) -> QualityVerdict:
+                    leave_s: float = 0.0, base_launch: Config | None = None) -> QualityVerdict:
     """Confirm, before recommending it, that a configuration which changes the math trains as
     well as the default launch: new seeds, each run twice as long as the search's quality runs
     when the budget allows that and still leaves `leave_s` (else as long), default and
@@ -34,8 +34,12 @@ def confirm_quality(book: QualityBook, config: Config, *, time_left: Callable[[]
         return QualityVerdict(status=QualityStatus.PENDING, math_class=cls, why=(
             f"{describe_changes(config, none='default')} not confirmed: the seeded confirmation needs "
             f"about {per_run * len(CONFIRM_SEEDS):.0f}s, more than the budget left"))
+    # the default's side runs on the quickest launch of its math (`base_launch`): the same
+    # training, in a fraction of the time where the default launch starves (a GPU's data path)
+    base = base_launch if base_launch is not None and \
+        book.class_of(base_launch) == book.class_of(book.base) else book.base
     for seed in CONFIRM_SEEDS:   # interleaved, so a drift in the machine hits both alike
-        for c in (book.base, config):
+        for c in (base, config):
             progress.confirm_start(config=c, seed=seed)
             book.measure(c, (seed,), samples=samples * length)
     d, c = book.default_sample(CONFIRM_SEEDS), book.evidence(config).sample(CONFIRM_SEEDS)
@@ -87,8 +91,13 @@ class Confirmation:
     confirmed once), what verification must leave for it, and the noise floor it stands on."""
 
     def __init__(self, book: QualityBook, *, time_left: Callable[[], float], samples: int,
-                 progress: Progress = SILENT, leave_s: float = 0.0) -> None:
+                 progress: Progress = SILENT, leave_s: float = 0.0,
+                 base_launch: Config | None = None) -> None:
         self.book, self.time_left, self.samples, self.progress = book, time_left, samples, progress
+        self.base_launch = base_launch
+        # (the configuration's changes, seconds) of each confirmation the time left could not
+        # hold: what a longer budget would buy (search/account.py)
+        self.unconfirmed: list[tuple[str, float]] = []
         self.leave_s = leave_s   # what the winner's rounds after a confirmation need (its length)
         self._verdicts: dict[str, QualityVerdict] = {}
 
@@ -97,7 +106,11 @@ class Confirmation:
         if cls not in self._verdicts:
             self._verdicts[cls] = confirm_quality(self.book, config, time_left=self.time_left,
                                                   samples=self.samples, progress=self.progress,
-                                                  leave_s=self.leave_s)
+                                                  leave_s=self.leave_s,
+                                                  base_launch=self.base_launch)
+            if self._verdicts[cls].status == QualityStatus.PENDING:
+                self.unconfirmed.append((describe_changes(config, none="default"),
+                                         confirmation_cost(self.book, config)))
         return self._verdicts[cls]
 
     def reserve(self, configs: Sequence[Config]) -> float:

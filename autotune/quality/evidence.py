@@ -21,6 +21,7 @@ from .gate import GateResult, Sample, gate
 from .goodput import NoiseScale, noise_scale
 from .verdict import QualityStatus, QualityVerdict, gate_status
 from .math_class import math_class
+from .sizing import run_seconds
 from ..study import attrs as A
 
 DEFAULT_SEEDS = (0, 1, 2)
@@ -103,12 +104,25 @@ class QualityBook:
         self.lower_is_better = lower_is_better
         self.base = base or Config()
         self.classes: dict[str, ClassEvidence] = {}
+        # The samples of a search-length run, fixed once for the study (quality/sizing.py);
+        # None: not decided yet (the caller's length applies, as in studies before sizing).
+        self.length: int | None = None
         self.refresh()
 
     def refresh(self) -> None:
         """Read the evidence stored on the study again (other workers, or a later run, may
         have added classes and seeds since)."""
-        self.classes.update(stored_classes(A.StudyAttrs.of(self.study)))
+        attrs = A.StudyAttrs.of(self.study)
+        self.classes.update(stored_classes(attrs))
+        self.length = attrs.quality_length or self.length
+
+    def fix_length(self, samples: int) -> int:
+        """The study's search-length runs train `samples` from now on, unless a length was
+        fixed before (then that one stands: every class is judged at one length)."""
+        if self.length is None:
+            self.length = int(samples)
+            A.write_quality_length(self.study, self.length)
+        return self.length
 
     def verdict(self, config: Config) -> QualityVerdict:
         """The verdict for `config`'s class on the evidence held now."""
@@ -116,6 +130,11 @@ class QualityBook:
         cls = self.class_of(config)
         if ev is not None and ev.failed and gated is None:
             return QualityVerdict(status=QualityStatus.FAILED, math_class=cls, why=ev.failed)
+        if gated is None and cls == self.class_of(self.base):
+            # the default's own math: nothing to gate; its seeds are the noise floor, measured
+            # when another class needs judging
+            return QualityVerdict(status=QualityStatus.ACCEPTED, math_class=cls,
+                                  sample=ev.sample(self.seeds) if ev else None)
         if gated is None:
             return QualityVerdict(status=QualityStatus.PENDING, math_class=cls)
         return QualityVerdict(status=gate_status(gated), math_class=cls,
@@ -181,7 +200,8 @@ class QualityBook:
         for seed in seeds:
             progress.quality_start(config=config, math_class=cls, seed=seed,
                                    **({"side_by_side": len(seeds)} if len(seeds) > 1 else {}))
-        kw = {"samples": samples} if samples else {}
+        length = samples or self.length   # a confirmation's own length, else the study's
+        kw = {"samples": length} if length else {}
         outs = self.evaluate.at_once(config, "accuracy", list(seeds), **kw) if len(seeds) > 1 \
             else [self.evaluate(config, "accuracy", seed=seeds[0], **kw)]
         done = []
@@ -247,7 +267,7 @@ class QualityBook:
         hosts): runs of it seen so far, else an estimate from the trial's throughput and the run
         length `samples`."""
         seen = self.run_seconds(config)
-        per_run = seen if seen else 8.0 + 1.2 * samples / max(throughput, 1.0)
+        per_run = seen if seen else run_seconds(self.length or samples, throughput)
         return per_run * -(-len(self.missing_seeds(config)) // self.lanes(config))
 
     def run_seconds(self, config: Config) -> float | None:

@@ -82,8 +82,11 @@ def recommend(result, evaluate, *, rounds: int, script_mode: bool, time_left, pr
     # confirmation's length leaves time for; while none is confirmed, those rounds must not eat
     # the time a confirmation takes.
     confirm = None if script_mode or result.book is None else Confirmation(
-        result.book, time_left=time_left, samples=quality_samples, progress=progress,
-        leave_s=settling_s(default.result.seconds or 0.0))
+        result.book, time_left=time_left, samples=result.book.length or quality_samples,
+        progress=progress, leave_s=settling_s(default.result.seconds or 0.0),
+        base_launch=result.book.quickest(default.config, [
+            (r.config, r.throughput) for r in result.records
+            if r.outcome == Outcome.OK and r.throughput and not r.result.stopped_early]))
     rec = verify(candidates, default, evaluate, rounds=rounds, max_rounds=limit,
                  time_left=time_left, progress=progress,
                  accept=confirm.verdict if confirm else None,
@@ -92,4 +95,6 @@ def recommend(result, evaluate, *, rounds: int, script_mode: bool, time_left, pr
     floor = confirm.noise_floor() if confirm else None
     if floor is not None:
         rec = dataclasses.replace(rec, extra={**rec.extra, "noise_floor": floor})
+    if confirm is not None and confirm.unconfirmed:
+        rec = dataclasses.replace(rec, extra={**rec.extra, "unconfirmed": confirm.unconfirmed})
     return rec

@@ -109,7 +109,7 @@ def seeded_confirmation(study, evaluate: Evaluate, *, time_left: Callable[[], fl
     book = QualityBook(study, evaluate, batchnorm=bool(settings.get("batchnorm", True)),
                        tolerance_pp=float(settings.get("max_accuracy_drop") or 1.0),
                        seeds=tuple(range(int(settings.get("quality_seeds") or 3))))
-    samples = int(settings.get("quality_samples") or QUALITY_SAMPLES)
+    samples = book.length or int(settings.get("quality_samples") or QUALITY_SAMPLES)
     return Confirmation(book, time_left=time_left, samples=samples, progress=progress).verdict
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..config import describe_changes
+from ..measure.split import split_from
 
 if TYPE_CHECKING:
     from .rows import Row
@@ -36,7 +37,7 @@ def _clip(text: str, n: int = 160) -> str:
 
 def _table(rows: tuple[Row, ...] | list[Row], unit: str = "samples/s") -> list[str]:
     lines = [f"  {'trial':>5}  {unit:>10}  {'x default':>9}  {'accuracy':>8}  "
-             f"{'tol':>3}  knobs that differ from the default launch"]
+             f"{'tol':>3}  {'ceiling':>7}  {'step':<24}  knobs that differ from the default launch"]
     for r in rows:
         x = "-" if r.x_default is None else f"{r.x_default:.2f}x"
         acc = "-" if r.accuracy is None else f"{r.accuracy:.4f}"
@@ -45,6 +46,10 @@ def _table(rows: tuple[Row, ...] | list[Row], unit: str = "samples/s") -> list[s
             tag += f"  [busy: {r.outside_share:.0%} of its cores taken by other processes]"
         elif r.busy:
             tag += f"  [busy: cpu_share {r.cpu_share:.2f}]"
+        split = split_from(r.split)
+        step = split.brief() if split else "-"
+        ceiling = "-" if r.of_ceiling is None else f"{min(r.of_ceiling, 1.0):.0%}"
         lines.append(f"  {r.number:>5}  {r.throughput:>10.1f}  {x:>9}  {acc:>8}  "
-                     f"{'ok' if r.feasible else 'no':>3}  {_knobs(r.changes)}{tag}")
+                     f"{'ok' if r.feasible else 'no':>3}  {ceiling:>7}  {step:<24}  "
+                     f"{_knobs(r.changes)}{tag}")
     return lines

@@ -15,7 +15,8 @@ from optuna.trial import TrialState
 
 from ..result import Outcome
 from ..clean import one_line
-from ..config import changed_knobs
+from ..config import Config, changed_knobs
+from ..search.account import describe as describe_account
 from ..measure.contention import DISTURBED_SHARE
 from ..measure.stats import BUSY_CPU_SHARE
 from ..quality.verdict import QualityStatus
@@ -25,6 +26,7 @@ from ..study.records import (RUN_CPU_WON, RUN_CPU_WORDS, Record, Role, has_recor
 from . import quality as QR
 from .format import _clip, _knobs, _machine, _num, _table
 from ..quality.evidence import stored_classes
+from .diagnosis import diagnosis_lines
 from .importance import importance
 from .rows import Failure, Row, pareto_front
 from .script import script_facts
@@ -64,7 +66,8 @@ class Report:
                 "unit": self.unit, "script_notes": list(self.script_notes), **self.extra}
 
     def text(self) -> str:
-        out = self._summary_lines() + self._recommendation_lines() + self._top_lines()
+        out = self._summary_lines() + self._recommendation_lines() + self._time_lines()
+        out += self._top_lines()
         out += self._quality_lines()
         out += ["", "throughput/accuracy Pareto front (feasible trials, none better in both):"]
         out += _table(self.pareto, self.unit) if self.pareto else ["  no feasible trial"]
@@ -101,6 +104,13 @@ class Report:
         refs = [f"{role.split(':')[1]} {_num(t)} {self.unit}" for role, t in self.references.items()]
         out.append("references: " + (", ".join(refs) if refs else "none measured"))
         return out + [f"  {note}" for note in self.script_notes]
+
+    def _time_lines(self) -> list[str]:
+        """Where the steps' time goes, and where the last search's budget went."""
+        out = [f"  {line}" for line in self.extra.get("where_the_time_goes") or ()]
+        if self.extra.get("budget"):
+            out += [f"  {line}" for line in describe_account(self.extra["budget"])]
+        return out
 
     def _top_lines(self) -> list[str]:
         out = ["", f"top {len(self.top)} configurations (measured once each during the search):"]
@@ -173,7 +183,8 @@ def build_report(study: optuna.Study, *, top: int = 10) -> Report:
                   failures=tuple(failures(fresh + failed)),
                   outside_tolerance=sum(1 for r in fresh
                                         if r.outcome == Outcome.OK and not r.feasible),
-                  extra=QR.quality_extra(attrs, fresh, rows[:max(0, top)]),
+                  extra={**QR.quality_extra(attrs, fresh, rows[:max(0, top)]),
+                         **_time_extra(attrs, fresh)},
                   **script_facts(attrs))
 
 
@@ -191,8 +202,21 @@ def _rows(recs: list[Record], default_thr: float | None, attrs: StudyAttrs) -> l
                         x_default=r.throughput / default_thr if default_thr else None,
                         accuracy=accuracy_of(r, attrs), feasible=feasible,
                         changes=changed_knobs(r.config),
-                        cpu_share=r.result.cpu_share, outside_share=r.result.outside_share))
+                        cpu_share=r.result.cpu_share, outside_share=r.result.outside_share,
+                        split=r.result.split, of_ceiling=r.result.of_ceiling))
     return rows
+
+
+def _time_extra(attrs: StudyAttrs, fresh: list[Record]) -> dict[str, Any]:
+    """The report's `where_the_time_goes` lines and the stored `budget` account."""
+    classes = {r.config.key(): r.result.math_class or r.config.key() for r in fresh}
+    rec = attrs.recommendation
+    recommended = Config.from_dict(rec["config"]) if rec and rec.get("config") else None
+    lines = diagnosis_lines(fresh, recommended=recommended,
+                            class_of=lambda c: classes.get(c.key(), c.key()),
+                            workload=str(attrs.workload or "the workload"),
+                            script=bool(attrs.script_command))
+    return {"where_the_time_goes": lines, "budget": attrs.budget_account}
 
 
 def accuracy_of(r: Record, attrs: StudyAttrs | dict[str, Any]) -> float | None:

@@ -20,6 +20,8 @@ class Row:
     changes: dict[str, Any]          # knobs that differ from the default launch
     cpu_share: float | None = None   # of rank 0's threads' CPU time it got; None = not recorded
     outside_share: float | None = None  # of its cores taken by other processes (contention.py)
+    split: dict[str, Any] | None = None  # where its step went (measure/split.StepSplit stored)
+    of_ceiling: float | None = None     # its throughput over its math class's ceiling
 
     @property
     def disturbed(self) -> bool:
@@ -35,7 +37,7 @@ class Row:
                 "x_default": self.x_default, "accuracy": self.accuracy,
                 "feasible": self.feasible, "changes": self.changes,
                 "cpu_share": self.cpu_share, "outside_share": self.outside_share,
-                "busy": self.busy}
+                "busy": self.busy, "split": self.split, "of_ceiling": self.of_ceiling}
 
 
 @dataclass(frozen=True, kw_only=True)

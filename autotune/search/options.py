@@ -28,6 +28,9 @@ class SearchOptions:
     batchnorm: bool = True
     quality_seeds: tuple[int, ...] = (0, 1, 2)
     quality_samples: int = QUALITY_SAMPLES   # of one quality run (its cost, for the budget)
+    # The quality runs' length is sized by time (quality/sizing.py), `quality_samples` at most;
+    # False: exactly `quality_samples` (the user's --quality-samples, or the workload's own).
+    size_quality: bool = False
     patience: int = 30               # measured trials without a 1% gain before stopping
     # ... but not before this share of the budget is spent: on large machines (thousands of
     # configurations, benchmarks/search_at_scale.py) 30 flat trials came after ~9 of 30 minutes
@@ -48,6 +51,10 @@ class SearchOptions:
     # (measure/early_stop.py). Needs an evaluator that takes `leader=` (run.trial's live one);
     # `autotune search` turns it on for built-in workloads, whose worker times windows.
     early_stop: bool = False
+    # Each math class's ceiling (the step with its batches resident, measure/split.py) is timed
+    # after a whole window that reaches the class's highest so far (or its first). Needs an
+    # evaluator that takes `ceiling_above=` (run.evaluate's); built-in workloads only.
+    ceiling: bool = False
     max_trials: int | None = None
     # Script mode: accuracy is whatever the script reported with its speed (maybe nothing); it
     # constrains only when both the trial and the default launch reported one.

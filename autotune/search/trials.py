@@ -14,25 +14,24 @@ from optuna.distributions import CategoricalDistribution
 
 from ..config import Config
 from ..measure.contention import describe_outside, disturbed
+from ..measure.split import of_ceiling
 from ..plan.feasible import ruled_out
 from ..plan.placement import canonical
 from ..probe.topology import Topology
 from ..progress import Progress
-from ..quality.confirm import confirmation_cost
 from ..quality.evidence import QualityBook
-from ..quality.script_floor import judge_reported, measure_script_floor, stored_script_floor
-from ..quality.verdict import QualityStatus, QualityVerdict
+from ..quality.verdict import QualityStatus
 from ..result import Evaluate, Outcome, TrialResult
 from ..study import attrs as A
 from ..study.records import Record, Role, record_trial, records
-from .budget import Reserve, budget_note, phase_costs, too_short, trial_costs, verify_reserve
-from .lineup import pick_candidates
 from .options import Clock, SearchOptions
 from .references import default_launch
+from .judging import Judging
 from .shared import Claim, ConfigClaims, StudyLock
+from .spending import Spending
 
 
-class Trials:
+class Trials(Judging, Spending):
     """One search's state and the steps that execute a configuration. Every attribute is set
     here; the steps that change one say so in their docstring."""
 
@@ -106,34 +105,15 @@ class Trials:
                     and r.result.quality == QualityStatus.ACCEPTED and not r.result.stopped_early),
                    default=0.0)
 
+    def ceiling_of(self, config: Config) -> float | None:
+        """The highest ceiling measured in `config`'s math class (None: none yet)."""
+        cls = self.book.class_of(config)
+        return max((r.result.ceiling for r in self.known.values() if r.result.ceiling
+                    and self.book.class_of(r.config) == cls), default=None)
+
     def leader(self) -> float:
         return max((r.throughput for r in self.known.values() if r.feasible and r.throughput),
                    default=0.0)
-
-    # ---- time ----------------------------------------------------------------------------------
-
-    def reserve(self) -> float:
-        return self.reserved().total_s
-
-    def reserved(self) -> Reserve:
-        """What verification and a confirmation will need (budget.verify_reserve), from the
-        trials measured so far: the default launch and today's candidates (search/lineup.py),
-        and the accepted leader's seeded confirmation (quality/confirm.py)."""
-        o = self.options
-        lead = max((r for r in self.known.values() if r.feasible and r.throughput
-                    and r.result.quality == QualityStatus.ACCEPTED),
-                   key=lambda r: r.throughput, default=None)
-        return verify_reserve(durations=self.durations, lineup=1 + len(pick_candidates(
-                                  self.known.values(), n=o.verify_configs - 1)),
-                              confirm_s=confirmation_cost(self.book, lead.config if lead else None),
-                              rounds=o.verify_rounds, floor_s=o.verify_reserve_s,
-                              budget_s=o.budget_s)
-
-    def left(self) -> float:
-        return self.options.budget_s - self.clock.elapsed() - self.reserve()
-
-    def quality_cost(self, config: Config, throughput: float) -> float:
-        return self.book.cost(config, throughput, self.options.quality_samples)
 
     # ---- one trial -----------------------------------------------------------------------------
 
@@ -152,7 +132,9 @@ class Trials:
         elif ev.outcome == Outcome.OK:
             verdict = self.judge(config, ev.throughput or 0.0)
             acc, violation, judged = verdict.mean, verdict.violation, verdict.trial_fields()
-        rec = record_trial(self.study, config=config, result=replace(ev, accuracy=acc, **judged),
+        share = of_ceiling(ev.throughput, max(self.ceiling_of(config) or 0.0, ev.ceiling or 0.0))
+        rec = record_trial(self.study, config=config,
+                           result=replace(ev, accuracy=acc, of_ceiling=share, **judged),
                            violation=violation, role=role, trial=trial)
         self.known[self.key(config)] = rec
         self.progress.trial_end(record=rec, seconds=ev.seconds)
@@ -169,8 +151,11 @@ class Trials:
         # a sampled trial races the leader and may end its window early (measure/early_stop.py);
         # the references always run theirs: verification and the export compare with them
         lead = self.race_leader() if role == Role.SEARCH and self.options.early_stop else 0.0
+        kw: dict[str, Any] = {"leader": lead} if lead else {}
+        if self.options.ceiling:   # the class's first ceiling, or a higher one
+            kw["ceiling_above"] = self.ceiling_of(config) or 0.0
         try:
-            ev = self.evaluate(config, "throughput", **({"leader": lead} if lead else {}))
+            ev = self.evaluate(config, "throughput", **kw)
         except KeyboardInterrupt:
             if trial is not None:  # keep the study honest: this one did not finish
                 stopped = TrialResult(outcome=Outcome.INTERRUPTED,
@@ -198,95 +183,3 @@ class Trials:
         why = ("measured twice; " + (f"in the other run {describe_outside(share)}"
                                       if share is not None else f"the other run: {other.outcome}"))
         return replace(keep, note="; ".join(n for n in (keep.note, why) if n))
-
-    def warn_if_too_short(self, config: Config, ev: TrialResult) -> float:
-        """Said once, from the first trial's cost, before the noise floor spends the budget.
-        Returns what the noise floor will cost (seconds)."""
-        o = self.options
-        if o.reported_accuracy:
-            runs = max(0, len(o.script_seeds) - 1) \
-                if stored_script_floor(A.StudyAttrs.of(self.study)) is None else 0
-            per_run = ev.seconds
-        else:
-            runs = len(self.book.missing_seeds(config))
-            per_run = self.quality_cost(config, ev.throughput or 0.0) / max(runs, 1)
-        costs = phase_costs(spent_s=self.clock.elapsed(), trial_s=ev.seconds,
-                            quality_run_s=per_run, quality_runs=runs,
-                            verify_rounds=o.verify_rounds)
-        message = too_short(costs, o.budget_s)
-        if message:
-            self.progress.warn(f"warning: {message}. Going on: what is measured is kept, and "
-                               "the same command with a longer --budget resumes it")
-        return costs.noise_floor_s
-
-    def say_budget(self, floor_s: float, now: tuple[int, float] | None = None) -> None:
-        """How many trials the budget buys, per number of hosts (search/budget.py): said at the
-        default launch, before the noise floor, and again when a trial first spans a number of
-        hosts not measured yet. `now`: (hosts, seconds) of a trial not stored yet."""
-        seen: dict[int, list[float]] = {}
-        for r in self.known.values():
-            if r.outcome == Outcome.OK and r.result.seconds and not r.result.stopped_early:
-                seen.setdefault(r.config.nnodes, []).append(r.result.seconds)
-        if now is not None:
-            seen.setdefault(now[0], []).append(now[1])
-        costs = trial_costs(seen, max(self.space.knobs.get("nnodes", (1,))))
-        self.costed = {k for k, (_, measured) in costs.items() if measured}
-        kept = self.reserved()
-        self.progress.note(budget_note(self.left() - floor_s, costs, floor_s=floor_s,
-                                       verify_s=kept.total_s, confirm_s=kept.confirm_s))
-
-    def floor_left(self) -> float:
-        """What the default launch's seeded quality runs still cost (0: measured, or a script's,
-        which the default trial measured itself)."""
-        rec = self.known.get(self.key(self.base))
-        if self.options.reported_accuracy or rec is None or not rec.throughput:
-            return 0.0
-        return self.quality_cost(self.base, rec.throughput)
-
-    # ---- quality ---------------------------------------------------------------------------------
-
-    def _judge_reported(self, config: Config, role: str,
-                        ev: TrialResult) -> tuple[float | None, float, dict[str, Any]]:
-        """Script mode: the accuracy the script reported, gated against the default launch's
-        seeds when it has them (the default launch measures them). Returns (accuracy,
-        violation, the TrialResult fields)."""
-        o = self.options
-        if role == Role.DEFAULT:
-            floor = measure_script_floor(self.study, self.evaluate, config, ev, o.script_seeds,
-                                         time_left=self.left, progress=self.progress)
-            return ev.accuracy, 0.0, ({"quality_sd": floor.sd, "quality_n": floor.n}
-                                      if floor is not None else {})
-        base = self.known.get(self.key(self.base))
-        floor = stored_script_floor(A.StudyAttrs.of(self.study))
-        violation, judged = judge_reported(ev.accuracy, floor,
-                                           base_accuracy=base.accuracy if base else None,
-                                           max_drop_pp=o.max_accuracy_drop,
-                                           required=o.accuracy_required)
-        return ev.accuracy, violation, judged
-
-    def judge(self, config: Config, throughput: float) -> QualityVerdict:
-        """Quality of `config`'s math class: measured now when it is the default's class (the
-        noise floor) or a contender for the lead, else left pending until it matters."""
-        book, base = self.book, self.base
-        is_base = book.class_of(config) == book.class_of(base)
-        contender = throughput >= 0.97 * self.leader()
-        if book.missing_seeds(config) and (is_base or contender) \
-                and self.quality_cost(config, throughput) <= max(0.0, self.left()):
-            if book.missing_seeds(base):   # the noise floor is the default launch's class's
-                book.measure(self.fastest_of_class(base, (config, throughput)),
-                             progress=self.progress)
-            if not is_base:
-                book.measure(config, progress=self.progress)
-        return book.verdict(config)
-
-    def fastest_of_class(self, config: Config, now: tuple[Config, float]) -> Config:
-        """The quickest measured launch of `config`'s class (`now`: one being judged, not stored
-        yet), which runs that class's seeded quality runs (QualityBook.quickest)."""
-        seen = [(r.config, r.throughput) for r in self.known.values()
-                if r.outcome == Outcome.OK and r.throughput]
-        return self.book.quickest(config, seen + [now])
-
-    def rejected(self, config: Config) -> bool:
-        """A class the quality gate rejected is no place to look (script mode: the script's
-        number, judged per trial)."""
-        return not self.options.reported_accuracy and self.book.verdict(config).violation > 0

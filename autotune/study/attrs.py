@@ -51,6 +51,8 @@ SCRIPT_NOISE_FLOOR = "script_noise_floor"   # {"seeds", "values"}, or {"note"}: 
 RECOMMENDATION = "recommendation"       # Recommendation.to_json() and its rendered "command"
 NOISE_FLOOR = "noise_floor"             # the default launch's seeded quality
 QUALITY_PREFIX = "quality:"             # + math class: that class's ClassEvidence JSON
+QUALITY_LENGTH = "quality_run_samples"  # samples of the study's seeded runs (quality/sizing.py)
+BUDGET_ACCOUNT = "budget_account"       # where the last search's budget went (search/account.py)
 # A shared search (search/shared.py): the stored-accuracy markers and their claims, each
 # worker's registration, and the verifier's claim.
 ACCURACY_PREFIX = "accuracy:"
@@ -61,7 +63,8 @@ VERIFIER = "autotune:verifier"
 KEYS = (SCHEMA_VERSION, AUTOTUNE_VERSION, TOPOLOGY, FINGERPRINT, HARDWARE, TORCH_BUILD, WORKLOAD,
         SPACE, SETTINGS, LIBRARY_VERSIONS, CLUSTER, SCRIPT_COMMAND, SCRIPT_METRIC,
         SCRIPT_LOWER_IS_BETTER, SCRIPT_ACCURACY, SCRIPT_SCAN, SCRIPT_WARNING, SCRIPT_OVERRIDES,
-        SCRIPT_NOISE_FLOOR, RECOMMENDATION, NOISE_FLOOR, VERIFIER)
+        SCRIPT_NOISE_FLOOR, RECOMMENDATION, NOISE_FLOOR, QUALITY_LENGTH, BUDGET_ACCOUNT,
+        VERIFIER)
 PREFIXES = (QUALITY_PREFIX, ACCURACY_PREFIX, ACCURACY_CLAIM_PREFIX, WORKER_PREFIX)
 
 
@@ -176,6 +179,15 @@ class StudyAttrs:
         return self.raw.get(NOISE_FLOOR) or None
 
     @property
+    def quality_length(self) -> int | None:
+        value = self.raw.get(QUALITY_LENGTH)
+        return int(value) if isinstance(value, (int, float)) and value > 0 else None
+
+    @property
+    def budget_account(self) -> dict[str, Any] | None:
+        return self.raw.get(BUDGET_ACCOUNT) or None
+
+    @property
     def quality_evidence(self) -> list[Any]:
         """Every math class's stored evidence (ClassEvidence JSON texts)."""
         return [v for k, v in self.raw.items() if k.startswith(QUALITY_PREFIX)]
@@ -255,6 +267,14 @@ def write_noise_floor(study: "optuna.Study", floor: dict[str, Any]) -> None:
 
 def write_quality_evidence(study: "optuna.Study", math_class: str, evidence_json: str) -> None:
     study.set_user_attr(QUALITY_PREFIX + math_class, evidence_json)
+
+
+def write_quality_length(study: "optuna.Study", samples: int) -> None:
+    study.set_user_attr(QUALITY_LENGTH, int(samples))
+
+
+def write_budget_account(study: "optuna.Study", account: dict[str, Any]) -> None:
+    study.set_user_attr(BUDGET_ACCOUNT, account)
 
 
 def write_accuracy(study: "optuna.Study", math_key: str, value: float | None) -> None:

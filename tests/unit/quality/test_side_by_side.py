@@ -5,6 +5,7 @@ is a table."""
 from __future__ import annotations
 
 from autotune.config import Config
+from autotune.quality.sizing import run_seconds
 from autotune.quality.evidence import QualityBook
 from autotune.progress import Silent
 from autotune.result import Outcome, SideBySide, TrialResult
@@ -46,7 +47,7 @@ def test_three_seeds_on_two_lanes_run_as_two_rounds_and_are_all_stored(tmp_path)
             started.append(info)
 
     # before: 3 runs of ~40 s on 2 lanes cost two rounds
-    assert book.cost(Config(), 100.0, 16384) == 2 * (8.0 + 1.2 * 16384 / 100.0)
+    assert book.cost(Config(), 100.0, 16384) == 2 * run_seconds(16384, 100.0)
     book.measure(Config(), progress=Started())
     assert ev.batches == [("accuracy", [0, 1]), ("accuracy", [2])]
     assert [i["seed"] for i in started] == [0, 1, 2]

@@ -112,4 +112,6 @@ def test_a_replayed_search_on_one_node_runs_the_same_trials_as_before_the_knob(t
                      [t.values for t in study.trials], s["trials_run"], s["stop_reason"],
                      tuned.recommendation.config, tuned.recommendation.speedup, clock.t))
     assert runs[0] == runs[1]
-    assert runs[0][2] == 56 and all("mem_policy" not in p for p in runs[0][0])
+    # 55 trials: the default's own math is judged when another class first contends, one trial
+    # fewer than when its noise floor came first (tests/unit/test_tune_replay.py)
+    assert runs[0][2] == 55 and all("mem_policy" not in p for p in runs[0][0])

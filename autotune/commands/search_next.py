@@ -1,0 +1,46 @@
+"""What a search left undone for lack of budget, priced, for the account's last line: "a
+10-minute budget would also confirm precision=bf16 (~70 s) and measure about 30 more
+configurations" (search/account.next_step words it)."""
+from __future__ import annotations
+
+from ..config import describe_changes
+from ..quality.verdict import QualityStatus
+from ..recommend.verify import Recommendation
+from ..result import Outcome
+from ..search.account import Account, next_step
+from ..search.options import SearchResult
+from ..training import QUALITY_SAMPLES
+
+
+def what_next(result: SearchResult, rec: Recommendation | None, account: Account,
+              budget_s: float) -> str:
+    """The next budget step's sentence ('' when it would buy nothing this search lacked):
+    confirmations that did not fit, the quality of the fastest classes left pending, the rounds
+    that would settle the figure, then more configurations at the trials' typical cost."""
+    wants: list[tuple[str, float]] = []
+    for what, seconds in (rec.extra.get("unconfirmed") or []) if rec is not None else []:
+        wants.append((f"confirm the accuracy of {what}", float(seconds)))
+    book = result.book
+    if book is not None:
+        pending = sorted((r for r in result.records if r.outcome == Outcome.OK and r.throughput
+                          and r.result.quality == QualityStatus.PENDING
+                          and not r.result.stopped_early),
+                         key=lambda r: r.throughput, reverse=True)
+        seen: set[str] = set()
+        for r in pending[:3]:
+            cls = book.class_of(r.config)
+            if cls not in seen:
+                seen.add(cls)
+                cost = book.cost(r.config, r.throughput, book.length or QUALITY_SAMPLES)
+                wants.append((f"measure the quality of {describe_changes(r.config)}", cost))
+    runs = account.runs.get("trials", 0)
+    trial_s = account.seconds["trials"] / runs if runs else None
+    if rec is not None and rec.settling is not None and not rec.settled:
+        rounds = rec.settling.rounds_to_settle()
+        if rounds and trial_s:
+            more = max(0, rounds - rec.settling.rounds)
+            if more:
+                wants.insert(0, (f"settle the verified figure ({more} more rounds)",
+                                 2 * more * trial_s))
+    return next_step(budget_s=budget_s, trial_s=trial_s, wants=wants,
+                     exhausted=result.stop_reason == "exhausted")

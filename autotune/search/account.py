@@ -1,0 +1,121 @@
+"""Where a search's budget went, and what the next budget step would buy.
+
+Every evaluation a search makes passes through `Accounted`, which books its seconds under what it
+was for: a trial (the search's throughput windows), quality (seeded runs that judge a class, the
+noise floor among them), confirmation (the seeded runs that confirm a winner that changes the
+math) or verification (the interleaved rounds), with the fixed cost inside each (process start,
+imports, model, warm-up: measure/split.fixed_costs). The summary, `report` and `report --json`
+show the account; the study keeps it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..result import Evaluate, TrialResult
+from .budget import format_seconds
+
+KINDS = ("trials", "quality", "confirmation", "verification")
+# The budgets a user is offered next, in seconds (a search of 7.5 minutes is offered 10).
+BUDGET_STEPS = (300, 600, 900, 1800, 3600, 7200, 14400)
+
+
+@dataclass
+class Account:
+    """Seconds, runs and fixed costs booked per kind; configurations launched."""
+    seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(KINDS, 0.0))
+    runs: dict[str, int] = field(default_factory=lambda: dict.fromkeys(KINDS, 0))
+    fixed_s: float = 0.0
+    warm_runs: int = 0              # runs that were a window of a running launch (no start)
+    configurations: set[str] = field(default_factory=set)
+
+    def book(self, kind: str, out: TrialResult, key: str) -> None:
+        self.seconds[kind] += out.seconds
+        self.runs[kind] += 1
+        self.fixed_s += sum((out.fixed or {}).values())
+        if out.fixed and "wait" in out.fixed:
+            self.warm_runs += 1
+        if kind == "trials":
+            self.configurations.add(key)
+
+    def to_json(self, *, elapsed_s: float, budget_s: float, next_step: str = "") -> dict[str, Any]:
+        spent = sum(self.seconds.values())
+        return {"budget_s": round(budget_s, 1), "elapsed_s": round(elapsed_s, 1),
+                "seconds": {k: round(v, 1) for k, v in self.seconds.items()},
+                "runs": dict(self.runs), "fixed_s": round(self.fixed_s, 1),
+                "warm_runs": self.warm_runs,
+                "other_s": round(max(0.0, elapsed_s - spent), 1),
+                "configurations": len(self.configurations), "next_step": next_step}
+
+
+def describe(account: dict[str, Any]) -> list[str]:
+    """The account as the summary's lines (from its stored form)."""
+    secs, runs = account.get("seconds") or {}, account.get("runs") or {}
+    words = {"trials": "trials", "quality": "quality runs", "confirmation": "confirmation runs",
+             "verification": "verification windows"}
+    parts = [f"{k} {format_seconds(secs[k])} ({runs.get(k, 0)} {words[k]})"
+             for k in KINDS if secs.get(k)]
+    total_runs = sum(runs.values()) or 1
+    lines = [f"where the budget went: {', '.join(parts) or 'nothing measured'}; "
+             f"other {format_seconds(account.get('other_s', 0.0))}",
+             f"  fixed costs (starts, models, warm-ups) {format_seconds(account.get('fixed_s', 0))}"
+             f" of it; {account.get('warm_runs', 0)} of {total_runs} runs were windows of a "
+             f"launch already running; {account.get('configurations', 0)} configurations "
+             "measured"]
+    if account.get("next_step"):
+        lines.append(f"  {account['next_step']}")
+    return lines
+
+
+def next_step(*, budget_s: float, trial_s: float | None, wants: list[tuple[str, float]],
+              exhausted: bool) -> str:
+    """'a 10m budget would also confirm precision=bf16 global_batch=64 (~70 s) and measure
+    about 30 more configurations': what the next budget step buys, from what this one left
+    undone (`wants`: (what, seconds) in order of worth) and the trials' typical cost."""
+    bigger = next((b for b in BUDGET_STEPS if b > budget_s * 1.05), budget_s * 2)
+    extra = bigger - budget_s
+    bought = []
+    for what, seconds in wants:
+        if seconds <= extra:
+            bought.append(f"{what} (~{seconds:.0f} s)")
+            extra -= seconds
+    if trial_s and not exhausted and extra >= trial_s:
+        bought.append(f"measure about {int(extra // trial_s)} more configurations")
+    if not bought:
+        return ""
+    head = ", ".join(bought[:-1]) + (" and " if len(bought) > 1 else "") + bought[-1]
+    return f"a {_budget_words(bigger)} budget would also {head}"
+
+
+def _budget_words(seconds: float) -> str:
+    return f"{seconds / 3600:g}h" if seconds >= 3600 else f"{seconds / 60:g}-minute"
+
+
+class Accounted:
+    """An Evaluate that books each call in `account`: "accuracy" runs as quality while the
+    search samples and as confirmation after it, "throughput" ones as trials, then as
+    verification (`phase` says which: "search" or "recommend"). Side-by-side runs across hosts
+    pass through (lanes, at_once) and are booked each."""
+
+    def __init__(self, evaluate: Evaluate, account: Account) -> None:
+        self.inner, self.account, self.phase = evaluate, account, "search"
+
+    def _kind(self, mode: str) -> str:
+        if self.phase == "search":
+            return "quality" if mode == "accuracy" else "trials"
+        return "confirmation" if mode == "accuracy" else "verification"
+
+    def __call__(self, config, mode: str, **kw) -> TrialResult:
+        out = self.inner(config, mode, **kw)
+        self.account.book(self._kind(mode), out, config.key())
+        return out
+
+    def lanes(self, config) -> int:
+        lanes = getattr(self.inner, "lanes", None)
+        return lanes(config) if lanes is not None else 1
+
+    def at_once(self, config, mode: str, seeds: list[int], samples: int | None = None):
+        outs = self.inner.at_once(config, mode, seeds, samples=samples)
+        for out in outs:
+            self.account.book(self._kind(mode), out, config.key())
+        return outs

@@ -1,0 +1,100 @@
+"""The search's clock and budget, as steps of its Trials (search/trials.py): what verification and
+a confirmation will need, what is left for trials, what a quality run costs, and the budget
+notes and warnings said along the way (the arithmetic is search/budget.py's)."""
+from __future__ import annotations
+
+from ..config import Config
+from ..quality.confirm import confirmation_cost
+from ..quality.script_floor import stored_script_floor
+from ..quality.sizing import MIN_QUALITY_SAMPLES, sized_samples, too_short_for_quality
+from ..quality.verdict import QualityStatus
+from ..result import Outcome, TrialResult
+from ..study import attrs as A
+from .budget import Reserve, budget_note, phase_costs, too_short, trial_costs, verify_reserve
+from .lineup import pick_candidates
+
+
+class Spending:
+    """Mixed into Trials: every attribute it reads is set by Trials.__init__."""
+
+    def reserve(self) -> float:
+        return self.reserved().total_s
+
+    def reserved(self) -> Reserve:
+        """What verification and a confirmation will need (budget.verify_reserve), from the
+        trials measured so far: the default launch and today's candidates (search/lineup.py),
+        and the accepted leader's seeded confirmation (quality/confirm.py)."""
+        o = self.options
+        lead = max((r for r in self.known.values() if r.feasible and r.throughput
+                    and r.result.quality == QualityStatus.ACCEPTED),
+                   key=lambda r: r.throughput, default=None)
+        return verify_reserve(durations=self.durations, lineup=1 + len(pick_candidates(
+                                  self.known.values(), n=o.verify_configs - 1)),
+                              confirm_s=confirmation_cost(self.book, lead.config if lead else None),
+                              rounds=o.verify_rounds, floor_s=o.verify_reserve_s,
+                              budget_s=o.budget_s)
+
+    def left(self) -> float:
+        return self.options.budget_s - self.clock.elapsed() - self.reserve()
+
+    def quality_cost(self, config: Config, throughput: float) -> float:
+        return self.book.cost(config, throughput, self.planned_length(throughput))
+
+    def planned_length(self, throughput: float) -> int:
+        """The samples of a quality run: the study's, else what sizing would give at
+        `throughput` (the quickest launch of the default's math), else the fixed length."""
+        o = self.options
+        if self.book.length:
+            return self.book.length
+        if o.size_quality and throughput:
+            return sized_samples(throughput=throughput, budget_s=o.budget_s,
+                                 most=o.quality_samples)
+        return o.quality_samples
+
+
+    def warn_if_too_short(self, config: Config, ev: TrialResult) -> float:
+        """Said once, from the first trial's cost, before the noise floor spends the budget.
+        Returns what the noise floor will cost (seconds)."""
+        o = self.options
+        if o.reported_accuracy:
+            runs = max(0, len(o.script_seeds) - 1) \
+                if stored_script_floor(A.StudyAttrs.of(self.study)) is None else 0
+            per_run = ev.seconds
+        else:
+            runs = len(self.book.missing_seeds(config))
+            per_run = self.quality_cost(config, ev.throughput or 0.0) / max(runs, 1)
+        costs = phase_costs(spent_s=self.clock.elapsed(), trial_s=ev.seconds,
+                            quality_run_s=per_run, quality_runs=runs,
+                            verify_rounds=o.verify_rounds)
+        message = too_short(costs, o.budget_s)
+        if o.size_quality and ev.throughput:   # not even the shortest useful quality run fits
+            message = too_short_for_quality(min(MIN_QUALITY_SAMPLES, o.quality_samples),
+                                            ev.throughput, o.budget_s) or message
+        if message:
+            self.progress.warn(f"warning: {message}. Going on: what is measured is kept, and "
+                               "the same command with a longer --budget resumes it")
+        return costs.noise_floor_s
+
+    def say_budget(self, floor_s: float, now: tuple[int, float] | None = None) -> None:
+        """How many trials the budget buys, per number of hosts (search/budget.py): said at the
+        default launch, before the noise floor, and again when a trial first spans a number of
+        hosts not measured yet. `now`: (hosts, seconds) of a trial not stored yet."""
+        seen: dict[int, list[float]] = {}
+        for r in self.known.values():
+            if r.outcome == Outcome.OK and r.result.seconds and not r.result.stopped_early:
+                seen.setdefault(r.config.nnodes, []).append(r.result.seconds)
+        if now is not None:
+            seen.setdefault(now[0], []).append(now[1])
+        costs = trial_costs(seen, max(self.space.knobs.get("nnodes", (1,))))
+        self.costed = {k for k, (_, measured) in costs.items() if measured}
+        kept = self.reserved()
+        self.progress.note(budget_note(self.left() - floor_s, costs, floor_s=floor_s,
+                                       verify_s=kept.total_s, confirm_s=kept.confirm_s))
+
+    def floor_left(self) -> float:
+        """What the default launch's seeded quality runs still cost (0: measured, or a script's,
+        which the default trial measured itself)."""
+        rec = self.known.get(self.key(self.base))
+        if self.options.reported_accuracy or rec is None or not rec.throughput:
+            return 0.0
+        return self.quality_cost(self.base, rec.throughput)
