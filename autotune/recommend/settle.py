@@ -7,7 +7,7 @@ runs out. Rounds in which other processes took the trial cores (measure/contenti
 count: a ratio measured under load says as much about the load as about the configuration.
 
 A cloud VM's quiet rounds may never narrow to ±10% (issue 47: 12 rounds, 95% interval
-1.71-2.13x), yet they prove the configuration at least that much faster. So a ratio whose
+1.71-2.13x), yet they prove the configuration at least 1.75x faster. So a ratio whose
 interval stays wide is still a verified figure when its one-sided 95% lower bound reaches
 MIN_GAIN: the headline then names the bound, "≥1.75x (95% lower bound, 12 rounds; median
 1.90x)". The Verdict here is the one answer that the headline, the JSON, `report`, `export` and
