@@ -24,6 +24,7 @@ from .commands.verify import Verified, VerifyRequest, verify
 from .export.command import FORMATS
 from .plan.hosts import LAUNCHERS
 from .plan.launch_plan import STANDALONE_SECONDS, TARGET_SECONDS
+from .recommend.rounds import MAX_ASKED_ROUNDS, MAX_ROUNDS_FACTOR
 from .run.idle import IDLE_DEADLINE_S
 from .run.trials_dir import DEFAULT_KEEP as DEFAULT_KEEP_TRIALS
 from .script.spec import ScriptSpec, script_from_flags
@@ -39,6 +40,6 @@ __all__ = [
     "check_workload", "compare", "export", "launch", "not_task_zero", "open_dashboard", "probe",
     "report", "run", "search", "verify",
     "DEFAULT_KEEP_TRIALS", "FORMATS", "GUIDES", "IDLE_DEADLINE_S", "LAUNCHERS",
-    "STANDALONE_SECONDS", "TARGET_SECONDS", "holds_password", "parse_budget", "redact",
+    "MAX_ASKED_ROUNDS", "MAX_ROUNDS_FACTOR", "STANDALONE_SECONDS", "TARGET_SECONDS", "holds_password", "parse_budget", "redact",
     "script_from_flags",
 ]

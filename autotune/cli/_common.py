@@ -29,8 +29,9 @@ def non_negative_float(text: str) -> float:
     return value
 
 
-def int_at_least(minimum: int, what: str = "a whole number"):
-    """An argparse type: an integer >= minimum, with a one-line message otherwise."""
+def int_at_least(minimum: int, what: str = "a whole number", most: int | None = None):
+    """An argparse type: an integer >= minimum (and <= most), with a one-line message
+    otherwise."""
     def parse(text: str) -> int:
         try:
             n = int(text)
@@ -38,6 +39,8 @@ def int_at_least(minimum: int, what: str = "a whole number"):
             raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
         if n < minimum:
             raise argparse.ArgumentTypeError(f"{text!r} must be at least {minimum}")
+        if most is not None and n > most:
+            raise argparse.ArgumentTypeError(f"{text!r} must be at most {most}")
         return n
     return parse
 

@@ -3,8 +3,10 @@ on the built-in workload, your entry point (--workload module:function) or your 
 `--`). Prints each window's throughput, the CPU share it received and the share of its cores
 other processes took, the median per-round A/B ratio with its spread (half the IQR), and
 "inconclusive" when the spread crosses 1.0. The same statistics as the search's verification,
-from the same code: the ratio is settled only when quiet rounds agree within ±10%, and windows
-that other processes disturbed are named in a warning.
+from the same code: the faster side's figure is settled only when quiet rounds agree within
+±10%, or else verified by its one-sided 95% lower bound when that reaches 1.02x ("A is faster,
+verified ≥1.75x over B (95% lower bound, ...)"), and windows that other processes disturbed are
+named in a warning.
 
 --a and --b take the knobs of `autotune run --set` (repeatable); --set applies to both; B without
 --b is the configuration --set alone describes.

@@ -97,7 +97,8 @@ def _add_search_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--verify-rounds", type=int, default=3, metavar="N",
                    help="interleaved verification rounds, at least; more (up to 4x) while the "
                         "speedup's 95%% interval is wider than ±10%% and the budget allows. A "
-                        "speedup that never settles is shown as a range, with what other "
+                        "speedup that does not settle is headlined by its one-sided 95%% lower "
+                        "bound when that reaches 1.02x, else as unsettled, with what other "
                         "processes took of the cores (default: 3)")
     p.add_argument("--max-verify-rounds", type=int_at_least(1), metavar="N",
                    help="stop verifying after N rounds even when the speedup is unsettled "

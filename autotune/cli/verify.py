@@ -1,7 +1,9 @@
 """Measure the study's recommendation against the default launch again, without a new search:
 interleaved rounds (D C, C D, ...) as at the end of `autotune search`, going on while the speedup's
-95% interval is wider than ±10% and --budget allows. Rounds in which other processes took the
-trial cores do not settle a figure; the headline then says "unsettled" with how much they took.
+95% interval is wider than ±10% and --budget allows. A figure whose interval stays wider is
+headlined by its one-sided 95% lower bound when that reaches 1.02x ("verified speedup ≥1.75x ...
+(95% lower bound, 12 rounds; median 1.90x)"). Rounds in which other processes took the trial
+cores do not count; the headline then says "unsettled" with how much they took.
 
 Run it when the machine is quiet, after a search that warned the machine was busy. The new figure
 replaces the stored recommendation (what `report`, `export` and `launch` show) only when most of
@@ -27,7 +29,7 @@ import json
 import time
 
 from ..display import RoundLines
-from ..tune import VerifyRequest, parse_budget, verify
+from ..tune import MAX_ASKED_ROUNDS, MAX_ROUNDS_FACTOR, VerifyRequest, parse_budget, verify
 from ._common import (JSON_HELP, STORED_COMMAND_HELP, add_idle_arg, add_study_args, add_switch,
                       add_trust_arg, int_at_least, study_of)
 
@@ -36,9 +38,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_study_args(p)
     p.add_argument("--budget", default="5m", metavar="TIME",
                    help="wall-clock budget for the rounds: 90s, 10m (default: 5m)")
-    p.add_argument("--rounds", type=int_at_least(1), default=3, metavar="N",
-                   help="interleaved rounds, at least; more (up to 4x) while unsettled "
-                        "(default: 3)")
+    p.add_argument("--rounds", type=int_at_least(1, most=MAX_ASKED_ROUNDS), default=3,
+                   metavar="N",
+                   help=f"interleaved rounds, at least; more (up to {MAX_ROUNDS_FACTOR}x) while "
+                        f"unsettled (1-{MAX_ASKED_ROUNDS}, default: 3)")
     add_switch(p, "--json", JSON_HELP)
     add_trust_arg(p, "run the study's stored script command or import its module:function "
                      f"workload {STORED_COMMAND_HELP}")

@@ -11,8 +11,7 @@ from ..clean import one_line, printable
 from ..config import DEFAULT_WORKLOAD, Config
 from ..errors import AutotuneError, StorageError
 from ..export.command import launch_command, render, training_command
-from ..export.launch import inconclusive
-from ..export.recommendation import script_launch
+from ..export.recommendation import figure_fields, script_launch
 from ..plan.build import preloads
 from ..plan.cluster import Cluster, cluster_from_json
 from ..plan.launch_plan import STANDALONE_SECONDS
@@ -110,9 +109,7 @@ def _recommended(study: optuna.Study) -> tuple[Config, dict[str, Any]]:
                            "interrupted or is still running); `autotune report` lists trials "
                            "to export with --trial N")
     config = Config.from_dict(rec["config"], where="stored recommendation")
-    return config, {"headline": rec.get("headline"), "speedup": rec.get("speedup"),
-                    "spread": rec.get("spread"), "verified": rec.get("verified"),
-                    "inconclusive": inconclusive(rec, config), "vs_run_cpu": rec.get("vs_run_cpu")}
+    return config, figure_fields(rec, config)
 
 
 def _from_trial(study: optuna.Study, number: int, say: Say) -> tuple[Config, dict[str, Any]]:

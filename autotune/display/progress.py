@@ -18,6 +18,7 @@ from ..study.records import RUN_CPU_WON, RUN_CPU_WORDS, Record, Role, recommends
 from ..measure.contention import describe_outside, disturbed
 from ..measure.split import ceiling_words, split_from
 from ..measure.stats import busy
+from ..recommend.settle import shown_in
 from .live import BarState, LiveBar, wanted
 
 
@@ -204,10 +205,9 @@ class TerminalProgress:
             print("no recommendation (see messages above)", file=out)
             return
         print(rec.headline(), file=out)
-        # a settled speedup carries its interval in the headline; the line is for the default
-        # launch's win, where the interval is the best candidate's
-        if rec.settling is not None and rec.settled and \
-                rec.settling.interval_text() not in rec.headline():
+        # a winner's figure is in the headline; the line is for the default launch's win,
+        # where the figure is the best candidate's
+        if rec.settling is not None and not shown_in(rec.headline(), rec.settling.describe()):
             print(f"  verification: {rec.settling.describe()}", file=out)
         if rec.vs_run_cpu:
             print(f"  {rec.vs_run_cpu:.2f}x over {RUN_CPU_WORDS}", file=out)

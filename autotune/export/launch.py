@@ -26,6 +26,7 @@ from ..plan.launch_plan import LaunchPlan
 from ..script.template import fill, placeholders
 from ..config import IN_PROCESS_KNOBS, changed_knobs
 from ..probe.topology import Topology
+from ..recommend.settle import Verdict
 from ..study.attrs import StudyAttrs
 
 MANIFEST_FORMAT = "autotune-launch/1"   # written by export/command.py's json format
@@ -109,11 +110,12 @@ def from_manifest(path: str) -> TunedConfig:
 
 
 def inconclusive(rec: dict, config: Config) -> bool:
-    """A stored recommendation of the default launch that only says no candidate settled (a
-    recommendation stored before the key existed: unsettled and the default launch)."""
+    """A stored recommendation of the default launch that only says no candidate's rounds
+    proved anything (one stored before the key existed: its verdict unsettled and the default
+    launch). A lower bound is a verdict, launched like a settled figure."""
     if "inconclusive" in rec:
         return bool(rec["inconclusive"])
-    return rec.get("settled") is False and config == Config()
+    return not Verdict.stored(rec).verified and config == Config()
 
 
 def refusals(tuned: TunedConfig, topology: Topology, torch_version: str | None) -> list[str]:

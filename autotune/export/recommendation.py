@@ -3,9 +3,14 @@ ends, and stored beside it (and as the dashboard's note), so `export`, `launch` 
 the same command later, on any machine."""
 from __future__ import annotations
 
+from typing import Any
+
+from ..config import Config
 from ..probe.topology import Topology
+from ..recommend.settle import Verdict
 from ..study.attrs import StudyAttrs, write_recommendation
 from .command import launch_command, render
+from .launch import inconclusive
 
 
 def script_launch(attrs: StudyAttrs | dict) -> dict:
@@ -21,6 +26,19 @@ def script_launch(attrs: StudyAttrs | dict) -> dict:
             "overridden": {**written, **attrs.script_overrides}}
 
 
+def figure_fields(rec: dict[str, Any], config: Config) -> dict[str, Any]:
+    """What an export's manifest says of a stored recommendation's figure: its headline (the
+    header's line), the verdict and, for a lower bound, the bound beside the median speedup. A
+    recommendation stored before verdicts existed reads as it did then."""
+    verdict = Verdict.stored(rec)
+    bound = (rec.get("settling") or {}).get("lower_bound")
+    return {"headline": rec.get("headline"), "speedup": rec.get("speedup"),
+            "spread": rec.get("spread"), "verified": rec.get("verified"),
+            "verdict": verdict.value,
+            "lower_bound": bound if verdict is Verdict.LOWER_BOUND else None,
+            "inconclusive": inconclusive(rec, config), "vs_run_cpu": rec.get("vs_run_cpu")}
+
+
 def save_recommendation(study, rec, topology: Topology, workload: str,
                         command: tuple[str, ...] | None = None, cluster=None) -> str | None:
     """Store the recommendation and its launch command on the study (and as a dashboard note)."""
@@ -29,8 +47,7 @@ def save_recommendation(study, rec, topology: Topology, workload: str,
     from ..study.storage import library_versions
     manifest = {"fingerprint": topology.fingerprint(), "machine": topology.isa.describe(),
                 "library_versions": library_versions(), "workload": workload,
-                "headline": rec.headline(), "speedup": rec.speedup, "spread": rec.spread,
-                "verified": rec.verified, "inconclusive": rec.inconclusive}
+                **figure_fields(rec.to_json(), rec.config)}
     program, script = None, {}
     if command:
         from ..script.template import fill

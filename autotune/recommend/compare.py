@@ -58,13 +58,26 @@ class Comparison:
 
     @property
     def settling(self) -> Settling | None:
-        """The same verdict as verification's: settled only on quiet, agreeing rounds."""
+        """The same verdict as verification's on A/B: settled only on quiet, agreeing rounds."""
+        return self._settle("A")
+
+    def _settle(self, over: str) -> Settling | None:
+        """The verdict on `over`'s throughput over the other side's, round by round."""
         rounds = [(a, b) for a, b in zip(self.side("A"), self.side("B"))
                   if a.outcome == b.outcome == Outcome.OK and a.throughput and b.throughput]
-        return settle([a.throughput / b.throughput for a, b in rounds],
+        return settle([(a.throughput / b.throughput) if over == "A" else
+                       (b.throughput / a.throughput) for a, b in rounds],
                       [max(s) if (s := [w.outside_share for w in (a, b)
                                         if w.outside_share is not None]) else None
                        for a, b in rounds])
+
+    @property
+    def verified(self) -> tuple[str, Settling] | None:
+        """The faster side and the verdict on its ratio over the other, when the rounds prove a
+        figure (settled or a lower bound, as verification's headline); None otherwise."""
+        side = {"A is faster": "A", "B is faster": "B"}.get(self.verdict)
+        settling = self._settle(side) if side else None
+        return (side, settling) if settling is not None and settling.verdict.verified else None
 
     @property
     def disturbed_windows(self) -> int:
@@ -79,6 +92,15 @@ class Comparison:
             return "inconclusive"
         return "A is faster" if s.q1 > 1.0 else "B is faster"
 
+    def verdict_text(self) -> str:
+        """The verdict with the figure the rounds prove, worded as verification's headline:
+        'A is faster, verified ≥1.75x over B (95% lower bound, 12 rounds; median 1.90x)'."""
+        if self.verified is None:
+            return self.verdict
+        side, settling = self.verified
+        figure, what = settling.figure()
+        return f"{self.verdict}, verified {figure} over {'B' if side == 'A' else 'A'} ({what})"
+
     def to_json(self) -> dict[str, Any]:
         s = self.stats
         shares = {k: [w.cpu_share for w in self.side(k) if w.cpu_share is not None]
@@ -91,6 +113,7 @@ class Comparison:
                 "median": s.median if s else None, "q1": s.q1 if s else None,
                 "q3": s.q3 if s else None, "spread": s.spread if s else None,
                 "rounds": s.n if s else 0, "verdict": self.verdict,
+                "verdict_text": self.verdict_text(),
                 "cpu_share": {k: Stats.of(v).to_dict() if v else None
                               for k, v in shares.items()},
                 "outside_share": [w.outside_share for w in self.windows],
@@ -142,9 +165,9 @@ def describe(c: Comparison, unit: str = "samples/s") -> str:
            " (the spread crosses 1.0: run more --rounds, on a quieter machine)"
            if s.q1 <= 1.0 <= s.q3 else
            " (neither side was faster in 3 of 4 rounds: run more --rounds)"}
-    lines.append(f"verdict: {c.verdict}{why.get(c.verdict, '')}")
+    lines.append(f"verdict: {c.verdict_text()}{why.get(c.verdict, '')}")
     settling = c.settling
-    if settling is not None:
+    if settling is not None and c.verified is None:   # a proven figure is the verdict's
         lines.append(f"ratio: {settling.describe()}")
     if c.disturbed_windows:
         lines.append(f"warning: other processes took the cores in {c.disturbed_windows} of "

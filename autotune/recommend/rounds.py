@@ -11,6 +11,9 @@ from ..result import Evaluate, TrialResult
 
 # Verification goes on past the asked rounds, while unsettled, up to this many times as many.
 MAX_ROUNDS_FACTOR = 4
+# The most rounds `autotune verify` may be asked for: a round of a few windows takes a minute or
+# more, and past a hundred the spread left is the machine's (12 proposed at most, settle.py).
+MAX_ASKED_ROUNDS = 100
 
 
 def interleave(lineup: list[tuple[str, Config]], evaluate: Evaluate, *, rounds: int,

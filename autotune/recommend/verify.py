@@ -18,12 +18,7 @@ from ..measure.stats import RatioStats, Stats, busy, ratio_stats
 from ..quality.verdict import QualityVerdict
 from ..study.records import Record, Role
 from .rounds import interleave, round_limit
-from .settle import Settling, settle
-
-# A candidate "holds up" when it beats the default launch by at least MIN_GAIN in the median
-# round and in at least 3 of 4 rounds (its lower quartile stays above 1). Ratios within a round
-# are compared, not absolute speeds: a machine that slowed down since the search slows both.
-MIN_GAIN = 1.02
+from .settle import MIN_GAIN, Settling, Verdict, settle
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -51,6 +46,9 @@ class Verified:
 
     @property
     def holds(self) -> bool:
+        """Beats the default launch by at least MIN_GAIN in the median round and in at least 3
+        of 4 rounds (its lower quartile stays above 1). Ratios within a round are compared, not
+        absolute speeds: a machine that slowed down since the search slows both."""
         if not self.ratios:
             return False
         return (self.ratio.median >= MIN_GAIN and self.ratio.q1 > 1.0
@@ -80,21 +78,29 @@ class Recommendation:
     note: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
     default_wins: bool = False         # no candidate beat the default launch (CPU or GPU default)
-    settling: Settling | None = None   # whether the winner's ratio is settled (recommend/settle)
+    settling: Settling | None = None   # what the winner's rounds prove (recommend/settle)
+
+    @property
+    def verdict(self) -> Verdict:
+        """Settled, a lower bound or unsettled: the one answer the headline, the JSON, `report`,
+        `export` and `launch` read (a recommendation without rounds to judge counts as settled,
+        as one stored before verdicts did)."""
+        return self.settling.verdict if self.settling is not None else Verdict.SETTLED
 
     @property
     def settled(self) -> bool:
-        return self.settling is None or self.settling.settled
+        return self.verdict is Verdict.SETTLED
 
     @property
     def inconclusive(self) -> bool:
-        """The default launch is recommended only because no candidate's ratio settled: not a
-        verdict to launch by (`launch` refuses it; `autotune verify` measures the candidates)."""
+        """The default launch is recommended only because no candidate's rounds proved anything:
+        not a verdict to launch by (`launch` refuses it; `autotune verify` measures the
+        candidates). A candidate bounded above MIN_GAIN that did not hold up is a verdict."""
         if not (self.default_wins or self.config == Config()):
             return False
         if self.settling is None:   # candidates there were, and none finished a round
             return bool(self.candidates) and not any(v.ratios for v in self.candidates)
-        return not self.settled
+        return not self.verdict.verified
 
     def headline(self) -> str:
         if not self.verified:
@@ -110,11 +116,12 @@ class Recommendation:
         if self.default_wins or self.config == Config():
             return (f"no verified speedup: the default launch is the best configuration found "
                     f"({self.note})" if self.note else "no verified speedup over the default launch")
-        if not self.settled:
+        if not self.verdict.verified:
             return (f"faster than the default launch, by how much is {self.settling.describe()}; "
                     + self.settling.next_step())
-        shown = self.settling.interval_text() if self.settling else f"{self.rounds} rounds"
-        return f"verified speedup {self.speedup:.2f}x over the default launch ({shown})"
+        figure, what = (self.settling.figure() if self.settling
+                        else (f"{self.speedup:.2f}x", f"{self.rounds} rounds"))
+        return f"verified speedup {figure} over the default launch ({what})"
 
     def _best_named(self) -> str:
         """' (threads=2 precision=bf16)': the candidate that came closest, named so the user
@@ -129,7 +136,7 @@ class Recommendation:
                 "accuracy": self.accuracy, "default_accuracy": self.default_accuracy,
                 "throughput": self.throughput, "default_throughput": self.default_throughput,
                 "headline": self.headline(), "note": self.note, "settled": self.settled,
-                "inconclusive": self.inconclusive,
+                "verdict": self.verdict.value, "inconclusive": self.inconclusive,
                 "settling": self.settling.to_json() if self.settling else None,
                 "candidates": [{"config": v.config.to_dict(), "role": v.role,
                                 "search_throughput": v.search_throughput,
@@ -261,7 +268,8 @@ def _choose(verified: list[Verified], default: Record, rounds: int,
     elif run_cpu is win:
         vs_run_cpu = 1.0
     stats, settling = win.ratio, win.settling
-    speedup = settling.ratio if settling and settling.settled and settling.ratio else stats.median
+    speedup = (settling.ratio if settling and settling.verdict.verified and settling.ratio
+               else stats.median)
     return Recommendation(config=win.config, speedup=speedup, spread=stats.spread,
                           settling=settling,
                           rounds=rounds, verified=True, vs_run_cpu=vs_run_cpu,

@@ -20,6 +20,7 @@ from ..search.account import describe as describe_account
 from ..measure.contention import DISTURBED_SHARE
 from ..measure.stats import BUSY_CPU_SHARE
 from ..quality.verdict import QualityStatus
+from ..recommend.settle import shown_in
 from ..study.attrs import StudyAttrs
 from ..study.records import (RUN_CPU_WON, RUN_CPU_WORDS, Record, Role, has_record,
                              recommends_run_cpu, record_of)
@@ -93,8 +94,8 @@ class Report:
         else:
             out = ["", rec.get("headline") or "recommendation stored"]
             settling = (rec.get("settling") or {}).get("text")
-            # a settled speedup's headline already holds its interval: one interval, not two
-            if settling and settling.split("(", 1)[-1].rstrip(")") not in rec.get("headline", ""):
+            # the winner's headline already holds its figure: one range per figure, not two
+            if settling and not shown_in(rec.get("headline") or "", settling):
                 out.append(f"  verification: {settling}")
             if rec.get("vs_run_cpu"):
                 out.append(f"  {rec['vs_run_cpu']:.2f}x over {RUN_CPU_WORDS}")

@@ -88,7 +88,21 @@ def test_a_recommendation_of_the_default_launch_with_nothing_else_measured(tmp_p
 @pytest.mark.parametrize("argv, expect", [
     (["--budget", "soon"], "--budget 'soon': not a duration"),
     (["--rounds", "0"], "'0' must be at least 1"),
+    (["--rounds", "1000"], "'1000' must be at most 100"),
+    (["--rounds", "many"], "'many' is not a whole number"),
 ])
 def test_bad_options(tmp_path, capsys, argv, expect):
     url, _ = _study(tmp_path, live_topology(), Config(nproc=2, threads=1))
+    before = _contents(url)
     _refused(capsys, ["--storage", url, *argv], expect)
+    assert _contents(url) == before
+
+
+def test_rounds_help_says_the_range(capsys):
+    with pytest.raises(SystemExit):
+        main(["verify", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "while unsettled (1-100, default: 3)" in text
+    # 100 itself is taken: the refusal is the missing study's, not the rounds'
+    assert main(["verify", "--rounds", "100", "--storage", "sqlite:////nonexistent/x.db"]) == 2
+    assert "must be" not in capsys.readouterr().err
