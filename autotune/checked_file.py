@@ -59,11 +59,17 @@ class CheckedFile:
         return data
 
     def close(self) -> None:
+        """Close both fds, once: a number closed twice may by then be another file's."""
         for fd in (self.fd, self.folder_fd):
-            try:
+            if fd >= 0:
                 os.close(fd)
-            except OSError:
-                pass
+        self.fd = self.folder_fd = -1
+
+    def close_file(self) -> None:
+        """Close the file's own fd and keep the folder's (read through `in_folder`)."""
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
 
     def __enter__(self) -> "CheckedFile":
         return self

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import weakref
 from dataclasses import dataclass
@@ -71,7 +70,7 @@ def storage_provenance(url: str, shown_url: str) -> Provenance:
     except OSError as exc:   # a missing file: the caller says so; any other is not shown mine
         return Provenance(shown=path, why=f"the storage {path} cannot be checked "
                                           f"({exc.strerror or exc})", url=url)
-    os.close(checked.fd)          # read through the folder: SQLite opens its side files there
+    checked.close_file()          # read through the folder: SQLite opens its side files there
     scheme, rest = url.split(":///", 1)
     query = rest.partition("?")[1] + rest.partition("?")[2]
     return Provenance(shown=checked.path, why=not_only_yours("storage", checked),
