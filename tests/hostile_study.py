@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import re
 import subprocess
 from pathlib import Path
 
@@ -67,3 +68,10 @@ def give_to(folder: Path, user: pwd.struct_passwd) -> None:
     for root, dirs, files in os.walk(folder):
         for name in [root, *(os.path.join(root, n) for n in dirs + files)]:
             os.chown(name, user.pw_uid, user.pw_gid)
+
+
+def shown_hash(refusal: str) -> str:
+    """The hash a refusal printed for --trust-study (issue 46: it accepts what was shown)."""
+    found = re.findall(r"add --trust-study ([0-9a-f]{12})", refusal)
+    assert len(set(found)) == 1, refusal
+    return found[0]

@@ -118,13 +118,17 @@ def add_storage_arg(p: argparse.ArgumentParser) -> None:
 
 
 STORED_COMMAND_HELP = ("even though the storage is not a file only you can write (a shared "
-                       "database, another user's file or folder): a study is data, and what it "
-                       "stores runs only after you have read it (the refusal prints it); see "
-                       "docs/security.md")
+                       "database, another user's file or a folder above it): a study is data, "
+                       "and what it stores runs only after you have read it")
 
 
 def add_trust_arg(p: argparse.ArgumentParser, what: str) -> None:
-    add_switch(p, "--trust-study", what)
+    """--trust-study HASH: the hash is required (a bare flag is refused in one line, by the
+    command): it accepts exactly what a refusal showed, not what is stored when it runs."""
+    p.add_argument("--trust-study", metavar="HASH", nargs="?", const="",
+                   help=f"{what}; HASH is the one the refusal printed with what it would run, "
+                        "and it runs only while the stored content still hashes to it (see "
+                        "docs/security.md)")
 
 
 def study_of(args: argparse.Namespace) -> StudyRef:

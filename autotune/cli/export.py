@@ -3,8 +3,11 @@ or taskset), the launcher and the training command, shell-quoted, with a manifes
 fingerprint, library versions, measured speedup). The command is rebuilt from the topology stored
 with the study, so it can be exported later and elsewhere; on a machine with a different topology
 it warns, because the CPU binding may not fit there. Library paths stored with the study go into
-LD_PRELOAD only when they are the files this machine's probe finds (--trust-study: a study for
-another machine), and strings from the study are written with control characters escaped.
+LD_PRELOAD only when they are the files this machine's probe finds, and what a study stores that
+runs code (a script's command, a module:function workload, the hosts, python, folder, ssh config
+and environment of a search across hosts) is exported only when only you can write the storage:
+otherwise export prints it with a short hash and stops until you add --trust-study HASH. Strings
+from the study are written with control characters escaped.
 
 examples:
   autotune export                          the verified recommendation, as a shell command
@@ -35,10 +38,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seconds", type=positive_float, default=STANDALONE_SECONDS, metavar="S",
                    help="how long the built-in trainer in the command runs (default: "
                         f"{STANDALONE_SECONDS:g})")
-    add_trust_arg(p, "export the allocator and OpenMP library paths stored with the study (its "
-                     "LD_PRELOAD) even when they are not the files this machine's probe finds "
-                     "(a study for another machine); a path holding ':', a space or a control "
-                     "character is refused always; see docs/security.md")
+    add_trust_arg(p, "export what the study stores that runs code even though others can write "
+                     "the storage, and library paths (LD_PRELOAD) that are not the files this "
+                     "machine's probe finds (a study for another machine); a path holding ':', "
+                     "a space or a control character is refused always")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -11,9 +11,10 @@ ended, the warning names it and where it sat, and it counts as finished (exit 0 
 rank exited 0). A rank still computing, say writing a checkpoint, is left alone.
 A recommendation measured on other hardware or another torch, a study without a verified
 recommendation, or a manifest from another machine is refused (exit 2); --force overrides.
-Without `--`, the command stored in the study or manifest runs only when it is a file only you
-can write; otherwise launch prints the exact command and stops until you add --trust-study
-(--dry-run shows it, running nothing).
+Without `--`, the command stored in the study or manifest runs only when only you can write its
+file and every folder above it (and, for a manifest, the study it was exported from); otherwise
+launch prints the exact command with a short hash and stops until you add --trust-study HASH
+(--dry-run shows it, running nothing). Launch prints the command before it runs it.
 
 examples:
   autotune launch -- python train.py --epochs 10
@@ -22,7 +23,7 @@ examples:
   autotune launch --nproc-per-node 4 -- python train.py        override the tuned rank count
   autotune launch --nnodes 2 --node-rank 0 --master-addr host0 -- python train.py   (each host)
   autotune launch                                      the command the search tuned, as exported
-  autotune launch --trust-study                        the same from a shared study, once read
+  autotune launch --trust-study 1f0c2a9be4d7           the same from a shared study, once read
 """
 from __future__ import annotations
 

@@ -13,14 +13,15 @@ confirmation for one that changes the math. A study measured on other hardware o
 torch, or without a recommendation, is refused (exit 2).
 
 A study is data: its stored script command runs (and its module:function workload is imported)
-only when the storage is a file only you can write. From any other storage, a shared PostgreSQL
-database included, verify prints the exact command and stops; read it, then add --trust-study.
+only when the storage is a file only you can write, in folders only you (or root) can write. From
+any other storage, a shared PostgreSQL database included, verify prints the exact command with a
+short hash and stops; read it, then add --trust-study HASH.
 
 examples:
   autotune verify                      the newest study measured on this machine
   autotune verify --budget 10m --rounds 5
   autotune verify --study NAME --json
-  autotune verify --storage postgresql://me@db/autotune --trust-study   after reading its command
+  autotune verify --storage postgresql://me@db/autotune --trust-study HASH   once read
 """
 from __future__ import annotations
 

@@ -21,6 +21,7 @@ from ..script.spec import ScriptSpec
 from ..study.provenance import Here, not_used, why_not_here
 from ..study.storage import (default_storage, find_study, open_storage, open_study, redact,
                              redact_message, require_existing)
+from ..study.trust import Provenance, storage_provenance
 
 # Where a command says something as it goes (a plain line on stderr, in the CLI).
 Say = Callable[[str], None]
@@ -48,16 +49,24 @@ class Opened:
     study: optuna.Study
     url: str                 # printable: a password is redacted
     notes: list[str]         # whether the study is this machine's, and which are not
+    provenance: Provenance   # whether only this user can change it (judged before the read)
 
 
 def open_results(ref: StudyRef) -> Opened:
     """The study of `ref` for report/export/dashboard/verify/launch, with provenance notes (the
     study shown was measured elsewhere; the storage's other studies that are not this
     machine's). A storage that does not exist yet is an error here, not something to create:
-    these commands read results, and Optuna would otherwise leave an empty database behind."""
+    these commands read results, and Optuna would otherwise leave an empty database behind.
+    The file and every folder above it are judged first, and the study is read through the
+    folder that was judged (study/trust.py), not by its name again."""
     url = ref.url
+    provenance = storage_provenance(url, redact(url))
     require_existing(url)
-    storage = open_storage(url)
+    try:
+        storage = open_storage(provenance.url)
+    except StorageError as exc:   # named as the user gave it, not by the checked folder's fd
+        raise StorageError(str(exc).replace(provenance.url, redact(url))) from None
+    provenance.hold_for(storage)
     here = this_machine()
     try:
         name = find_study(storage, ref.study, here=here)
@@ -69,7 +78,7 @@ def open_results(ref: StudyRef) -> Opened:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise StorageError(f"storage {redact(url)}: cannot read studies: "
                            f"{redact_message(first, url)}") from None
-    return Opened(study, redact(url), provenance_notes(study, summaries, here))
+    return Opened(study, redact(url), provenance_notes(study, summaries, here), provenance)
 
 
 def this_machine() -> Here | None:

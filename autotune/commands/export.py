@@ -21,7 +21,9 @@ from ..result import Outcome
 from ..script.template import fill
 from ..study.attrs import StudyAttrs
 from ..study.records import Role, has_record, record_of, records
-from ..study.trust import check_stored_cluster, check_stored_libraries
+from ..study.stored_code import (check_stored_cluster, cluster_code, command_code,
+                                 foreign_libraries, workload_code)
+from ..study.trust import StoredCode, check_trusted, require_hash
 from .common import Say, StudyRef, open_results, quiet
 
 
@@ -31,12 +33,15 @@ class ExportRequest:
     study: StudyRef = field(default_factory=StudyRef)
     trial: int | None = None               # a trial's configuration instead of the recommendation
     seconds: float = STANDALONE_SECONDS    # how long the built-in trainer in the command runs
-    trust_study: bool = False              # LD_PRELOAD paths this machine's probe does not find
+    trust_study: str | None = None         # the hash of what a refusal showed (stored code)
 
 
 def export(req: ExportRequest, *, say: Say = quiet) -> str:
-    """The command as text (control characters escaped); `say` gets the warnings."""
-    opened = open_results(req.study)
+    """The command as text (control characters escaped); `say` gets the warnings. What the
+    study stores that runs code or chooses it is passed on only from a storage only this user
+    can change, or under --trust-study with its hash (study/trust.py)."""
+    require_hash(req.trust_study)
+    opened = open_results(req.study)   # judged before it is read, and read as judged
     study = opened.study
     attrs = StudyAttrs.of(study)
     topology = _stored_topology(study, attrs)
@@ -55,7 +60,12 @@ def export(req: ExportRequest, *, say: Say = quiet) -> str:
     else:
         program = training_command(workload, config, seconds=req.seconds)
     cluster = _stored_cluster(study, attrs)
-    _check_libraries(req, config, cluster.topologies if cluster else (topology,), say)
+    stored = command_code(program if template else ()) + workload_code(workload) + (
+        cluster_code(cluster) if cluster else StoredCode())
+    manifest["provenance"] = {"from": opened.provenance.shown,   # read by launch --config
+                              "why": opened.provenance.why if stored else None}
+    _check_trusted(req, f"study {study.study_name}", stored, opened.provenance.why, config,
+                   cluster.topologies if cluster else (topology,), say)
     cmd = launch_command(config, topology, workload=workload, program=program, manifest=manifest,
                          cluster=cluster, **script)
     if cluster is None:   # across hosts the command runs there, not here
@@ -83,23 +93,28 @@ def _stored_cluster(study: optuna.Study, attrs: StudyAttrs) -> Cluster | None:
     """The hosts of a study across hosts (the commands start every host), checked."""
     if not attrs.cluster_json:
         return None
+    check_stored_cluster(attrs.cluster_json, f"study {study.study_name}")
     try:
-        cluster = cluster_from_json(attrs.cluster_json)
+        return cluster_from_json(attrs.cluster_json)
     except (KeyError, TypeError, ValueError, AutotuneError) as exc:
         raise StorageError(f"study {study.study_name!r}: stored hosts are unreadable "
                            f"({type(exc).__name__}: {exc})") from None
-    check_stored_cluster(cluster, f"study {study.study_name}")
-    return cluster
 
 
-def _check_libraries(req: ExportRequest, config: Config, stored, say: Say) -> None:
-    """LD_PRELOAD paths come from the stored topology, which whoever writes the study chose:
-    they must be this machine's own libraries (or the person says --trust-study)."""
-    if not any(preloads(config, t) for t in stored):
-        return
-    local = probe().capabilities
-    for warning in check_stored_libraries(config, stored, local, trusted=req.trust_study):
-        say(f"autotune: warning: {warning}")
+def _check_trusted(req: ExportRequest, source: str, stored: StoredCode, why: str | None,
+                   config: Config, topologies, say: Say) -> None:
+    """The study's code-carrying fields pass only from a storage only this user can change, and
+    LD_PRELOAD paths from the stored topology only when they are this machine's own libraries;
+    else both only under --trust-study with the hash of exactly them."""
+    libraries, foreign = StoredCode(), []
+    if any(preloads(config, t) for t in topologies):
+        libraries, foreign = foreign_libraries(config, topologies, probe().capabilities)
+    why = (why if stored else None) or (
+        f"stored {foreign[0]}; refusing to put it in LD_PRELOAD" if foreign else None)
+    code = stored + libraries
+    check_trusted(code, source, why, req.trust_study, action="export")
+    for problem in foreign:
+        say(f"autotune: warning: {problem}; exported as stored (--trust-study {code.digest()})")
 
 
 def _recommended(study: optuna.Study) -> tuple[Config, dict[str, Any]]:

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 from ..errors import ConfigError
 from ..plan.cluster import Cluster
-from ..plan.hosts import (Host, other_slurm_task, parse_hostfile, parse_hosts, slurm_hosts,
-                          within_allocation)
+from ..plan.hosts import (Host, check_argument, other_slurm_task, parse_hostfile, parse_hosts,
+                          slurm_hosts, within_allocation)
 from ..run.remote import probe_cluster
 from .common import Say
 
@@ -54,6 +54,7 @@ def asked_hosts(asked: Hosts, env: dict[str, str] | None = None
                           "here (a SLURM allocation); add --launcher ssh to use ssh")
     if asked.master_port is not None and not 0 < asked.master_port < 65536:
         raise ConfigError(f"--master-port {asked.master_port}: must be 1-65535")
+    check_argument("--ssh-config", asked.ssh_config)   # before any ssh is started with it
     if asked.ssh_config and not os.path.isfile(asked.ssh_config):
         raise ConfigError(f"--ssh-config {asked.ssh_config}: no such file")
     return hosts, launcher or "ssh"

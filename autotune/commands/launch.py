@@ -2,7 +2,9 @@
 `autotune export` writes it, watched from outside while the ranks compute."""
 from __future__ import annotations
 
+import json
 import os
+import shlex
 import time
 from dataclasses import dataclass, field
 from typing import TextIO
@@ -10,8 +12,9 @@ from typing import TextIO
 from ..clean import one_line
 from ..config import Config, describe_changes
 from ..errors import ConfigError
+from ..checked_file import open_checked
 from ..export.launch import (Nodes, TunedConfig, default_log_dir, describe, exit_code,
-                             from_manifest, from_study, in_force_lines, override, plan_launch,
+                             from_study, in_force_lines, manifest_config, override, plan_launch,
                              program_for, refusals)
 from ..measure.observe import Sampler
 from ..measure.unacted import unacted_knobs
@@ -24,7 +27,8 @@ from ..run.runner import free_port
 from ..run.weights import apply_weights, describe as weights_text
 from ..script.scan import ScriptScan, scan_command
 from ..script.template import check_command
-from ..study.trust import check_stored_code, storage_file, stored_code
+from ..study.stored_code import command_code, workload_code
+from ..study.trust import check_trusted, not_only_yours, require_hash
 from .common import Say, StudyRef, open_results, quiet
 
 
@@ -42,7 +46,7 @@ class LaunchRequest:
     master_addr: str | None = None
     master_port: int | None = None
     check_seconds: float = 15.0
-    trust_study: bool = False
+    trust_study: str | None = None           # the hash of the stored command, as a refusal showed it
     idle_timeout: float = IDLE_DEADLINE_S
 
 
@@ -57,10 +61,10 @@ def launch(req: LaunchRequest, *, say: Say = quiet, echo: TextIO | None = None) 
     with a rank prefix); `say` gets the notes and warnings, one line each."""
     tell = _Teller(say)
     nodes = _check(req)
-    tuned = from_manifest(req.config_file) if req.config_file else \
-        from_study(open_results(req.study).study)
+    tuned, why = _manifest(req.config_file) if req.config_file else _study(req.study)
     if req.command is None and not req.dry_run:   # a dry run shows the command, runs nothing
-        _check_trusted(req, tuned)
+        check_trusted(_stored(tuned), tuned.source, why, req.trust_study,
+                      hint=", or give your own command after `--`")
     topology = probe(None)
     problems = refusals(tuned, topology, topology.capabilities.torch_version)
     if problems and not req.force:
@@ -90,6 +94,7 @@ def launch(req: LaunchRequest, *, say: Say = quiet, echo: TextIO | None = None) 
     if req.dry_run:
         return Launched(0, dry_run=describe(plan, base_env))
     _set_weights(config, topology, tell)
+    tell(f"running: {shlex.join(program)}")   # what was trusted is what runs: shown first
     return Launched(_run(plan, req, tell, echo, log_dir))
 
 
@@ -110,6 +115,7 @@ def _check(req: LaunchRequest) -> Nodes | None:
         raise ConfigError("give either --config FILE or --storage URL, not both")
     if req.command is not None:
         check_command(req.command, None)
+    require_hash(req.trust_study)
     if not (req.nnodes > 1 or req.node_rank):
         return None
     if not req.master_addr:
@@ -136,13 +142,36 @@ def _run(plan: LaunchPlan, req: LaunchRequest, tell: _Teller, echo: TextIO | Non
     return code
 
 
-def _check_trusted(req: LaunchRequest, tuned: TunedConfig) -> None:
-    """Without `--` the command comes from the study or manifest: data someone wrote, which
-    runs only from a file only this user can write, or once the person says --trust-study."""
-    path = os.path.abspath(req.config_file) if req.config_file else storage_file(req.study.url)
-    check_stored_code(stored_code(tuned.program, tuned.workload), tuned.source, path,
-                      trusted=req.trust_study,
-                      command_hint=", or give your own command after `--`")
+def _study(ref: StudyRef) -> tuple[TunedConfig, str | None]:
+    """The study's recommendation, and why its stored command may not be yours (None: only you
+    can change the storage, as judged before it was read)."""
+    opened = open_results(ref)
+    return from_study(opened.study), opened.provenance.why
+
+
+_MANIFEST_MAX_BYTES = 16 << 20   # a manifest is a few KiB; a larger file is not one
+
+
+def _manifest(path: str) -> tuple[TunedConfig, str | None]:
+    """A manifest read from the file its check opened, and why its program may not be yours:
+    someone else can change the file, or the study it was exported from was not only yours."""
+    try:
+        with open_checked(path) as checked:
+            text = checked.read(_MANIFEST_MAX_BYTES)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"--config {path}: cannot read it "
+                          f"({getattr(exc, 'strerror', None) or exc})") from None
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ConfigError(f"--config {path}: not JSON ({exc})") from None
+    tuned = manifest_config(data, path)
+    return tuned, not_only_yours("manifest", checked) or tuned.program_why
+
+
+def _stored(tuned: TunedConfig):
+    """Without `--` the command comes from the study or manifest: data someone wrote."""
+    return command_code(tuned.program) if tuned.program else workload_code(tuned.workload)
 
 
 def _scan(command: tuple[str, ...] | None, tuned: TunedConfig) -> ScriptScan:

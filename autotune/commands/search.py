@@ -64,6 +64,8 @@ def search(req: SearchRequest, *, label: str | None = None, topology: Topology |
     if evaluate is None:
         evaluate = live_evaluator(job.topology, job.settings, time_left=time_left,
                                   adapt_timeout=req.trial_timeout is None)
+    if (shown := foreign_folder(req.results)) is not None:   # said before anything in it is used
+        progress.warn(f"--results {shown}")
     with contextlib.ExitStack() as held:   # unwinds the locks even when interrupted
         # numa_balancing first (refused to non-root before anything exists), then the machine
         # lock: a search refused because another holds the machine leaves nothing behind (no
@@ -113,8 +115,6 @@ def _opened(study: optuna.Study, req: SearchRequest, job: SearchJob, progress: P
                    topology=job.topology)
     _say_numa(progress, numa, job.topology, req.quiet_numa)
     elsewhere = announce(progress, storage, job, workers, others, study_lock)
-    if (shown := foreign_folder(req.results)) is not None:
-        progress.warn(f"--results {shown}")
     if req.script:
         record_script(study, req, job, progress)
     return elsewhere

@@ -22,7 +22,8 @@ from ..run.trial import TrialSettings
 from ..search.lock import MachineLock
 from ..study.attrs import StudyAttrs
 from ..study.provenance import Here, why_not_here
-from ..study.trust import check_stored_code, storage_file, stored_code
+from ..study.stored_code import command_code, workload_code
+from ..study.trust import check_trusted, require_hash
 from .common import StudyRef, open_results
 
 
@@ -31,7 +32,7 @@ class VerifyRequest:
     budget_s: float
     rounds: int = 3
     study: StudyRef = field(default_factory=StudyRef)
-    trust_study: bool = False       # run a stored command from a storage others can write
+    trust_study: str | None = None  # the hash of a stored command others could have written
     idle_timeout: float = IDLE_DEADLINE_S
 
 
@@ -54,12 +55,12 @@ def verify(req: VerifyRequest, progress: Progress = SILENT,
            started: float | None = None) -> Verified:
     """Re-measure within `budget_s` from `started` (monotonic; None: now)."""
     started = time.monotonic() if started is None else started
-    opened = open_results(req.study)
+    require_hash(req.trust_study)
+    opened = open_results(req.study)   # judged before it is read, and read as judged
     study = opened.study
-    attrs = StudyAttrs.of(study)
-    check_stored_code(stored_code(attrs.script_command, attrs.workload),
-                      f"study {study.study_name}", storage_file(req.study.url),
-                      trusted=req.trust_study, command_hint="")
+    attrs = StudyAttrs.of(study)       # one read: what is checked below is what the trials run
+    check_trusted(command_code(attrs.script_command) + workload_code(attrs.workload),
+                  f"study {study.study_name}", opened.provenance.why, req.trust_study)
     topology = probe(None)
     reason = why_not_here(attrs, Here(topology=topology, torch=torch_build()))
     if reason:

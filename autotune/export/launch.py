@@ -45,6 +45,7 @@ class TunedConfig:
     headline: str = ""
     program: tuple[str, ...] = ()     # what the export would run when no command is given
     workload: str | None = None       # the study's built-in or module:function workload
+    program_why: str | None = None    # why a manifest's program may not be yours (None: it is)
 
     def __post_init__(self) -> None:
         if not self.source:
@@ -93,6 +94,11 @@ def from_manifest(path: str) -> TunedConfig:
     data = read_json(path, unreadable=lambda why: ConfigError(f"--config {path}: cannot read it "
                                                               f"({why})"),
                      malformed=lambda why: ConfigError(f"--config {path}: not JSON ({why})"))
+    return manifest_config(data, path)
+
+
+def manifest_config(data: Any, path: str) -> TunedConfig:
+    """The configuration of a manifest's JSON value `data`, read from `path` by the caller."""
     if not isinstance(data, dict) or data.get("format") != MANIFEST_FORMAT:
         raise ConfigError(f"--config {path}: not a launch manifest (expected the output of "
                           f"`autotune export --format json`, format {MANIFEST_FORMAT})")
@@ -101,12 +107,23 @@ def from_manifest(path: str) -> TunedConfig:
     config = Config.from_dict(data["config"], where=f"--config {path}")
     m = data.get("manifest") if isinstance(data.get("manifest"), dict) else {}
     program = data.get("program")
+    program = tuple(str(a) for a in program) if isinstance(program, list) else ()
     return TunedConfig(config=config, source=f"manifest {path}", fingerprint=m.get("fingerprint"),
                        torch_version=(m.get("library_versions") or {}).get("torch"),
                        verified=bool(m.get("verified")) and not inconclusive(m, config),
-                       headline=m.get("headline") or "",
-                       program=tuple(str(a) for a in program) if isinstance(program, list)
-                       else ())
+                       headline=m.get("headline") or "", program=program,
+                       program_why=_program_why(m.get("provenance")) if program else None)
+
+
+def _program_why(provenance: Any) -> str | None:
+    """Why a manifest's program may be someone else's choice, from what the export recorded of
+    the study it came from (export/command.py): the manifest being yours proves nothing of it."""
+    if not isinstance(provenance, dict):
+        return ("the manifest does not say where its program came from (written by hand, or by "
+                "an older autotune)")
+    if provenance.get("why"):
+        return f"its program was exported from {provenance.get('from')}, and {provenance['why']}"
+    return None
 
 
 def inconclusive(rec: dict, config: Config) -> bool:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 
 from ..config import Config
 from ..errors import ConfigError
-from .hosts import LAUNCHERS, Host
+from .hosts import LAUNCHERS, Host, check_argument
 from .build import build_plan
 from .launch_plan import KILL_GRACE_S, TRIAL_TIMEOUT_S, LaunchPlan, RankPlan
 from ..probe.parse import format_cpulist
@@ -86,6 +86,9 @@ class Cluster:
             raise ConfigError(f"launcher {self.launcher!r}: choose one of {', '.join(LAUNCHERS)}")
         if not self.hosts or not (len(self.hosts) == len(self.addresses) == len(self.topologies)):
             raise ConfigError("cluster: one address and one topology per host are needed")
+        check_argument("ssh config", self.ssh_config)   # what reaches an option's place
+        check_argument("python", self.python, spaces_allowed=True)
+        check_argument("folder", self.cwd, spaces_allowed=True)
 
     def ssh(self, host: str, *remote: str, cwd: str | None = None) -> tuple[str, ...]:
         """argv that runs the command `remote` on `host` (quoted here for the remote shell)."""

@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from ..clean import one_line
 from ..errors import ConfigError
 
 LAUNCHERS = ("ssh", "mpirun", "srun")
@@ -25,6 +26,19 @@ class Host:
             raise ConfigError(f"host {self.name!r}: not a host name")
         if self.slots is not None and (not isinstance(self.slots, int) or self.slots < 1):
             raise ConfigError(f"host {self.name}: slots={self.slots!r} must be a positive integer")
+
+
+def check_argument(what: str, value: str | None, *, spaces_allowed: bool = False) -> None:
+    """A value that reaches ssh's or mpirun's command line, typed or stored with a study: one
+    starting with '-' is read as an option, and mpirun splits plm_rsh_args at spaces, so an ssh
+    config of `x -oProxyCommand=CMD` would have ssh run CMD. Refused (one line). Control
+    characters are refused where stored values are shown (study/stored_code.py)."""
+    spaced = any(c.isspace() and c.isprintable() for c in value or "")
+    if value is None or not (value.startswith("-") or (spaced and not spaces_allowed)):
+        return
+    raise ConfigError(f"{what} {one_line(value)!r}: refused, a value that starts with '-'"
+                      f"{'' if spaces_allowed else ' or holds a space'} would reach ssh or "
+                      "mpirun as an option; give a plain path or name")
 
 
 def parse_hosts(text: str) -> tuple[Host, ...]:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from autotune.cli import main
-from hostile_study import give_to, hostile_copy, inject, open_only, other_user
+from hostile_study import give_to, hostile_copy, inject, open_only, other_user, shown_hash
 from results_study import sha256, study_copy
 
 FORMATS = ("shell", "torchrun", "mpirun", "slurm")
@@ -79,10 +79,10 @@ def test_verify_does_not_run_another_users_stored_command(tmp_path, capsys):
 def test_launch_does_not_run_another_users_stored_command(tmp_path, capsys):
     marker = tmp_path / "launch-ran"
     db, url = _foreign_storage(tmp_path, marker)
-    _refused(capsys, ["launch", "--storage", url, "--check-seconds", "0"], db, marker)
-    # the person has read it: --trust-study runs it
+    refusal = _refused(capsys, ["launch", "--storage", url, "--check-seconds", "0"], db, marker)
+    # the person has read it: --trust-study with the hash it showed runs it
     assert main(["launch", "--storage", url, "--check-seconds", "0", "--trust-study",
-                 "--log-dir", str(tmp_path / "logs")]) == 0
+                 shown_hash(refusal), "--log-dir", str(tmp_path / "logs")]) == 0
     assert marker.exists()
 
 

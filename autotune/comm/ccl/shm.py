@@ -15,6 +15,14 @@ record says a process of ours mapped it: the runner writes a record per trial be
 (`SegmentRecord`) and adds each segment it sees a rank map (name and inode, read from
 /proc/<pid>/maps while the rank lives). After the trial, or at the next search's start when the
 runner was killed with kill -9, a recorded segment whose mapper is gone is removed; nothing else.
+
+A record found in a results folder is data whoever can write that folder wrote (issue 46: a
+co-user's record named a file of the user's, `../../home/...`, and a search deleted it). So a
+record is read only when it and every folder above it are the user's alone (checked_file.py, on
+the file actually opened); a name in it must be a oneCCL segment's (`<pid>:<n>:<m>`, no '/');
+and a segment is looked up and removed relative to an fd of /dev/shm, only when it is a plain
+file of the user's with the recorded inode. The runner's own record is settled from what it
+holds in memory, not read back.
 """
 from __future__ import annotations
 
@@ -23,22 +31,28 @@ import json
 import os
 import re
 import socket
+import stat
 import time
 from pathlib import Path
 from typing import Any, Iterable
 
 import psutil
 
+from ...checked_file import open_checked
+
 SHM = Path("/dev/shm")
 RECORD = "ccl-segments.json"           # in the trial's folder, under the results folder
 _SEGMENT = re.compile(r"^(\d+):\d+:\d+$")
 
 
+_WATCH_S = 0.25                        # how often /dev/shm is listed while a trial runs
+_RECORD_MAX_BYTES = 1 << 20            # thousands of segments; a larger record is not ours
+
+
 def _pid_in(name: str) -> str | None:
     """The pid a oneCCL segment's name carries (as text), or None for any other file."""
-    match = _SEGMENT.match(name)
+    match = _SEGMENT.fullmatch(name) if isinstance(name, str) else None
     return match.group(1) if match else None
-_WATCH_S = 0.25                        # how often /dev/shm is listed while a trial runs
 
 
 def _namespace() -> dict[str, Any]:
@@ -92,12 +106,7 @@ def remove_own(root: Path = SHM) -> list[str]:
     """Remove the segments this process maps and names with its own pid, as oneCCL would at a
     clean exit: the worker ends with os._exit (gloo's teardown can hang), which skips oneCCL's,
     and on the other hosts of a trial no record removes them (64 MB a rank, every ccl trial)."""
-    removed = []
-    for name in mapped_segments(os.getpid(), root):
-        with contextlib.suppress(OSError):
-            os.unlink(root / name)
-            removed.append(name)
-    return removed
+    return _unlink(root, mapped_segments(os.getpid(), root).items())
 
 
 class SegmentRecord:
@@ -141,33 +150,66 @@ class SegmentRecord:
             self._write()
 
     def clean(self) -> list[str]:
-        return clean_record(self.path, self.root)
+        """Settle this trial's segments from what this process recorded (not read back)."""
+        gone, live = _settle(self.data["segments"], self.root)
+        if not live:
+            self.path.unlink(missing_ok=True)
+        return gone
 
 
 def clean_record(path: Path, root: Path = SHM) -> list[str]:
     """Remove the recorded segments whose process is gone; the record goes when all are settled.
-    A record from another host, pid namespace or user is left alone: its pids mean nothing here."""
+    A record that someone else could have written (its file or a folder above it not the user's
+    alone), or from another host, pid namespace or user, is left alone."""
     try:
-        data = json.loads(path.read_text())
-        segments = list(data["segments"])
-        if {k: data.get(k) for k in ("host", "pid_ns", "uid")} != _namespace():
-            return []
+        with open_checked(str(path)) as record:
+            if record.why is not None:
+                return []
+            data = json.loads(record.read(_RECORD_MAX_BYTES))
+            segments = list(data["segments"])
+            if {k: data.get(k) for k in ("host", "pid_ns", "uid")} != _namespace():
+                return []
+            gone, live = _settle(segments, root)
+            if not live:   # the name in the folder that was checked, not looked up again
+                with contextlib.suppress(OSError):
+                    os.unlink(record.name, dir_fd=record.folder_fd)
     except (OSError, ValueError, KeyError, TypeError):
         return []
-    gone, live = [], False
+    return gone
+
+
+def _settle(segments: list[Any], root: Path) -> tuple[list[str], bool]:
+    """Remove the segments whose recorded process is gone: (their names, whether one lives)."""
+    dead, live = [], False
     for seg in segments:
         with contextlib.suppress(KeyError, TypeError, ValueError):
             if _started(int(seg["pid"])) == seg["started"]:
                 live = True            # its process still runs (another search's trial)
                 continue
-            target = root / str(seg["name"])
+            dead.append((seg["name"], int(seg["ino"])))
+    return _unlink(root, dead), live
+
+
+def _unlink(root: Path, segments: Iterable[tuple[Any, int]]) -> list[str]:
+    """Remove each (name, inode) under `root`, relative to one fd of `root`: a oneCCL segment's
+    name only (never a path), a plain file of this user's, and the same inode (a name reused by
+    another file is kept)."""
+    try:
+        folder = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return []
+    gone = []
+    try:
+        for name, ino in segments:
+            if _pid_in(name) is None:
+                continue
             with contextlib.suppress(OSError):   # already removed by the rank itself
-                st = os.lstat(target)
-                if st.st_ino == int(seg["ino"]) and st.st_uid == os.getuid():
-                    target.unlink()
-                    gone.append(str(seg["name"]))
-    if not live:
-        path.unlink(missing_ok=True)
+                st = os.stat(name, dir_fd=folder, follow_symlinks=False)
+                if stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid() and st.st_ino == ino:
+                    os.unlink(name, dir_fd=folder)
+                    gone.append(name)
+    finally:
+        os.close(folder)
     return gone
 
 
@@ -192,9 +234,5 @@ def remove_mapped_by(pids: Iterable[int], kill: Any, root: Path = SHM) -> list[s
     for pid, (started, segments) in owned.items():
         if started is None or _started(pid) == started:
             continue                   # unreadable, or still alive: not ours to remove
-        for name, ino in segments.items():
-            with contextlib.suppress(OSError):
-                if os.lstat(root / name).st_ino == ino:
-                    (root / name).unlink()
-                    gone.append(name)
+        gone += _unlink(root, segments.items())
     return gone

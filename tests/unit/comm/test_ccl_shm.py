@@ -71,3 +71,33 @@ def test_a_broken_record_removes_nothing(tmp_path):
         (tmp_path / RECORD).write_text(text)
         assert clean_record(tmp_path / RECORD, tmp_path) == []
     assert (tmp_path / f"{GONE}:0:0").exists()
+
+
+def test_a_recorded_name_that_leaves_the_shm_folder_removes_nothing(tmp_path):
+    """Issue 46: `root / name` with an absolute name or '..' left /dev/shm; a record is data,
+    and only a oneCCL segment's own name, looked up in the shm folder, is ever removed."""
+    shm, trial = tmp_path / "shm", tmp_path / "trials" / "t1"
+    shm.mkdir()
+    trial.mkdir(parents=True)
+    victim = tmp_path / f"{GONE}:0:0"     # a file of the user's, beside /dev/shm, named alike
+    ino = _segment(tmp_path, victim.name)
+    (shm / "sub").mkdir()
+    _segment(shm / "sub", f"{GONE}:0:1")
+    names = [str(victim), f"../{victim.name}", f"sub/{GONE}:0:1", f"sub/../../{victim.name}"]
+    _record(trial / RECORD, [{"name": n, "ino": ino, "pid": GONE, "started": 1.0}
+                             for n in names])
+    assert clean_recorded(tmp_path / "trials", shm) == []
+    assert victim.exists() and (shm / "sub" / f"{GONE}:0:1").exists()
+
+
+def test_a_record_others_can_write_is_not_read(tmp_path):
+    shm, trial = tmp_path / "shm", tmp_path / "open" / "t1"
+    shm.mkdir()
+    trial.mkdir(parents=True)
+    ino = _segment(shm, f"{GONE}:0:0")
+    _record(trial / RECORD, [{"name": f"{GONE}:0:0", "ino": ino, "pid": GONE, "started": 1.0}])
+    (tmp_path / "open").chmod(0o777)      # anyone could have put this record here
+    assert clean_record(trial / RECORD, shm) == []
+    assert (shm / f"{GONE}:0:0").exists() and (trial / RECORD).exists()
+    (tmp_path / "open").chmod(0o700)      # the same record where only its owner writes
+    assert clean_record(trial / RECORD, shm) == [f"{GONE}:0:0"]

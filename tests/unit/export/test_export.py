@@ -25,6 +25,7 @@ from autotune.probe import probe
 from autotune.space.resolve import find_space, load_space, resolve
 from autotune.study.storage import describe_study, open_storage, open_study, study_name
 from autotune.study.records import record_trial
+from hostile_study import shown_hash
 from results_study import live_topology, study_copy
 
 MACHINES = REPO / "tests" / "fixtures" / "machines"
@@ -93,8 +94,11 @@ def _other_machine_study(tmp_path) -> str:
 
 def test_command_is_rebuilt_from_the_stored_topology_and_warns_elsewhere(tmp_path, capsys):
     # the Xeon's tcmalloc is not a file here: exported only when the person says so
-    rc, out, err = export(capsys, "--storage", _other_machine_study(tmp_path), "--trial", "0",
-                          "--trust-study")
+    url = _other_machine_study(tmp_path)
+    rc, out, err = export(capsys, "--storage", url, "--trial", "0")
+    assert rc == 2 and "is not a file on this machine" in err
+    rc, out, err = export(capsys, "--storage", url, "--trial", "0", "--trust-study",
+                          shown_hash(err))
     assert rc == 0
     assert "is not this machine's: it was measured on other hardware: Intel(R) Xeon(R) Platinum " \
         "8358 CPU @ 2.60GHz (intel family 6 model 106 stepping 1); this is" in err

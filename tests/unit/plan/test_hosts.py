@@ -183,6 +183,23 @@ def test_hosts_inside_an_allocation_go_through_srun_and_must_be_its_nodes(tmp_pa
         asked_hosts(_args(hosts="n1,n2", launcher="srun"), env={})
 
 
+def test_an_ssh_config_that_would_add_ssh_options_is_refused_before_any_ssh(tmp_path, capsys):
+    """Issue 46: mpirun passes `-F CONFIG` to ssh through plm_rsh_args, split at spaces, so a
+    config path `x -oProxyCommand=CMD` would have ssh run CMD; typed or stored, it is refused."""
+    from autotune.cli import main
+    cfg = tmp_path / "ssh config"
+    cfg.write_text("")
+    for bad in (f"{cfg} -oProxyCommand=touch{tmp_path}/owned", "-oProxyCommand=true", str(cfg)):
+        rc = main(["search", "--hosts", "a,b", "--launcher", "mpirun", f"--ssh-config={bad}",
+                   "--budget", "1m", "--results", str(tmp_path / "r")])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert rc == 2 and len(err) == 1 and "would reach ssh or mpirun as an option" in err[0]
+    assert not (tmp_path / "r").exists()
+    topo = probe(str(MACHINES / "xeon-2s-icx"), collect_capabilities=False)
+    with pytest.raises(ConfigError, match="python '-Sx': refused"):
+        Cluster(hosts=(Host(name="a"),), addresses=("a",), topologies=(topo,), python="-Sx")
+
+
 def test_a_node_outside_the_allocation_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
     from autotune.cli import main
     for k, v in ALLOC.items():

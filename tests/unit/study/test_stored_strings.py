@@ -17,7 +17,7 @@ from autotune.plan.cluster import Cluster
 from autotune.plan.hosts import Host
 from autotune.study.attrs import write_cluster
 from autotune.study.storage import holds_password, redact, redact_message
-from hostile_study import ESC, hostile_copy, open_only
+from hostile_study import ESC, hostile_copy, open_only, shown_hash
 from results_study import sha256
 from paths import REPO
 from results_study import live_topology, study_copy
@@ -113,8 +113,7 @@ def test_ld_preload_from_a_study_must_be_the_library_this_machine_finds(tmp_path
     rc, out, err = _export(capsys, db)
     assert rc == 2 and out == "" and err.count("\n") == 1
     assert f"stored tcmalloc library '{fake}' is not the tcmalloc this machine's probe finds" in err
-    assert "--trust-study" in err
-    rc, out, err = _export(capsys, db, "--trust-study")   # the person says so: exported, warned
+    rc, out, err = _export(capsys, db, "--trust-study", shown_hash(err))   # the person read it
     assert rc == 0 and f"LD_PRELOAD={fake}" in out and "warning: tcmalloc library" in err
 
 
@@ -123,7 +122,7 @@ def test_ld_preload_from_a_study_must_be_the_library_this_machine_finds(tmp_path
 def test_a_stored_library_path_that_smuggles_more_is_refused_even_when_trusted(tmp_path, capsys,
                                                                                 path):
     db = _with_stored_library(tmp_path, path)
-    for more in ([], ["--trust-study"]):
+    for more in ([], ["--trust-study", "0123456789ab"]):
         rc, out, err = _export(capsys, db, *more)
         assert rc == 2 and out == "" and err.count("\n") == 1, err
         assert "is not a plain absolute path; refusing to put it in LD_PRELOAD" in err
@@ -196,8 +195,14 @@ def test_only_mine_is_the_kernels_owner_and_mode_of_file_and_folders(tmp_path):
     sticky = tmp_path / "sticky"
     sticky.mkdir()
     sticky.chmod(0o1777)   # as /tmp: anyone may add the side files SQLite reads
-    link = sticky / "autotune.db"
+    (sticky / "autotune.db").write_bytes(b"")
+    assert "its folder" in why_not_only_mine(str(sticky / "autotune.db")) and \
+        "written by other users" in why_not_only_mine(str(sticky / "autotune.db"))
+    # a link of yours there leads to the file read (and SQLite's side files) in your folder
+    link = sticky / "mine.db"
     link.symlink_to(db)
-    assert "folder" in why_not_only_mine(str(link)) and "written by other users" in \
+    assert why_not_only_mine(str(link)) is None
+    os.lchown(link, 65534, 65534)   # the same link, planted by someone else
+    assert f"{link} in the shared folder {sticky} belongs to uid 65534" in \
         why_not_only_mine(str(link))
     assert why_not_only_mine(None).startswith("the storage is a database server")
