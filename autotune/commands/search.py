@@ -117,6 +117,8 @@ def _opened(study: optuna.Study, req: SearchRequest, job: SearchJob, progress: P
     elsewhere = announce(progress, storage, job, workers, others, study_lock)
     if req.script:
         record_script(study, req, job, progress)
+        progress.note("no ceiling: a script's step cannot be timed with its data resident; where "
+                      "its time goes is what it reports (autotune.report_metrics(split=...))")
     return elsewhere
 
 

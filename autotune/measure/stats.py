@@ -96,6 +96,7 @@ def aggregate(rank_results: Sequence[dict[str, Any]], launched_at: float) -> "Tr
         ceiling=float(r0["ceiling"]) if r0.get("ceiling") else None,
         ceiling_split=ceiling_split.to_json() if ceiling_split else None,
         fixed=fixed_costs(r0, launched_at) if launched_at else None,
+        note=str(r0.get("ceiling_problem") or ""),
         outcome=Outcome.OK, throughput=float(r0["throughput"]), throughput_iqr=thr_iqr,
         step_median_s=steps.median, step_iqr_s=steps.iqr,
         median_throughput=per_step / steps.median if steps.median > 0 else 0.0,

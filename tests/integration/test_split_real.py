@@ -109,3 +109,18 @@ def test_a_script_reports_its_own_split(topology, tmp_path, monkeypatch):
     split = split_from(out.split)
     assert split.source == "script" and split.step_s == pytest.approx(0.1)
     assert split.bottleneck == Bottleneck.COMPUTE and split.share("data") == pytest.approx(0.3)
+
+
+def test_a_workload_whose_ceiling_cannot_be_taken_says_so_and_keeps_its_window(topology,
+                                                                               tmp_path,
+                                                                               monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", f"{TESTS}{os.pathsep}{REPO}")
+    evaluate = _evaluate(topology, tmp_path, workload="ceiling_fails_workload:build")
+    try:
+        out = evaluate(Config(threads=1), "throughput", ceiling_above=0.0)
+    finally:
+        evaluate.close()
+    assert out.ok and out.throughput and split_from(out.split) is not None
+    assert out.ceiling is None
+    assert out.note.startswith("the ceiling could not be timed: RuntimeError: sample 0 was read "
+                               "already")
