@@ -500,7 +500,8 @@ def test_readme_example_resolves():
     example = re.search(r"```yaml\n(.*?)```", text, re.S).group(1)
     space = space_of(example, LAPTOP, source="README.md")
     assert space.knobs["allocator"] == ("default", "jemalloc", "tcmalloc")
-    assert space.size() == 2 * 2 * 3 * 1
+    assert space.size() == 2 * 2 * 3 * 1 * 3
+    assert space.addresses == {"kmp_blocktime": ("compute",)}
 
 
 
