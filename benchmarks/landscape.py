@@ -153,7 +153,8 @@ class Landscape:
             clock.t += float(row.get("seconds") or 0.0)
             return TrialResult(outcome=row["outcome"], reason=row.get("reason", ""),
                                throughput=row.get("throughput"),
-                               seconds=float(row.get("seconds") or 0.0))
+                               seconds=float(row.get("seconds") or 0.0),
+                               split=row.get("split"))   # a modelled step's, where it has one
         return evaluate
 
 
