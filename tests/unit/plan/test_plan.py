@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from autotune.cli import main
+from autotune.child_python import python_module
 from autotune.config import Config
 from autotune.errors import ConfigError
 from autotune.plan.build import JEMALLOC_CONF, build_plan
@@ -125,7 +126,8 @@ def test_default_launch_is_unbound_with_torch_default_threads():
     p = plan(Config(), machine("xeon-2s-icx"))
     (r,) = p.ranks
     assert r.cpus is None and r.mem_node is None and p.request.ranks[0].threads is None
-    assert r.argv[1:3] == ("-m", "autotune.worker")
+    # the worker imports nothing from the current folder (-P; docs/security.md)
+    assert r.argv == python_module("autotune.worker", "--request", p.request_path)
 
 
 @pytest.mark.parametrize("config,caps,message", [

@@ -1,0 +1,91 @@
+"""Issue 46: what a co-user could still plant, each reproduced for real and now refused or inert.
+
+- item 4: modules planted in the current folder (`torch.py`...) ran as the user in the probe's
+  and the trials' Pythons; the real `autotune` command in a shared folder planted by a real
+  second uid, `probe` and a real trial;
+- a link planted at a launch's `rank0.log` was a traceback, now one line;
+- item 7: a study name with a newline broke the dashboard's start line (a real server);
+- item 8: a stored kmp_affinity with shell syntax ran in `launch -- sh -c '... {kmp_affinity}'`;
+- item 9: `launch --dry-run` planned dataloader_workers=100000 and global_batch=10**9, and read a
+  stored script whole (memory measured on the real process).
+"""
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import urllib.request
+from pathlib import Path
+
+import optuna
+import pytest
+
+from autotune.cli import main
+from hostile_study import open_only
+from other_user import other_user  # noqa: F401  (the fixture)
+from results_study import sha256, study_copy
+
+AUTOTUNE = str(Path(sys.executable).with_name("autotune"))   # the installed command
+PLANTED = ("torch", "psutil", "numpy", "optuna", "yaml", "autotune", "runpy", "json", "pip")
+
+
+@pytest.fixture
+def scratch():
+    """A folder every user may write to, like /tmp (sticky, 1777): pytest's tmp_path is root's
+    alone, so it is made in the temporary folder itself."""
+    folder = Path(tempfile.mkdtemp(prefix="autotune-test-scratch-"))
+    os.chmod(folder, 0o1777)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _ran(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.glob("ran-*"))
+
+
+def test_modules_a_co_user_planted_in_the_current_folder_never_run(tmp_path, scratch,
+                                                                  other_user):
+    for name in PLANTED:   # each leaves ran-NAME behind when imported, as the user
+        other_user.run("tee", str(scratch / f"{name}.py"),
+                       input=f"open({str(scratch / ('ran-' + name))!r}, 'w').close()\n")
+    probe = subprocess.run([AUTOTUNE, "probe"], cwd=scratch, capture_output=True, text=True,
+                           timeout=300)
+    assert probe.returncode == 0 and "does not import" not in probe.stdout, probe.stdout
+    trial = subprocess.run([AUTOTUNE, "run", "--seconds", "1", "--set", "nproc=2",
+                            "--results", str(tmp_path / "results")],
+                           cwd=scratch, capture_output=True, text=True, timeout=300)
+    assert trial.returncode == 0, trial.stderr[-2000:]
+    assert "samples/s" in trial.stdout
+    assert _ran(scratch) == []   # was: ran-torch and ran-autotune, from `probe` alone
+
+
+def _own_study(tmp_path: Path, **config) -> tuple[Path, str]:
+    """A study of this user's own (so launch trusts it) whose stored recommendation holds
+    `config`, as anyone with write access could have stored it."""
+    db = study_copy(tmp_path / "r")
+    study = open_only(db)
+    rec = dict(study.user_attrs["recommendation"])
+    rec["config"] = {**rec["config"], **config}
+    study.set_user_attr("recommendation", rec)
+    return db, f"sqlite:///{db}"
+
+
+def _one_line(capsys, argv: list[str]) -> str:
+    rc = main(argv)
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith("autotune: error:")]
+    assert rc == 2 and len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+def _dry_run_peak_kib(url: str) -> tuple[int, str]:
+    """`autotune launch --dry-run` in a process of its own: (its peak RSS in KiB, stderr)."""
+    wrapper = ("import resource, subprocess, sys; done = subprocess.run(sys.argv[1:], "
+               "capture_output=True, text=True); sys.stderr.write(done.stderr); "
+               "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+    done = subprocess.run([sys.executable, "-c", wrapper, AUTOTUNE, "launch", "--storage", url,
+                           "--dry-run", "--force"], capture_output=True, text=True, timeout=300)
+    return int(done.stdout.split()[-1]), done.stderr
