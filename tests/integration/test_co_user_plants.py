@@ -81,6 +81,31 @@ def _one_line(capsys, argv: list[str]) -> str:
     return lines[0]
 
 
+def test_a_stored_kmp_affinity_with_shell_syntax_never_reaches_a_shell(tmp_path, capsys):
+    marker = tmp_path / "owned"
+    payload = f"x;touch${{IFS}}{marker}"
+    db, url = _own_study(tmp_path, kmp_affinity=payload)
+    before = sha256(db)
+    line = _one_line(capsys, ["launch", "--storage", url, "--check-seconds", "0",
+                              "--log-dir", str(tmp_path / "logs"), "--",
+                              "sh", "-c", "echo kmp={kmp_affinity}"])
+    assert f"kmp_affinity={payload!r}: not Intel OpenMP's KMP_AFFINITY syntax" in line
+    assert not marker.exists() and sha256(db) == before
+
+
+@pytest.mark.parametrize("knob, value, words", [
+    ("dataloader_workers", 100_000, "dataloader_workers=100000: more than 8,192"),
+    ("global_batch", 10**9, "global_batch=1000000000: more than 1,048,576"),
+    # within what a machine may hold, beyond what this one gives a rank (plan/feasible.py)
+    ("dataloader_workers", 64, "dataloader_workers=64: more than the ")])
+def test_launch_dry_run_refuses_numbers_the_machine_cannot_hold(tmp_path, capsys, knob, value,
+                                                                words):
+    db, url = _own_study(tmp_path, **{knob: value})
+    before = sha256(db)
+    line = _one_line(capsys, ["launch", "--storage", url, "--dry-run"])
+    assert words in line and sha256(db) == before
+
+
 def _dry_run_peak_kib(url: str) -> tuple[int, str]:
     """`autotune launch --dry-run` in a process of its own: (its peak RSS in KiB, stderr)."""
     wrapper = ("import resource, subprocess, sys; done = subprocess.run(sys.argv[1:], "

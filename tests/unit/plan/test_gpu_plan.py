@@ -290,3 +290,10 @@ def test_knobs_added_for_gpus_leave_stored_keys_unchanged():
     assert Config().key() == old
     assert Config(device="cuda").key() != old and "device=cuda" in Config(device="cuda").key()
     assert Config(dataloader_workers=2).key() != Config(dataloader_workers=4).key()
+
+
+def test_gpu_ranks_get_no_more_dataloader_workers_than_the_machine_has_cpus():
+    topo = machine("dgx-h100-8gpu")                      # 224 CPUs
+    assert infeasible_reason(gpu_config(topo, dataloader_workers=300), topo) == \
+        "dataloader_workers=300: more than the 224 CPUs a rank can have here"
+    assert infeasible_reason(gpu_config(topo, dataloader_workers=8), topo) is None
