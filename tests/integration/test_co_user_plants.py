@@ -114,3 +114,19 @@ def _dry_run_peak_kib(url: str) -> tuple[int, str]:
     done = subprocess.run([sys.executable, "-c", wrapper, AUTOTUNE, "launch", "--storage", url,
                            "--dry-run", "--force"], capture_output=True, text=True, timeout=300)
     return int(done.stdout.split()[-1]), done.stderr
+
+
+def test_launch_dry_run_reads_a_bounded_part_of_a_huge_stored_script(tmp_path):
+    small, huge = tmp_path / "small.py", tmp_path / "huge.py"
+    small.write_text("print('train')\n")
+    with open(huge, "wb") as f:       # 128 MiB, sparse: no disk, all of it to read
+        f.truncate(128 << 20)
+    peaks = {}
+    for script in (small, huge):
+        db = study_copy(tmp_path / script.stem)
+        open_only(db).set_user_attr("script_command", ["python", str(script)])
+        peaks[script.stem], err = _dry_run_peak_kib(f"sqlite:///{db}")
+        assert "Traceback" not in err, err
+    # was: the whole file read and decoded (+256 MiB here; 905 MB for a 400 MB one)
+    assert peaks["huge"] - peaks["small"] < 32 << 10, peaks
+    assert f"{huge}: only its first 1 MiB were read" in err
