@@ -130,3 +130,21 @@ def test_launch_dry_run_reads_a_bounded_part_of_a_huge_stored_script(tmp_path):
     # was: the whole file read and decoded (+256 MiB here; 905 MB for a 400 MB one)
     assert peaks["huge"] - peaks["small"] < 32 << 10, peaks
     assert f"{huge}: only its first 1 MiB were read" in err
+
+
+def test_a_study_name_with_a_newline_stays_on_the_dashboards_start_line(tmp_path):
+    from test_dashboard_browser import Dashboard
+    db = study_copy(tmp_path / "r")
+    url = f"sqlite:///{db}"
+    evil = "forged\n\x1b[2Jautotune: note: all clear"
+    optuna.copy_study(from_study_name=open_only(db).study_name, from_storage=url,
+                      to_storage=url, to_study_name=evil)
+    server = Dashboard(url, "--study", evil)   # reads the URL from the first line it prints
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/api/studies") as answer:
+            assert answer.status == 200   # serving: then Ctrl-C stops it cleanly
+    finally:
+        rc, _err = server.stop()
+    assert "optuna-dashboard for forged\\n\\x1b[2Jautotune: note: all clear (" in \
+        server.first_line and "\x1b" not in server.first_line
+    assert rc == 0, _err
