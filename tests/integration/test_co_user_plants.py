@@ -81,6 +81,19 @@ def _one_line(capsys, argv: list[str]) -> str:
     return lines[0]
 
 
+def test_a_link_a_co_user_planted_at_rank0_log_is_one_line(tmp_path, scratch, other_user,
+                                                         capsys):
+    victim = tmp_path / "victim"
+    victim.write_text("mine\n")
+    other_user.run("ln", "-s", str(victim), str(scratch / "rank0.log"))
+    _db, url = _own_study(tmp_path)
+    line = _one_line(capsys, ["launch", "--storage", url, "--check-seconds", "0",
+                              "--log-dir", str(scratch), "--", "true"])
+    assert f"refusing to write {scratch}/rank0.log: it is a symbolic link to {victim} " \
+           f"(made by uid {other_user.uid})" in line and "--log-dir" in line
+    assert victim.read_text() == "mine\n"
+
+
 def test_a_stored_kmp_affinity_with_shell_syntax_never_reaches_a_shell(tmp_path, capsys):
     marker = tmp_path / "owned"
     payload = f"x;touch${{IFS}}{marker}"
