@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Mapping, Sequence
 
 from .errors import ConfigError
+from .knob_limits import check as check_limits
 
 BINDINGS = ("none", "taskset", "taskset_smt", "numactl", "numactl_smt")
 BACKENDS = ("gloo", "ccl", "nccl", "mpi")
@@ -26,7 +27,6 @@ NUMA_BINDINGS = ("none", "node", "socket", "exclusive", "core-complex")
 # oneCCL's own knobs (used only with backend=ccl; see autotune/comm/ccl/env.py for what each does)
 CCL_WORKER_AFFINITIES = ("shared", "dedicated")
 CCL_YIELDS = ("sched_yield", "pause", "sleep")
-CCL_MAX_WORKERS = 4
 
 # Where a rank's memory lives (plan/memory.py; local: the launch as it always was)
 MEM_POLICIES = ("local", "interleave", "preferred_fast", "weighted")
@@ -80,31 +80,12 @@ class Config:
     mem_policy: str = "local"           # where each rank's memory lives (MEM_POLICIES)
 
     def __post_init__(self) -> None:
-        _positive("nproc", self.nproc)
-        _positive("nnodes", self.nnodes)
+        # numbers within what a machine holds, kmp_affinity within its grammar (knob_limits.py)
+        check_limits(self.__dict__, _AUTO_KNOBS)
         if self.nproc % self.nnodes:
             raise ConfigError(f"nproc={self.nproc} is not a multiple of nnodes={self.nnodes}")
-        if self.ranks_per_numa_node is not None:
-            _positive("ranks_per_numa_node", self.ranks_per_numa_node)
-            if self.ranks_per_numa_node > self.nproc:
-                raise ConfigError(f"ranks_per_numa_node={self.ranks_per_numa_node} is larger than nproc={self.nproc}")
-        if self.threads is not None:
-            _positive("threads", self.threads)
-        _positive("global_batch", self.global_batch)
-        if self.batch_size is not None:
-            _positive("batch_size", self.batch_size)
-        if not isinstance(self.dataloader_workers, int) or isinstance(self.dataloader_workers, bool) \
-                or self.dataloader_workers < 0:
-            raise ConfigError(f"dataloader_workers={self.dataloader_workers!r}: must be an integer >= 0")
-        if not isinstance(self.ccl_workers, int) or isinstance(self.ccl_workers, bool) \
-                or not 1 <= self.ccl_workers <= CCL_MAX_WORKERS:
-            raise ConfigError(f"ccl_workers={self.ccl_workers!r}: must be an integer from 1 to {CCL_MAX_WORKERS}")
-        if not isinstance(self.kmp_blocktime, int) or isinstance(self.kmp_blocktime, bool) \
-                or self.kmp_blocktime < 0:
-            raise ConfigError(f"kmp_blocktime={self.kmp_blocktime!r}: must be an integer >= 0 (ms)")
-        if not isinstance(self.kmp_affinity, str) or not self.kmp_affinity or \
-                any(ch.isspace() for ch in self.kmp_affinity):
-            raise ConfigError(f"kmp_affinity={self.kmp_affinity!r}: must be a non-empty string without spaces")
+        if self.ranks_per_numa_node is not None and self.ranks_per_numa_node > self.nproc:
+            raise ConfigError(f"ranks_per_numa_node={self.ranks_per_numa_node} is larger than nproc={self.nproc}")
         for name, knob in KNOB_TABLE.items():
             value = getattr(self, name)
             if knob.choices and value not in knob.choices:
@@ -225,6 +206,7 @@ assert tuple(KNOB_TABLE) == KNOBS, "KNOB_TABLE and Config's fields differ"
 CCL_KNOBS = ("ccl_workers", "ccl_worker_affinity", "ccl_yield")
 INT_KNOBS = tuple(k for k, v in KNOB_TABLE.items() if v.kind == "int")
 BOOL_KNOBS = tuple(k for k, v in KNOB_TABLE.items() if v.kind == "bool")
+_AUTO_KNOBS = frozenset(k for k, v in KNOB_TABLE.items() if v.auto)
 IN_PROCESS_KNOBS = tuple(k for k, v in KNOB_TABLE.items() if v.in_process)
 TRAINER_FLAGS = tuple(k for k, v in KNOB_TABLE.items() if v.trainer_flag)
 WINDOW_KNOBS = tuple(k for k, v in KNOB_TABLE.items() if v.window)
@@ -298,11 +280,6 @@ def did_you_mean(name: str, names: Sequence[str] = KNOBS) -> str:
 
 def _defaults() -> dict[str, Any]:
     return {f.name: f.default for f in fields(Config)}
-
-
-def _positive(name: str, value: Any) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ConfigError(f"{name}={value!r}: must be a positive integer")
 
 
 def coerce(knob: str, value: Any, *, where: str = "config") -> Any:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ipaddress
 import socket
 import warnings
-from typing import Any
+from typing import Any, Callable
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import optuna
@@ -125,10 +125,44 @@ class _Server6(WSGIServer):
     address_family = socket.AF_INET6
 
 
+def named_hosts_only(app: Callable, bound: str) -> Callable:
+    """`app` answering only requests whose Host header names this machine: an IP address,
+    localhost, the address the user bound (--host), or this machine's name when bound beyond
+    loopback. A web page whose own name was made to resolve to 127.0.0.1 (DNS rebinding) sends
+    its own name, and gets 403 instead of the study. The port is not checked: an ssh tunnel
+    (`ssh -L 9000:127.0.0.1:8080`) arrives with its own."""
+    names = {"localhost", bound.strip("[]").lower()} - {""}
+    if not is_loopback(bound):
+        names |= {socket.gethostname().lower(), socket.getfqdn().lower()}
+
+    def checked(environ: dict, start_response: Callable) -> Any:
+        name = _host_name(environ.get("HTTP_HOST", ""))
+        if name in names or _is_address(name):
+            return app(environ, start_response)
+        start_response("403 Forbidden", [("Content-Type", "text/plain; charset=utf-8")])
+        return [b"autotune dashboard: this Host is not this machine's name or address\n"]
+    return checked
+
+
+def _host_name(header: str) -> str:
+    """The name in a Host header, without its port and an IPv6 address's brackets."""
+    name = header.rsplit("]", 1)[0].lstrip("[") if header.startswith("[") else \
+        header.rsplit(":", 1)[0]
+    return name.lower()
+
+
+def _is_address(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
+
+
 def make(storage: optuna.storages.BaseStorage, host: str, port: int) -> WSGIServer:
     """Bind now (so a busy port is an error before any URL is printed); serve with serve_forever."""
     from optuna_dashboard import wsgi
-    app = wsgi(storage)
+    app = named_hosts_only(wsgi(storage), host)
     server_class = _Server6 if ":" in host else WSGIServer
     try:
         return make_server(host, port, app, server_class=server_class, handler_class=_QuietHandler)

@@ -11,6 +11,9 @@ import os
 import stat
 from pathlib import Path
 
+from .clean import one_line
+from .errors import AutotuneError
+
 DIR_MODE = 0o700
 FILE_MODE = 0o600
 
@@ -35,10 +38,28 @@ def private_dir(path: str | os.PathLike[str]) -> list[str]:
 
 def private_file(path: str | os.PathLike[str], *, append: bool = False) -> int:
     """An fd of `path` opened for writing (truncated unless `append`), created 0600; a symlink
-    in its place is refused (O_NOFOLLOW), not followed to somebody else's file."""
+    in its place is refused (O_NOFOLLOW), not followed to somebody else's file. A file that
+    cannot be opened is one AutotuneError naming it (a planted link at a launch's rank0.log
+    was a traceback)."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
     flags |= os.O_APPEND if append else os.O_TRUNC
-    return os.open(path, flags, FILE_MODE)
+    try:
+        return os.open(path, flags, FILE_MODE)
+    except OSError as exc:
+        raise AutotuneError(_unwritable(path, exc)) from None
+
+
+def _unwritable(path: str | os.PathLike[str], exc: OSError) -> str:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        st = None
+    if st is not None and stat.S_ISLNK(st.st_mode):
+        return (f"refusing to write {one_line(path)}: it is a symbolic link to "
+                f"{one_line(os.readlink(path))} (made by uid {st.st_uid}), and autotune never "
+                "follows a link where it writes; remove it, or write to a folder only you can "
+                "write (launch: --log-dir, search: --results)")
+    return f"cannot write {one_line(path)}: {exc.strerror or exc}; write to another folder"
 
 
 def create_private(path: str | os.PathLike[str]) -> bool:

@@ -12,7 +12,10 @@ examples:
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
+from wsgiref.simple_server import WSGIServer
 
 from ..clean import one_line, printable
 from ..tune import DashboardRequest, open_dashboard
@@ -44,12 +47,20 @@ def _say_notes(notes: list[str]) -> None:
 def run(args: argparse.Namespace) -> int:
     board = open_dashboard(DashboardRequest(study=study_of(args), host=args.host, port=args.port),
                            before_serving=_say_notes)
+    _stop_on_ctrl_c(board.server)
     print(f"autotune: warning: {board.warning}", file=sys.stderr, flush=True)
     print(printable(board.banner), flush=True)
     try:
         board.server.serve_forever()
-    except KeyboardInterrupt:
-        print("dashboard stopped", file=sys.stderr)
     finally:
         board.server.server_close()
+    print("dashboard stopped", file=sys.stderr)
     return 0
+
+
+def _stop_on_ctrl_c(server: WSGIServer) -> None:
+    """Ctrl-C ends serve_forever from a thread of its own (shutdown waits for the loop): as a
+    KeyboardInterrupt it could land inside a request, where wsgiref's error handler caught it
+    and the dashboard served on."""
+    signal.signal(signal.SIGINT, lambda _sig, _frame: threading.Thread(
+        target=server.shutdown, daemon=True).start())

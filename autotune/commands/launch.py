@@ -25,7 +25,7 @@ from ..run.attached import run_attached
 from ..run.idle import IDLE_DEADLINE_S
 from ..run.runner import free_port
 from ..run.weights import apply_weights, describe as weights_text
-from ..script.scan import ScriptScan, scan_command
+from ..script.scan import SCAN_BYTES, ScriptScan, scan_command
 from ..script.template import check_command
 from ..study.stored_code import command_code, workload_code
 from ..study.trust import check_trusted, not_only_yours, require_hash
@@ -79,6 +79,9 @@ def launch(req: LaunchRequest, *, say: Say = quiet, echo: TextIO | None = None) 
     scan = _scan(req.command, tuned)
     plan = plan_launch(config, topology, program, log_dir=log_dir, base_env=base_env, port=port,
                        nodes=nodes, local_rank_arg=scan.local_rank_arg)
+    if scan.cut:
+        more.append(f"{scan.path}: only its first {SCAN_BYTES >> 20} MiB were read for what it "
+                    "overrides")
     tuned_value = {"threads": "auto" if config.threads is None else config.threads}
     more += [f"{f.where} {f.what}: {f.knob}={tuned_value.get(f.knob, getattr(config, f.knob, '?'))}"
              f" will not act ({f.fix})" for f in scan.findings if f.overrides]

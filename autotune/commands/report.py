@@ -7,6 +7,7 @@ from typing import Any
 from wsgiref.simple_server import WSGIServer
 
 from .. import dashboard
+from ..clean import one_line
 from ..reporting.report import Report, build_report
 from ..study.storage import storage_of
 from .common import StudyRef, open_results
@@ -64,5 +65,6 @@ def open_dashboard(req: DashboardRequest, *, before_serving=lambda notes: None) 
         dashboard.EXPOSED_WARNING
     address = dashboard.url(req.host, port, storage.get_study_id_from_name(study.study_name))
     return Dashboard(server, opened.notes, f"dashboard on {req.host}:{port} is {why}",
-                     f"optuna-dashboard for {study.study_name} ({opened.url}) at {address}"
+                     f"optuna-dashboard for {one_line(study.study_name)} ({one_line(opened.url)}) "
+                     f"at {address}"
                      "\npress Ctrl-C to stop")

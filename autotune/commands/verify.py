@@ -7,7 +7,7 @@ import contextlib
 import time
 from dataclasses import dataclass, field
 
-from ..clean import printable
+from ..clean import one_line, printable
 from ..config import DEFAULT_WORKLOAD
 from ..errors import ConfigError
 from ..export.recommendation import save_recommendation
@@ -45,7 +45,7 @@ class Verified:
         """The new headline, the stored one it replaces, and whether it was stored."""
         out = [printable(self.result.recommendation.headline())]
         if self.result.previous:   # the stored headline: shown, never acted on
-            out.append(printable(f"  before: {self.result.previous}"))
+            out.append(f"  before: {one_line(self.result.previous)}")
         out.append(f"  stored in {self.url}" if self.result.replaces
                    else f"  not stored: {self.result.why_kept}")
         return "\n".join(out)

@@ -199,7 +199,9 @@ class TerminalProgress:
             print(f"{one_line(stored['headline'])} (verified by another worker of this study)",
                   file=out)
             print(f"recommended: {short(Config.from_dict(stored['config']))}", file=out)
-            _print_command(stored.get("command"), out)
+            # Its stored command is that worker's text, newlines and all: export rebuilds it here
+            # from the study, checking what it holds, instead of this summary echoing it.
+            print("tuned launch command: autotune export --format shell|torchrun|json", file=out)
             return
         if rec is None:
             print("no recommendation (see messages above)", file=out)
@@ -249,4 +251,4 @@ def _print_command(command: str | None, out: TextIO) -> None:
     if command:
         print("\ntuned launch command (also: autotune export --format shell|torchrun|json):",
               file=out)
-        print(printable(command), file=out)   # another worker's, in a shared study
+        print(printable(command), file=out)   # the script's arguments are the user's own

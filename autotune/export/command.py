@@ -11,6 +11,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..child_python import python_module
 from ..clean import one_line
 from ..config import (DEFAULT_WORKLOAD, TRAINER_FLAGS, Config, changed_knobs,
                       describe_changes)
@@ -60,8 +61,8 @@ def training_command(workload: str, config: Config, *, python: str = sys.executa
     changed = changed_knobs(config)
     sets = [f"--set={k}={v}" for k, v in config.to_dict().items()
             if k in TRAINER_FLAGS and v is not None and (k in checked or k in changed)]
-    return (python, "-m", "autotune.worker", "--workload", workload, *sets,
-            "--seconds", f"{seconds:g}")
+    return python_module("autotune.worker", "--workload", workload, *sets,
+                         "--seconds", f"{seconds:g}", python=python)
 
 
 def launch_command(config: Config, topology: Topology, *, workload: str = DEFAULT_WORKLOAD,

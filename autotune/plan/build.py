@@ -10,6 +10,7 @@ import sys
 from dataclasses import dataclass
 
 from ..bind import command as bind_command
+from ..child_python import python_module
 from ..comm.ccl.env import CCL_ENV
 from ..comm.ccl.env import rank_env as ccl_rank_env
 from ..comm.ccl.env import script_env as ccl_script_env
@@ -132,8 +133,8 @@ def _rank(launch: _Launch, rank: int, pl: Placement) -> tuple[RankExpect, RankPl
     per_rank = ((f"{launch.local_rank_arg}={rank}",)
                 if launch.local_rank_arg and launch.program else ())
     argv = (*binding_prefix(config.binding if launch.bound else "none", cpus, mem_node, mem),
-            *(launch.program
-              or (launch.python, "-m", "autotune.worker", "--request", launch.request_path)),
+            *(launch.program or python_module("autotune.worker", "--request",
+                                              launch.request_path, python=launch.python)),
             *per_rank)
     plan = RankPlan(rank=rank, argv=argv, env=env, cpus=cpus if launch.bound else None,
                     mem_node=mem_node, log_path=os.path.join(launch.workdir, f"rank{rank}.log"),

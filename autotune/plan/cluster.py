@@ -21,6 +21,7 @@ import os
 import shlex
 from dataclasses import dataclass, field, replace
 
+from ..child_python import python_module
 from ..config import Config
 from ..errors import ConfigError
 from .hosts import LAUNCHERS, Host, check_argument
@@ -153,7 +154,7 @@ def build_cluster_plan(config: Config, cluster: Cluster, *, workdir: str, master
     nn, per_host = config.nnodes, config.nproc // config.nnodes
     python = cluster.python
     request = os.path.join(workdir, "request.json")
-    program = program or (python, "-m", "autotune.worker", "--request", request)
+    program = program or python_module("autotune.worker", "--request", request, python=python)
     local = config.with_(nproc=per_host, nnodes=1)
     hosts = []
     for topo in cluster.topologies[:nn]:
@@ -187,10 +188,10 @@ def build_cluster_plan(config: Config, cluster: Cluster, *, workdir: str, master
                                                   **collective_env(cluster.iface)},
                       script=script, launchers=launchers,
                       # a ccl rank killed there leaves its shared memory (comm/ccl/shm.py)
-                      host_kill=tuple(cluster.remote(h.name, python, "-m", "autotune.run.remote",
-                                                     "kill", trial_id,
-                                                     *(["--ccl"] if config.backend == "ccl" else []))
-                                      for h in cluster.hosts[:nn]),
+                      host_kill=tuple(cluster.remote(h.name, *python_module(
+                          "autotune.run.remote", "kill", trial_id,
+                          *(["--ccl"] if config.backend == "ccl" else []), python=python))
+                          for h in cluster.hosts[:nn]),
                       master_addr=cluster.addresses[0])
 
 
@@ -198,7 +199,7 @@ def _bind_shim(config: Config, python: str, workdir: str, export: bool, per_rank
                ranks_env: list[dict[str, str]], flat: list[RankPlan]) -> list[str]:
     """The autotune.bind command every launched rank runs first: its log and result files, the
     variables that differ by rank, and each rank's CPUs and memory node (autotune/bind.py)."""
-    shim = [python, "-m", "autotune.bind"]
+    shim = list(python_module("autotune.bind", python=python))
     if not export:
         shim += ["--rank-log", os.path.join(workdir, "rank{rank}.log"),
                  "--env", "AUTOTUNE_RESULT=" + os.path.join(workdir, "rank{rank}.json"),
@@ -234,7 +235,7 @@ def _launchers(config: Config, cluster: Cluster, shim: list[str], program: list[
     if cluster.launcher == "ssh":
         out = []
         for i, h in enumerate(hosts):
-            run = [cluster.python, "-m", "torch.distributed.run",
+            run = [*python_module("torch.distributed.run", python=cluster.python),
                    f"--nnodes={nn}", f"--nproc-per-node={per_host}", "--rdzv-backend=c10d",
                    f"--rdzv-endpoint={cluster.addresses[0]}:{port}", f"--rdzv-id={trial_id}",
                    f"--local-addr={cluster.addresses[i]}", "--max-restarts=0",

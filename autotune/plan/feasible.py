@@ -10,7 +10,7 @@ from ..training import split_batch
 from ..probe.topology import Topology
 from .gpu import gpu_problem
 from .memory import memory_problem
-from .placement import placements
+from .placement import Placement, placements
 
 
 def ruled_out(config: Config, space, topology: Topology) -> str | None:
@@ -52,7 +52,7 @@ def infeasible_reason(config: Config, topology: Topology) -> str | None:
         return f"ipex on: {caps.ipex_problem or 'intel-extension-for-pytorch is not installed'}"
     if config.compile and not caps.cxx_compiler:
         return "compile: torch.compile needs a C++ compiler and none was found"
-    why = gpu_problem(config, topology)
+    why = gpu_problem(config, topology) or dataloader_problem(config, topology)
     if why or config.device == "cuda":
         return why or memory_problem(config, topology, [])
     try:
@@ -61,7 +61,23 @@ def infeasible_reason(config: Config, topology: Topology) -> str | None:
         split_batch(config.global_batch, config.nproc, config.batch_size)
     except ConfigError as exc:
         return str(exc)
-    return memory_problem(config, topology, placed)
+    return dataloader_problem(config, topology, placed) or memory_problem(config, topology, placed)
+
+
+def dataloader_problem(config: Config, topology: Topology,
+                       placed: list[Placement] | None = None) -> str | None:
+    """DataLoader worker processes beyond the CPUs a rank can have: its CPU set when the ranks are
+    bound (`placed`), else every CPU this process may use. More workers than that only wait for
+    a CPU, and a stored dataloader_workers=100000 tried to start them all."""
+    workers = config.dataloader_workers
+    if not workers:
+        return None
+    sets = [set(p.cpus) | set(p.ccl_cpus) for p in placed or ()] if config.binding != "none" else []
+    cpus = min(map(len, sets)) if sets else len(topology.usable_cpus or topology.logical_cpus)
+    if workers > cpus:
+        return (f"dataloader_workers={workers}: more than the {cpus} CPU{'s' if cpus > 1 else ''} a rank "
+                "can have here")
+    return None
 
 
 def ccl_problem(config: Config) -> str | None:

@@ -19,6 +19,8 @@ import sys
 import time
 from typing import Any
 
+from ..child_python import python_code, python_module
+
 _LIB_NAME = re.compile(r"^lib(jemalloc|tcmalloc|tcmalloc_minimal|iomp5|gomp)\.so(\.\d+)*$")
 MULTIARCH_DIRS = ("/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu",
                   "/lib/aarch64-linux-gnu", "/usr/lib64", "/lib64", "/usr/local/lib", "/usr/lib")
@@ -73,12 +75,12 @@ def _collect_capabilities(cpu: int, node: int, _env_key: tuple) -> dict[str, Any
             versions[dist] = importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:
             versions[dist] = None
-    jobs: dict[str, list[str]] = {"torch": [sys.executable, "-c", _TORCH_CHECK]}
+    jobs: dict[str, list[str]] = {"torch": [*python_code(_TORCH_CHECK)]}
     for module in OPTIONAL_MODULES:
         if importlib.util.find_spec(module) is not None:
-            jobs[f"import:{module}"] = [sys.executable, "-c", f"import {module}"]
+            jobs[f"import:{module}"] = [*python_code(f"import {module}")]
     # the ccl backend: Intel's bindings or autotune's own build (autotune/comm/ccl), loadable?
-    jobs["ccl_status"] = [sys.executable, "-m", "autotune.comm.ccl", "status"]
+    jobs["ccl_status"] = [*python_module("autotune.comm.ccl", "status")]
     tools = {name: shutil.which(name) for name in ("numactl", "taskset", "ldconfig")}
     if tools["numactl"]:
         jobs["numactl_physcpubind"] = [tools["numactl"], f"--physcpubind={cpu}", "true"]

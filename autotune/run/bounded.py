@@ -16,6 +16,7 @@ import sys
 from dataclasses import asdict
 from typing import Any
 
+from ..child_python import python_module
 from ..errors import WorkloadError
 from ..measure.script import ScriptMetric, last_match_end, script_metric
 
@@ -27,7 +28,7 @@ def _in_worker(task: str, kwargs: dict[str, Any], patterns: str, deadline_s: flo
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [_PACKAGE_ROOT, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))])}
     try:
-        done = subprocess.run([sys.executable, "-m", "autotune.run.bounded"], env=env,
+        done = subprocess.run(python_module("autotune.run.bounded"), env=env,
                               input=json.dumps({"task": task, "kwargs": kwargs}),
                               capture_output=True, text=True, timeout=deadline_s)
     except subprocess.TimeoutExpired:   # run() has killed the worker

@@ -23,6 +23,7 @@ import time
 
 import psutil
 
+from ..child_python import python_module
 from ..comm.ccl.shm import remove_mapped_by
 from ..errors import AutotuneError
 from ..plan.hosts import (Host, differences, interface_of, network_of, node_address,
@@ -110,7 +111,7 @@ def probe_cluster(hosts: tuple[Host, ...], *, launcher: str = "ssh", ssh_config:
     probes = {}
     for h in hosts:
         say(f"probing {h.name} ({launcher})")
-        out = run_on(pending, h.name, python, "-m", "autotune", "probe", "--json")
+        out = run_on(pending, h.name, *python_module("autotune", "probe", "--json", python=python))
         try:
             probes[h.name] = json.loads(out.strip().splitlines()[-1])
         except (ValueError, IndexError):
@@ -149,7 +150,8 @@ def free_port_on(cluster: Cluster) -> int:
     """A port free on the first host (where the rendezvous listens); the one the user named
     (--master-port) must be free there."""
     host, wanted = cluster.hosts[0].name, cluster.master_port
-    cmd = (cluster.python, "-m", "autotune.run.remote", "port", *([str(wanted)] if wanted else []))
+    cmd = python_module("autotune.run.remote", "port", *([str(wanted)] if wanted else []),
+                        python=cluster.python)
     try:
         return int(run_on(cluster, host, *cmd).strip())
     except HostError as exc:

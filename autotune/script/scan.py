@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+# A script's first MiB: far more than any training script, and bounded for one that is not.
+SCAN_BYTES = 1 << 20
 # (pattern, knob it defeats, what the line does, what to change). An assignment overrides what
 # autotune puts in the environment; a setdefault does not (autotune's value is already there).
 _ENV_VARS = {"OMP_NUM_THREADS": "threads", "MKL_NUM_THREADS": "threads",
@@ -59,6 +61,7 @@ class ScriptScan:
     path: str | None                          # the script read (None: none found in the command)
     findings: tuple[Finding, ...] = ()
     local_rank_arg: str | None = None         # "--local-rank" or "--local_rank" when it takes one
+    cut: bool = False                         # longer than SCAN_BYTES: the rest was not read
 
     @property
     def self_launching(self) -> bool:
@@ -146,9 +149,16 @@ def scan_text(text: str, path: str) -> ScriptScan:
 
 
 def scan_command(command: tuple[str, ...]) -> ScriptScan:
-    """Scan the script a command runs; a command without a readable .py file scans as empty."""
+    """Scan the script a command runs; a command without a readable .py file scans as empty. Only
+    its first SCAN_BYTES are read: the command may come from a study someone else wrote, and
+    `launch --dry-run` read a stored 400 MB "script" whole (905 MB, 64 s)."""
     path = script_path(command)
     if path is None or not os.path.isfile(path):
         return ScriptScan(path=path)
-    with open(path, encoding="utf-8", errors="replace") as f:
-        return scan_text(f.read(), path)
+    try:
+        with open(path, "rb") as f:
+            head = f.read(SCAN_BYTES + 1)
+    except OSError:
+        return ScriptScan(path=path)
+    scan = scan_text(head[:SCAN_BYTES].decode("utf-8", errors="replace"), path)
+    return replace(scan, cut=len(head) > SCAN_BYTES)

@@ -7,6 +7,7 @@ DDP wrapping, precision, channels_last and timing, the spec owns only model, dat
 from __future__ import annotations
 
 import importlib
+import os
 import time
 from functools import partial
 from dataclasses import dataclass, fields
@@ -219,7 +220,7 @@ def _load_entry_point(name: str, args: dict[str, Any]) -> WorkloadSpec:
         module = importlib.import_module(module_name)
     except Exception as exc:  # noqa: BLE001 - the user's own import error is the message
         raise WorkloadError(f"workload {name!r}: cannot import {module_name}: "
-                            f"{type(exc).__name__}: {exc}") from exc
+                            f"{type(exc).__name__}: {exc}{_in_this_folder(module_name)}") from exc
     func = getattr(module, func_name, None)
     if not callable(func):
         raise WorkloadError(f"workload {name!r}: {module_name} has no callable {func_name!r}")
@@ -235,6 +236,16 @@ def _load_entry_point(name: str, args: dict[str, Any]) -> WorkloadSpec:
         raise WorkloadError(f"workload {name!r}: {func_name}() returned {type(spec).__name__}, "
                             "expected autotune.workloads.WorkloadSpec (or a dict of its fields)")
     return spec
+
+
+def _in_this_folder(module_name: str) -> str:
+    """A hint when the module is in the current folder, which autotune's own Pythons leave off
+    their import path (a co-user's `torch.py` there ran as the user: autotune/child_python.py)."""
+    top = module_name.split(".")[0]
+    if os.path.exists(f"{top}.py") or os.path.isdir(top):
+        return (f" ({top} is in the current folder, which autotune does not import from; "
+                "add the folder to PYTHONPATH)")
+    return ""
 
 
 def rank_slice(step: int, rank: int, batch_size: int, world_size: int) -> tuple[int, int]:

@@ -129,6 +129,37 @@ def test_binds_to_loopback_only_by_default(db):
     assert "is reachable by every user of this machine: it has no login" in err
 
 
+def _get(port: int, host_header: str) -> tuple[int, bytes]:
+    import http.client
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.request("GET", "/api/studies", headers={"Host": host_header})
+        answer = conn.getresponse()
+        return answer.status, answer.read()
+    finally:
+        conn.close()
+
+
+def test_a_request_naming_another_host_is_refused(db):
+    """DNS rebinding (issue 46, item 10): a web page whose own name was made to resolve to
+    127.0.0.1 reaches the port, and its requests carry its name. They get 403, not the study;
+    this machine's names and addresses, and a tunnel's port, still get it."""
+    name = optuna.load_study(study_name=None, storage=f"sqlite:///{db}").study_name
+    server = Dashboard(f"sqlite:///{db}")
+    try:
+        refused = [_get(server.port, h) for h in (f"rebind.example:{server.port}",
+                                                  "127.0.0.1.rebind.example", "")]
+        served = [_get(server.port, h) for h in (f"127.0.0.1:{server.port}", "localhost:9000",
+                                                 f"[::1]:{server.port}", "LOCALHOST")]
+    finally:
+        rc, err = server.stop()
+    assert [status for status, _ in refused] == [403, 403, 403]
+    assert not any(name.encode() in body for _, body in refused)
+    assert [status for status, _ in served] == [200] * 4
+    assert all(name.encode() in body for _, body in served)
+    assert rc == 0 and "Traceback" not in err
+
+
 def test_warns_when_exposed_to_the_network(db):
     server = Dashboard(f"sqlite:///{db}", "--host", "0.0.0.0")
     try:

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import tempfile
 import zipfile
 from pathlib import Path
 
+from ...child_python import python_module
 from .build import FIX_RUNTIME, RUNTIME_VERSION, CclUnavailable, runtime_dir
 
 
@@ -18,8 +18,9 @@ def install_runtime() -> str:
     """pip-install the runtime and headers into this Python's prefix (once), then libccl.so.2."""
     said = []
     if runtime_dir() is None:
-        done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
-                               f"oneccl-cpu=={RUNTIME_VERSION}", f"oneccl-cpu-devel=={RUNTIME_VERSION}"],
+        done = subprocess.run(python_module("pip", "install", "-q", "--no-deps",
+                                            f"oneccl-cpu=={RUNTIME_VERSION}",
+                                            f"oneccl-cpu-devel=={RUNTIME_VERSION}"),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         if done.returncode or runtime_dir() is None:
             tail = done.stdout.strip().splitlines()[-1:] or ["installed nothing usable"]
@@ -38,8 +39,8 @@ def install_libccl2() -> str:
     if target.exists():
         return f"ccl: {target} present"
     with tempfile.TemporaryDirectory(prefix="autotune-oneccl-") as tmp:
-        done = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", tmp,
-                               f"oneccl=={RUNTIME_VERSION}"], stdout=subprocess.PIPE,
+        done = subprocess.run(python_module("pip", "download", "-q", "--no-deps", "-d", tmp,
+                                            f"oneccl=={RUNTIME_VERSION}"), stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True)
         wheels = list(Path(tmp).glob("oneccl-*.whl"))
         if done.returncode or not wheels:

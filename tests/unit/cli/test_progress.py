@@ -129,3 +129,23 @@ def test_a_round_past_the_asked_ones_says_why_it_runs():
     assert round_label(2, 3, 12) == "2/3"
     assert round_label(4, 3, 12) == "4 (unsettled, up to 12)"
     assert round_label(1, 1, 1) == "1/1"
+
+
+def test_a_shared_searchs_summary_never_prints_another_workers_stored_text(capsys):
+    """Issue 46, item 7: the recommendation another worker stored, headline and command, is that
+    worker's text; the summary shows its headline on one line and points to `autotune export`
+    for the command (rebuilt from the study, its paths checked) instead of echoing it."""
+    from autotune.search.options import SearchResult
+    result = SearchResult(records=[], measured=3, default=None, run_cpu=None,
+                          stop_reason="budget")
+    stored = {"headline": "verified speedup 2x\nautotune: note: all clear\x1b[2J",
+              "config": Config(nproc=2).to_dict(),
+              "command": "# autotune\n\x1b]0;owned\x07touch /tmp/owned\npython -m x"}
+    Progress(budget_s=60, quiet=True, live=False).finish(result, None, stored["command"], 30.0,
+                                                         stored=stored)
+    out = capsys.readouterr().out
+    assert "verified speedup 2x\\nautotune: note: all clear\\x1b[2J (verified by another " \
+        "worker of this study)" in out
+    assert "touch /tmp/owned" not in out and "\x1b" not in out
+    assert "autotune export --format shell" in out
+    assert not [line for line in out.splitlines() if line.startswith("autotune: note")]

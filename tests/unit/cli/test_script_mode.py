@@ -90,6 +90,20 @@ def test_scan_detects_scripts_that_start_their_own_workers():
     assert scan_command(("torchrun", "missing.py")).findings == ()
 
 
+def test_scan_reads_a_scripts_first_mib_only(tmp_path):
+    """Issue 46, item 9: the script may be named by a study someone else wrote; a line past the
+    first MiB is not read, and the scan says it stopped there."""
+    from autotune.script.scan import SCAN_BYTES
+    line = "torch.set_num_threads(4)\n"
+    early, late = tmp_path / "early.py", tmp_path / "late.py"
+    early.write_text(line + "#\n" * (SCAN_BYTES // 4))
+    assert scan_command(("python", str(early))).overridden == ("threads",)
+    assert not scan_command(("python", str(early))).cut
+    late.write_text("#\n" * (SCAN_BYTES // 2 + 1) + line)
+    cut = scan_command(("python", str(late)))
+    assert cut.cut and cut.findings == ()
+
+
 # ---------------------------------------------------------------- metric and accuracy
 
 LOG = "Training time: 2.000 s\nTraining time: 4.000 s\nTraining time: 3.000 s\n" \

@@ -106,3 +106,19 @@ def test_rounds_help_says_the_range(capsys):
     # 100 itself is taken: the refusal is the missing study's, not the rounds'
     assert main(["verify", "--rounds", "100", "--storage", "sqlite:////nonexistent/x.db"]) == 2
     assert "must be" not in capsys.readouterr().err
+
+
+def test_the_stored_headline_verify_shows_as_before_stays_on_its_line():
+    """Issue 46, item 7: `before:` quotes the stored headline, which whoever can write the study
+    chose: its newline and escape sequences are shown, never acted on."""
+    from autotune.commands.verify import Verified
+    from autotune.recommend.reverify import Reverified
+    rec = Recommendation(config=Config(nproc=2), speedup=1.4, spread=0.1, rounds=3, verified=True)
+    previous = "verified speedup 9x\nautotune: note: stored in your study\x1b]0;owned\x07"
+    text = Verified(Reverified(recommendation=rec, previous=previous, replaces=False,
+                               why_kept="a search stored a new recommendation while this ran"),
+                    url="sqlite:///s.db").text()
+    lines = text.splitlines()
+    assert lines[1] == ("  before: verified speedup 9x\\nautotune: note: stored in your study"
+                        "\\x1b]0;owned\\x07")
+    assert len(lines) == 3 and "\x1b" not in text

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from autotune.child_python import python_module
 from autotune.config import Config
 from autotune.export.command import launch_command, render
 from autotune.plan.build import build_plan
@@ -112,7 +113,8 @@ def test_a_subset_of_gpus_and_the_unbound_default():
     topo = machine("dgx-h100-8gpu")
     p = plan(gpu_config(topo, nproc=2), topo)
     assert [r.env["CUDA_VISIBLE_DEVICES"] for r in p.ranks] == ["0,1", "0,1"]
-    assert all(r.cpus is None and r.argv[1:3] == ("-m", "autotune.worker") for r in p.ranks)
+    assert all(r.cpus is None and r.argv == python_module("autotune.worker", "--request",
+                                                          p.request_path) for r in p.ranks)
     # a binding tool without a numa_binding mode has nothing to apply: one launch, one spelling
     tool_only = gpu_config(topo, nproc=2, binding="numactl")
     assert plan(tool_only, topo).ranks[0].cpus is None
@@ -288,3 +290,10 @@ def test_knobs_added_for_gpus_leave_stored_keys_unchanged():
     assert Config().key() == old
     assert Config(device="cuda").key() != old and "device=cuda" in Config(device="cuda").key()
     assert Config(dataloader_workers=2).key() != Config(dataloader_workers=4).key()
+
+
+def test_gpu_ranks_get_no_more_dataloader_workers_than_the_machine_has_cpus():
+    topo = machine("dgx-h100-8gpu")                      # 224 CPUs
+    assert infeasible_reason(gpu_config(topo, dataloader_workers=300), topo) == \
+        "dataloader_workers=300: more than the 224 CPUs a rank can have here"
+    assert infeasible_reason(gpu_config(topo, dataloader_workers=8), topo) is None

@@ -317,7 +317,9 @@ def test_srun_plan_passes_env_through_env_not_export():
     assert argv[0] == "srun" and "--ntasks-per-node=1" in argv and "--nodelist=node1,node2" in argv
     # a step beside the one running the search (`srun ... autotune search`), on every CPU the
     # job has on its nodes (--cpus-per-task would imply --exact)
-    assert "--overlap" in argv and not any(a.startswith(("--cpus-per-task", "-c")) for a in argv)
+    srun_options = argv[:argv.index("env")]
+    assert "--overlap" in argv and not any(a.startswith(("--cpus-per-task", "-c"))
+                                           for a in srun_options)
     assert all("--overlap" in k for k in p.host_kill)
     assert not any(a.startswith("--export") for a in argv)     # MALLOC_CONF has commas
     assert any(a.startswith("MALLOC_CONF=") for a in argv)
@@ -438,3 +440,19 @@ def test_two_allocations_searched_from_one_login_node_take_two_locks(tmp_path):
         MachineLock(machine_key("fp", ("n1", "n2")), directory=str(tmp_path)).acquire()
     first.release()
     other.release()
+
+
+@pytest.mark.parametrize("launcher", ["ssh", "mpirun", "srun"])
+def test_every_python_a_cluster_trial_starts_drops_the_current_folder(launcher):
+    """Issue 46, item 4: the ranks, the rank shim and the kill helper on every host start through
+    a `-c` line that removes the current folder from the import path before anything is
+    imported (the hosts' Python is of a version unknown here, so no -P)."""
+    from autotune.child_python import python_module
+    p = cplan(Config(nproc=2, nnodes=2), cluster(launcher))
+    argvs = [argv for _h, argv, _log in p.launchers] + list(p.host_kill)
+    words = [w for argv in argvs for a in argv
+             for w in (shlex.split(a) if a.startswith("cd ") else [a])]
+    starts = [i for i, w in enumerate(words) if w == "/v/bin/python"]
+    bootstrap = python_module("m", python="/v/bin/python")[2]
+    assert len(starts) >= 3 * (1 if launcher != "ssh" else 2)
+    assert all(words[i + 1:i + 3] == ["-c", bootstrap] for i in starts), words

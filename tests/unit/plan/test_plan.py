@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from autotune.cli import main
+from autotune.child_python import python_module
 from autotune.config import Config
 from autotune.errors import ConfigError
 from autotune.plan.build import JEMALLOC_CONF, build_plan
@@ -125,7 +126,8 @@ def test_default_launch_is_unbound_with_torch_default_threads():
     p = plan(Config(), machine("xeon-2s-icx"))
     (r,) = p.ranks
     assert r.cpus is None and r.mem_node is None and p.request.ranks[0].threads is None
-    assert r.argv[1:3] == ("-m", "autotune.worker")
+    # the worker imports nothing from the current folder (-P; docs/security.md)
+    assert r.argv == python_module("autotune.worker", "--request", p.request_path)
 
 
 @pytest.mark.parametrize("config,caps,message", [
@@ -311,3 +313,16 @@ def test_two_spellings_of_one_launch_are_one_configuration():
     packed = Config(nproc=2, ranks_per_numa_node=2, binding="numactl")  # both ranks on node 0
     assert canonical(packed, xeon).ranks_per_numa_node == 2
     assert canonical(Config(nproc=64, threads=64), xeon) == Config(nproc=64, threads=64)  # infeasible
+
+
+def test_dataloader_workers_beyond_the_cpus_a_rank_can_have_are_ruled_out():
+    """Issue 46, item 9 (and the reason issue 43's feasibility reuses): unbound, a rank may use
+    every CPU of the machine; bound, the CPU set it is given."""
+    topo = machine("desktop-8c16t")                      # 8 cores, 16 CPUs
+    assert infeasible_reason(Config(dataloader_workers=16), topo) is None
+    assert infeasible_reason(Config(dataloader_workers=17), topo) == \
+        "dataloader_workers=17: more than the 16 CPUs a rank can have here"
+    bound = Config(nproc=4, binding="numactl", dataloader_workers=3)   # 2 cores, 2 CPUs each
+    assert infeasible_reason(bound, topo) == \
+        "dataloader_workers=3: more than the 2 CPUs a rank can have here"
+    assert infeasible_reason(bound.with_(dataloader_workers=2), topo) is None

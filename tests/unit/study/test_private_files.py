@@ -10,6 +10,7 @@ import stat
 import optuna
 import pytest
 
+from autotune.errors import AutotuneError
 from autotune.private_files import create_private, private_dir, private_file
 from autotune.study.storage import open_storage
 
@@ -49,8 +50,10 @@ def test_an_existing_folder_keeps_its_mode_and_a_symlink_is_not_followed(tmp_pat
     target = tmp_path / "victim"
     target.write_text("theirs")
     os.symlink(target, shared / "trials" / "rank0.log")
-    with pytest.raises(OSError):
+    with pytest.raises(AutotuneError) as refused:   # one line naming the link, not a traceback
         private_file(shared / "trials" / "rank0.log")
+    assert str(refused.value).startswith(f"refusing to write {shared}/trials/rank0.log: it is a "
+                                         f"symbolic link to {target} (made by uid {os.getuid()})")
     assert target.read_text() == "theirs"
     assert not create_private(shared / "trials" / "rank0.log")
 

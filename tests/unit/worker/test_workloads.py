@@ -173,3 +173,13 @@ def test_entry_point_returns_spec(user_module):
 def test_entry_point_errors(user_module, name, match):
     with pytest.raises(WorkloadError, match=match):
         get_workload(name)
+
+
+def test_a_workload_module_in_the_current_folder_is_named_with_the_fix(tmp_path, monkeypatch):
+    """autotune's Pythons leave the current folder off their import path (issue 46, item 4):
+    a module:function found only there is refused with how to add it."""
+    (tmp_path / "only_in_cwd_46.py").write_text("def build():\n    return {}\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(WorkloadError, match=r"\(only_in_cwd_46 is in the current folder, which "
+                       r"autotune does not import from; add the folder to PYTHONPATH\)"):
+        get_workload("only_in_cwd_46:build")
