@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..config import BUILTIN_WORKLOADS, DEFAULT_WORKLOAD  # noqa: F401 - DEFAULT_WORKLOAD re-exported
+from ..config import BUILTIN_WORKLOADS, DEFAULT_WORKLOAD
 from ..errors import WorkloadError
 from ..training import QUALITY_SAMPLES
 from .models import NUM_CLASSES, SmallResNet, TinyEncoder
@@ -67,7 +67,7 @@ def cnn(*, width: int = 16, blocks: int = 1, image_size: int = 32, signal: float
     templates = templates.view(NUM_CLASSES, modes, 3, image_size, image_size)
     make = partial(_shifted_class_batch, templates=templates, signal=signal, shift=shift)
     return WorkloadSpec(
-        name="cnn",
+        name=DEFAULT_WORKLOAD,   # the cnn is the default workload: its name lives in config.py
         build_model=lambda seed: _seeded(seed, lambda: SmallResNet(width, blocks)),
         make_batch=partial(_decoded, make, decode_ms / 1000.0) if decode_ms > 0 else make,
         input_is_image=True, lr=lr)
@@ -182,9 +182,8 @@ def _seeded(seed: int, build: Callable[[], nn.Module]) -> nn.Module:
 
 # ---- registry -----------------------------------------------------------------------------------
 
-WORKLOADS: dict[str, Callable[..., WorkloadSpec]] = {
-    "cnn": cnn, "transformer": transformer, "mlp": mlp, "wide_mlp": wide_mlp}
-assert tuple(WORKLOADS) == BUILTIN_WORKLOADS, "WORKLOADS and config.BUILTIN_WORKLOADS differ"
+WORKLOADS: dict[str, Callable[..., WorkloadSpec]] = dict(zip(
+    BUILTIN_WORKLOADS, (cnn, transformer, mlp, wide_mlp)))
 
 
 def workload_names() -> list[str]:

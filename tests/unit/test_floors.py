@@ -19,7 +19,7 @@ from import_graph import cycles, imports, unit
 # Lowest first.
 FLOORS: tuple[tuple[str, ...], ...] = (
     # the ground floor: errors, the knob table, the shared vocabulary, small leaf utilities
-    ("errors", "config", "knob_limits", "result", "training", "clean", "atomic_json",
+    ("errors", "config", "result", "training", "clean", "atomic_json",
      "private_files", "process_identity", "file_lock", "checked_file", "client", "child_python",
      "autotune"),
     ("probe", "comm", "bind"),                 # the machine; communication backends

@@ -9,7 +9,7 @@ import pytest
 
 from autotune.config import KNOB_TABLE, Config, parse_sets
 from autotune.errors import ConfigError
-from autotune.knob_limits import MAX_CPUS, MAX_GLOBAL_BATCH
+from autotune.config.limits import MAX_CPUS, MAX_GLOBAL_BATCH
 
 # Intel OpenMP's own examples (KMP_AFFINITY in the oneAPI documentation)
 INTEL = ["granularity=fine,compact,1,0", "compact", "scatter", "none", "disabled",
@@ -45,7 +45,7 @@ def test_a_stored_configuration_with_a_shell_kmp_affinity_is_refused_where_it_is
 
 def test_every_free_text_knob_has_a_grammar():
     """A str knob without choices is free text: kmp_affinity is the only one, and its grammar is
-    checked above. A new one must get a grammar in knob_limits.py before this passes."""
+    checked above. A new one must get a grammar in config/limits.py before this passes."""
     free = [name for name, knob in KNOB_TABLE.items() if knob.kind == "str" and not knob.choices]
     assert free == ["kmp_affinity"]
 

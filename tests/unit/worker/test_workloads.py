@@ -25,6 +25,8 @@ def one_thread():
 def test_registry_has_builtins():
     assert list(WORKLOADS) == ["cnn", "transformer", "mlp", "wide_mlp"]
     assert workload_names()[:4] == ["cnn", "transformer", "mlp", "wide_mlp"]
+    # each name builds the workload of that name (the registry pairs config's names with them)
+    assert [get_workload(n).name for n in WORKLOADS] == list(WORKLOADS)
 
 
 def test_wide_mlp_has_a_gradient_large_next_to_its_compute():

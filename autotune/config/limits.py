@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 MAX_CPUS = 8192                 # Linux's largest NR_CPUS: no rank has more threads or workers
 MAX_RANKS = 1 << 16             # ranks (and hosts) of one job
