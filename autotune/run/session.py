@@ -38,6 +38,8 @@ from .tee import MAX_LOG_BYTES, Tee
 SERVE_S = 900.0
 # A closed session's ranks get this long to exit on the stop request, then are ended.
 CLOSE_GRACE_S = 3.0
+# A rank that gave up on a window gets this long to exit on its own before all are ended.
+EXIT_WAIT_S = 2.0
 
 
 class Session:
@@ -106,17 +108,29 @@ class Session:
                                  wall_seconds=time.monotonic() - start, launched_at=launched_at,
                                  cpu_samples=tuple(ledger.samples), num_cpus=len(ledger.cpus),
                                  rank_results=tuple(results))
-            if any(r is not None and not (isinstance(r, dict) and r.get("status") == Outcome.OK)
-                   for r in results) or len(self.trial.running()) < len(plan.ranks):
+            gave_up = [i for i, r in enumerate(results) if r is not None
+                       and not (isinstance(r, dict) and r.get("status") == Outcome.OK)]
+            if gave_up or len(self.trial.running()) < len(plan.ranks):
                 break   # a rank gave up on this window (its result says why) or exited
             if time.monotonic() - start >= timeout_s:
                 timed_out = True
                 break
             time.sleep(POLL_S)
+        if not timed_out:
+            self._let_exit(gave_up, EXIT_WAIT_S)
         self._end(grace_s=self.plan.grace_s if timed_out else 1.0)
         return replace(judged(plan, self.trial, timed_out=timed_out, notes=[], ledger=ledger,
                               wall_seconds=time.monotonic() - start, launched_at=launched_at),
                        exit_codes=tuple(self.trial.codes))
+
+    def _let_exit(self, ranks: list[int], seconds: float) -> None:
+        """A rank that gave up writes its result and exits at once: its exit code tells the
+        classification what happened, as for a trial of its own (its peers, waiting in a
+        collective, are ended right after)."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and any(self.trial.codes[r] is None for r in ranks):
+            self.trial.poll()
+            time.sleep(POLL_S)
 
     def _window_plan(self, n: int) -> LaunchPlan:
         """The plan with window `n`'s result paths (classification reads results through it)."""
