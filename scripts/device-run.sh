@@ -71,4 +71,23 @@ if ! command -v numactl >/dev/null 2>&1; then
     chmod +x "$venv/bin/numactl"
 fi
 export PATH="$venv/bin:$PATH"
+# oneCCL (the kit's ccl.tar.gz): the runtime into the prefix where autotune looks for it, the
+# libfabric providers where Intel's libfabric is told to look, then the carried module; a
+# compiler there is the fallback. Either way the run goes on: without ccl, trials run gloo.
+if [ -f "$kit/ccl.tar.gz" ]; then
+    prefix="$(dirname "$libdir")"
+    rm -rf "$venv/ccl-kit" && mkdir -p "$venv/ccl-kit" "$prefix/include" &&
+        tar -xzf "$kit/ccl.tar.gz" -C "$venv/ccl-kit" &&
+        cp -a "$venv/ccl-kit/ccl/lib/." "$libdir/" && cp -a "$venv/ccl-kit/ccl/include/." "$prefix/include/" ||
+        die "the kit's ccl.tar.gz does not unpack (run scripts/device-kit.sh again)"
+    export FI_PROVIDER_PATH="$libdir/libfabric"
+    ccl() { "$kpy" -m autotune.comm.ccl "$@" >>"$OUT/kit.log" 2>&1; }
+    if ccl adopt "$venv"/ccl-kit/ccl/ext/*.so && ccl status; then
+        echo "device-run: ccl: the kit's module loads beside this torch" | tee -a "$OUT/kit.log"
+    elif command -v g++ >/dev/null 2>&1 && ccl build && ccl status; then
+        echo "device-run: ccl: the kit's module did not load; built here instead" | tee -a "$OUT/kit.log"
+    else
+        echo "device-run: ccl: unavailable here (kit.log says why); CPU trials run gloo" | tee -a "$OUT/kit.log"
+    fi
+fi
 exec "$kpy" -m benchmarks.device_run --out "$OUT" "$@"
