@@ -53,6 +53,6 @@ def test_a_tiny_landscape_of_this_machine_is_recorded_then_refitted_and_searched
     pred = two_machines.predict(str(DATA / "landscape-115e441fefef.json"), str(out),
                                 bandwidths={}, rounds=1)
     assert set(pred["per_config"]) <= set(land.rows) and pred["layout_winner"]
-    res = recorded_search.replay(str(out), seeds=1, rounds=1, say=lambda *a: None)
+    res = recorded_search.replay(str(out), seeds=1, rounds=1, phase2_s=600, say=lambda *a: None)
     assert res["fill"] == "model" and res["trials_95"]["autotune"] >= 1
     json.dumps(res, default=str)
