@@ -4,11 +4,13 @@
 #
 #   scripts/device-kit.sh                          here, once: the wheels and libraries -> .kit/
 #   scripts/device-run.sh                          there (device tool: carry [".kit"]); 9 minutes
+#   scripts/device-run.sh --phases landscape --deadline 510s --bandwidth 358.4   its landscape
 #   scripts/device-run.sh --cpu-only --cpu-budget 1m     the same on a machine without a GPU
 #
 # Options after the kit's own (--kit DIR, default .kit) go to `python -m benchmarks.device_run`:
-# --gpu-budget T (4m), --cpu-budget T (3m; 0 skips the CPU phase), --cpu-only, --deadline T (9m),
-# --compare-rounds N, --compare-seconds S. PYTHON names the Python that has torch (python3).
+# --phases LIST (gpu,cpu; or landscape), --gpu-budget T (4m), --cpu-budget T (3m; 0 skips the
+# CPU phase), --cpu-only, --deadline T (9m), --compare-rounds N, --compare-seconds S,
+# --landscape-window S, --bandwidth GBS. PYTHON names the Python that has torch (python3).
 #
 # The kit goes into a venv of its own (KIT_VENV, default /tmp/autotune-kit) that sees torch's
 # environment through a .pth file: the carried wheels never replace a package of the machine's
