@@ -89,3 +89,10 @@ def test_the_device_run_names_its_phases(capsys):
     with pytest.raises(SystemExit) as exc:
         parse_args(["--out", "/tmp/x", "--phases", "landscape,resnet"])
     assert exc.value.code == 2 and "unknown phase resnet" in capsys.readouterr().err
+
+
+def test_an_unknown_block_is_refused_before_anything_runs(capsys):
+    from benchmarks.many_cores import main
+    with pytest.raises(SystemExit) as exc:
+        main(["--dry-run", "--blocks", "layouts,everything"])
+    assert exc.value.code == 2 and "--blocks: unknown everything" in capsys.readouterr().err

@@ -123,7 +123,7 @@ def test_a_module_compiled_elsewhere_is_adopted_for_this_torch_and_refused_for_a
         copy.parent.mkdir()
         copy.write_bytes(built.read_bytes())
     refused = ccl_cmd("adopt", str(other))
-    assert refused.returncode == 1 and refused.stderr.count("\n") == 1
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1
     assert "compiled for another torch, Python or backend source" in refused.stderr
     assert ccl_cmd("status").returncode == 1              # nothing was installed
     adopted = ccl_cmd("adopt", str(mine))

@@ -29,8 +29,12 @@ def main(argv: list[str] | None = None) -> int:
         elif args.action == "build":
             print(f"ccl: built {build()}")
         elif args.action == "adopt":
-            from .prebuilt import adopt
-            print(f"ccl: adopted {adopt(Path(args.module))}")
+            from .prebuilt import NotForThisTorch, adopt
+            try:
+                print(f"ccl: adopted {adopt(Path(args.module))}")
+            except NotForThisTorch as exc:   # the file named is the problem: bad input
+                print(f"{exc}", file=sys.stderr)
+                return 2
         else:
             why = problem()
             if why is None and provider() == "autotune":

@@ -17,6 +17,10 @@ from .build import (CclUnavailable, _suffix, install_module, module_name, runtim
                     untrusted)
 
 
+class NotForThisTorch(CclUnavailable):
+    """The file given to adopt is not a module this torch may load (bad input, not set-up)."""
+
+
 def adopt(prebuilt: Path) -> Path:
     """Install `prebuilt` as this torch's ccl module (unless one is there); returns its path."""
     problem = runtime_problem()
@@ -24,11 +28,11 @@ def adopt(prebuilt: Path) -> Path:
         raise CclUnavailable(f"ccl: {problem}")
     want = module_name() + _suffix()
     if prebuilt.name != want:
-        raise CclUnavailable(f"ccl: {prebuilt.name} was compiled for another torch, Python or "
+        raise NotForThisTorch(f"ccl: {prebuilt.name} was compiled for another torch, Python or "
                              f"backend source (this one loads {want}); fix: python -m "
                              "autotune.comm.ccl build")
     if (why := untrusted(prebuilt)) is not None:   # its code would run in every ccl rank
-        raise CclUnavailable(f"ccl: refusing {prebuilt}: {why}")
+        raise NotForThisTorch(f"ccl: refusing {prebuilt}: {why}")
 
     def copy(partial: Path) -> None:
         shutil.copyfile(prebuilt, partial)
