@@ -32,7 +32,7 @@ from autotune.result import Outcome
 from autotune.search.budget import parse_budget
 from autotune.space.resolve import find_space, load_space, resolve
 
-from .landscape import SCHEMA, Landscape, _row, _short
+from .landscape import SCHEMA, Landscape, _row, _short, math_key
 from .landscape_model import Hardware
 from .many_cores_plan import BLOCKS, CUDA_TORCH_EXTRA_S, Plan, Planned, make_plan
 
@@ -118,11 +118,18 @@ class Recorder:
         self.say(f"[{w['at']:5.0f}s] {block} {round_}: {thr:>9} {out.seconds:4.1f}s  {_short(p.config)}")
         return w
 
-    def quality(self, plan: Plan) -> None:
+    def needed(self, plan: Plan, block) -> list[tuple[str, Config, float]]:
+        """The quality runs to make before `block`: its math classes (and the default launch's,
+        the gate's baseline) not measured yet."""
+        mine = {math_key(p.config) for p in block.configs if p.ruled_out is None}
+        mine.add(math_key(plan.default.config))
+        return [q for q in plan.quality if q[0] in mine and q[0] not in self.land.accuracy]
+
+    def quality(self, classes: list[tuple[str, Config, float]], seeds: int) -> None:
         from autotune.run.trial import run_trial
-        for key, config, estimate in plan.quality:
+        for key, config, estimate in classes:
             runs = []
-            for seed in range(plan.seeds):
+            for seed in range(seeds):
                 if not self.fits(estimate):
                     self.say(f"quality {key}: seed {seed} skipped, out of time")
                     break
@@ -140,17 +147,22 @@ class Recorder:
             self.say(f"quality {key}: {[round(r.accuracy, 4) for r in ok]}")
 
     def run(self, plan: Plan) -> None:
-        self.quality(plan)
         for block in plan.blocks:
-            if not self.fits(block.estimate_s(plan.default) + plan.default.estimate_s):
+            quality = self.needed(plan, block)
+            cost = block.estimate_s(plan.default) + plan.seeds * sum(q[2] for q in quality)
+            if not self.fits(cost + plan.default.estimate_s):
                 self.say(f"block {block.name}: skipped, {self.left():.0f}s left")
                 self.land.data["plan"]["skipped"].append(block.name)
                 continue
+            self.quality(quality, plan.seeds)
             for p in block.configs:
                 self.planned.setdefault(p.config.key(), p)
+            run = [p for p in block.configs if p.ruled_out is None]
+            if not run:          # all ruled out (ccl not found here): their rows say why
+                finish_rows(self.land, self.planned)
+                continue
             self.launch(plan.default, block.name, 0)
             failed = set()
-            run = [p for p in block.configs if p.ruled_out is None]
             for i, p in enumerate(run + run[::-1]):
                 if p.config.key() in failed or not self.fits(p.estimate_s + plan.default.estimate_s):
                     continue

@@ -10,16 +10,19 @@ The configurations are those that teach the landscape model most, in blocks by p
             core, each with the node's cores shared out, gloo (16 single-thread gloo ranks ran
             at 0.43x, the model said 0.93x)
   ccl       the same layouts at 2, 4 and 8 ranks over oneCCL (never measured beyond 2 cores)
-  math      bf16 and global batch 64 and 128 on one rank, and batch 128 on a middle layout over
-            gloo and ccl (a larger batch amortises the all-reduce the layouts pay)
+  math      bf16 and global batch 64 and 128 on one rank
+  amortise  batch 128 on a middle layout over gloo and ccl (a larger batch amortises the
+            all-reduce the layouts pay)
   more      jemalloc, unbound threads, half the cores, bf16 on two ranks
 Each block is measured as D c1 .. ck ck .. c1 (D: the default launch), so every configuration
 gets two windows far apart in time and the default launch is measured again in every block:
 a drift of the machine shows in D's windows. Blocks are taken in priority order while their
 estimated time (the landscape model's trial cost, landscape_model.trial_seconds) fits the budget
 beside the seeded quality runs of every math class the taken blocks measure; one that does not
-fit is dropped and a smaller one after it may still be taken. While recording, a block whose
-estimate, scaled by how much longer the launches so far took, no longer fits is skipped.
+fit is dropped and a smaller one after it may still be taken. While recording, a math class's
+quality runs come just before the first block that measures it, and a block whose estimate
+(its quality runs included), scaled by how much longer the launches so far took, no longer
+fits is skipped with them.
 """
 from __future__ import annotations
 
@@ -43,7 +46,7 @@ CCL_STARTUP_S = 1.0
 # about 3 s more each than the model says. Its torch is a CUDA build, which every rank imports
 # with CUDA's libraries.
 CUDA_TORCH_EXTRA_S = 3.0
-BLOCKS = ("anchors", "layouts", "ccl", "math", "more")
+BLOCKS = ("anchors", "layouts", "ccl", "math", "amortise", "more")
 # What a quality run costs beyond its training samples: start-up and the held-out evaluation.
 QUALITY_OVERHEAD_S = 5.0
 
@@ -68,7 +71,8 @@ class Block:
         return run + run[::-1]
 
     def estimate_s(self, default: Planned) -> float:
-        return default.estimate_s + sum(p.estimate_s for p in self.launches())
+        launches = self.launches()
+        return default.estimate_s + sum(p.estimate_s for p in launches) if launches else 0.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,8 +132,8 @@ def candidate_blocks(space: ResolvedSpace, topology: Topology) -> list[tuple[str
                      lay(1, omp_runtime="libgomp"), lay(1, allocator="default")]),
         ("layouts", [lay(r) for r in ranks]),
         ("ccl", [lay(r, backend="ccl") for r in ranks[:3]]),
-        ("math", [lay(1, precision="bf16"), lay(1, global_batch=64), lay(1, global_batch=128),
-                  lay(middle, global_batch=128), lay(middle, global_batch=128, backend="ccl")]),
+        ("math", [lay(1, precision="bf16"), lay(1, global_batch=64), lay(1, global_batch=128)]),
+        ("amortise", [lay(middle, global_batch=128), lay(middle, global_batch=128, backend="ccl")]),
         ("more", [lay(1, allocator="jemalloc"), lay(1, binding="none"),
                   lay(1, threads=max(1, cores // 2)), lay(min(2, cores), precision="bf16")]),
     ]
@@ -178,7 +182,8 @@ def make_plan(space: ResolvedSpace, topology: Topology, *, budget_s: float, wind
             continue
         block = Block(name, tuple(planned(role, v) for role, v in items))
         wanted = dict(classes)
-        for p in block.configs:   # a class's quality on its first config: one rank, as D's
+        # a class's quality on its first config of one rank a node, as the default launch's
+        for p in sorted(block.configs, key=lambda p: p.config.nproc):
             if p.ruled_out is None and math_key(p.config) not in wanted:
                 wanted[math_key(p.config)] = (p.config, quality_run(p.config))
         quality = seeds * sum(s for _, s in wanted.values())
