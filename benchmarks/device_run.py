@@ -1,9 +1,12 @@
-"""The GPU machine's run, after scripts/device-run.sh installed the kit (issues 32 and 33).
+"""The GPU machine's run, after scripts/device-run.sh installed the kit (issues 32, 33, 45).
 
     python -m benchmarks.device_run --out DIR [--cpu-only] [--gpu-budget 4m] [--cpu-budget 3m]
+    python -m benchmarks.device_run --out DIR --phases landscape [--deadline 510s]
 
 Phases, each time-boxed against one deadline and each leaving its results under DIR as soon as a
-step ends (a phase that fails or is killed keeps what the others wrote):
+step ends (a phase that fails or is killed keeps what the others wrote). `machine` always runs
+first; --phases names the others and their order (default gpu,cpu; PHASES below: a new phase is
+a function and an entry there):
   machine  probe.json (`autotune probe --json`) and capture.tar (`autotune probe --capture`,
            with lscpu and nvidia-smi beside it), taken first so the simulator can predict the
            CPU search from the capture before anything is measured (issue 33)
@@ -14,9 +17,12 @@ step ends (a phase that fails or is killed keeps what the others wrote):
            `autotune compare` of the winner against run_cpu's settings, and one comparison only
            a many-core machine answers (ranks per L3 group against ranks per NUMA node, or many
            single-thread ranks against one wide rank where the cores share one L3): cpu.tar
-DIR gets at most six files (the device tool returns eight): kit.log, probe.json, capture.tar,
-machine.tar (the probe's own output), gpu.tar, cpu.tar. Each tar is appended to step by step, so
-a partial one still opens.
+  landscape  benchmarks/many_cores.py: the configurations that teach the landscape model most,
+           each in two windows, the default launch in every block, seeded quality runs, with
+           the capture inside: landscape-<fingerprint>.json and landscape.tar (issue 45)
+DIR gets at most eight files (the device tool returns eight): kit.log, probe.json, capture.tar,
+machine.tar (the probe's own output) and each phase's files (gpu.tar, cpu.tar; landscape.tar and
+landscape-<fingerprint>.json). Each tar is appended to step by step, so a partial one still opens.
 """
 from __future__ import annotations
 
@@ -49,6 +55,8 @@ class Kit:
     def __init__(self, out: Path, deadline_s: float):
         self.out, self.t0, self.deadline_s = out, time.monotonic(), deadline_s
         self.log_path = out / "kit.log"
+        self.capture: Path | None = None     # the machine phase's capture folder
+        self.missing_gpu = False             # a GPU phase was asked for and none was found
 
     def left(self) -> float:
         return self.deadline_s - (time.monotonic() - self.t0)
@@ -99,6 +107,7 @@ def machine_phase(kit: Kit, work: Path) -> dict[str, Any]:
     (kit.out / "probe.json").write_text(json.dumps(probe, indent=1))
     cap = work / "capture"
     kit.step("machine", "capture", [*AUTOTUNE, "probe", "--capture", str(cap)], 120, work)
+    kit.capture = cap if cap.is_dir() else None
     extras = {"lscpu": ["lscpu"], "nvidia-smi": ["nvidia-smi"], "date": ["date", "-u"],
               "torch": [sys.executable, "-c", "import torch; print(torch.__version__, "
                         "torch.version.cuda, torch.cuda.is_available())"]}
@@ -207,7 +216,49 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="everything ends by then, counted from this command's start")
     p.add_argument("--compare-rounds", type=int, default=3)
     p.add_argument("--compare-seconds", type=float, default=5.0)
+    p.add_argument("--phases", default="gpu,cpu", type=_phases,
+                   help=f"after the machine phase, in order: {', '.join(PHASES)} (gpu,cpu)")
+    p.add_argument("--landscape-window", type=float, default=3.0,
+                   help="landscape: timed seconds a window (3)")
+    p.add_argument("--bandwidth", type=float, metavar="GBS",
+                   help="landscape: DRAM bandwidth per NUMA node, kept for the model")
     return p.parse_args(argv)
+
+
+def _phases(text: str) -> list[str]:
+    names = [n for n in text.split(",") if n]
+    unknown = [n for n in names if n not in PHASES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"unknown phase {','.join(unknown) or repr(text)}; "
+                                         f"choose from {', '.join(PHASES)}")
+    return names
+
+
+def gpu_phase(kit: Kit, work: Path, probe: dict[str, Any], args: argparse.Namespace) -> None:
+    gpus = len(probe.get("gpus") or []) if probe.get("cuda") else 0
+    if args.cpu_only:
+        kit.log("gpu: skipped (--cpu-only)")
+    elif not gpus:
+        kit.log("gpu: skipped: the probe found no GPU usable by torch; the CPU phase still runs")
+        kit.missing_gpu = True
+    else:
+        search_phase(kit, "gpu", work, args.gpu_budget, "gpu", "torchrun")
+
+
+def cpu_search_phase(kit: Kit, work: Path, probe: dict[str, Any], args: argparse.Namespace) -> None:
+    if args.cpu_budget > 0:
+        cpu_phase(kit, work, probe, args)
+    else:
+        kit.log("cpu: skipped (--cpu-budget 0)")
+
+
+def landscape_phase(kit: Kit, work: Path, probe: dict[str, Any], args: argparse.Namespace) -> None:
+    from .many_cores import device_phase
+    device_phase(kit, work, probe, args)
+
+
+# What --phases can name: a function (kit, its work folder, the probe's JSON, the arguments).
+PHASES = {"gpu": gpu_phase, "cpu": cpu_search_phase, "landscape": landscape_phase}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -220,24 +271,12 @@ def main(argv: list[str] | None = None) -> int:
             f"{sys.version.split()[0]}, work in {work}")
     (work / "machine").mkdir()
     probe = machine_phase(kit, work / "machine")
-    gpus = len(probe.get("gpus") or []) if probe.get("cuda") else 0
-    missing_gpu = False
-    if args.cpu_only:
-        kit.log("gpu: skipped (--cpu-only)")
-    elif not gpus:
-        kit.log("gpu: skipped: the probe found no GPU usable by torch; the CPU phase still runs")
-        missing_gpu = True
-    else:
-        (work / "gpu").mkdir()
-        search_phase(kit, "gpu", work / "gpu", args.gpu_budget, "gpu", "torchrun")
-    if args.cpu_budget > 0:
-        (work / "cpu").mkdir()
-        cpu_phase(kit, work / "cpu", probe, args)
-    else:
-        kit.log("cpu: skipped (--cpu-budget 0)")
+    for name in args.phases:
+        (work / name).mkdir(exist_ok=True)
+        PHASES[name](kit, work / name, probe, args)
     kit.log(f"kit: done; results in {out}: {', '.join(sorted(os.listdir(out)))}")
     shutil.rmtree(work, ignore_errors=True)
-    if missing_gpu:   # the run did what it could, but not what was asked (issue 32: exit 2)
+    if kit.missing_gpu:   # the run did what it could, but not what was asked (issue 32: exit 2)
         print("device-run: no GPU found: the GPU phase was skipped (--cpu-only says that is "
               "intended)", file=sys.stderr)
         return 2

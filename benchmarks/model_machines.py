@@ -228,19 +228,29 @@ def fit_report(land: Landscape, params: Params, hw: Hardware = CALIBRATION_HW) -
             "median_abs_pct_error": (math.exp(statistics.median(errs)) - 1) * 100}
 
 
-def calibrate(land: Landscape, params: Params = Params(), rounds: int = 3) -> Params:
+# The values calibrate() tries for each parameter the 2-core machines identify (two_machines.py
+# picks from them, and adds its own, for a machine that identifies more).
+CALIBRATION_GRIDS = {"sample_s": [x * 1e-4 for x in range(3, 30)],
+                     "fixed_s": [x * 5e-4 for x in range(0, 40)],
+                     "bf16_gain": [1 + x / 20 for x in range(0, 25)],
+                     "sibling_gain": [x / 20 for x in range(0, 21)],
+                     "libiomp5": [0.9 + x / 100 for x in range(0, 21)],
+                     "taskset": [0.9 + x / 100 for x in range(0, 31)],
+                     "numactl": [0.9 + x / 100 for x in range(0, 31)]}
+ALLOCATOR_GRID = [1 + x / 50 for x in range(0, 26)]
+
+
+def calibrate(land: Landscape, params: Params = Params(), rounds: int = 3,
+              hw: Hardware = CALIBRATION_HW, grids: dict[str, list[float]] | None = None,
+              allocators: tuple[str, ...] = ("jemalloc", "tcmalloc")) -> Params:
     """Coordinate search on the parameters this machine can identify, minimising the squared
-    error of log throughput over its recorded configs."""
-    grids = {"sample_s": [x * 1e-4 for x in range(3, 30)], "fixed_s": [x * 5e-4 for x in range(0, 40)],
-             "bf16_gain": [1 + x / 20 for x in range(0, 25)],
-             "sibling_gain": [x / 20 for x in range(0, 21)],
-             "libiomp5": [0.9 + x / 100 for x in range(0, 21)],
-             "taskset": [0.9 + x / 100 for x in range(0, 31)],
-             "numactl": [0.9 + x / 100 for x in range(0, 31)]}
-    alloc = {"jemalloc": [1 + x / 50 for x in range(0, 26)], "tcmalloc": [1 + x / 50 for x in range(0, 26)]}
+    error of log throughput over its recorded configs (the machine's `hw`; `grids` and
+    `allocators`: which parameters, default the 2-core machines')."""
+    grids = CALIBRATION_GRIDS if grids is None else grids
+    alloc = {a: ALLOCATOR_GRID for a in allocators}
 
     def loss(p: Params) -> float:
-        r = fit_report(land, p)
+        r = fit_report(land, p, hw)
         return (1 - r["r2_log"])
     best = params
     for _ in range(rounds):

@@ -21,7 +21,6 @@ within the accuracy tolerance (at most 1 pp below the default launch), the searc
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import random
 import statistics
@@ -32,12 +31,10 @@ from typing import Any
 
 import optuna
 
-from autotune import result as R
 from autotune.result import Outcome
 from autotune.search.budget import plan_budget
 from autotune.config import Config
 from autotune.progress import Silent
-from autotune.measure.early_stop import StopRule, losing
 from autotune.search.loop import run_search
 from autotune.plan.feasible import ruled_out
 from autotune.search.options import SearchOptions
@@ -45,10 +42,10 @@ from autotune.search.references import make_sampler
 from autotune.study.storage import open_study
 
 from .landscape import DATA, Landscape, SimClock, math_key, synthetic
+from .replay_report import INF, LEVELS, _pct, _summarise, _verdict, table
+from .search_variants import early_stopping, warm_start_params
 
 RESULTS = Path(__file__).resolve().parent / "results"
-LEVELS = (0.95, 0.99)
-INF = float("inf")
 
 
 class _Trace:
@@ -81,65 +78,6 @@ class _Trace:
         return out
 
 
-def warm_start_params(space, topology) -> list[dict[str, Any]]:
-    """A candidate hardware-informed warm start, tried right after the references (opt-in with
-    --warm-start; NOT in autotune/search/loop.py, because on the synthetic landscapes it did not reach
-    95% sooner and made the stagnation rule stop earlier). The bets: all cores in one rank doing
-    native bf16 (avx512_bf16/AMX), and one rank per core; both with the best allocator and pinning
-    found. Enqueued before run_search, the sampler's first asks return them."""
-    knobs = space.knobs
-    first = {k: v[0] for k, v in knobs.items()}
-
-    def pick(knob: str, *prefer: Any) -> Any:
-        return next((p for p in prefer if p in knobs.get(knob, ())), first.get(knob))
-
-    common = {**first, "allocator": pick("allocator", "tcmalloc", "jemalloc"),
-              "binding": pick("binding", "numactl", "taskset"),
-              "precision": pick("precision", "bf16" if topology.isa.bf16 else "fp32")}
-    per_node = space.topology_names.get("cores_per_node", 1)
-    usable = space.topology_names.get("usable_cores", 1)
-    bets = [{**common, "ranks_per_numa_node": pick("ranks_per_numa_node", 1), "threads": pick("threads", usable)},
-            {**common, "ranks_per_numa_node": pick("ranks_per_numa_node", per_node), "threads": pick("threads", 1)}]
-    out = []
-    for params in bets:
-        params = {k: v for k, v in params.items() if k in knobs}
-        if params not in out and not space.violations(params):
-            out.append(params)
-    return out
-
-
-def early_stopping(land: Landscape, clock: SimClock, seed: int,
-                   rule: StopRule = StopRule(), windows: int = 5, window_cv: float = 0.03):
-    """The landscape's evaluator with losing trials ended early (autotune.measure.early_stop):
-    the timed window is `windows` windows whose throughputs scatter by `window_cv` around the
-    recorded one (the recorded landscape's median step CV is 8%, over ~20 steps a window); a trial
-    stopped after k windows costs (windows - k) / windows of its timed window less, and returns
-    the mean of its k windows with the decision as `stopped_early`, as the worker does. The leader
-    is the one the search gives each sampled trial (`leader=`: SearchOptions.early_stop), as in a
-    real search; the references get none and run whole."""
-    base = land.evaluator(clock)
-    rng = random.Random(seed)
-    window_s = float(land.data.get("target_seconds") or 5.0) * land.data.get("trial_scale", 1.0)
-
-    def evaluate(config: Config, mode: str, *, leader: float | None = None,
-                 **kw: Any) -> R.TrialResult:
-        ev = base(config, mode, **kw)
-        if mode != "throughput" or ev.outcome != Outcome.OK or not ev.throughput or not leader:
-            return ev
-        seen: list[float] = []
-        for _ in range(windows):
-            seen.append(ev.throughput * (1 + rng.gauss(0.0, window_cv)))
-            decision = losing(seen, leader, rule)
-            if decision.stop:
-                saved = (windows - len(seen)) / windows * window_s
-                clock.t -= saved
-                return dataclasses.replace(ev, throughput=statistics.fmean(seen),
-                                           seconds=ev.seconds - saved,
-                                           stopped_early=decision.reason)
-        return ev
-    return evaluate
-
-
 class _Reached(Exception):
     pass
 
@@ -148,7 +86,9 @@ def run_autotune(land: Landscape, seed: int, oracle: float, max_drop: float,
                  budget_s: float = 1800.0, patience: int | None = None,
                  warm_start: bool = False, startup_draws: int | None = None,
                  guide: str | None = None, sampler: str = "tpe",
-                 early_stop: bool = False) -> dict[str, Any]:
+                 early_stop: bool = False, phase2_s: float | None = None) -> dict[str, Any]:
+    """`phase2_s`: simulated seconds phase 2 may go on (None: until 99% or the grid's end; a
+    table of thousands of configurations of which a few reach 95% takes hours of CPU else)."""
     space, topology = land.space(), land.topology()
     clock = SimClock()
     evaluate = (early_stopping(land, clock, seed) if early_stop
@@ -187,7 +127,8 @@ def run_autotune(land: Landscape, seed: int, oracle: float, max_drop: float,
         try:
             run_search(study, space=space, topology=topology, evaluate=evaluate, clock=clock,
                        progress=Tracing(),
-                       options=SearchOptions(budget_s=1e12, min_trial_s=0.0, patience=10**9,
+                       options=SearchOptions(budget_s=1e12 if phase2_s is None else
+                                             clock.t + phase2_s, min_trial_s=0.0, patience=10**9,
                                              seed=seed, max_accuracy_drop=max_drop, **variant))
         except _Reached:
             pass
@@ -220,7 +161,7 @@ def compare(land: Landscape, seeds: int = 20, max_drop: float = 1.0,
             patience: int | None = None, budget_s: float = 1800.0,
             warm_start: bool = False, startup_draws: int | None = None,
             guide: str | None = None, sampler: str = "tpe",
-            early_stop: bool = False) -> dict[str, Any]:
+            early_stop: bool = False, phase2_s: float | None = None) -> dict[str, Any]:
     oracle, where = land.oracle(max_drop)
     if not oracle:
         raise SystemExit("the landscape has no feasible ok configuration: nothing to find")
@@ -233,7 +174,7 @@ def compare(land: Landscape, seeds: int = 20, max_drop: float = 1.0,
         t0 = time.perf_counter()
         runs["autotune"].append(run_autotune(land, seed, oracle, max_drop, budget_s, patience,
                                              warm_start, startup_draws, guide, sampler,
-                                             early_stop))
+                                             early_stop, phase2_s))
         runs["autotune"][-1]["replay_s"] = round(time.perf_counter() - t0, 2)
         order = grid[:]
         random.Random(seed).shuffle(order)
@@ -268,62 +209,6 @@ def compare(land: Landscape, seeds: int = 20, max_drop: float = 1.0,
            "replay_seconds": round(time.perf_counter() - started, 1)}
     out["verdict"] = _verdict(out)
     return out
-
-
-def _summarise(rs: list[dict[str, Any]]) -> dict[str, Any]:
-    s: dict[str, Any] = {}
-    for level in LEVELS:
-        for what in ("trials", "seconds"):
-            vals = [r[f"{what}_{_pct(level)}"] for r in rs]
-            s[f"{what}_{_pct(level)}"] = {"median": statistics.median(vals),
-                                          "q1": _q(vals, 0.25), "q3": _q(vals, 0.75),
-                                          "never": sum(v == INF for v in vals)}
-    return s
-
-
-def _q(vals: list[float], q: float) -> float:
-    xs = sorted(vals)
-    return xs[min(len(xs) - 1, int(q * (len(xs) - 1) + 0.5))]
-
-
-def _pct(level: float) -> str:
-    return str(round(level * 100))
-
-
-def _verdict(out: dict[str, Any]) -> str:
-    t, s = out["targets"], out["summary"]["autotune"]
-    stop = s["at_default_stop"]
-    parts = [f"autotune reaches 95% of the oracle in a median {s['trials_95']['median']:g} trials "
-             f"(target <= {t['quarter_of_grid']['limit']:g}, a quarter of the grid: "
-             f"{'met' if t['quarter_of_grid']['met'] else 'MISSED'}; <= "
-             f"{t['half_of_random']['limit']:g}, half of random search: "
-             f"{'met' if t['half_of_random']['met'] else 'MISSED'})",
-             f"with its default stopping rules (30-minute budget) it stops after a median "
-             f"{stop['median_launched']:g} trials at {stop['median_best_fraction']:.1%} of the "
-             f"oracle (worst seed {stop['min_best_fraction']:.1%}; {stop['share_at_97pct']:.0%} "
-             f"of seeds at >= 97%)"]
-    if out["synthetic"]:
-        parts.append("SYNTHETIC landscape: says the machinery works, not how a real machine behaves")
-    if out["missing_rows"]:
-        parts.append(f"PARTIAL landscape: {out['missing_rows']} grid configs not recorded "
-                     "(replayed as unavailable at no cost)")
-    return "; ".join(parts)
-
-
-def table(out: dict[str, Any]) -> str:
-    def fmt(v: float) -> str:
-        return "never" if v == INF else f"{v:.0f}"
-    lines = [f"landscape {out['landscape']}: {out['launchable']} launchable of {out['grid_size']} "
-             f"grid configs, oracle {out['oracle']['throughput']:.1f} samples/s, "
-             f"{out['seeds']} seeds, replayed in {out['replay_seconds']}s",
-             f"{'strategy':<10}{'trials@95%':>12}{'trials@99%':>12}{'sim s@95%':>12}{'sim s@99%':>12}"]
-    for name in ("autotune", "random", "grid"):
-        s = out["summary"][name]
-        lines.append(f"{name:<10}" + "".join(f"{fmt(s[k]['median']):>12}" for k in
-                                             ("trials_95", "trials_99", "seconds_95", "seconds_99")))
-    lines.append("(medians over seeds; grid order is deterministic)")
-    lines.append(out["verdict"])
-    return "\n".join(lines)
 
 
 def default_landscape() -> Path:

@@ -4,11 +4,13 @@
 #
 #   scripts/device-kit.sh                          here, once: the wheels and libraries -> .kit/
 #   scripts/device-run.sh                          there (device tool: carry [".kit"]); 9 minutes
+#   scripts/device-run.sh --phases landscape --deadline 510s --bandwidth 358.4   its landscape
 #   scripts/device-run.sh --cpu-only --cpu-budget 1m     the same on a machine without a GPU
 #
 # Options after the kit's own (--kit DIR, default .kit) go to `python -m benchmarks.device_run`:
-# --gpu-budget T (4m), --cpu-budget T (3m; 0 skips the CPU phase), --cpu-only, --deadline T (9m),
-# --compare-rounds N, --compare-seconds S. PYTHON names the Python that has torch (python3).
+# --phases LIST (gpu,cpu; or landscape), --gpu-budget T (4m), --cpu-budget T (3m; 0 skips the
+# CPU phase), --cpu-only, --deadline T (9m), --compare-rounds N, --compare-seconds S,
+# --landscape-window S, --bandwidth GBS. PYTHON names the Python that has torch (python3).
 #
 # The kit goes into a venv of its own (KIT_VENV, default /tmp/autotune-kit) that sees torch's
 # environment through a .pth file: the carried wheels never replace a package of the machine's
@@ -71,4 +73,23 @@ if ! command -v numactl >/dev/null 2>&1; then
     chmod +x "$venv/bin/numactl"
 fi
 export PATH="$venv/bin:$PATH"
+# oneCCL (the kit's ccl.tar.gz): the runtime into the prefix where autotune looks for it, the
+# libfabric providers where Intel's libfabric is told to look, then the carried module; a
+# compiler there is the fallback. Either way the run goes on: without ccl, trials run gloo.
+if [ -f "$kit/ccl.tar.gz" ]; then
+    prefix="$(dirname "$libdir")"
+    rm -rf "$venv/ccl-kit" && mkdir -p "$venv/ccl-kit" "$prefix/include" &&
+        tar -xzf "$kit/ccl.tar.gz" -C "$venv/ccl-kit" &&
+        cp -a "$venv/ccl-kit/ccl/lib/." "$libdir/" && cp -a "$venv/ccl-kit/ccl/include/." "$prefix/include/" ||
+        die "the kit's ccl.tar.gz does not unpack (run scripts/device-kit.sh again)"
+    export FI_PROVIDER_PATH="$libdir/libfabric"
+    ccl() { "$kpy" -m autotune.comm.ccl "$@" >>"$OUT/kit.log" 2>&1; }
+    if ccl adopt "$venv"/ccl-kit/ccl/ext/*.so && ccl status; then
+        echo "device-run: ccl: the kit's module loads beside this torch" | tee -a "$OUT/kit.log"
+    elif command -v g++ >/dev/null 2>&1 && ccl build && ccl status; then
+        echo "device-run: ccl: the kit's module did not load; built here instead" | tee -a "$OUT/kit.log"
+    else
+        echo "device-run: ccl: unavailable here (kit.log says why); CPU trials run gloo" | tee -a "$OUT/kit.log"
+    fi
+fi
 exec "$kpy" -m benchmarks.device_run --out "$OUT" "$@"

@@ -40,3 +40,19 @@ def test_sixteen_cores_refuses_a_folder_that_is_not_a_capture(tmp_path, capsys):
     assert sixteen_cores.main([str(tmp_path), "--bandwidth", "100"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "not a /sys capture" in err
+
+
+def test_what_travels_is_counted_per_part_and_refused_over_the_limit(tmp_path):
+    from benchmarks.device_kit import MIB, parts, too_big
+    kit = tmp_path / "kit"
+    (kit / "wheels").mkdir(parents=True)
+    (kit / "wheels" / "a.whl").write_bytes(b"x" * 3 * (1 << 20))
+    (kit / "ccl.tar.gz").write_bytes(b"x" * (1 << 20))
+    sizes = parts(kit)
+    assert list(sizes) == ["ccl.tar.gz", "wheels", "working tree"]
+    assert sizes["wheels"] == 3 * MIB and sizes["ccl.tar.gz"] == MIB and sizes["working tree"] > 0
+    assert too_big(sizes, 64) is None
+    refusal = too_big({"wheels": 60 * MIB, "ccl.tar.gz": 3 * MIB, "working tree": 4 * MIB}, 64)
+    assert refusal == ("the kit and the working tree come to 67.0 MiB, over the 64 MiB the device "
+                       "carries (wheels 60.0 MiB, ccl.tar.gz 3.0 MiB, working tree 4.0 MiB); "
+                       "drop what the runs do not need")

@@ -104,6 +104,34 @@ def test_a_second_build_or_import_does_not_compile():
     assert str(path) in done.stdout
 
 
+def test_a_module_compiled_elsewhere_is_adopted_for_this_torch_and_refused_for_another(tmp_path):
+    """The GPU machine's kit carries the module compiled here for that machine's torch
+    (benchmarks/device_kit.py); `adopt` installs it where a fresh cache has none, by name."""
+    built = ccl.cached_extension()
+    if built is None:
+        pytest.skip("Intel's bindings provide ccl here; autotune builds nothing")
+    env = {**os.environ, "AUTOTUNE_CACHE": str(tmp_path / "cache")}
+
+    def ccl_cmd(*args):
+        return subprocess.run([sys.executable, "-m", "autotune.comm.ccl", *args], env=env,
+                              capture_output=True, text=True, timeout=120)
+    assert ccl_cmd("status").stdout.startswith("ccl: unavailable (the ccl extension is not built")
+    suffix = built.name[built.name.index("."):]
+    other = tmp_path / "elsewhere" / f"autotune_ccl_000000000000{suffix}"
+    mine = tmp_path / "kit" / built.name
+    for copy in (other, mine):
+        copy.parent.mkdir()
+        copy.write_bytes(built.read_bytes())
+    refused = ccl_cmd("adopt", str(other))
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1
+    assert "compiled for another torch, Python or backend source" in refused.stderr
+    assert ccl_cmd("status").returncode == 1              # nothing was installed
+    adopted = ccl_cmd("adopt", str(mine))
+    assert adopted.returncode == 0, adopted.stderr
+    assert str(tmp_path / "cache" / "ccl") in adopted.stdout
+    assert ccl_cmd("status").stdout.strip() == "ccl: available (autotune)"
+
+
 def test_status_names_the_provider():
     done = subprocess.run([sys.executable, "-m", "autotune.comm.ccl", "status"],
                           capture_output=True, text=True, timeout=120)

@@ -12,6 +12,7 @@ import loads it without compiling. Compiling takes about a minute on 2 cores, so
 """
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import importlib.machinery
 import importlib.util
@@ -91,7 +92,20 @@ def cache_key() -> str:
 
 
 def module_name() -> str:
-    return "autotune_ccl_" + cache_key().split("-")[-1]
+    """The compiled module's name (its PyInit_ symbol), from what decides its binary alone:
+    the same for this torch and Python wherever it is built, so a module compiled on another
+    machine for the same torch wheel loads here (`prebuilt.adopt`; the GPU machine's kit)."""
+    import torch
+    return binary_name(torch.__version__, getattr(torch.version, "git_version", ""),
+                       sys.implementation.cache_tag)
+
+
+def binary_name(torch_version: str, torch_git: str, python_tag: str) -> str:
+    """module_name() for a torch and Python named, not imported ("cpython-312")."""
+    h = hashlib.sha256(SOURCE.read_bytes())
+    for part in (torch_version, torch_git, python_tag, RUNTIME_VERSION):
+        h.update(str(part).encode())
+    return "autotune_ccl_" + h.hexdigest()[:12]
 
 
 def cached_extension() -> Path | None:
@@ -139,6 +153,9 @@ def load_extension():
     if name in sys.modules:
         return sys.modules[name]
     import torch  # noqa: F401 - the module links against torch's libraries, loaded by this import
+    # libccl.so.1 by its full path first: a module compiled elsewhere (the kit's) has an rpath
+    # of that machine, and the loader then finds libccl.so.1 among the loaded libraries.
+    ctypes.CDLL(str(runtime_dir() / "lib" / "libccl.so.1"), mode=ctypes.RTLD_GLOBAL)
     loader = importlib.machinery.ExtensionFileLoader(name, str(path))
     spec = importlib.util.spec_from_file_location(name, str(path), loader=loader)
     module = importlib.util.module_from_spec(spec)
@@ -161,6 +178,22 @@ def build(*, log=print, wait_s: float = BUILD_LOCK_WAIT_S) -> Path:
     if problem:
         raise CclUnavailable(f"ccl: {problem}")
     cxx = _compiler()
+
+    def compile_into(partial: Path) -> None:
+        log(f"ccl: compiling the oneCCL backend for torch {_torch_version()} (about a minute, once)")
+        argv = compile_command(cxx, partial)
+        done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if done.returncode:
+            (partial.parent / "build.log").write_text(" ".join(argv) + "\n" + done.stdout)
+            tail = done.stdout.strip().splitlines()[-3:]
+            raise CclUnavailable(f"ccl: compiling the backend failed ({' | '.join(tail)}); "
+                                 f"full log: {partial.parent / 'build.log'}")
+    return install_module(compile_into, wait_s=wait_s)
+
+
+def install_module(make, *, wait_s: float = BUILD_LOCK_WAIT_S) -> Path:
+    """Put the module where cached_extension() looks, unless it is there: `make(partial)` writes
+    it (a compile, or a copy of one compiled elsewhere), under the folder's lock."""
     folder = cache_root() / cache_key()
     private_dir(folder)
     if (why := untrusted(folder)) is not None:   # its lock and module would be someone else's
@@ -170,15 +203,8 @@ def build(*, log=print, wait_s: float = BUILD_LOCK_WAIT_S) -> Path:
         wait_flock(lock.fileno(), wait_s=wait_s, what=f"the ccl build lock {folder / '.lock'}")
         if target.exists():
             return target
-        log(f"ccl: compiling the oneCCL backend for torch {_torch_version()} (about a minute, once)")
         partial = folder / (target.name + ".partial")
-        argv = compile_command(cxx, partial)
-        done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        if done.returncode:
-            (folder / "build.log").write_text(" ".join(argv) + "\n" + done.stdout)
-            tail = done.stdout.strip().splitlines()[-3:]
-            raise CclUnavailable(f"ccl: compiling the backend failed ({' | '.join(tail)}); "
-                                 f"full log: {folder / 'build.log'}")
+        make(partial)
         os.replace(partial, target)   # atomic: a reader never loads a half-written module
         (folder / RUNTIME_MARK).write_text(str(runtime_dir()))
     prune_stale(folder)
@@ -216,19 +242,29 @@ def _mark(folder: Path) -> str | None:
         return None
 
 
-def compile_command(cxx: str, output: Path) -> list[str]:
+def compile_command(cxx: str, output: Path, *, prefix: Path | None = None,
+                    torch_dir: Path | None = None, python_include: str | None = None,
+                    abi: int | None = None, name: str | None = None) -> list[str]:
     """g++ argv for the extension: torch's own extension flags, linked to libccl.so.1 with an
-    rpath, so no LD_LIBRARY_PATH is needed in the ranks."""
-    import torch
-    from torch.utils import cpp_extension
-    prefix = runtime_dir()
+    rpath, so no LD_LIBRARY_PATH is needed in the ranks. By default for this torch, Python and
+    runtime; the keywords name another's (an unpacked torch wheel, for the GPU machine's kit)."""
+    prefix = prefix or runtime_dir()
     lib = prefix / "lib"
-    torch_lib = Path(torch.__file__).parent / "lib"
-    abi = int(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", True))
-    includes = [*cpp_extension.include_paths(), sysconfig.get_path("include"), str(prefix / "include")]
+    if torch_dir is None:
+        import torch
+        from torch.utils import cpp_extension
+        torch_lib = Path(torch.__file__).parent / "lib"
+        abi = int(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", True)) if abi is None else abi
+        torch_includes = cpp_extension.include_paths()
+    else:
+        torch_lib = torch_dir / "lib"
+        torch_includes = [str(torch_dir / "include"),
+                          str(torch_dir / "include" / "torch" / "csrc" / "api" / "include")]
+    includes = [*torch_includes, python_include or sysconfig.get_path("include"),
+                str(prefix / "include")]
     return [cxx, "-O2", "-std=c++20", "-fPIC", "-shared", "-w",
-            f"-D_GLIBCXX_USE_CXX11_ABI={abi}", "-DTORCH_API_INCLUDE_EXTENSION_H",
-            f"-DTORCH_EXTENSION_NAME={module_name()}",
+            f"-D_GLIBCXX_USE_CXX11_ABI={1 if abi is None else abi}",
+            "-DTORCH_API_INCLUDE_EXTENSION_H", f"-DTORCH_EXTENSION_NAME={name or module_name()}",
             *[f"-I{d}" for d in includes], str(SOURCE), "-o", str(output),
             f"-L{torch_lib}", "-lc10", "-ltorch", "-ltorch_cpu", "-ltorch_python",
             f"-L{lib}", "-l:libccl.so.1",
