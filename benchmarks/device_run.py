@@ -17,6 +17,11 @@ a function and an entry there):
            `autotune compare` of the winner against run_cpu's settings, and one comparison only
            a many-core machine answers (ranks per L3 group against ranks per NUMA node, or many
            single-thread ranks against one wide rank where the cores share one L3): cpu.tar
+  resnet50 `autotune search --budget 450s --space gpu --workload resnet50` (issues 43, 44: where
+           each step's time goes, the ceiling, the bottleneck first, quality sized by time,
+           windows of a running launch), export, report: resnet50.tar
+  windows  benchmarks/window_cost.py on the GPU: a window's fixed cost fresh and in a running
+           launch, and the split's own cost (issue 44): windows.tar
   landscape  benchmarks/many_cores.py: the configurations that teach the landscape model most,
            each in two windows, the default launch in every block, seeded quality runs, with
            the capture inside: landscape-<fingerprint>.json and landscape.tar (issue 45)
@@ -125,11 +130,12 @@ def machine_phase(kit: Kit, work: Path) -> dict[str, Any]:
 
 
 def search_phase(kit: Kit, phase: str, work: Path, budget_s: float,
-                 space: str, export_format: str) -> dict[str, Any]:
+                 space: str, export_format: str, workload: str | None = None) -> dict[str, Any]:
     """A search and what a user reads after it; returns `report --json` ({} when it failed)."""
     results = work / "results"
     kit.step(phase, "search", [*AUTOTUNE, "search", "--budget", f"{budget_s:.0f}s",
-                               "--space", space, "--results", str(results), "--json"],
+                               "--space", space, "--results", str(results), "--json",
+                               *(["--workload", workload] if workload else [])],
              budget_s + SEARCH_GRACE_S, work)
     kit.step(phase, "export", [*AUTOTUNE, "export", "--format", export_format,
                                "--results", str(results)], 60, work)
@@ -209,6 +215,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                                 description=__doc__.split("\n\n")[0])
     p.add_argument("--out", required=True, help="folder for the results (the device's $OUT)")
     p.add_argument("--gpu-budget", default="4m", type=parse_budget)
+    p.add_argument("--resnet50-budget", default="450s", type=parse_budget,
+                   help="resnet50: the search's budget (issue 43's 7.5 minutes)")
     p.add_argument("--cpu-budget", default="3m",
                    type=lambda s: 0.0 if s == "0" else parse_budget(s))
     p.add_argument("--cpu-only", action="store_true", help="skip the GPU phase")
@@ -245,6 +253,25 @@ def gpu_phase(kit: Kit, work: Path, probe: dict[str, Any], args: argparse.Namesp
         search_phase(kit, "gpu", work, args.gpu_budget, "gpu", "torchrun")
 
 
+def resnet50_phase(kit: Kit, work: Path, probe: dict[str, Any], args: argparse.Namespace) -> None:
+    """Issue 43's search: torchvision's resnet50 with the built-in augmented pipeline."""
+    if not (probe.get("cuda") and probe.get("gpus")):
+        kit.log("resnet50: skipped: the probe found no GPU usable by torch")
+        kit.missing_gpu = True
+        return
+    search_phase(kit, "resnet50", work, args.resnet50_budget, "gpu", "torchrun",
+                 workload="resnet50")
+
+
+def windows_phase(kit: Kit, work: Path, probe: dict[str, Any], args: argparse.Namespace) -> None:
+    """A window's fixed cost fresh and in a running launch, and the split's cost, on the GPU."""
+    gpu = ["--gpu"] if probe.get("cuda") and probe.get("gpus") else []
+    kit.step("windows", "window-cost", [sys.executable, "-m", "benchmarks.window_cost",
+                                        "--rounds", "3", "--out", str(work), *gpu],
+             min(300.0, kit.left() - 10), work)
+    kit.archive("windows", [work], work)
+
+
 def cpu_search_phase(kit: Kit, work: Path, probe: dict[str, Any], args: argparse.Namespace) -> None:
     if args.cpu_budget > 0:
         cpu_phase(kit, work, probe, args)
@@ -258,7 +285,8 @@ def landscape_phase(kit: Kit, work: Path, probe: dict[str, Any], args: argparse.
 
 
 # What --phases can name: a function (kit, its work folder, the probe's JSON, the arguments).
-PHASES = {"gpu": gpu_phase, "cpu": cpu_search_phase, "landscape": landscape_phase}
+PHASES = {"gpu": gpu_phase, "cpu": cpu_search_phase, "landscape": landscape_phase,
+          "resnet50": resnet50_phase, "windows": windows_phase}
 
 
 def main(argv: list[str] | None = None) -> int:

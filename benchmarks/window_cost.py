@@ -34,22 +34,24 @@ WINDOW_KNOBS = ({"precision": "bf16"}, {"global_batch": 64}, {"channels_last": T
                 {"dataloader_workers": 1})
 
 
-def fixed_cost(topology, rounds: int, seconds: float, results: str) -> dict:
+def fixed_cost(topology, rounds: int, seconds: float, results: str, base: Config,
+               workload: str) -> dict:
     from autotune.run.evaluate import live_evaluator
     from autotune.run.trial import TrialSettings, run_trial
-    settings = TrialSettings(target_seconds=seconds, timeout_s=120.0, results_dir=results)
+    settings = TrialSettings(target_seconds=seconds, timeout_s=300.0, results_dir=results,
+                             workload=workload)
     fresh, window, by_knob = [], [], {}
     warm = live_evaluator(topology, settings)
     try:
-        warm(Config(threads=2), "throughput")       # the running launch's own first window
+        warm(base, "throughput")       # the running launch's own first window
         for r in range(rounds):
             for side in (("fresh", "window") if r % 2 == 0 else ("window", "fresh")):
                 if side == "fresh":
-                    out = run_trial(Config(threads=2), topology, settings)
+                    out = run_trial(base, topology, settings)
                     fresh.append(out.seconds - (out.window_s or 0.0))
                     continue
                 for knob in WINDOW_KNOBS:
-                    out = warm(Config(threads=2, **knob), "throughput")
+                    out = warm(base.with_(**knob), "throughput")
                     cost = out.seconds - (out.window_s or 0.0)
                     window.append(cost)
                     by_knob.setdefault(next(iter(knob)), []).append(cost)
@@ -62,12 +64,13 @@ def fixed_cost(topology, rounds: int, seconds: float, results: str) -> dict:
             "ratio": statistics.median(window) / statistics.median(fresh)}
 
 
-def split_cost(topology, rounds: int, seconds: float, results: str) -> dict:
+def split_cost(topology, rounds: int, seconds: float, results: str,
+               pairs: tuple[tuple[str, Config], ...], workload: str) -> dict:
     from autotune.run.trial import TrialSettings, run_trial
     out: dict[str, dict] = {}
-    for name, config in (("1 rank", Config(threads=2)), ("2 gloo ranks", Config(nproc=2,
-                                                                              threads=1))):
-        base = TrialSettings(target_seconds=seconds, timeout_s=120.0, results_dir=results)
+    for name, config in pairs:
+        base = TrialSettings(target_seconds=seconds, timeout_s=300.0, results_dir=results,
+                             workload=workload)
         ratios = []
         for r in range(rounds):
             thr = {}
@@ -92,6 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--seconds", type=float, default=3.0, help="each timed window")
     p.add_argument("--only", choices=("fixed", "split"), help="one of the two measurements")
+    p.add_argument("--gpu", action="store_true", help="GPU launches (device=cuda, nccl)")
+    p.add_argument("--workload", default="cnn")
+    p.add_argument("--out", default=str(RESULTS), help="folder for the JSON (benchmarks/results)")
     args = p.parse_args(argv)
     if args.rounds < 2:
         print("window_cost: error: --rounds must be at least 2", file=sys.stderr)
@@ -102,12 +108,20 @@ def main(argv: list[str] | None = None) -> int:
     out = {"machine": describe_machine(fingerprint=True),
            "command": "python3 -m benchmarks.window_cost " + " ".join(argv or sys.argv[1:])}
     t0 = time.time()
+    if args.gpu:
+        base = Config(device="cuda", backend="nccl")
+        pairs = (("1 GPU", base),)
+    else:
+        base = Config(threads=2)
+        pairs = (("1 rank", base), ("2 gloo ranks", Config(nproc=2, threads=1)))
     if args.only in (None, "fixed"):
-        out["fixed_cost"] = fixed_cost(topology, args.rounds, args.seconds, results)
+        out["fixed_cost"] = fixed_cost(topology, args.rounds, args.seconds, results, base,
+                                       args.workload)
     if args.only in (None, "split"):
-        out["split_cost"] = split_cost(topology, args.rounds, args.seconds, results)
+        out["split_cost"] = split_cost(topology, args.rounds, args.seconds, results, pairs,
+                                       args.workload)
     out["seconds"] = round(time.time() - t0, 1)
-    path = RESULTS / f"window_cost_{time.strftime('%Y-%m-%d')}.json"
+    path = Path(args.out) / f"window_cost_{time.strftime('%Y-%m-%d')}.json"
     path.write_text(json.dumps(out, indent=1))
     print(json.dumps({k: v for k, v in out.items() if k != "machine"}, indent=1))
     print(f"written to {path}")
