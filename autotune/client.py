@@ -14,7 +14,7 @@ import json
 import math
 import os
 
-from .atomic_json import write_json
+from .util.atomic_json import write_json
 from .result import PHASES
 
 REPORT_ENV = "AUTOTUNE_REPORT"

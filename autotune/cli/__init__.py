@@ -160,5 +160,5 @@ def _warn_password_in_argv(url: str | None) -> None:
 
 
 def _one_line(text: str) -> str:
-    from ..clean import one_line   # messages quote study strings: no escape reaches the terminal
+    from ..util.clean import one_line   # messages quote study strings: no escape reaches the terminal
     return one_line(" ".join(text.split()))

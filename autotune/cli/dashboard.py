@@ -17,7 +17,7 @@ import sys
 import threading
 from wsgiref.simple_server import WSGIServer
 
-from ..clean import one_line, printable
+from ..util.clean import one_line, printable
 from ..tune import DashboardRequest, open_dashboard
 from ._common import add_study_args, study_of
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..clean import printable
+from ..util.clean import printable
 from ..tune import LaunchRequest, launch
 from ._common import (STORED_COMMAND_HELP, add_idle_arg, add_study_args, add_switch, add_trust_arg,
                       int_at_least, study_of)

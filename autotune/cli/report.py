@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..clean import one_line, printable
+from ..util.clean import one_line, printable
 from ..tune import ReportRequest, report
 from ._common import JSON_HELP, add_study_args, add_switch, int_at_least, study_of
 

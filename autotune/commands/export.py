@@ -7,7 +7,7 @@ from typing import Any
 
 import optuna
 
-from ..clean import one_line, printable
+from ..util.clean import one_line, printable
 from ..config import DEFAULT_WORKLOAD, Config
 from ..errors import AutotuneError, StorageError
 from ..export.command import launch_command, render, training_command

@@ -9,10 +9,10 @@ import time
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from ..clean import one_line
+from ..util.clean import one_line
 from ..config import Config, describe_changes
 from ..errors import ConfigError
-from ..checked_file import open_checked
+from ..util.checked_file import open_checked
 from ..export.launch import (Nodes, TunedConfig, default_log_dir, describe, exit_code,
                              from_study, in_force_lines, manifest_config, override, plan_launch,
                              program_for, refusals)

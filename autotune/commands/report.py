@@ -7,7 +7,7 @@ from typing import Any
 from wsgiref.simple_server import WSGIServer
 
 from .. import dashboard
-from ..clean import one_line
+from ..util.clean import one_line
 from ..reporting.report import Report, build_report
 from ..study.storage import storage_of
 from .common import StudyRef, open_results

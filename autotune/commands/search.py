@@ -17,7 +17,7 @@ import optuna
 
 from ..export.recommendation import save_recommendation
 from ..plan.cluster import Cluster
-from ..private_files import foreign_folder
+from ..util.private_files import foreign_folder
 from ..probe.topology import Topology
 from ..progress import SILENT, Progress
 from ..recommend.choose import recommend, shared_recommendation

@@ -7,7 +7,7 @@ import contextlib
 import time
 from dataclasses import dataclass, field
 
-from ..clean import one_line, printable
+from ..util.clean import one_line, printable
 from ..config import DEFAULT_WORKLOAD
 from ..errors import ConfigError
 from ..export.recommendation import save_recommendation

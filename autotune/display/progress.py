@@ -9,7 +9,7 @@ import sys
 import time
 from typing import TextIO
 
-from ..clean import one_line, printable
+from ..util.clean import one_line, printable
 from ..result import Outcome
 from ..search.account import describe as describe_account
 from ..search.budget import format_seconds

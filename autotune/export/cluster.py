@@ -9,7 +9,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import replace
 
-from ..clean import one_line
+from ..util.clean import one_line
 from ..config import Config
 from ..plan.hosts import Host
 from ..plan.cluster import Cluster, build_cluster_plan

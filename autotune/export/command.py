@@ -11,8 +11,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..child_python import python_module
-from ..clean import one_line
+from ..util.child_python import python_module
+from ..util.clean import one_line
 from ..config import (DEFAULT_WORKLOAD, TRAINER_FLAGS, Config, changed_knobs,
                       describe_changes)
 from ..errors import ConfigError

@@ -17,7 +17,7 @@ import os
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..atomic_json import read_json
+from ..util.atomic_json import read_json
 from ..config import Config
 from ..errors import ConfigError, StorageError
 from ..plan.build import build_plan

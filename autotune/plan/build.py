@@ -10,7 +10,7 @@ import sys
 from dataclasses import dataclass
 
 from ..bind import command as bind_command
-from ..child_python import python_module
+from ..util.child_python import python_module
 from ..comm.ccl.env import CCL_ENV
 from ..comm.ccl.env import rank_env as ccl_rank_env
 from ..comm.ccl.env import script_env as ccl_script_env

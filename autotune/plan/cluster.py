@@ -21,7 +21,7 @@ import os
 import shlex
 from dataclasses import dataclass, field, replace
 
-from ..child_python import python_module
+from ..util.child_python import python_module
 from ..config import Config
 from ..errors import ConfigError
 from .hosts import LAUNCHERS, Host, check_argument

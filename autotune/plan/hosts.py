@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ..clean import one_line
+from ..util.clean import one_line
 from ..errors import ConfigError
 
 LAUNCHERS = ("ssh", "mpirun", "srun")

@@ -16,7 +16,7 @@ import json
 import os
 from typing import Any
 
-from ..atomic_json import read_json
+from ..util.atomic_json import read_json
 from ..errors import ProbeError
 from .capabilities import ALLOCATOR_NAMES, IOMP_NAMES, build_capabilities
 from .topology import Capabilities

@@ -19,7 +19,7 @@ import sys
 import time
 from typing import Any
 
-from ..child_python import python_code, python_module
+from ..util.child_python import python_code, python_module
 
 _LIB_NAME = re.compile(r"^lib(jemalloc|tcmalloc|tcmalloc_minimal|iomp5|gomp)\.so(\.\d+)*$")
 MULTIARCH_DIRS = ("/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu",

@@ -14,7 +14,7 @@ import optuna
 from optuna.trial import TrialState
 
 from ..result import Outcome
-from ..clean import one_line
+from ..util.clean import one_line
 from ..config import Config, changed_knobs
 from ..search.account import describe as describe_account
 from ..measure.contention import DISTURBED_SHARE

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..plan.launch_plan import LaunchPlan
-from ..private_files import private_dir, private_file
+from ..util.private_files import private_dir, private_file
 from .idle import IDLE_DEADLINE_S, IdleWatch, Stuck
 from .processes import POLL_S, Processes, signals_held
 

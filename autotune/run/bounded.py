@@ -16,7 +16,7 @@ import sys
 from dataclasses import asdict
 from typing import Any
 
-from ..child_python import python_module
+from ..util.child_python import python_module
 from ..errors import WorkloadError
 from ..measure.script import ScriptMetric, last_match_end, script_metric
 

@@ -28,7 +28,7 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import process_identity
+from ..util import process_identity
 from ..errors import MachineStateError
 
 LIVE = "/proc/sys/kernel/numa_balancing"

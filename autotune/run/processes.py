@@ -18,8 +18,8 @@ from collections.abc import Iterator
 import psutil
 
 from ..plan.launch_plan import LaunchPlan
-from ..private_files import private_file
-from ..process_identity import RUNNER_ENV, mark
+from ..util.private_files import private_file
+from ..util.process_identity import RUNNER_ENV, mark
 
 POLL_S = 0.05
 _SCAN_S = 0.25           # how often descendants are looked for (exits are checked every poll)

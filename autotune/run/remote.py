@@ -23,13 +23,13 @@ import time
 
 import psutil
 
-from ..child_python import python_module
+from ..util.child_python import python_module
 from ..comm.ccl.shm import remove_mapped_by
 from ..errors import AutotuneError
 from ..plan.hosts import (Host, differences, interface_of, network_of, node_address,
                           ssh_hostname)
 from ..plan.cluster import FORWARD, MARKER, Cluster
-from ..private_files import private_dir
+from ..util.private_files import private_dir
 
 _SSH_ERRORS = (  # (pattern in ssh's stderr, what to tell the user)
     (r"Connection refused", "ssh refused the connection (no sshd listening?)"),

@@ -25,14 +25,14 @@ from .classify import classify, declared_outcome, describe_exit, rank_failure, r
 from .cpu_ledger import CpuLedger, trial_cpus
 from .idle import IDLE_DEADLINE_S, IdleWatch
 from ..comm.ccl.shm import RECORD as SEGMENT_RECORD, SegmentRecord, clean_recorded
-from ..process_identity import RUNNER_ENV, alive, machine, parse_mark
+from ..util.process_identity import RUNNER_ENV, alive, machine, parse_mark
 from ..plan.launch_plan import LaunchPlan
 from ..result import Outcome
 from .outcome import RunResult
 from .processes import POLL_S, Processes, signals_held
 from .rank_output import _MAX_TAIL_RANKS, _result_of, read_tail
 from .tee import MAX_LOG_BYTES, Tee
-from ..private_files import private_dir, private_file
+from ..util.private_files import private_dir, private_file
 
 __all__ = ["Interrupted", "classify", "end_ranks", "free_port", "interrupt_on_sigterm",
            "judged", "prepare_launch", "reap_orphans", "root_cause", "run_plan", "start_ranks"]

@@ -24,7 +24,7 @@ import psutil
 
 from ..plan.launch_plan import (STOP_REQUEST, LaunchPlan, WorkerRequest, window_request_path,
                                 window_result_path)
-from ..private_files import private_file
+from ..util.private_files import private_file
 from ..result import Outcome
 from .cpu_ledger import CpuLedger, trial_cpus
 from .outcome import RunResult

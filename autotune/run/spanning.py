@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from ..plan.launch_plan import LaunchPlan
-from ..private_files import private_file
+from ..util.private_files import private_file
 from ..result import Outcome
 from .outcome import RunResult
 from .rank_output import _result_of, read_tail

@@ -13,7 +13,7 @@ import signal
 import threading
 from typing import BinaryIO, TextIO
 
-from ..private_files import private_file
+from ..util.private_files import private_file
 
 CHUNK = 64 << 10            # the most read from a pipe, or echoed as one line, at once
 MAX_LOG_BYTES = 64 << 20    # a trial's rank log stops growing here...

@@ -16,7 +16,7 @@ import tempfile
 import time
 
 from ..errors import LockError
-from ..file_lock import describe_pid, flock_holders, open_lock_file, printable, safe_folder
+from ..util.file_lock import describe_pid, flock_holders, open_lock_file, printable, safe_folder
 
 
 def lock_folder() -> str:

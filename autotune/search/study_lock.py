@@ -18,7 +18,7 @@ import time
 from typing import Iterator
 
 from ..errors import LockError, StorageError
-from ..file_lock import open_lock_file, wait_flock
+from ..util.file_lock import open_lock_file, wait_flock
 from ..study.storage import redact, redact_message
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from ..process_identity import alive, machine
+from ..util.process_identity import alive, machine
 from .records import interrupted_attrs
 from .storage import storage_of, trial_id
 

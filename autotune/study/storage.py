@@ -19,7 +19,7 @@ import optuna
 
 from .. import __version__
 from ..errors import StorageError
-from ..private_files import create_private, private_dir
+from ..util.private_files import create_private, private_dir
 from .attrs import StudyAttrs, write_description
 from .provenance import Here, why_not_here
 # the URLs' own words live in urls.py; commands read them from here too

@@ -9,7 +9,7 @@ import shlex
 import stat
 from typing import Any, Iterable
 
-from ..clean import one_line
+from ..util.clean import one_line
 from ..errors import ConfigError
 from .trust import StoredCode
 

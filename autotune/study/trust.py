@@ -26,8 +26,8 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
-from ..checked_file import CheckedFile, open_checked, owner_name
-from ..clean import one_line
+from ..util.checked_file import CheckedFile, open_checked, owner_name
+from ..util.clean import one_line
 from ..errors import ConfigError
 
 TRUST_FLAG = "--trust-study"

@@ -27,7 +27,7 @@ import torch.distributed as dist  # noqa: E402
 
 _TORCH_AT = time.time()
 
-from ..atomic_json import write_json  # noqa: E402
+from ..util.atomic_json import write_json  # noqa: E402
 from ..comm.ccl.shm import remove_own  # noqa: E402
 from ..plan.launch_plan import (EXIT_BACKEND_UNAVAILABLE, STANDALONE_SECONDS,  # noqa: E402
                                 RankExpect, WorkerRequest)

@@ -239,7 +239,7 @@ def _load_entry_point(name: str, args: dict[str, Any]) -> WorkloadSpec:
 
 def _in_this_folder(module_name: str) -> str:
     """A hint when the module is in the current folder, which autotune's own Pythons leave off
-    their import path (a co-user's `torch.py` there ran as the user: autotune/child_python.py)."""
+    their import path (a co-user's `torch.py` there ran as the user: autotune/util/child_python.py)."""
     top = module_name.split(".")[0]
     if os.path.exists(f"{top}.py") or os.path.isdir(top):
         return (f" ({top} is in the current folder, which autotune does not import from; "

@@ -21,7 +21,7 @@ import psutil
 from paths import REPO, TESTS
 from test_runner import CHILD, child_trial, survivors
 
-from autotune.process_identity import RUNNER_ENV
+from autotune.util.process_identity import RUNNER_ENV
 from autotune.run.runner import reap_orphans
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from autotune.child_python import python_module
+from autotune.util.child_python import python_module
 from autotune.cli import main
 from autotune.export.recommendation import save_recommendation
 from autotune.config import Config

@@ -321,7 +321,7 @@ def test_a_real_trial_leaves_nothing_others_can_read_even_with_umask_0(tmp_path)
 
 @pytest.mark.slow
 def test_another_users_open_results_folder_keeps_its_mode_and_is_named(tmp_path, other_uid):
-    from autotune.private_files import foreign_folder, private_dir
+    from autotune.util.private_files import foreign_folder, private_dir
     shared = tmp_path / "shared"
     shared.mkdir()
     shared.chmod(0o777)

@@ -8,7 +8,7 @@ import sqlite3
 
 import pytest
 
-from autotune.checked_file import open_checked
+from autotune.util.checked_file import open_checked
 from autotune.study.trust import storage_provenance
 
 NOBODY = 65534

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from autotune.child_python import python_code, python_module
+from autotune.util.child_python import python_code, python_module
 
 PLANTED = ("autotune", "torch", "runpy", "json", "psutil", "pip")
 

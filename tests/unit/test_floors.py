@@ -19,9 +19,7 @@ from import_graph import cycles, imports, unit
 # Lowest first.
 FLOORS: tuple[tuple[str, ...], ...] = (
     # the ground floor: errors, the knob table, the shared vocabulary, small leaf utilities
-    ("errors", "config", "result", "training", "clean", "atomic_json",
-     "private_files", "process_identity", "file_lock", "checked_file", "client", "child_python",
-     "autotune"),
+    ("errors", "config", "result", "training", "util", "client", "autotune"),
     ("probe", "comm", "bind"),                 # the machine; communication backends
     ("plan", "space", "script"),               # pure: plans, feasibility, spaces, a script's command
     ("measure",),                              # statistics and observation of what ran

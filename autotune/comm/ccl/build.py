@@ -25,8 +25,8 @@ import sysconfig
 from pathlib import Path
 
 from ...errors import AutotuneError
-from ...private_files import private_dir
-from ...file_lock import open_lock_file, wait_flock
+from ...util.private_files import private_dir
+from ...util.file_lock import open_lock_file, wait_flock
 
 SOURCE = Path(__file__).with_name("backend.cpp")
 RUNTIME_VERSION = "2022.2.0"   # oneccl-cpu / oneccl-cpu-devel / oneccl (for libccl.so.2)

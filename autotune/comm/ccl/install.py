@@ -10,7 +10,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from ...child_python import python_module
+from ...util.child_python import python_module
 from .build import FIX_RUNTIME, RUNTIME_VERSION, CclUnavailable, runtime_dir
 
 

@@ -38,7 +38,7 @@ from typing import Any, Iterable
 
 import psutil
 
-from ...checked_file import open_checked
+from ...util.checked_file import open_checked
 
 SHM = Path("/dev/shm")
 RECORD = "ccl-segments.json"           # in the trial's folder, under the results folder

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from autotune.child_python import python_module
+from autotune.util.child_python import python_module
 from autotune.config import Config
 from autotune.export.command import launch_command, render
 from autotune.plan.build import build_plan

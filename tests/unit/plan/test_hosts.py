@@ -447,7 +447,7 @@ def test_every_python_a_cluster_trial_starts_drops_the_current_folder(launcher):
     """Issue 46, item 4: the ranks, the rank shim and the kill helper on every host start through
     a `-c` line that removes the current folder from the import path before anything is
     imported (the hosts' Python is of a version unknown here, so no -P)."""
-    from autotune.child_python import python_module
+    from autotune.util.child_python import python_module
     p = cplan(Config(nproc=2, nnodes=2), cluster(launcher))
     argvs = [argv for _h, argv, _log in p.launchers] + list(p.host_kill)
     words = [w for argv in argvs for a in argv

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from autotune.cli import main
-from autotune.child_python import python_module
+from autotune.util.child_python import python_module
 from autotune.config import Config
 from autotune.errors import ConfigError
 from autotune.plan.build import JEMALLOC_CONF, build_plan

@@ -572,7 +572,7 @@ def test_every_sampled_trial_names_its_machine_and_the_end_of_the_budget(tmp_pat
     without one it stayed RUNNING for ever, and a hostname cannot tell containers apart."""
     import time
 
-    from autotune.process_identity import machine
+    from autotune.util.process_identity import machine
     sim, study, before = Sim(), new_study(tmp_path), time.time()
     run_search(study, space=space, topology=topo, evaluate=sim, clock=sim,
                options=SearchOptions(budget_s=600, min_trial_s=10, patience=100))

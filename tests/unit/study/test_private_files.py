@@ -11,7 +11,7 @@ import optuna
 import pytest
 
 from autotune.errors import AutotuneError
-from autotune.private_files import create_private, private_dir, private_file
+from autotune.util.private_files import create_private, private_dir, private_file
 from autotune.study.storage import open_storage
 
 

@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from autotune.clean import one_line, printable
+from autotune.util.clean import one_line, printable
 from autotune.cli import PASSWORD_WARNING, main
 from autotune.config import Config
 from autotune.export.cluster import torchrun_hosts

@@ -22,7 +22,7 @@ import stat
 import time
 from typing import NoReturn
 
-from .errors import LockError
+from ..errors import LockError
 
 __all__ = ["describe_pid", "flock_holders", "open_lock_file", "printable", "safe_folder",
            "wait_flock"]

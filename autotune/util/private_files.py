@@ -12,7 +12,7 @@ import stat
 from pathlib import Path
 
 from .clean import one_line
-from .errors import AutotuneError
+from ..errors import AutotuneError
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600

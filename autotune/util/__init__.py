@@ -1,0 +1,5 @@
+"""The ground floor's small leaf utilities, which every floor may use: files written whole
+(atomic_json), opened only where no one else could have changed them (checked_file), private to
+this user (private_files), locked (file_lock); text made safe to show (clean); a process told
+apart from a later one on its pid (process_identity); and the Python children autotune starts,
+none of which imports from the current folder (child_python)."""
