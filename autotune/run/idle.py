@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import psutil
 
+from .processes import cpu_seconds
+
 # Long enough for a checkpoint written to a slow disk (that shows as output or CPU, or both, in
 # less than this); short enough that a hung teardown does not hold a launch or a trial for minutes.
 IDLE_DEADLINE_S = 30.0
@@ -64,14 +66,7 @@ def _tree_cpu(pid: int) -> float | None:
         procs = [root, *root.children(recursive=True)]
     except psutil.Error:
         return None
-    total = 0.0
-    for p in procs:
-        try:
-            t = p.cpu_times()
-            total += t.user + t.system
-        except psutil.Error:
-            continue
-    return total
+    return cpu_seconds(procs)
 
 
 def _size(path: str) -> int:

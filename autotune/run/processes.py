@@ -25,6 +25,18 @@ POLL_S = 0.05
 _SCAN_S = 0.25           # how often descendants are looked for (exits are checked every poll)
 
 
+def cpu_seconds(procs: Iterator[psutil.Process] | list[psutil.Process]) -> float:
+    """CPU seconds (user and system) these processes have used so far; a gone one adds none."""
+    total = 0.0
+    for p in procs:
+        try:
+            t = p.cpu_times()
+            total += t.user + t.system
+        except psutil.Error:
+            continue
+    return total
+
+
 def _peek_exit(pid: int) -> int | None:
     """Exit status without reaping (the zombie keeps the pgid from being reused)."""
     try:

@@ -20,7 +20,6 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-import psutil
 
 from ..plan.launch_plan import (STOP_REQUEST, LaunchPlan, WorkerRequest, window_request_path,
                                 window_result_path)
@@ -28,7 +27,7 @@ from ..util.private_files import private_file
 from ..result import Outcome
 from .cpu_ledger import CpuLedger, trial_cpus
 from .outcome import RunResult
-from .processes import POLL_S, Processes, signals_held
+from .processes import POLL_S, Processes, cpu_seconds, signals_held
 from .rank_output import read_result
 from .runner import end_ranks, judged, prepare_launch, start_ranks
 from .tee import MAX_LOG_BYTES, Tee
@@ -151,14 +150,7 @@ class Session:
 
     def cpu_seconds(self) -> float:
         """CPU seconds the session's processes have used so far (an idle one should use none)."""
-        total = 0.0
-        for p in self.trial.tracked():
-            try:
-                t = p.cpu_times()
-                total += t.user + t.system
-            except psutil.Error:
-                continue
-        return total
+        return cpu_seconds(self.trial.tracked())
 
     def spins(self, idle_s: float, share: float = 0.05) -> bool:
         """Whether, idle for `idle_s` since its last window, it used more than `share` of a core
