@@ -20,7 +20,6 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-
 from ..plan.launch_plan import (STOP_REQUEST, LaunchPlan, WorkerRequest, window_request_path,
                                 window_result_path)
 from ..util.private_files import private_file
