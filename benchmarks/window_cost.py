@@ -66,20 +66,29 @@ def fixed_cost(topology, rounds: int, seconds: float, results: str, base: Config
 
 def split_cost(topology, rounds: int, seconds: float, results: str,
                pairs: tuple[tuple[str, Config], ...], workload: str) -> dict:
+    """On and off alternate as windows of one running launch (each switch builds the model and
+    DDP again, with or without the all-reduce's hook): what differs between fresh processes
+    (their memory layout, which cores they land on) does not enter the ratio."""
     from autotune.run.trial import TrialSettings, run_trial
+    from autotune.run.warm import WarmLaunches
     out: dict[str, dict] = {}
     for name, config in pairs:
         base = TrialSettings(target_seconds=seconds, timeout_s=300.0, results_dir=results,
                              workload=workload)
+        warm = WarmLaunches()
         ratios = []
-        for r in range(rounds):
-            thr = {}
-            for on in ((True, False) if r % 2 == 0 else (False, True)):
-                res = run_trial(config, topology, replace(base, time_phases=on))
-                thr[on] = res.throughput
-            if thr[True] and thr[False]:
-                ratios.append(thr[True] / thr[False])
-            print(f"{name} round {r + 1}/{rounds}: on/off {ratios[-1]:.3f}", flush=True)
+        try:
+            run_trial(config, topology, base, warm=warm)     # the launch's own first window
+            for r in range(rounds):
+                thr = {}
+                for on in ((True, False) if r % 2 == 0 else (False, True)):
+                    res = run_trial(config, topology, replace(base, time_phases=on), warm=warm)
+                    thr[on] = res.throughput
+                if thr[True] and thr[False]:
+                    ratios.append(thr[True] / thr[False])
+                print(f"{name} round {r + 1}/{rounds}: on/off {ratios[-1]:.3f}", flush=True)
+        finally:
+            warm.close()
         out[name] = {"ratios": ratios, "median": statistics.median(ratios),
                      "min": min(ratios), "max": max(ratios)}
     return out

@@ -113,7 +113,7 @@ def _keeps(trainer: Trainer | None, req: WorkerRequest) -> bool:
     (its model may go on training; a quality run starts from its seed)."""
     return trainer is not None and req.mode == "throughput" and \
         trainer.req.mode == "throughput" and trainer.req.config == req.config and \
-        trainer.req.seed == req.seed
+        trainer.req.seed == req.seed and trainer.req.time_phases == req.time_phases
 
 
 def _build(ctx: RankContext, req: WorkerRequest, res: dict[str, Any],
