@@ -20,8 +20,10 @@ import math
 # One quality run's share of the budget: the noise floor's and one class's seeds (6 runs) and
 # the seeded confirmation of a winner (6 more) then take about 40% of it at most.
 QUALITY_RUN_SHARE = 1 / 30
-# Below this many samples the built-in cnn's seeds spread so that the gate's noise exceeds 3
-# points (benchmarks/results/quality_length.json): a budget that cannot afford it is too short.
+# The shortest run whose noise still says something: the built-in cnn's 5 seeds spread by 3.7
+# points at 4096 samples (the gate's noise for 3 seeds against 3: 6.4 pp, six times the default
+# tolerance) and by 1.1 at 8192 (1.8 pp), 0.7-0.9 at 12288-16384 (1.1-1.6 pp)
+# (benchmarks/results/quality_length.json). A budget that cannot afford it is too short.
 MIN_QUALITY_SAMPLES = 8192
 # Lengths are whole multiples of this, so that every global batch a space offers divides them.
 SAMPLES_MULTIPLE = 1024
@@ -41,10 +43,17 @@ def sized_samples(*, throughput: float, budget_s: float, most: int,
     return max(least, min(most, fit))
 
 
+# Quality runs a class that changes the math costs at most: the noise floor's 3 seeds, its own 3,
+# and the confirmation's 3 new seeds on each side.
+RUNS_TO_CONFIRM = 12
+# ... and the share of the budget they may take before the trials and verification starve.
+MOST_FOR_QUALITY = 0.8
+
+
 def budget_for(samples: int, throughput: float) -> float:
-    """The budget whose share buys one run of `samples` at `throughput` (for the message of a
-    budget too short to size one)."""
-    return (samples / max(throughput, 1e-9) + RUN_FIXED_S) / QUALITY_RUN_SHARE
+    """The least budget in which RUNS_TO_CONFIRM runs of `samples` at `throughput` take at most
+    MOST_FOR_QUALITY of it (for the message of a budget too short to size them)."""
+    return RUNS_TO_CONFIRM * run_seconds(samples, throughput) / MOST_FOR_QUALITY
 
 
 def run_seconds(samples: int, throughput: float) -> float:
@@ -53,11 +62,12 @@ def run_seconds(samples: int, throughput: float) -> float:
 
 
 def too_short_for_quality(samples: int, throughput: float, budget_s: float) -> str | None:
-    """'a 5m budget cannot size a quality run here: ... use at least 9m' when even the floor's
-    run takes more than its share, else None."""
+    """'the budget is too short for quality runs here: ... use at least 9m' when even runs of
+    the floor's length for one class that changes the math would take most of it, else None."""
     need = budget_for(samples, throughput)
     if need <= budget_s:
         return None
-    return (f"the budget cannot size a quality run here: {samples} samples at "
-            f"{throughput:.0f} samples/s take {run_seconds(samples, throughput):.0f} s, more "
-            f"than {QUALITY_RUN_SHARE:.0%} of it; use at least {math.ceil(need / 60)}m")
+    return (f"the budget is too short for quality runs here: one of {samples} samples at "
+            f"{throughput:.0f} samples/s takes about {run_seconds(samples, throughput):.0f} s, "
+            f"and judging a class that changes the math takes {RUNS_TO_CONFIRM} of them; use at "
+            f"least {math.ceil(need / 60)}m")

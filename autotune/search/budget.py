@@ -143,7 +143,8 @@ class Reserve(NamedTuple):
 
 
 def verify_reserve(*, durations: list[float], lineup: int, confirm_s: float, rounds: int,
-                   floor_s: float, budget_s: float) -> Reserve:
+                   floor_s: float, budget_s: float,
+                   windows: list[float] | None = None) -> Reserve:
     """Seconds the search keeps for after it: `rounds` rounds of `lineup` trials (the default
     launch and the candidates) of the typical length in `durations`, between `floor_s` and 40%
     of the budget; SETTLE_ROUNDS more rounds of two, at most 15% of it; and room for two seeded
@@ -158,8 +159,14 @@ def verify_reserve(*, durations: list[float], lineup: int, confirm_s: float, rou
     if not durations:
         return Reserve(floor_s, 0.0)
     typical = sorted(durations)[len(durations) // 2]
-    verify = max(floor_s, min(0.4 * budget_s, lineup * rounds * typical))
-    verify += min(0.15 * budget_s, settling_s(typical))
+    # `windows`: the trials that ran as windows of a launch already running (run/session.py):
+    # verification's rounds after its first are such windows (its lineup stays running); a
+    # 5-minute search reserved rounds at a start's cost, 3.3 s each took, and ended 1m49s early
+    window = sorted(windows)[len(windows) // 2] if windows else typical
+    rounds_s = lineup * (typical + (rounds - 1) * window)
+    # the floor was sized for trials that start their processes: windows shrink it alike
+    verify = max(floor_s * min(1.0, window / typical), min(0.4 * budget_s, rounds_s))
+    verify += min(0.15 * budget_s, settling_s(window))
     confirm = confirmation_reserve(confirm_s, budget_s)
     return Reserve(verify + confirm, confirm)
 

@@ -32,7 +32,7 @@ class Spending:
                                   self.known.values(), n=o.verify_configs - 1)),
                               confirm_s=confirmation_cost(self.book, lead.config if lead else None),
                               rounds=o.verify_rounds, floor_s=o.verify_reserve_s,
-                              budget_s=o.budget_s)
+                              budget_s=o.budget_s, windows=self.windows)
 
     def left(self) -> float:
         return self.options.budget_s - self.clock.elapsed() - self.reserve()

@@ -63,6 +63,7 @@ class Trials(Judging, Spending):
                                          if r.role != Role.REPEAT}
         self.measured = 0                 # configurations launched by this run
         self.durations: list[float] = []  # seconds of this run's successful trials
+        self.windows: list[float] = []    # ... of those that were windows of a running launch
         self.costed: set[int] = set()     # host counts whose trial cost the budget note measured
 
     # ---- configurations and the space ----------------------------------------------------------
@@ -167,6 +168,8 @@ class Trials(Judging, Spending):
             ev = self.remeasure(config, ev)
         if ev.ok and not ev.stopped_early:   # a whole trial's length, for the reserve
             self.durations.append(ev.seconds)
+            if ev.fixed and "wait" in ev.fixed:   # no start: a window of a running launch
+                self.windows.append(ev.seconds)
         return ev
 
     def remeasure(self, config: Config, first: TrialResult) -> TrialResult:

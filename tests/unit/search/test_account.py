@@ -73,3 +73,14 @@ def test_the_next_step_buys_what_this_budget_left_undone_in_order():
     assert next_step(budget_s=450.0, trial_s=15.0, wants=[("x", 400.0)], exhausted=False) == \
         "a 10-minute budget would also measure about 10 more configurations"
     assert next_step(budget_s=3600.0, trial_s=None, wants=[], exhausted=True) == ""
+
+
+def test_verification_kept_for_windows_of_running_launches_costs_what_windows_do():
+    from autotune.search.budget import verify_reserve
+    started = verify_reserve(durations=[7.5] * 6, lineup=3, confirm_s=48.0, rounds=3,
+                             floor_s=75.0, budget_s=300.0)
+    warm = verify_reserve(durations=[7.5] * 6, lineup=3, confirm_s=48.0, rounds=3,
+                          floor_s=75.0, budget_s=300.0, windows=[3.3] * 4)
+    # a 5-minute search on the 2-core EPYC kept 168 s and used 78 (windows of 3.3 s)
+    assert round(started.total_s) == 168
+    assert round(warm.total_s) == 123 and warm.confirm_s == started.confirm_s == 48.0
