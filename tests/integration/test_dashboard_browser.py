@@ -97,6 +97,8 @@ def test_study_trials_and_note_render_in_headless_chromium(db, tmp_path):
         assert f"{len(study.trials)} Trials" in trials        # every trial, failed ones included
         assert "Trial 0 Complete" in trials and "Trial 1 Complete" in trials
         assert "role reference:default" in trials             # the first trial's user attributes
+        # where its step's time went (issue 43): the split stored on the trial, shown with them
+        assert "split" in trials and "step_s" in trials and "compute" in trials
         # a failed trial, selected by number: its outcome and reason are there to read
         failed = next(t for t in study.trials if t.user_attrs.get("outcome") == "timeout")
         detail = page_text(f"{server.url}/trials?numbers={failed.number}", tmp_path, "failed")

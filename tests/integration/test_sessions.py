@@ -83,10 +83,10 @@ def test_a_rank_killed_while_idle_gets_its_launch_started_again(topology, tmp_pa
         (session, _), = ev.warm.open.values()
         os.kill(session.trial.procs[0].pid, signal.SIGKILL)
         rank = psutil.Process(session.trial.procs[0].pid)
-        for _ in range(200):           # dead, not reaped: the session's own look must see it
-            if rank.status() == psutil.STATUS_ZOMBIE:
-                break
+        deadline = time.monotonic() + 60   # dead, not reaped: the session's own look must see it
+        while rank.status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
             time.sleep(0.05)
+        assert rank.status() == psutil.STATUS_ZOMBIE
         out = ev(Config(threads=1, precision="bf16"), "throughput")
         assert out.ok, out.reason
         assert ev.warm.starts == 2 and ev.warm.windows == 0
