@@ -155,7 +155,8 @@ def test_the_search_summary_prints_the_interval_once_and_says_what_run_cpu_is(ca
 
 
 GLOSSARY_TERMS = ("math class", "noise floor", "leader", "window", "stagnated", "oracle",
-                  "landscape", "fingerprint", "pp", "goodput", "PED-ANOVA", "run_cpu")
+                  "landscape", "fingerprint", "pp", "goodput", "PED-ANOVA", "run_cpu", "split",
+                  "ceiling")
 
 
 def test_the_glossary_explains_every_term_and_the_readme_links_it():
