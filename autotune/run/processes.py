@@ -48,7 +48,7 @@ def _peek_exit(pid: int) -> int | None:
     return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
 
 
-def _alive(p: psutil.Process) -> bool:
+def alive(p: psutil.Process) -> bool:
     try:
         return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
@@ -150,7 +150,7 @@ class Processes:
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline:
             self.poll()
-            if not self.running() and not any(_alive(p) for p in self.known.values()):
+            if not self.running() and not any(alive(p) for p in self.known.values()):
                 break
             time.sleep(POLL_S)
         self._signal_all(signal.SIGKILL)
@@ -192,7 +192,7 @@ class Processes:
                 code = p.wait(timeout=5)
                 if self.codes[r] is None:
                     self.codes[r] = code
-        psutil.wait_procs([p for p in self.known.values() if _alive(p)], timeout=2)
+        psutil.wait_procs([p for p in self.known.values() if alive(p)], timeout=2)
 
 
 @contextlib.contextmanager

@@ -26,7 +26,7 @@ from ..util.private_files import private_file
 from ..result import Outcome
 from .cpu_ledger import CpuLedger, trial_cpus
 from .outcome import RunResult
-from .processes import POLL_S, Processes, cpu_seconds, signals_held
+from .processes import POLL_S, Processes, alive, cpu_seconds, signals_held
 from .rank_output import read_result
 from .runner import end_ranks, judged, prepare_launch, start_ranks
 from .tee import MAX_LOG_BYTES, Tee
@@ -142,7 +142,10 @@ class Session:
         if not self.alive:
             return False
         self.trial.poll()
-        if len(self.trial.running()) < len(self.plan.ranks):
+        # a rank's leader shows as a zombie while its other threads still exit, before its exit
+        # can be read: either one means the rank is gone
+        if len(self.trial.running()) < len(self.plan.ranks) or \
+                not all(alive(p) for p in self.trial.rank_procs):
             self._end(grace_s=1.0)
             return False
         return True
