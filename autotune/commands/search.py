@@ -118,7 +118,8 @@ def _opened(study: optuna.Study, req: SearchRequest, job: SearchJob, progress: P
     if req.script:
         record_script(study, req, job, progress)
         progress.note("no ceiling: a script's step cannot be timed with its data resident; where "
-                      "its time goes is what it reports (autotune.report_metrics(split=...))")
+                      "its time goes is what it reports (autotune.report_metrics(split=...)); "
+                      "its accuracy is what its own runs report, not sized by the budget")
     return elsewhere
 
 
