@@ -9,6 +9,7 @@ database connection, so the advisory lock is contended for real; the last test r
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import threading
 import time
@@ -283,6 +284,13 @@ def test_two_searches_at_once_share_one_study_without_duplicates(pg_url, tmp_pat
         assert s["recommendation"]["config"] == stored["config"]
     assert not [t for t in study.trials if t.state == TrialState.RUNNING]
     assert survivors(tmp_path) == []
-    for argv in (["report"], ["export", "--format", "shell"]):  # from any machine, on the server
-        assert main([*argv, "--storage", pg_url]) == 0
-        assert stored["headline"] in capsys.readouterr().out
+    assert main(["report", "--storage", pg_url]) == 0     # from any machine, on the server
+    assert stored["headline"] in capsys.readouterr().out
+    # a database server is storage other accounts may write: its workload entry point is
+    # exported after the user has read it and passed the hash the refusal showed (issue 46)
+    assert main(["export", "--format", "shell", "--storage", pg_url]) == 2
+    shown = re.search(r"--trust-study ([0-9a-f]{12})", capsys.readouterr().err)
+    assert shown, "the refusal names the hash to pass"
+    assert main(["export", "--format", "shell", "--storage", pg_url,
+                 "--trust-study", shown.group(1)]) == 0
+    assert stored["headline"] in capsys.readouterr().out
