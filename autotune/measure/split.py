@@ -15,7 +15,7 @@ report, the summary and the guide read them through here and never read raw time
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from ..result import PHASES, StrEnum
 PHASE_WORDS = {"data": "data", "copy": "copy", "compute": "compute", "allreduce": "all-reduce",
@@ -106,6 +106,16 @@ def split_of_report(phases: Mapping[str, Any] | None, steps: int, step_s: float,
     return split_from({"step_s": step_s, "source": source, **per})
 
 
+def highest_ceilings(measured: Iterable[tuple[str, float | None]]) -> dict[str, float]:
+    """The highest ceiling of each math class, from (class, ceiling) of the launches measured
+    (a CPU launch faster than the one a ceiling was taken on raises its class's)."""
+    out: dict[str, float] = {}
+    for cls, ceiling in measured:
+        if ceiling:
+            out[cls] = max(out.get(cls, 0.0), ceiling)
+    return out
+
+
 def of_ceiling(throughput: float | None, ceiling: float | None) -> float | None:
     """A launch's throughput as a share of its math class's ceiling (None: either unknown)."""
     if not throughput or not ceiling or ceiling <= 0:
@@ -138,6 +148,12 @@ def diagnosis(who: str, split: StepSplit | None, share: float | None, *, device:
     if part != Bottleneck.DATA and data >= 0.05:
         tail += f", {data:.0%} waits on data"
     return head + tail
+
+
+def ran_warm(fixed: Mapping[str, float] | None) -> bool:
+    """Whether a run's fixed costs (fixed_costs) are a window's of a launch already running
+    (it waited for its request), not a start's."""
+    return bool(fixed) and "wait" in fixed
 
 
 def fixed_costs(report: Mapping[str, Any], launched_at: float) -> dict[str, float] | None:

@@ -267,7 +267,7 @@ class QualityBook:
         hosts): runs of it seen so far, else an estimate from the trial's throughput and the run
         length `samples`."""
         seen = self.run_seconds(config)
-        per_run = seen if seen else run_seconds(self.length or samples, throughput)
+        per_run = seen if seen else run_seconds(samples, throughput)
         return per_run * -(-len(self.missing_seeds(config)) // self.lanes(config))
 
     def run_seconds(self, config: Config) -> float | None:

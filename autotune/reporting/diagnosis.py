@@ -3,22 +3,12 @@ to its math class's ceiling: the summary's and the report's lines (the arithmeti
 measure/split.py's)."""
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from typing import Callable
 
 from ..config import REFERENCE_GLOBAL_BATCH, Config
-from ..measure.split import diagnosis, of_ceiling, split_from
+from ..measure.split import diagnosis, highest_ceilings, of_ceiling, split_from
 from ..result import Outcome
 from ..study.records import Record, Role
-
-
-def class_ceilings(records: Iterable[Record], class_of: Callable[[Config], str]) -> dict[str, float]:
-    """The highest ceiling measured in each math class."""
-    out: dict[str, float] = {}
-    for r in records:
-        if r.result.ceiling:
-            cls = class_of(r.config)
-            out[cls] = max(out.get(cls, 0.0), r.result.ceiling)
-    return out
 
 
 def math_words(config: Config) -> str:
@@ -37,7 +27,7 @@ def diagnosis_lines(records: list[Record], *, recommended: Config | None,
     if script:
         return ["no ceiling: a script's step cannot be timed with its data resident, and the "
                 "split is the script's own (autotune.report_metrics(split=...)) where it gives one"]
-    ceilings = class_ceilings(records, class_of)
+    ceilings = highest_ceilings((class_of(r.config), r.result.ceiling) for r in records)
     ok = {r.config.key(): r for r in records if r.outcome == Outcome.OK and r.throughput}
     default = next((r for r in ok.values() if r.role == Role.DEFAULT), None)
     shown: list[tuple[str, Record]] = [("the default launch", default)] if default else []

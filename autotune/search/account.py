@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..measure.split import ran_warm
 from ..result import Evaluate, TrialResult
 from .budget import format_seconds
 
@@ -33,7 +34,7 @@ class Account:
         self.seconds[kind] += out.seconds
         self.runs[kind] += 1
         self.fixed_s += sum((out.fixed or {}).values())
-        if out.fixed and "wait" in out.fixed:
+        if ran_warm(out.fixed):
             self.warm_runs += 1
         if kind == "trials":
             self.configurations.add(key)

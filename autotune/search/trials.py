@@ -14,7 +14,7 @@ from optuna.distributions import CategoricalDistribution
 
 from ..config import Config
 from ..measure.contention import describe_outside, disturbed
-from ..measure.split import of_ceiling
+from ..measure.split import highest_ceilings, of_ceiling, ran_warm
 from ..plan.feasible import ruled_out
 from ..plan.placement import canonical
 from ..probe.topology import Topology
@@ -108,9 +108,8 @@ class Trials(Judging, Spending):
 
     def ceiling_of(self, config: Config) -> float | None:
         """The highest ceiling measured in `config`'s math class (None: none yet)."""
-        cls = self.book.class_of(config)
-        return max((r.result.ceiling for r in self.known.values() if r.result.ceiling
-                    and self.book.class_of(r.config) == cls), default=None)
+        return highest_ceilings((self.book.class_of(r.config), r.result.ceiling)
+                                for r in self.known.values()).get(self.book.class_of(config))
 
     def leader(self) -> float:
         return max((r.throughput for r in self.known.values() if r.feasible and r.throughput),
@@ -168,7 +167,7 @@ class Trials(Judging, Spending):
             ev = self.remeasure(config, ev)
         if ev.ok and not ev.stopped_early:   # a whole trial's length, for the reserve
             self.durations.append(ev.seconds)
-            if ev.fixed and "wait" in ev.fixed:   # no start: a window of a running launch
+            if ran_warm(ev.fixed):   # no start: a window of a running launch
                 self.windows.append(ev.seconds)
         return ev
 

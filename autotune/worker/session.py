@@ -78,8 +78,6 @@ def run_window(ctx: RankContext, req: WorkerRequest, res: dict[str, Any]) -> Non
         trainer = ctx.trainer = _build(ctx, req, res, setup, amp)
     else:
         trainer.attach(req, res)
-    if res.get("ipex_version") and isinstance(res.get("in_force"), dict):
-        res["in_force"]["ipex"] = res["ipex_version"]
     res["model_at"] = time.time()
     try:
         train(trainer)

@@ -33,7 +33,6 @@ def train(run: Trainer) -> None:
         chunk = max(1, n_steps // 10)
     say(run.rank, f"{req.mode}: about {n_steps} steps of global batch {run.global_batch} = "
                   f"{run.world_size} ranks x {run.accum} x {run.micro}")
-    res["window_at"] = time.time()
     _timed_window(run, chunk)
     say(run.rank, f"window {res['window_seconds']:.3f}s, {res['throughput']:.1f} samples/s, "
                   f"loss {res['final_loss']}")

@@ -111,6 +111,8 @@ class Trainer:
         """Serve the window `req`, reporting into `res` (a kept trainer's next window)."""
         self.req, self.res = req, res
         res.update(self.facts)
+        if self.facts.get("ipex_version") and isinstance(res.get("in_force"), dict):
+            res["in_force"]["ipex"] = self.facts["ipex_version"]
 
     def prepare(self, x: torch.Tensor) -> torch.Tensor:
         x = _device.to_device(self.setup, x)
