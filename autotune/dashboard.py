@@ -16,6 +16,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import optuna
 
+from .quality.verdict import recommendation_claims
 from .config import Config
 from .errors import AutotuneError
 from .study.attrs import StudyAttrs
@@ -59,6 +60,7 @@ def note_markdown(study_name: str, rec: dict[str, Any], command: str | None,
     if rec.get("accuracy") is not None:
         facts.append(f"- accuracy: {rec['accuracy']:.4f} (default launch "
                      f"{_fmt(rec.get('default_accuracy'))})")
+    facts += [f"- {claim}" for claim in recommendation_claims(rec)]
     if rec.get("rounds"):
         facts.append(f"- verified in {rec['rounds']} interleaved round(s) against the default launch")
     lines += facts + ["", "## Configuration", "", "| knob | value | default |", "|---|---|---|"]

@@ -29,6 +29,19 @@ def non_negative_float(text: str) -> float:
     return value
 
 
+def percentage_points(text: str) -> float:
+    """An argparse type: a drop in percentage points, 0 <= value < 100 (an accuracy cannot lose
+    100 points and still say anything)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 <= value < 100:   # NaN fails both
+        raise argparse.ArgumentTypeError(f"{text!r} must be from 0 to below 100 percentage "
+                                         "points")
+    return value
+
+
 def int_at_least(minimum: int, what: str = "a whole number", most: int | None = None):
     """An argparse type: an integer >= minimum (and <= most), with a one-line message
     otherwise."""

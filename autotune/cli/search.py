@@ -39,7 +39,7 @@ import time
 from ..display import TerminalProgress
 from ..tune import DEFAULT_KEEP_TRIALS, GUIDES, SearchRequest, parse_budget, redact, search
 from ._common import (ACCURACY_HELP, add_storage_arg, add_switch, add_workload_args, int_at_least,
-                      positive_float, script_of)
+                      percentage_points, positive_float, script_of)
 from ._hosts import add_host_args, hosts_of, only_task_zero
 
 
@@ -72,10 +72,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _add_quality_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--max-accuracy-drop", type=float, default=1.0, metavar="PP",
+    p.add_argument("--max-accuracy-drop", type=percentage_points, default=1.0, metavar="PP",
                    help="largest accuracy loss, in percentage points against the default launch, "
-                        "a recommendation may have; a configuration is rejected only when its "
-                        "loss exceeds this by more than the seed-to-seed noise (default: 1.0)")
+                        "a recommendation may have (0 to below 100; default: 1.0). A class that "
+                        "changes the math is accepted only when its runs show it: the one-sided "
+                        "95%% upper bound of its drop, paired seed by seed with the default "
+                        "launch's runs, is at most this. A class whose runs cannot tell is 'not "
+                        "shown' and is not recommended as keeping accuracy; the summary names it "
+                        "with what settling it costs")
     p.add_argument("--quality-seeds", type=int, default=3, metavar="N",
                    help="seeds per quality measurement; the default launch's give the noise "
                         "floor (default: 3, at least 2)")

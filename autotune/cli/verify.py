@@ -21,6 +21,10 @@ examples:
   autotune verify                      the newest study measured on this machine
   autotune verify --budget 10m --rounds 5
   autotune verify --study NAME --json
+  autotune verify --quality --budget 15m
+      (the faster launch whose accuracy the search could not show: more paired seeds of it and
+      of the default launch until its drop is shown within --max-accuracy-drop or beyond it,
+      then its speed verified; it replaces the recommendation only when shown within)
   autotune verify --storage postgresql://me@db/autotune --trust-study HASH   once read
 """
 from __future__ import annotations
@@ -43,6 +47,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    metavar="N",
                    help=f"interleaved rounds, at least; more (up to {MAX_ROUNDS_FACTOR}x) while "
                         f"unsettled (1-{MAX_ASKED_ROUNDS}, default: 3)")
+    add_switch(p, "--quality", "settle the accuracy of the faster launch the search named as "
+               "'not shown': paired seeds, a pair at a time, while --budget allows and more "
+               "seeds could show it; then verify it against the default launch")
     add_switch(p, "--json", JSON_HELP)
     add_trust_arg(p, "run the study's stored script command or import its module:function "
                      f"workload {STORED_COMMAND_HELP}")
@@ -53,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     req = VerifyRequest(budget_s=parse_budget(args.budget), rounds=args.rounds,
                         study=study_of(args), trust_study=args.trust_study,
-                        idle_timeout=args.idle_timeout)
+                        idle_timeout=args.idle_timeout, quality=args.quality)
     verified = verify(req, RoundLines(of_rounds=False, quiet=args.json, named=True), started=started)
     print(json.dumps(verified.result.to_json(), indent=2) if args.json else verified.text())
     return 0

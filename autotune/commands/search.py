@@ -32,7 +32,7 @@ from ..search.lock import MachineLock, machine_key
 from ..search.loop import run_search
 from ..search.account import Account, Accounted
 from ..search.options import Clock, SearchResult
-from .search_next import what_next
+from .search_next import settle_words, what_next
 from ..search.shared import Workers
 from ..study import attrs as A
 from ..study.owners import fail_stale_running
@@ -127,7 +127,8 @@ def _account(study: optuna.Study, result: SearchResult, rec: Recommendation | No
              account: Account, req: SearchRequest, clock: Clock) -> dict[str, object]:
     """Where the budget went and what the next step would buy, stored on the study."""
     out = account.to_json(elapsed_s=clock.elapsed(), budget_s=req.budget_s,
-                          next_step=what_next(result, rec, account, req.budget_s))
+                          next_step=what_next(result, rec, account, req.budget_s),
+                          settle=settle_words(rec))
     A.write_budget_account(study, out)
     return out
 
@@ -172,8 +173,7 @@ def _recommend(study: optuna.Study, result: SearchResult, evaluate: Evaluate,
     verifies and the others take what it stored."""
     choose = {"rounds": req.verify_rounds, "max_rounds": req.max_verify_rounds,
               "script_mode": req.script is not None,
-              "time_left": time_left, "progress": progress,
-              "quality_samples": job.settings.accuracy_samples}
+              "time_left": time_left, "progress": progress}
 
     def save(rec: Recommendation | None) -> str | None:
         return save_recommendation(study, rec, job.topology, job.label,

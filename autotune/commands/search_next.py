@@ -3,7 +3,10 @@
 configurations" (search/account.next_step words it)."""
 from __future__ import annotations
 
+import math
+
 from ..config import describe_changes
+from ..quality.confirm import SETTLE_COMMAND
 from ..quality.verdict import QualityStatus
 from ..recommend.verify import Recommendation
 from ..result import Outcome
@@ -44,3 +47,19 @@ def what_next(result: SearchResult, rec: Recommendation | None, account: Account
                                  2 * more * trial_s))
     return next_step(budget_s=budget_s, trial_s=trial_s, wants=wants,
                      exhausted=result.stop_reason == "exhausted")
+
+
+def settle_words(rec: Recommendation | None) -> list[str]:
+    """What settling each faster launch whose accuracy was not shown would cost, and the command
+    that does it; or that no number of seeds would (its measured drop is at or past the
+    tolerance)."""
+    out = []
+    for what, seconds in (rec.extra.get("unconfirmed") or []) if rec is not None else []:
+        if math.isinf(float(seconds)):
+            out.append(f"no number of paired seeds would show the accuracy of {what} within the "
+                       "tolerance: its measured drop is at or past it")
+        else:
+            minutes = max(1, math.ceil(float(seconds) * 1.2 / 60))
+            out.append(f"settling the accuracy of {what} takes about {float(seconds):.0f} s of "
+                       f"paired quality runs: {SETTLE_COMMAND} --budget {minutes}m")
+    return out

@@ -50,9 +50,9 @@ class SearchRequest:
     hosts: Hosts | None = None
 
     def __post_init__(self) -> None:
-        if not math.isfinite(self.max_accuracy_drop) or self.max_accuracy_drop < 0:
+        if not math.isfinite(self.max_accuracy_drop) or not 0 <= self.max_accuracy_drop < 100:
             raise AutotuneError(f"--max-accuracy-drop {self.max_accuracy_drop}: must be a number "
-                                ">= 0 (percentage points)")
+                                "from 0 to below 100 (percentage points)")
         if self.quality_seeds < 2:
             raise AutotuneError(f"--quality-seeds {self.quality_seeds}: at least 2 seeds are "
                                 "needed to measure the noise")

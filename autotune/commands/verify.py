@@ -34,6 +34,8 @@ class VerifyRequest:
     study: StudyRef = field(default_factory=StudyRef)
     trust_study: str | None = None  # the hash of a stored command others could have written
     idle_timeout: float = IDLE_DEADLINE_S
+    # settle the accuracy of the faster launch the search could not show, then verify it
+    quality: bool = False
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,10 @@ def verify(req: VerifyRequest, progress: Progress = SILENT,
     if reason:
         raise ConfigError(f"study {study.study_name} was {reason}; verify re-measures on the "
                           "machine and torch that measured it (run `autotune search` here)")
+    if req.quality and attrs.script_command:
+        raise ConfigError(f"study {study.study_name} tuned a script: --quality settles a math "
+                          "class's accuracy with autotune's own quality runs, which a script "
+                          "does not have; its accuracy comes from its own runs")
     if attrs.cluster_json:
         raise ConfigError(f"study {study.study_name} was measured across hosts; `autotune "
                           "verify` measures this machine only")
@@ -82,7 +88,7 @@ def verify(req: VerifyRequest, progress: Progress = SILENT,
         measured = StudyAttrs.of(study).recommendation
         accept = seeded_confirmation(study, evaluate, time_left=time_left, progress=progress)
         result = reverify(study, evaluate, rounds=req.rounds, progress=progress,
-                          time_left=time_left, accept=accept)
+                          time_left=time_left, accept=accept, quality=req.quality)
         result = store_unless_replaced(
             study, req.study.url, measured, result,
             lambda rec: save_recommendation(study, rec, topology,

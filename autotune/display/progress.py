@@ -13,6 +13,7 @@ from ..util.clean import one_line, printable
 from ..result import Outcome
 from ..search.account import describe as describe_account
 from ..search.budget import format_seconds
+from ..quality.verdict import recommendation_claims
 from ..config import Config, describe_changes
 from ..study.records import RUN_CPU_WON, RUN_CPU_WORDS, Record, Role, recommends_run_cpu
 from ..measure.contention import describe_outside, disturbed
@@ -148,6 +149,8 @@ class TerminalProgress:
                 acc += f" ± {res.quality_sd:.3f} ({res.quality_n} seeds)"
             elif res.quality == "pending":
                 acc = ", quality pending (measured if it leads)"
+            if res.quality_verdict:   # what its runs showed, in the gate's own words
+                acc += f"{':' if acc else ', accuracy'} {res.quality_verdict}"
             # A script's score is printed as the number it printed (a time, a loss, seconds per
             # run), never as samples/s it did not measure.
             shown = res.metric_shown or f"{rec.throughput:.1f} samples/s"
@@ -163,7 +166,7 @@ class TerminalProgress:
             if res.note:
                 what += f"\n{'':>13}    note: {res.note}"
             if not rec.feasible:
-                what += (f" [quality rejected: {res.quality_verdict}]"
+                what += (" [may not lead: its accuracy is not shown within the tolerance]"
                          if res.quality_verdict else " [outside accuracy tolerance]")
             for message in res.unacted:
                 what += f"\n{'':>13}    did not act: {message}"
@@ -215,15 +218,20 @@ class TerminalProgress:
             print(f"  {rec.vs_run_cpu:.2f}x over {RUN_CPU_WORDS}", file=out)
         if recommends_run_cpu(rec.to_json()):
             print(f"  {RUN_CPU_WON}", file=out)
-        if rec.extra.get("quality"):
-            print(f"  {rec.extra['quality']}", file=out)
-        elif rec.accuracy is not None and rec.default_accuracy is not None:
+        claims = recommendation_claims(rec.to_json())
+        for line in claims:
+            print(f"  {line}", file=out)
+        if not rec.extra.get("quality") and rec.accuracy is not None \
+                and rec.default_accuracy is not None:
             print(f"  accuracy {rec.accuracy:.3f} (default launch {rec.default_accuracy:.3f})",
                   file=out)
         if rec.extra.get("noise_floor"):
             print(f"  noise floor: {rec.extra['noise_floor']}", file=out)
-        if rec.note and rec.verified and rec.config != Config():
-            print(f"  not recommended: {rec.note}", file=out)
+        unproven = {u["why"] for u in rec.extra.get("unproven") or ()}
+        refused = [n for n in rec.note.split("; ") if n and not any(n in u for u in unproven)] \
+            if rec.note else []
+        if refused and rec.verified and rec.config != Config():
+            print(f"  not recommended: {'; '.join(refused)}", file=out)
         for line in (summary or {}).get("where_the_time_goes") or ():
             print(f"  {line}", file=out)
         if (summary or {}).get("budget"):

@@ -148,6 +148,7 @@ def _header(cmd: LaunchCommand) -> list[str]:
     lines = ["# autotune tuned launch: " + describe_changes(cmd.config)]
     if m.get("headline"):
         lines.append(f"# {m['headline']}")
+    lines += [f"# {claim}" for claim in m.get("accuracy") or ()]
     if m.get("fingerprint"):
         lines.append(f"# measured on {m.get('machine', '?')} (topology {m['fingerprint']}), "
                      f"torch {(m.get('library_versions') or {}).get('torch', '?')}")

@@ -1,88 +1,120 @@
 """The seeded confirmation of a recommendation that changes the math, and what it costs.
 
-The search judges a class on the seeds its noise floor used; before a class that trains
-differently is recommended, it is measured again on new seeds (CONFIRM_SEEDS), default and
-candidate side by side, and gated on those seeds alone.
+The search judges a class on the seeds the default's runs used (DEFAULT_SEEDS). Before a class
+that trains differently is recommended, default and candidate run new seeds (CONFIRM_SEEDS) side
+by side at the study's one length, and the class is judged on every pair it then has: the search's
+and the new ones. Acceptance needs the pooled test to show the drop within the tolerance, so a
+class that truly loses more is accepted in at most 5% of confirmations however it fared on the
+search's seeds (passing both is rarer than passing the last); the new seeds guard against a class
+that looked good on the seeds it was chosen on.
+
+A class whose drop already stands beyond the tolerance on the search's seeds is not confirmed:
+more seeds would only say so again. Neither is one the time left cannot hold; both are named, with
+what settling them would cost, and the command that does it.
 """
 from __future__ import annotations
 
+import math
 from typing import Callable, Sequence
 
 from ..config import Config, describe_changes
 from ..progress import SILENT, Progress
 from .evidence import CONFIRM_SEEDS, QualityBook
-from .verdict import QualityStatus, QualityVerdict, gate_status
+from .gate import pairs_to_show
+from .verdict import QualityStatus, QualityVerdict
+
+# What settles a class the confirmation could not show, as the summary names it.
+SETTLE_COMMAND = "autotune verify --quality"
 
 
 def confirm_quality(book: QualityBook, config: Config, *, time_left: Callable[[], float],
-                    samples: int, progress: Progress = SILENT,
-                    leave_s: float = 0.0, base_launch: Config | None = None) -> QualityVerdict:
+                    progress: Progress = SILENT,
+                    base_launch: Config | None = None,
+                    seeds: tuple[int, ...] = CONFIRM_SEEDS) -> QualityVerdict:
     """Confirm, before recommending it, that a configuration which changes the math trains as
-    well as the default launch: new seeds, each run twice as long as the search's quality runs
-    when the budget allows that and still leaves `leave_s` (else as long), default and
-    candidate side by side (D C D C ...), and the same gate on those seeds alone. A
-    configuration with the default's math needs nothing.
-    The verdict's `why` is the line the recommendation shows (accepted or not)."""
+    well as the default launch: `seeds` new seeds, default and candidate side by side (D C D C
+    ...), at the study's length, then the paired test on every seed both sides have. A
+    configuration with the default's math needs nothing. The verdict's `why` is the line the
+    recommendation shows (accepted or not)."""
     cls = book.class_of(config)
-    d_now = book.default_sample()
+    changes = describe_changes(config, none="default")
     if cls == book.class_of(book.base):
-        return QualityVerdict(status=QualityStatus.ACCEPTED, math_class=cls, sample=d_now, why=(
+        d_now = book.default_sample()
+        return QualityVerdict(status=QualityStatus.WITHIN, math_class=cls, sample=d_now, why=(
             f"same math as the default launch (quality {d_now.describe()}, {d_now.n} seeds)"
             if d_now else "same math as the default launch"))
-    length, per_run = _run_length(book, config, samples, time_left() - leave_s)
-    if length * per_run * len(CONFIRM_SEEDS) > time_left():
-        return QualityVerdict(status=QualityStatus.PENDING, math_class=cls, why=(
-            f"{describe_changes(config, none='default')} not confirmed: the seeded confirmation needs "
-            f"about {per_run * len(CONFIRM_SEEDS):.0f}s, more than the budget left"))
+    before = book.verdict(config)
+    if before.status == QualityStatus.BEYOND or (before.gate is not None and
+                                                 before.gate.drop_pp > before.gate.tolerance_pp):
+        return _stated(book, config, before, f"{changes}: accuracy ")
+    todo = [s for s in seeds if book.missing_seeds(config, (s,)) or
+            book.missing_seeds(book.base, (s,))]
+    need = confirmation_cost(book, config, len(todo))
+    if need > time_left():
+        return QualityVerdict(status=QualityStatus.PENDING, math_class=cls, gate=before.gate,
+                              sample=before.sample, why=(
+            f"{changes} not confirmed: {len(todo)} more paired seeds need about {need:.0f}s, "
+            f"more than the budget left" + (f"; on the search's seeds: {before.claim}"
+                                            if before.gate is not None else "")))
     # the default's side runs on the quickest launch of its math (`base_launch`): the same
     # training, in a fraction of the time where the default launch starves (a GPU's data path)
     base = base_launch if base_launch is not None and \
         book.class_of(base_launch) == book.class_of(book.base) else book.base
-    for seed in CONFIRM_SEEDS:   # interleaved, so a drift in the machine hits both alike
+    for seed in todo:   # interleaved, so a drift in the machine hits both alike
         for c in (base, config):
-            progress.confirm_start(config=c, seed=seed)
-            book.measure(c, (seed,), samples=samples * length)
-    d, c = book.default_sample(CONFIRM_SEEDS), book.evidence(config).sample(CONFIRM_SEEDS)
-    if d is None or c is None or d.n < 2 or c.n < 2:
+            if book.missing_seeds(c, (seed,)):
+                progress.confirm_start(config=c, seed=seed)
+                book.measure(c, (seed,))
+    after = book.verdict(config)
+    if after.status == QualityStatus.FAILED or after.gate is None:
         return QualityVerdict(status=QualityStatus.FAILED, math_class=cls, why=(
-            f"{describe_changes(config, none='default')} not confirmed: confirmation runs failed"))
-    v = book.gate_result(config, CONFIRM_SEEDS)
-    text = (f"accuracy {c.describe()} (default {d.describe()}, {c.n} new seeds x "
-            f"{samples * length} samples, side by side): "
-            f"{'beyond' if v.reject else 'within'} {v.tolerance_pp:g} pp "
-            f"(drop {v.drop_pp:+.2f} pp, noise {v.noise_pp:.2f} pp)")
-    return QualityVerdict(status=gate_status(v), math_class=cls, sample=c, gate=v, why=text)
+            f"{changes} not confirmed: confirmation runs failed"))
+    return _stated(book, config, after, "", new=len(todo))
 
 
-def _run_length(book: QualityBook, config: Config, samples: int,
-                spare_s: float) -> tuple[int, float]:
-    """(multiple of `samples` per confirmation run, seconds per seed): the default's
-    confirmation runs, when an earlier class made them, fix the length for every class; else
-    twice as long when `spare_s` holds that and, after it, the confirmation of a next class as
-    long (this one refused, the next holding candidate is confirmed at the length this one sets:
-    a first command spent 125 s confirming a bf16 class twice as long, 40 s on the next, both
-    refused, and run_cpu's settings, the winner, had no time left to settle)."""
-    base_ev = book.evidence(book.base)
-    done = [r.get("samples") for k, r in (base_ev.runs.items() if base_ev else ())
-            if k in CONFIRM_SEEDS and r.get("samples")]
-    if done:   # the default's confirmation runs exist (an earlier class): same length, theirs
-        return max(1, int(done[0]) // samples), book.run_seconds(config) or 0.0
-    own = book.run_seconds(config) or 0.0
-    per_run = (book.run_seconds(book.base) or 0.0) + own
-    return (2 if 2 * (per_run + own) * len(CONFIRM_SEEDS) <= spare_s else 1), per_run
+def _stated(book: QualityBook, config: Config, v: QualityVerdict, head: str,
+            new: int = 0) -> QualityVerdict:
+    """`v` with its `why`: the line a recommendation (or a refusal) shows."""
+    d = book.default_sample(v.gate.seeds if v.gate else None)
+    c = v.sample
+    fresh = f", {new} of them new, side by side" if new else ""
+    corr = f"; correlation {v.gate.correlation:.2f}" if v.gate and v.gate.correlation is not None \
+        else ""
+    length = f" x {book.length} samples" if book.length else ""
+    text = (f"{head}accuracy {c.describe() if c else '-'} (default "
+            f"{d.describe() if d else '-'}, {v.gate.n if v.gate else 0} paired seeds{length}"
+            f"{fresh}{corr}): {v.claim}")
+    if v.status == QualityStatus.NOT_SHOWN:
+        text += f"; to settle it: {SETTLE_COMMAND}"
+    return QualityVerdict(status=v.status, math_class=v.math_class, sample=c, gate=v.gate,
+                          why=text)
 
 
-def confirmation_cost(book: QualityBook, lead: Config | None) -> float:
-    """Seconds the confirmation of the leader `lead` would take (0 for the default's math)."""
+def confirmation_cost(book: QualityBook, lead: Config | None, seeds: int | None = None) -> float:
+    """Seconds the confirmation of the leader `lead` would take: `seeds` new paired seeds
+    (CONFIRM_SEEDS' count when None; 0 for the default's math)."""
     if lead is None or book.class_of(lead) == book.class_of(book.base):
         return 0.0
     per_run = (book.run_seconds(book.base) or 0.0) + (book.run_seconds(lead) or 0.0)
-    return per_run * len(CONFIRM_SEEDS)
+    return per_run * (len(CONFIRM_SEEDS) if seeds is None else seeds)
+
+
+def settling_cost(book: QualityBook, config: Config) -> float:
+    """Seconds the paired seeds that would show `config`'s class within the tolerance would take,
+    beyond those it has (gate.pairs_to_show); inf when no number of seeds would (its drop is at
+    or beyond the tolerance)."""
+    v = book.verdict(config)
+    unconfirmed = len([s for s in CONFIRM_SEEDS if book.missing_seeds(config, (s,))])
+    if v.gate is None:
+        return confirmation_cost(book, config)
+    want = pairs_to_show(v.gate)   # the new seeds of a confirmation are the least it takes
+    return math.inf if want is None else \
+        confirmation_cost(book, config, max(unconfirmed, want - v.gate.n))
 
 
 def confirmation_reserve(book: QualityBook) -> float:
     """What verification rounds past the asked ones must leave for a confirmation: the
-    default's side of it, twice."""
+    default's side of it and the candidate's, as long as the default's runs."""
     return 2 * (book.run_seconds(book.base) or 0.0) * len(CONFIRM_SEEDS)
 
 
@@ -90,27 +122,25 @@ class Confirmation:
     """The confirmation as the recommender sees it: one verdict per math class (a class is
     confirmed once), what verification must leave for it, and the noise floor it stands on."""
 
-    def __init__(self, book: QualityBook, *, time_left: Callable[[], float], samples: int,
-                 progress: Progress = SILENT, leave_s: float = 0.0,
-                 base_launch: Config | None = None) -> None:
-        self.book, self.time_left, self.samples, self.progress = book, time_left, samples, progress
+    def __init__(self, book: QualityBook, *, time_left: Callable[[], float],
+                 progress: Progress = SILENT, base_launch: Config | None = None) -> None:
+        self.book, self.time_left, self.progress = book, time_left, progress
         self.base_launch = base_launch
         # (the configuration's changes, seconds) of each confirmation the time left could not
-        # hold: what a longer budget would buy (search/account.py)
+        # hold, or that ended not shown: what settling them would cost (search/account.py)
         self.unconfirmed: list[tuple[str, float]] = []
-        self.leave_s = leave_s   # what the winner's rounds after a confirmation need (its length)
         self._verdicts: dict[str, QualityVerdict] = {}
 
     def verdict(self, config: Config) -> QualityVerdict:
         cls = self.book.class_of(config)
         if cls not in self._verdicts:
             self._verdicts[cls] = confirm_quality(self.book, config, time_left=self.time_left,
-                                                  samples=self.samples, progress=self.progress,
-                                                  leave_s=self.leave_s,
+                                                  progress=self.progress,
                                                   base_launch=self.base_launch)
-            if self._verdicts[cls].status == QualityStatus.PENDING:
+            status = self._verdicts[cls].status
+            if status in (QualityStatus.PENDING, QualityStatus.NOT_SHOWN):
                 self.unconfirmed.append((describe_changes(config, none="default"),
-                                         confirmation_cost(self.book, config)))
+                                         settling_cost(self.book, config)))
         return self._verdicts[cls]
 
     def reserve(self, configs: Sequence[Config]) -> float:

@@ -1,9 +1,13 @@
 """Seeded quality evidence per math class, stored in the study and reused.
 
-The default launch's class is measured first with `seeds` seeds: that is the noise floor every
-other class is judged against (quality/gate.py). Another class is measured with the same seeds only
-when it matters (a configuration of that class would lead the search), and each class is
-measured once: configurations that share the math share the quality.
+The default launch's class is measured first with `seeds` seeds: the runs every other class is
+paired with (quality/gate.py). Another class is measured with the same seeds only when it matters
+(a configuration of that class would lead the search), and each class is measured once:
+configurations that share the math share the quality. Runs of one seed on both sides share the
+initial weights (build_model(seed)), the data order (sample i of seed s, whatever the batch split)
+and the held-out examples (one set for every seed), so the class is judged on the per-seed
+differences. Every class of a study trains one length (`length`), so the confirmation's new seeds
+pool with the search's.
 """
 from __future__ import annotations
 
@@ -17,9 +21,9 @@ import optuna
 from ..config import Config
 from ..progress import SILENT, Progress
 from ..result import Outcome, SideBySide
-from .gate import GateResult, Sample, gate
+from .gate import DropBound, Sample, paired
 from .goodput import NoiseScale, noise_scale
-from .verdict import QualityStatus, QualityVerdict, gate_status
+from .verdict import QualityStatus, QualityVerdict, status_of
 from .math_class import math_class
 from .sizing import run_seconds
 from ..study import attrs as A
@@ -36,11 +40,16 @@ class ClassEvidence:
     runs: dict[int, dict[str, Any]] = field(default_factory=dict)   # seed -> run
 
     def sample(self, seeds: tuple[int, ...] | None = None) -> Sample | None:
-        """The seeds' qualities (all runs of the search's own length when `seeds` is None: the
-        confirmation's longer runs are compared only among themselves)."""
-        vals = [r["quality"] for s, r in sorted(self.runs.items())
-                if r.get("quality") is not None and _chosen(s, r, seeds)]
+        """The seeds' qualities (all runs of the study's own length when `seeds` is None)."""
+        vals = list(self.by_seed(seeds).values())
         return Sample(tuple(vals)) if vals else None
+
+    def by_seed(self, seeds: tuple[int, ...] | None = None) -> dict[int, float]:
+        """{seed: quality} of the runs at the study's own length (of `seeds`, when given): what
+        the paired test pairs. Runs of another length (an older study's twice-as-long
+        confirmations) pair only among themselves, when `seeds` names them."""
+        return {s: float(r["quality"]) for s, r in sorted(self.runs.items())
+                if r.get("quality") is not None and _chosen(s, r, seeds)}
 
     @property
     def failed(self) -> str | None:
@@ -104,6 +113,9 @@ class QualityBook:
         self.lower_is_better = lower_is_better
         self.base = base or Config()
         self.classes: dict[str, ClassEvidence] = {}
+        # Classes judged without runs (a global batch whose predicted goodput is below the
+        # default's: search/judging.py), until runs of them exist
+        self.predicted: dict[str, QualityVerdict] = {}
         # The samples of a search-length run, fixed once for the study (quality/sizing.py);
         # None: not decided yet (the caller's length applies, as in studies before sizing).
         self.length: int | None = None
@@ -124,21 +136,24 @@ class QualityBook:
             A.write_quality_length(self.study, self.length)
         return self.length
 
-    def verdict(self, config: Config) -> QualityVerdict:
-        """The verdict for `config`'s class on the evidence held now."""
-        ev, gated = self.evidence(config), self.gate_result(config)
+    def verdict(self, config: Config, seeds: tuple[int, ...] | None = None) -> QualityVerdict:
+        """The verdict for `config`'s class on the evidence held now: its paired test on every
+        seed both sides have at the study's length (of `seeds`, when given)."""
+        ev, gated = self.evidence(config), self.gate_result(config, seeds)
         cls = self.class_of(config)
         if ev is not None and ev.failed and gated is None:
             return QualityVerdict(status=QualityStatus.FAILED, math_class=cls, why=ev.failed)
-        if gated is None and cls == self.class_of(self.base):
-            # the default's own math: nothing to gate; its seeds are the noise floor, measured
-            # when another class needs judging
-            return QualityVerdict(status=QualityStatus.ACCEPTED, math_class=cls,
-                                  sample=ev.sample(self.seeds) if ev else None)
+        if cls == self.class_of(self.base):
+            # the default's own math: shown by definition; its seeds are what the other classes
+            # pair with, measured when one first needs judging
+            return QualityVerdict(status=QualityStatus.WITHIN, math_class=cls,
+                                  sample=ev.sample(seeds) if ev else None,
+                                  why="same math as the default launch")
         if gated is None:
-            return QualityVerdict(status=QualityStatus.PENDING, math_class=cls)
-        return QualityVerdict(status=gate_status(gated), math_class=cls,
-                              sample=ev.sample(self.seeds), gate=gated)
+            return self.predicted.get(cls) or QualityVerdict(status=QualityStatus.PENDING,
+                                                            math_class=cls)
+        return QualityVerdict(status=status_of(gated), math_class=cls,
+                              sample=ev.sample(seeds), gate=gated)
 
     def class_of(self, config: Config) -> str:
         return math_class(config, batchnorm=self.batchnorm,
@@ -241,21 +256,20 @@ class QualityBook:
             "b_noise": ns.b_noise if ns else None})
 
     def default_sample(self, seeds: tuple[int, ...] | None = None) -> Sample | None:
+        """The default's qualities on `seeds` (every seed at the study's length when None)."""
         ev = self.evidence(self.base)
-        return ev.sample(seeds or self.seeds) if ev else None
+        return ev.sample(seeds) if ev else None
 
-    def gate_result(self, config: Config, seeds: tuple[int, ...] | None = None) -> GateResult | None:
-        """The gate for `config`'s class against the default's, or None while either is unknown.
-        The default's own class is accepted by definition."""
-        d = self.default_sample(seeds)
-        ev = self.evidence(config)
-        c = ev.sample(seeds or self.seeds) if ev else None
-        if d is None or c is None:
+    def gate_result(self, config: Config, seeds: tuple[int, ...] | None = None) -> DropBound | None:
+        """The paired test of `config`'s class against the default's on the seeds both have (of
+        `seeds`, when given), or None while they share none, or for the default's own class."""
+        base, ev = self.evidence(self.base), self.evidence(config)
+        if base is None or ev is None or self.class_of(config) == self.class_of(self.base):
             return None
-        if self.class_of(config) == self.class_of(self.base):
-            return GateResult(reject=False, drop_pp=0.0, noise_pp=0.0,
-                                tolerance_pp=self.tolerance_pp, df=float(d.n - 1))
-        return gate(d, c, self.tolerance_pp, lower_is_better=self.lower_is_better)
+        d, c = base.by_seed(seeds), ev.by_seed(seeds)
+        if not set(d) & set(c):
+            return None
+        return paired(d, c, self.tolerance_pp, lower_is_better=self.lower_is_better)
 
     def b_noise(self) -> float | None:
         ev = self.evidence(self.base)

@@ -57,6 +57,34 @@ def goodput(throughput: float, b_noise: float | None, batch: int, reference: int
     return throughput * efficiency(b_noise, batch, reference)
 
 
+@dataclass(frozen=True, kw_only=True)
+class Predicted:
+    """A global batch's goodput predicted before any quality run of it (Pollux's efficiency at
+    the default's measured noise scale)."""
+    throughput: float
+    efficiency: float
+    goodput: float
+    batch: int
+    b_noise: float
+
+    def words(self, default_throughput: float) -> str:
+        return (f"not worth quality runs: predicted goodput {self.goodput:.0f} samples/s, below "
+                f"the default launch's {default_throughput:.0f} (statistical efficiency "
+                f"{self.efficiency:.2f} at global batch {self.batch}, gradient noise scale "
+                f"~{self.b_noise:.0f})")
+
+
+def predicted_goodput(throughput: float, b_noise: float | None, batch: int,
+                      reference: int) -> Predicted | None:
+    """The goodput of `batch` at `throughput`, predicted from `b_noise` (None: no usable noise
+    scale to predict with)."""
+    if not b_noise or b_noise <= 0:
+        return None
+    eff = efficiency(b_noise, batch, reference)
+    return Predicted(throughput=throughput, efficiency=eff, goodput=throughput * eff,
+                     batch=batch, b_noise=b_noise)
+
+
 def samples_to_target(curves: Sequence[Sequence[tuple[int, float]]], target: float,
                       *, lower_is_better: bool = False) -> int | None:
     """Training samples after which the seeds' mean learning curve first reaches `target`,

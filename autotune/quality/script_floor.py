@@ -1,6 +1,10 @@
 """The noise floor of a user's script (script mode with --accuracy): the default launch's reported
-accuracy over seeds, the spread each configuration's single reported number is gated against
-(verdict.judge_single_run). A built-in workload's floor is the QualityBook's default class.
+accuracy over seeds. A configuration's own runs on the same seeds are paired with them, as a
+built-in workload's classes are (quality/gate.paired): the trial itself ran the first seed, and a
+configuration that contends for the lead runs the others. One run alone is bounded as one new run
+of the default would be (gate.single_run), which rarely shows anything; a script that takes no
+seed cannot be paired, and its verdict says what would show it. A built-in workload's floor is
+the QualityBook's default class.
 """
 from __future__ import annotations
 
@@ -13,7 +17,12 @@ from ..progress import Progress
 from ..result import Evaluate, Outcome, TrialResult
 from ..study import attrs as A
 from .gate import Sample
-from .verdict import accuracy_violation, judge_single_run
+from .gate import paired
+from .verdict import QualityStatus, QualityVerdict, accuracy_violation, judge_single_run, status_of
+
+# What a script that takes no seed is told about its accuracy verdict.
+UNPAIRED = ("its runs cannot be paired with the default launch's: give the script a seed "
+            "({seed} in its command, or $AUTOTUNE_SEED) to show its accuracy")
 
 
 def stored_script_floor(study_attrs: dict[str, Any] | A.StudyAttrs) -> Sample | None:
@@ -47,15 +56,38 @@ def measure_script_floor(study: optuna.Study, evaluate: Evaluate, config: Config
     return stored_script_floor(A.StudyAttrs.of(study))
 
 
+def floor_by_seed(study_attrs: dict[str, Any] | A.StudyAttrs) -> dict[int, float]:
+    """{seed: the default launch's reported accuracy} of the stored floor ({} without one)."""
+    floor = A.StudyAttrs(study_attrs).script_noise_floor
+    seeds, values = floor.get("seeds") or [], floor.get("values") or []
+    return {int(s): float(v) for s, v in zip(seeds, values)} if len(seeds) == len(values) else {}
+
+
 def judge_reported(accuracy: float | None, floor: Sample | None, *, base_accuracy: float | None,
-                   max_drop_pp: float, required: bool) -> tuple[float, dict[str, Any]]:
-    """(violation, the TrialResult fields of the verdict) of a script's one reported accuracy:
-    gated against the default launch's seeds (`floor`) when it has them, else compared with the
-    default launch's single number. With --accuracy (`required`) the script promised a number:
-    missing it fails the rule, as a built-in workload's missing accuracy does."""
+                   max_drop_pp: float, required: bool, own: dict[int, float] | None = None,
+                   floor_seeds: dict[int, float] | None = None,
+                   seeded: bool = True) -> tuple[float, dict[str, Any]]:
+    """(violation, the TrialResult fields of the verdict) of a script's reported accuracy:
+    paired with the default launch's runs seed by seed when the configuration has runs of 2 or
+    more of its seeds (`own`, `floor_seeds`: {seed: accuracy}); else its one run bounded against
+    the default's seeds (`floor`); else compared with the default launch's single number. With
+    --accuracy (`required`) the script promised a number: missing it fails the rule, as a
+    built-in workload's missing accuracy does. `seeded`: False for a script that takes no seed,
+    whose verdict then says so."""
+    if own and floor_seeds and len(set(own) & set(floor_seeds)) >= 2:
+        bound = paired(floor_seeds, own, max_drop_pp)
+        verdict = QualityVerdict(status=status_of(bound), gate=bound)
+        return verdict.violation, {**verdict.trial_fields(), "quality_n": bound.n}
     if accuracy is not None and floor is not None:
         verdict = judge_single_run(floor, accuracy, max_drop_pp)
         return verdict.violation, verdict.trial_fields()
-    if (accuracy is not None or required) and base_accuracy is not None:
-        return accuracy_violation(accuracy, base_accuracy, max_drop_pp), {}
-    return 0.0, {}
+    if accuracy is None:
+        return (1.0 if required and base_accuracy is not None else 0.0), {}
+    if base_accuracy is None:
+        return 0.0, {}
+    # one number against one: no spread, nothing shown; never recommended as keeping accuracy
+    why = UNPAIRED if not seeded else ("the default launch's seeds were not measured (no budget "
+                                       "for its noise floor): nothing to bound a drop with")
+    verdict = QualityVerdict(status=QualityStatus.NOT_SHOWN, why=why)
+    return max(accuracy_violation(accuracy, base_accuracy, max_drop_pp), 1e-6), \
+        verdict.trial_fields()

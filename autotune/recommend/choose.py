@@ -11,7 +11,6 @@ from ..progress import Progress
 from ..quality.confirm import Confirmation
 from ..result import Outcome
 from ..search.shared import Workers
-from ..search.budget import settling_s
 from ..search.lineup import pick_candidates
 from ..study.records import Role, records
 from .rounds import round_limit
@@ -19,7 +18,7 @@ from .verify import Recommendation, trusted_alone, unverified, verify
 
 
 def shared_recommendation(workers: Workers, study, result, evaluate, *, rounds: int,
-                          script_mode: bool, time_left, progress: Progress, quality_samples: int,
+                          script_mode: bool, time_left, progress: Progress,
                           max_rounds: int | None = None):
     """(recommendation, None) when this worker verified, over every worker's measurements;
     (None, stored) when another worker verified for it, after waiting with progress."""
@@ -33,8 +32,7 @@ def shared_recommendation(workers: Workers, study, result, evaluate, *, rounds: 
             everyone = dataclasses.replace(result, records=fresh, default=default)
             return recommend(everyone, evaluate, rounds=rounds, max_rounds=max_rounds,
                              script_mode=script_mode,
-                             time_left=time_left, progress=progress,
-                             quality_samples=quality_samples), None
+                             time_left=time_left, progress=progress), None
         if what == "read":
             return None, detail
         if detail != shown or time.monotonic() - last_note > 30:
@@ -49,11 +47,11 @@ def judged(r, book, script_mode: bool):
     if book is None or script_mode or r.outcome != Outcome.OK:
         return r
     book.refresh()
-    return dataclasses.replace(r, feasible=r.feasible and book.verdict(r.config).accepted)
+    return dataclasses.replace(r, feasible=r.feasible and book.verdict(r.config).contends)
 
 
 def recommend(result, evaluate, *, rounds: int, script_mode: bool, time_left, progress: Progress,
-              quality_samples: int, max_rounds: int | None = None) -> Recommendation | None:
+              max_rounds: int | None = None) -> Recommendation | None:
     """The winner of a finished search: its best candidates verified against the default
     launch (interleaved, `rounds` rounds), a winner that changes the math confirmed with seeded
     quality runs; unverified only when no budget is left and it was measured on a quiet machine."""
@@ -64,8 +62,9 @@ def recommend(result, evaluate, *, rounds: int, script_mode: bool, time_left, pr
     candidates = pick_candidates(result.records)
     if not candidates:
         return verify([], default, evaluate, rounds=0)
-    if time_left() < 20:
-        alone = [c for c in candidates if trusted_alone(c)]
+    if time_left() < 20:   # unconfirmed: only a class already shown within may stand
+        alone = [c for c in candidates if trusted_alone(c) and (
+            script_mode or result.book is None or result.book.verdict(c.config).accepted)]
         if not alone:
             progress.note("no recommendation: no budget left to verify, and the best candidates "
                           "were measured while other processes took their cores (over "
@@ -82,9 +81,7 @@ def recommend(result, evaluate, *, rounds: int, script_mode: bool, time_left, pr
     # confirmation's length leaves time for; while none is confirmed, those rounds must not eat
     # the time a confirmation takes.
     confirm = None if script_mode or result.book is None else Confirmation(
-        result.book, time_left=time_left, samples=result.book.length or quality_samples,
-        progress=progress, leave_s=settling_s(default.result.seconds or 0.0),
-        base_launch=result.book.quickest(default.config, [
+        result.book, time_left=time_left, progress=progress, base_launch=result.book.quickest(default.config, [
             (r.config, r.throughput) for r in result.records
             if r.outcome == Outcome.OK and r.throughput and not r.result.stopped_early]))
     rec = verify(candidates, default, evaluate, rounds=rounds, max_rounds=limit,

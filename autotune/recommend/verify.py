@@ -15,7 +15,7 @@ from ..config import Config, describe_changes
 from ..progress import SILENT, Progress
 from ..measure.contention import disturbed
 from ..measure.stats import RatioStats, Stats, busy, ratio_stats
-from ..quality.verdict import QualityVerdict
+from ..quality.verdict import QualityStatus, QualityVerdict
 from ..study.records import Record, Role
 from .rounds import interleave, round_limit
 from .settle import MIN_GAIN, Settling, Verdict, settle
@@ -137,6 +137,8 @@ class Recommendation:
                 "throughput": self.throughput, "default_throughput": self.default_throughput,
                 "headline": self.headline(), "note": self.note, "settled": self.settled,
                 "verdict": self.verdict.value, "inconclusive": self.inconclusive,
+                "accuracy_claim": self.extra.get("quality"),
+                "unproven": self.extra.get("unproven") or [],
                 "settling": self.settling.to_json() if self.settling else None,
                 "candidates": [{"config": v.config.to_dict(), "role": v.role,
                                 "search_throughput": v.search_throughput,
@@ -234,6 +236,7 @@ def _choose(verified: list[Verified], default: Record, rounds: int,
     run_cpu = next((v for v in verified if v.role == Role.RUN_CPU), None)
     holding = sorted((v for v in verified if v.holds), key=lambda v: v.ratio.median, reverse=True)
     refused: list[str] = []
+    unproven: list[dict[str, Any]] = []   # faster than the winner, accuracy not shown
     confirmed = ""
     if accept is not None:
         kept = []
@@ -245,6 +248,11 @@ def _choose(verified: list[Verified], default: Record, rounds: int,
                 break
             if answer.why not in refused:   # a class's verdict, once for all its candidates
                 refused.append(answer.why)
+                if answer.status in (QualityStatus.NOT_SHOWN, QualityStatus.PENDING) \
+                        and v.ratio.median > 1.0:
+                    unproven.append({"config": v.config.to_dict(), "speedup": v.ratio.median,
+                                     "changes": describe_changes(v.config, none="default"),
+                                     "why": answer.why})
         holding = kept
     if not holding:
         best = max(verified, key=lambda v: v.ratio.median if v.ratios else 0, default=None)
@@ -258,7 +266,8 @@ def _choose(verified: list[Verified], default: Record, rounds: int,
                               verified=True, accuracy=default.accuracy,
                               default_accuracy=default.accuracy, default_throughput=d_med,
                               throughput=d_med, candidates=tuple(verified), note=note,
-                              default_wins=True, settling=best.settling if best else None)
+                              default_wins=True, settling=best.settling if best else None,
+                              extra={"unproven": unproven} if unproven else {})
     win = holding[0]
     vs_run_cpu = None
     if run_cpu is not None and run_cpu is not win and run_cpu.throughputs:
@@ -277,7 +286,8 @@ def _choose(verified: list[Verified], default: Record, rounds: int,
                           default_throughput=d_med,
                           throughput=Stats.of(list(win.throughputs)).median,
                           candidates=tuple(verified), note="; ".join(refused),
-                          extra={"quality": confirmed} if confirmed else {})
+                          extra={**({"quality": confirmed} if confirmed else {}),
+                                 **({"unproven": unproven} if unproven else {})})
 
 
 def trusted_alone(r: Record) -> bool:

@@ -50,6 +50,6 @@ def _table(rows: tuple[Row, ...] | list[Row], unit: str = "samples/s") -> list[s
         step = split.brief() if split else "-"
         ceiling = "-" if r.of_ceiling is None else f"{min(r.of_ceiling, 1.0):.0%}"
         lines.append(f"  {r.number:>5}  {r.throughput:>10.1f}  {x:>9}  {acc:>8}  "
-                     f"{'ok' if r.feasible else 'no':>3}  {ceiling:>7}  {step:<24}  "
+                     f"{r.tolerance:>3}  {ceiling:>7}  {step:<24}  "
                      f"{_knobs(r.changes)}{tag}")
     return lines

@@ -1,12 +1,9 @@
 """The quality side of `autotune report`: the noise floor, and for each configuration its
 quality with the noise, the time to reach a common quality target, and goodput.
 
-The target is the default launch's quality less the tolerance, lowered to the lowest final
-quality of an accepted class when one ends below it: the gate accepts a class whose loss is
-within the tolerance *plus the seed noise*, so on a short search with noisy seeds no fast class
-reached the default's target and the column said "not reached" on every row. Lowered, every
-accepted configuration has a time and the rows compare; the line above the table says which
-target was used and why. With no learning curves at all (a script reports one final number) the
+The target is the default launch's quality (its mean over every seed at the study's length) less
+the tolerance. A class shown within the tolerance reaches it on its paired seeds by construction
+(the older rule accepted classes that did not, and lowered the target to them). With no learning curves at all (a script reports one final number) the
 column is dropped with its reason.
 
 Pure apart from reading the study's user attributes (written by evidence.QualityBook).
@@ -21,9 +18,9 @@ from ..result import TrialResult
 from ..study.attrs import StudyAttrs
 from ..study.records import Record
 from ..quality.evidence import ClassEvidence, stored_classes
-from ..quality.gate import Sample, gate
+from ..quality.gate import paired
 from ..quality.goodput import efficiency, samples_to_target
-from ..quality.verdict import QualityStatus, QualityVerdict, gate_status, stored_verdict
+from ..quality.verdict import QualityStatus, QualityVerdict, status_of, stored_verdict
 from .format import _knobs
 from .rows import Row
 
@@ -57,23 +54,27 @@ def verdict(study_attrs: StudyAttrs | dict[str, Any], result: TrialResult) -> Qu
 
 
 def class_verdict(study_attrs: StudyAttrs | dict[str, Any], cls: str) -> QualityVerdict | None:
-    """The verdict for a stored class; None when the class or the noise floor is not stored.
-    (A failed class shows as plain "failed" here: the report has no room for its cause.)"""
-    floor = StudyAttrs(study_attrs).noise_floor or {}
-    ev = stored_classes(study_attrs).get(cls)
-    if ev is None or not floor.get("values"):
+    """The verdict for a stored class, judged by the paired test on the runs stored now (a study
+    of the older rule is judged again here, from its figures; nothing stored changes); None when
+    the class or the default's runs are not stored. (A failed class shows as plain "failed"
+    here: the report has no room for its cause.)"""
+    attrs = StudyAttrs(study_attrs)
+    floor = attrs.noise_floor or {}
+    classes = stored_classes(study_attrs)
+    ev, base = classes.get(cls), classes.get(floor.get("math_class", ""))
+    if ev is None or base is None or not floor.get("values"):
         return None
     if ev.failed and ev.sample() is None:
         return QualityVerdict(status=QualityStatus.FAILED, math_class=cls)
     if cls == floor.get("math_class"):
-        return QualityVerdict(status=QualityStatus.ACCEPTED, math_class=cls, sample=ev.sample())
-    seeds = tuple(range(int(floor["n"])))
-    sample = ev.sample(seeds)
-    if sample is None:
+        return QualityVerdict(status=QualityStatus.WITHIN, math_class=cls, sample=ev.sample(),
+                              why="same math as the default launch")
+    d, c = base.by_seed(), ev.by_seed()
+    if not set(d) & set(c):
         return QualityVerdict(status=QualityStatus.PENDING, math_class=cls)
-    tol = float(StudyAttrs(study_attrs).settings.get("max_accuracy_drop", 1.0))
-    v = gate(Sample(tuple(floor["values"])), sample, tol)
-    return QualityVerdict(status=gate_status(v), math_class=cls, sample=sample, gate=v)
+    bound = paired(d, c, float(attrs.settings.get("max_accuracy_drop", 1.0)))
+    return QualityVerdict(status=status_of(bound), math_class=cls, sample=ev.sample(bound.seeds),
+                          gate=bound)
 
 
 def curve_end(curves: list[list[tuple[int, float]]]) -> float | None:
@@ -96,17 +97,10 @@ def target(study_attrs: StudyAttrs | dict[str, Any]) -> Target:
         return Target(value=None, why="time to target: not shown, the quality runs stored no "
                                       "learning curve (a script reports only its final accuracy)")
     tol = float(StudyAttrs(study_attrs).settings.get("max_accuracy_drop", 1.0))
-    wanted = floor["mean"] - tol / 100.0
-    ends = {cls: end for cls, ev in classes.items()
-            if (v := class_verdict(study_attrs, cls)) is not None and v.accepted
-            and (end := curve_end(ev.curves())) is not None}
-    lowest = min(ends, key=ends.__getitem__, default=None)
-    told = f"the default launch's quality {floor['mean']:.4f} less {tol:g} pp"
-    if lowest is None or ends[lowest] >= wanted:
-        return Target(value=wanted, why=f"time to target {wanted:.4f}: {told}")
-    return Target(value=ends[lowest], why=(
-        f"time to target {ends[lowest]:.4f}: the lowest final quality of an accepted class "
-        f"({lowest}), as {told} = {wanted:.4f} is not reached by every accepted class"))
+    mean = base.sample().mean if base.sample() else floor["mean"]
+    wanted = mean - tol / 100.0
+    return Target(value=wanted, why=f"time to target {wanted:.4f}: the default launch's quality "
+                                    f"{mean:.4f} less {tol:g} pp")
 
 
 def facts(study_attrs: StudyAttrs | dict[str, Any], result: TrialResult, throughput: float,
@@ -143,8 +137,9 @@ def noise_floor_line(study_attrs: StudyAttrs | dict[str, Any]) -> str:
     b = floor.get("b_noise")
     gns = f"; gradient noise scale B_noise ~ {b:.0f} samples" if b else ""
     return (f"noise floor: default launch quality {floor['mean']:.4f} ± {floor['sd']:.4f} over "
-            f"{floor['n']} seeds; a configuration is rejected only when it loses more than "
-            f"{tol:g} pp plus the noise (one-sided Welch t-test, 5%){gns}")
+            f"{floor['n']} seeds; a class that changes the math is accepted only when the 95% "
+            f"upper bound of its drop, paired seed by seed with these runs, is within {tol:g} pp "
+            f"(one-sided paired t-test); otherwise it is 'not shown' or 'beyond'{gns}")
 
 
 def table(rows: list[tuple[int, float, float | None, QualityFacts | None, str]],

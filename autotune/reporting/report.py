@@ -19,7 +19,7 @@ from ..config import Config, changed_knobs
 from ..search.account import describe as describe_account
 from ..measure.contention import DISTURBED_SHARE
 from ..measure.stats import BUSY_CPU_SHARE
-from ..quality.verdict import QualityStatus
+from ..quality.verdict import QualityStatus, recommendation_claims
 from ..recommend.settle import shown_in
 from ..study.attrs import StudyAttrs
 from ..study.records import (RUN_CPU_WON, RUN_CPU_WORDS, Record, Role, has_record,
@@ -102,6 +102,7 @@ class Report:
             if recommends_run_cpu(rec):
                 out.append(f"  {RUN_CPU_WON}")
             out.append(f"  config: {_knobs(changed_knobs(rec.get('config', {})))}")
+            out += [f"  {claim}" for claim in recommendation_claims(rec)]
         refs = [f"{role.split(':')[1]} {_num(t)} {self.unit}" for role, t in self.references.items()]
         out.append("references: " + (", ".join(refs) if refs else "none measured"))
         return out + [f"  {note}" for note in self.script_notes]
@@ -197,15 +198,23 @@ def _rows(recs: list[Record], default_thr: float | None, attrs: StudyAttrs) -> l
         if r.config.key() in seen:
             continue
         seen.add(r.config.key())
-        status = QR.verdict(attrs, r.result).status
-        feasible = r.feasible and status not in (QualityStatus.REJECTED, QualityStatus.FAILED)
+        tolerance = _tolerance(r, QR.verdict(attrs, r.result))
         rows.append(Row(number=r.number, role=r.role, throughput=r.throughput,
                         x_default=r.throughput / default_thr if default_thr else None,
-                        accuracy=accuracy_of(r, attrs), feasible=feasible,
+                        accuracy=accuracy_of(r, attrs), feasible=tolerance == "ok",
+                        tolerance=tolerance,
                         changes=changed_knobs(r.config),
                         cpu_share=r.result.cpu_share, outside_share=r.result.outside_share,
                         split=r.result.split, of_ceiling=r.result.of_ceiling))
     return rows
+
+
+def _tolerance(r: Record, verdict) -> str:
+    """The row's "tol" word: what its accuracy verdict showed (Row.tolerance)."""
+    if not r.feasible or verdict.status in (QualityStatus.BEYOND, QualityStatus.FAILED):
+        return "no"
+    judged = r.result.quality is not None or r.result.math_class is not None
+    return "?" if judged and not verdict.accepted else "ok"
 
 
 def _time_extra(attrs: StudyAttrs, fresh: list[Record]) -> dict[str, Any]:

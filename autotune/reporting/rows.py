@@ -16,12 +16,15 @@ class Row:
     throughput: float
     x_default: float | None
     accuracy: float | None
-    feasible: bool                   # within the accuracy tolerance (and every other constraint)
+    feasible: bool                   # shown within the accuracy tolerance, every constraint met
     changes: dict[str, Any]          # knobs that differ from the default launch
     cpu_share: float | None = None   # of rank 0's threads' CPU time it got; None = not recorded
     outside_share: float | None = None  # of its cores taken by other processes (contention.py)
     split: dict[str, Any] | None = None  # where its step went (measure/split.StepSplit stored)
     of_ceiling: float | None = None     # its throughput over its math class's ceiling
+    # the report's "tol" column: ok (shown within, or no accuracy to judge), ? (not shown yet:
+    # measured and unresolved, or not measured), no (beyond, failed, or another constraint)
+    tolerance: str = "ok"
 
     @property
     def disturbed(self) -> bool:
@@ -35,7 +38,7 @@ class Row:
     def to_json(self) -> dict[str, Any]:
         return {"trial": self.number, "role": self.role, "throughput": self.throughput,
                 "x_default": self.x_default, "accuracy": self.accuracy,
-                "feasible": self.feasible, "changes": self.changes,
+                "feasible": self.feasible, "tolerance": self.tolerance, "changes": self.changes,
                 "cpu_share": self.cpu_share, "outside_share": self.outside_share,
                 "busy": self.busy, "split": self.split, "of_ceiling": self.of_ceiling}
 

@@ -39,14 +39,16 @@ class Account:
         if kind == "trials":
             self.configurations.add(key)
 
-    def to_json(self, *, elapsed_s: float, budget_s: float, next_step: str = "") -> dict[str, Any]:
+    def to_json(self, *, elapsed_s: float, budget_s: float, next_step: str = "",
+                settle: list[str] | None = None) -> dict[str, Any]:
         spent = sum(self.seconds.values())
         return {"budget_s": round(budget_s, 1), "elapsed_s": round(elapsed_s, 1),
                 "seconds": {k: round(v, 1) for k, v in self.seconds.items()},
                 "runs": dict(self.runs), "fixed_s": round(self.fixed_s, 1),
                 "warm_runs": self.warm_runs,
                 "other_s": round(max(0.0, elapsed_s - spent), 1),
-                "configurations": len(self.configurations), "next_step": next_step}
+                "configurations": len(self.configurations), "next_step": next_step,
+                "settle": list(settle or ())}
 
 
 def describe(account: dict[str, Any]) -> list[str]:
@@ -65,6 +67,7 @@ def describe(account: dict[str, Any]) -> list[str]:
              "measured"]
     if account.get("next_step"):
         lines.append(f"  {account['next_step']}")
+    lines += [f"  {line}" for line in account.get("settle") or () if isinstance(line, str)]
     return lines
 
 

@@ -169,7 +169,7 @@ class _Search(Trials):
         while True:
             recs = [self._refreshed(r) for r in self.known.values()]
             ranked = sorted((r for r in recs if r.outcome == Outcome.OK and r.throughput
-                             and r.result.quality in (QualityStatus.ACCEPTED, QualityStatus.PENDING)
+                             and (r.feasible or r.result.quality == QualityStatus.PENDING)
                              and not r.result.stopped_early),
                             key=lambda r: r.throughput, reverse=True)[:top]
             pending = [r for r in ranked if r.result.quality == QualityStatus.PENDING]
@@ -186,7 +186,7 @@ class _Search(Trials):
         verdict = self.book.verdict(r.config)
         return replace(r, result=replace(r.result, accuracy=verdict.mean,
                                          **verdict.trial_fields()),
-                       feasible=verdict.violation <= 0 and verdict.status != QualityStatus.PENDING)
+                       feasible=verdict.contends)
 
 
 def _fails_on_default(rec: Record) -> WorkloadError:

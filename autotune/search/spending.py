@@ -23,10 +23,10 @@ class Spending:
     def reserved(self) -> Reserve:
         """What verification and a confirmation will need (budget.verify_reserve), from the
         trials measured so far: the default launch and today's candidates (search/lineup.py),
-        and the accepted leader's seeded confirmation (quality/confirm.py)."""
+        and the contending leader's seeded confirmation (quality/confirm.py)."""
         o = self.options
         lead = max((r for r in self.known.values() if r.feasible and r.throughput
-                    and r.result.quality == QualityStatus.ACCEPTED),
+                    and r.result.quality in (QualityStatus.WITHIN, QualityStatus.NOT_SHOWN)),
                    key=lambda r: r.throughput, default=None)
         return verify_reserve(durations=self.durations, lineup=1 + len(pick_candidates(
                                   self.known.values(), n=o.verify_configs - 1)),

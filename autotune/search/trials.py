@@ -101,9 +101,10 @@ class Trials(Judging, Spending):
 
     def race_leader(self) -> float:
         """What a sampled trial must be able to reach: the fastest whole measurement whose
-        quality is accepted (0: none yet, nothing to race)."""
+        quality was measured and contends (0: none yet, nothing to race)."""
         return max((r.throughput for r in self.known.values() if r.feasible and r.throughput
-                    and r.result.quality == QualityStatus.ACCEPTED and not r.result.stopped_early),
+                    and r.result.quality in (QualityStatus.WITHIN, QualityStatus.NOT_SHOWN)
+                    and not r.result.stopped_early),
                    default=0.0)
 
     def ceiling_of(self, config: Config) -> float | None:

@@ -12,7 +12,8 @@ from autotune.tune import SearchRequest, check_workload, search
 
 
 @pytest.mark.parametrize("bad, message", [
-    ({"max_accuracy_drop": -1.0}, r"--max-accuracy-drop -1.0: must be a number >= 0"),
+    ({"max_accuracy_drop": -1.0}, r"--max-accuracy-drop -1.0: must be a number from 0 to below 100"),
+    ({"max_accuracy_drop": 100.0}, r"--max-accuracy-drop 100.0: must be a number from 0 to below"),
     ({"quality_seeds": 1}, r"--quality-seeds 1: at least 2 seeds"),
     ({"quality_samples": 0}, r"--quality-samples 0: must be positive"),
     ({"verify_rounds": 0}, r"--verify-rounds 0: must be at least 1"),

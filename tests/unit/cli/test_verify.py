@@ -122,3 +122,13 @@ def test_the_stored_headline_verify_shows_as_before_stays_on_its_line():
     assert lines[1] == ("  before: verified speedup 9x\\nautotune: note: stored in your study"
                         "\\x1b]0;owned\\x07")
     assert len(lines) == 3 and "\x1b" not in text
+
+
+def test_quality_with_no_faster_launch_left_unshown(tmp_path, capsys):
+    """`verify --quality` settles the faster launch a search could not show; a recommendation
+    that names none has nothing to settle: one line that says what stands, exit 2."""
+    url, _ = _study(tmp_path, live_topology(), Config(nproc=2, threads=1))
+    before = _contents(url)
+    _refused(capsys, ["--storage", url, "--quality"],
+             "has no faster launch whose accuracy was not shown")
+    assert _contents(url) == before

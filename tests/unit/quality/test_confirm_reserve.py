@@ -22,7 +22,7 @@ def test_the_reserve_is_kept_only_while_a_confirmation_still_fits(tmp_path):
                        batchnorm=True, tolerance_pp=1.0, seeds=(0, 1, 2))
     book.measure(Config())                           # the noise floor: 3 runs of 40 s
     left = [1000.0]
-    confirm = Confirmation(book, time_left=lambda: left[0], samples=1024)
+    confirm = Confirmation(book, time_left=lambda: left[0])
     bf16, run_cpu = Config(precision="bf16"), Config(binding="numactl", allocator="tcmalloc")
     assert confirm.reserve([bf16]) == 2 * 40.0 * 3
     # the default's math needs no confirmation: nothing to keep for it
@@ -52,27 +52,60 @@ def test_rounds_past_the_asked_ones_take_the_time_no_confirmation_can_use():
     assert len(freed[0]) == 6                        # asked anew: the rounds got the time
 
 
-def test_a_confirmation_runs_twice_as_long_only_when_a_next_one_and_the_rounds_still_fit(tmp_path):
-    """Twice as long needs room for itself, for a next class's confirmation at that length (the
-    default's runs are shared), and for the rounds kept after it (`leave_s`): a first command
-    confirmed a bf16 class twice as long (125 s), then the next (40 s), both refused, and had no
-    time left to settle the winner. Runs here: the default 40 s, bf16 40 s (taken as long)."""
+def _book(tmp_path, name, quality):
+    """A book whose runs give quality[(precision, seed)] (0.9 when not listed), 40 s each."""
     measured = []
 
     def run(config, mode, *, seed=0, samples=None):
-        measured.append(samples)
-        return TrialResult(outcome=Outcome.OK, accuracy=0.9, throughput=100.0, seconds=40.0)
+        measured.append((config.precision, seed, samples))
+        return TrialResult(outcome=Outcome.OK, accuracy=quality.get((config.precision, seed), 0.9),
+                           throughput=100.0, seconds=40.0)
+    book = QualityBook(open_study(open_storage(f"sqlite:///{tmp_path}/{name}.db"), "q"), run,
+                       batchnorm=True, tolerance_pp=1.0, seeds=(0, 1, 2))
+    book.fix_length(8192)
+    return book, measured
 
-    def samples_used(left_s):
-        book = QualityBook(open_study(open_storage(f"sqlite:///{tmp_path}/q{left_s}.db"), "q"),
-                           run, batchnorm=True, tolerance_pp=1.0, seeds=(0, 1, 2))
-        book.measure(Config())
-        measured.clear()
-        Confirmation(book, time_left=lambda: left_s, samples=1024,
-                     leave_s=100.0).verdict(Config(precision="bf16"))
-        return set(measured)
 
-    # twice as long: 3 seeds x 2 x (40 + 40) = 480 s, a next class's 3 x 2 x 40 = 240 s, and
-    # the 100 s kept for rounds: 820 s
-    assert samples_used(820.0) == {2048}
-    assert samples_used(819.0) == {1024}
+def test_a_confirmation_pools_new_seeds_with_the_searchs_at_the_studys_length(tmp_path):
+    # per-seed drops 0.0, 1.0, 0.2 on the search's seeds: not shown (upper bound 1.6 pp);
+    # the three new seeds drop 0.1, 0.3, 0.2: six pairs show it within 1 pp
+    drops = {0: 0.0, 1: 0.010, 2: 0.002, 100: 0.001, 101: 0.003, 102: 0.002}
+    book, measured = _book(tmp_path, "pool", {("bf16", s): 0.9 - d for s, d in drops.items()})
+    bf16 = Config(precision="bf16")
+    book.measure(Config())
+    book.measure(bf16)
+    assert book.verdict(bf16).status == "not shown"
+    measured.clear()
+    v = Confirmation(book, time_left=lambda: 1000.0).verdict(bf16)
+    assert v.accepted and v.gate.n == 6
+    # default and candidate alternate, seed by seed, at the study's one length
+    assert measured == [("fp32", 100, 8192), ("bf16", 100, 8192), ("fp32", 101, 8192),
+                        ("bf16", 101, 8192), ("fp32", 102, 8192), ("bf16", 102, 8192)]
+    assert "6 paired seeds x 8192 samples, 3 of them new, side by side" in v.why
+    assert v.why.endswith("within 1 pp (95% upper bound of the drop 0.59 pp, 6 paired seeds)")
+
+
+def test_a_class_beyond_the_tolerance_on_the_searchs_seeds_is_not_confirmed(tmp_path):
+    book, measured = _book(tmp_path, "beyond", {("bf16", s): 0.85 for s in (0, 1, 2)})
+    bf16 = Config(precision="bf16")
+    book.measure(Config())
+    book.measure(bf16)
+    measured.clear()
+    v = Confirmation(book, time_left=lambda: 1000.0).verdict(bf16)
+    assert measured == [] and v.status == "beyond" and not v.accepted
+    assert "beyond 1 pp (drop 5.00 pp" in v.why
+
+
+def test_a_confirmation_the_time_left_cannot_hold_is_pending_and_priced(tmp_path):
+    book, measured = _book(tmp_path, "late", {})
+    bf16 = Config(precision="bf16")
+    book.measure(Config())
+    book.measure(bf16)
+    measured.clear()
+    confirm = Confirmation(book, time_left=lambda: 100.0)
+    v = confirm.verdict(bf16)
+    assert measured == [] and v.status == "pending" and not v.accepted
+    assert "3 more paired seeds need about 240s" in v.why
+    # equal runs: within already on 3 seeds, so settling it takes the confirmation's 3 new
+    # seeds on both sides, 80 s each
+    assert confirm.unconfirmed == [("precision=bf16", 240.0)]

@@ -1,5 +1,8 @@
-"""The accuracy gate: samples over seeds, the one-sided Welch test, Student t quantiles, the
-single-run gate. Literal numbers."""
+"""The accuracy gate: samples over seeds, the paired non-inferiority test and its three answers,
+divergence, the single-run bound, the seeds a class would need, Student t quantiles, and the one
+wording of a verdict. Literal numbers."""
+import math
+
 import pytest
 
 from autotune.quality import gate as Q
@@ -12,35 +15,74 @@ def test_sample_mean_and_sd():
     assert Q.Sample((0.5,)).sd == 0.0
 
 
-def test_gate_accepts_a_drop_within_tolerance_plus_noise():
-    d = Q.Sample((0.926, 0.934, 0.922))
-    c = Q.Sample((0.915, 0.925, 0.910))
-    v = Q.gate(d, c, 1.0)
-    assert v.drop_pp == pytest.approx(1.0667, abs=1e-3)
-    assert not v.reject          # 1.07 pp is less than 1 pp + t * SE
-    assert v.margin_pp < 0
+def test_a_class_is_within_only_when_the_upper_bound_of_its_paired_drop_is():
+    # drops 0.2, 0.4, 0.3 pp: mean 0.3, sd 0.1, se 0.0577; upper = 0.3 + 2.920 * 0.0577 = 0.469
+    b = Q.paired({0: 0.900, 1: 0.910, 2: 0.920}, {0: 0.898, 1: 0.906, 2: 0.917}, 1.0)
+    assert b.drop_pp == pytest.approx(0.3)
+    assert b.se_pp == pytest.approx(0.1 / math.sqrt(3))
+    assert b.upper_pp == pytest.approx(0.3 + 2.920 * 0.1 / math.sqrt(3))
+    assert b.answer == Q.Shown.WITHIN and b.margin_pp < 0
+    assert b.describe() == "within 1 pp (95% upper bound of the drop 0.47 pp, 3 paired seeds)"
 
 
-def test_gate_rejects_a_drop_far_beyond_the_noise():
-    d = Q.Sample((0.926, 0.934, 0.922))
-    c = Q.Sample((0.80, 0.81, 0.79))
-    v = Q.gate(d, c, 1.0)
-    assert v.reject and v.margin_pp > 0
-    assert "exceeds" in v.describe()
+def test_a_drop_the_runs_cannot_resolve_is_not_shown_never_within():
+    # the round-6 case: a 54-point mean drop with 79 points of noise was called "within 1 pp"
+    d = {0: 1.0, 1: 1.0, 2: 1.0}
+    c = {0: 0.95, 1: 0.995, 2: 0.99}                  # drops 5.0, 0.5, 1.0
+    b = Q.paired(d, c, 1.0)
+    assert b.lower_pp < 1.0 < b.upper_pp
+    assert b.answer == Q.Shown.NOT_SHOWN
+    assert b.describe().startswith("not shown within 1 pp (drop 2.17 pp, 95% upper bound ")
 
 
-def test_gate_needs_more_evidence_when_the_noise_is_large():
-    # the same 3-point mean drop: rejected with tight seeds, accepted with scattered ones
-    tight = Q.gate(Q.Sample((0.90, 0.901, 0.899)), Q.Sample((0.87, 0.871, 0.869)), 1.0)
-    loose = Q.gate(Q.Sample((0.90, 0.95, 0.85)), Q.Sample((0.87, 0.92, 0.82)), 1.0)
-    assert tight.reject and not loose.reject
-    assert loose.noise_pp > 5
+def test_pairing_removes_what_the_seeds_share():
+    # the same per-seed drops (0.5 +- 0.1) on seeds that spread by 5 points: unpaired, the
+    # spread would hide everything; paired, it is within
+    d = {0: 0.90, 1: 0.95, 2: 0.85, 3: 0.92}
+    c = {0: 0.896, 1: 0.944, 2: 0.845, 3: 0.915}
+    b = Q.paired(d, c, 1.0)
+    assert b.answer == Q.Shown.WITHIN
+    assert b.se_unpaired_pp > 10 * b.se_pp
+    assert b.correlation == pytest.approx(1.0, abs=1e-3)
 
 
-def test_gate_on_a_lower_is_better_metric():
-    v = Q.gate(Q.Sample((1.00, 1.01, 0.99)), Q.Sample((1.30, 1.31, 1.29)), 1.0,
-               lower_is_better=True)
-    assert v.reject and v.drop_pp == pytest.approx(30.0)
+def test_a_drop_shown_beyond_the_tolerance():
+    b = Q.paired({0: 0.926, 1: 0.934, 2: 0.922}, {0: 0.80, 1: 0.81, 2: 0.79}, 1.0)
+    assert b.answer == Q.Shown.BEYOND and b.lower_pp > 1.0 and b.margin_pp > 0
+    assert b.describe().startswith("beyond 1 pp (drop 12.73 pp, 95% lower bound ")
+
+
+def test_a_seed_that_diverged_puts_the_class_beyond_whatever_the_others_say():
+    b = Q.paired({0: 1.0, 1: 1.0, 2: 1.0, 3: 1.0}, {0: 1.0, 1: 0.10, 2: 1.0, 3: 1.0}, 1.0)
+    assert b.diverged == (1,) and b.answer == Q.Shown.BEYOND and b.margin_pp >= 1.0
+    assert b.describe() == "beyond 1 pp: seed 1 diverged (drop up to 90.0 pp, 4 paired seeds)"
+    nan = Q.paired({0: 0.9, 1: 0.9}, {0: 0.9, 1: float("nan")}, 1.0)
+    assert nan.diverged == (1,) and nan.answer == Q.Shown.BEYOND
+
+
+def test_only_the_seeds_both_sides_have_are_paired():
+    b = Q.paired({0: 0.9, 1: 0.9, 2: 0.9}, {1: 0.9, 2: 0.9, 7: 0.1}, 1.0)
+    assert b.seeds == (1, 2) and b.n == 2
+    one = Q.paired({0: 0.9}, {0: 0.9}, 1.0)
+    assert one.answer == Q.Shown.NOT_SHOWN and math.isinf(one.upper_pp)
+    assert "a bound needs 2 or more" in one.describe()
+
+
+def test_a_lower_is_better_metric_counts_a_rise_as_the_drop():
+    b = Q.paired({0: 1.00, 1: 1.01, 2: 0.99}, {0: 1.30, 1: 1.31, 2: 1.29}, 1.0,
+                 lower_is_better=True)
+    assert b.drop_pp == pytest.approx(30.0) and b.answer == Q.Shown.BEYOND
+
+
+def test_the_seeds_that_would_show_a_class_from_its_drop_and_spread():
+    # drop 0.3, per-seed sd 0.6: 3 seeds give 0.3 + 2.920 * 0.346 = 1.31 (not shown);
+    # 4 give 0.3 + 2.353 * 0.3 = 1.006; 5 give 0.3 + 2.132 * 0.268 = 0.87
+    b = Q.paired({0: 0.9, 1: 0.9, 2: 0.9}, {0: 0.903, 1: 0.897, 2: 0.891}, 1.0)
+    assert b.drop_pp == pytest.approx(0.3) and b.se_pp * math.sqrt(3) == pytest.approx(0.6)
+    assert b.answer == Q.Shown.NOT_SHOWN
+    assert Q.pairs_to_show(b) == 5
+    beyond = Q.paired({0: 0.9, 1: 0.9, 2: 0.9}, {0: 0.88, 1: 0.885, 2: 0.89}, 1.0)
+    assert Q.pairs_to_show(beyond) is None            # a drop past the tolerance: no number will
 
 
 def test_t_quantiles_and_welch_df():
@@ -50,14 +92,15 @@ def test_t_quantiles_and_welch_df():
     assert Q.welch_df(1.0, 1.0, 3, 3) == pytest.approx(4.0)
 
 
-def test_single_run_gate_uses_the_default_launchs_spread_over_seeds():
-    from autotune.quality.gate import Sample, single_run_gate, t95
-    default = Sample((0.80, 0.81, 0.82))                 # mean 0.81, sd 0.01
-    noise = t95(2) * 1.0 * (1 / 3 + 1) ** 0.5             # points
-    v = single_run_gate(default, 0.79, 1.0)              # 2 pp lower: within 1 pp + noise
-    assert not v.reject and v.drop_pp == pytest.approx(2.0) and v.noise_pp == pytest.approx(noise)
-    far = single_run_gate(default, 0.81 - (1.0 + noise + 0.5) / 100, 1.0)
-    assert far.reject and far.margin_pp == pytest.approx(0.5)
-    with pytest.raises(ValueError):
-        single_run_gate(Sample((0.8,)), 0.8, 1.0)
-
+def test_one_run_against_the_default_seeds_is_bounded_as_one_new_run_would_be():
+    default = Q.Sample((0.80, 0.81, 0.82))                 # mean 0.81, sd 1 pp
+    spread = 1.0 * (1 + 1 / 3) ** 0.5
+    b = Q.single_run(default, 0.81, 1.0)                  # no drop at all
+    assert b.upper_pp == pytest.approx(Q.t95(2) * spread)  # 3.37 pp: not shown
+    assert b.answer == Q.Shown.NOT_SHOWN and not b.paired
+    assert "one run against the default's 3 seeds" in b.describe()
+    tight = Q.single_run(Q.Sample((0.81, 0.8101, 0.8099)), 0.8095, 1.0)
+    assert tight.answer == Q.Shown.WITHIN
+    far = Q.single_run(default, 0.70, 1.0)
+    assert far.answer == Q.Shown.BEYOND
+    assert Q.single_run(Q.Sample((0.8,)), 0.8, 1.0).answer == Q.Shown.NOT_SHOWN

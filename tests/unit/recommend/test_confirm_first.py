@@ -42,7 +42,7 @@ def _record(config: Config, role: str) -> Record:
 def _accept(machine: Machine, asked: list[tuple[Config, int]], refuse: set[Config]):
     def accept(config: Config) -> QualityVerdict:
         asked.append((config, len(machine.calls)))
-        status = QualityStatus.REJECTED if config in refuse else QualityStatus.ACCEPTED
+        status = QualityStatus.BEYOND if config in refuse else QualityStatus.WITHIN
         return QualityVerdict(status=status, why=f"{config.key()} {status}")
     return accept
 
@@ -60,7 +60,7 @@ def test_a_refused_candidate_gets_no_round_past_the_asked_ones_and_the_winner_se
     assert rec.config == RUN_CPU and rec.settled and rec.rounds > 3
     assert rec.rounds < 12                  # it stopped once settled
     assert rec.headline().startswith("verified speedup 1.")
-    assert f"{BF16.key()} rejected" in rec.note
+    assert f"{BF16.key()} beyond" in rec.note
 
 
 def test_a_confirmed_winner_alone_goes_on_and_is_still_compared_with_run_cpu():
@@ -86,7 +86,7 @@ def test_with_none_accepted_the_rounds_past_the_asked_ones_measure_them_all():
                  rounds=3, max_rounds=4, accept=_accept(machine, asked, refuse={BF16, RUN_CPU}))
     assert set(machine.calls[9:]) == {DEFAULT, BF16, RUN_CPU}
     assert rec.config == DEFAULT
-    assert "rejected" in rec.note
+    assert "beyond" in rec.note
 
 
 def test_two_candidates_of_one_refused_class_give_its_reason_once():
@@ -99,7 +99,7 @@ def test_two_candidates_of_one_refused_class_give_its_reason_once():
     try:
         def accept(config: Config) -> QualityVerdict:
             bf16 = config.precision == "bf16"
-            return QualityVerdict(status=QualityStatus.REJECTED if bf16 else QualityStatus.ACCEPTED,
+            return QualityVerdict(status=QualityStatus.BEYOND if bf16 else QualityStatus.WITHIN,
                                   why="accuracy of the bf16 class: drop 2.21 pp" if bf16 else "")
         rec = verify([_record(BF16, "search"), _record(bf16_je, "search"),
                       _record(RUN_CPU, Role.RUN_CPU)], _record(DEFAULT, Role.DEFAULT), machine,
@@ -108,3 +108,30 @@ def test_two_candidates_of_one_refused_class_give_its_reason_once():
         del SPEED[bf16_je]
     assert rec.config == RUN_CPU
     assert rec.note == "accuracy of the bf16 class: drop 2.21 pp"
+
+
+def test_a_faster_class_not_shown_is_named_beside_the_fastest_shown_launch():
+    """Item 5 of issue 50: the recommendation is the fastest launch whose accuracy is shown (here
+    run_cpu's settings, the default's math); the faster bf16, not shown, is named with its speed
+    and its verdict, in the stored recommendation and in every place that prints its claims."""
+    from autotune.quality.verdict import recommendation_claims
+    machine = Machine()
+    why = ("precision=bf16: accuracy 0.93 (default 0.94, 6 paired seeds): not shown within 1 pp "
+           "(drop 0.40 pp, 95% upper bound 1.71 pp, 6 paired seeds); to settle it: "
+           "autotune verify --quality")
+
+    def accept(config: Config) -> QualityVerdict:
+        if config == BF16:
+            return QualityVerdict(status=QualityStatus.NOT_SHOWN, why=why)
+        return QualityVerdict(status=QualityStatus.WITHIN, why="same math as the default launch")
+    rec = verify([_record(BF16, "search"), _record(RUN_CPU, Role.RUN_CPU)],
+                 _record(DEFAULT, Role.DEFAULT), machine, rounds=3, accept=accept)
+    assert rec.config == RUN_CPU
+    stored = rec.to_json()
+    assert stored["accuracy_claim"] == "same math as the default launch"
+    (unproven,) = stored["unproven"]
+    assert unproven["changes"] == "precision=bf16" and unproven["speedup"] > 2.0
+    claims = recommendation_claims(stored)
+    assert claims[0] == "same math as the default launch"
+    assert claims[1].startswith("faster, accuracy not shown: precision=bf16 ran ")
+    assert claims[1].endswith(why)

@@ -148,17 +148,17 @@ def test_the_search_measures_the_guess_right_after_the_references(tmp_path, topo
     study = new_study(tmp_path)
     run_search(study, space=space, topology=topo, evaluate=sim, clock=sim,
                options=SearchOptions(budget_s=10**6, min_trial_s=10, max_trials=8, guide="descent",
-                                     patience=100, max_accuracy_drop=0.1))
+                                     patience=100, max_accuracy_drop=0.5))
     recs = records(study)
     search = [r for r in recs if r.role == Role.SEARCH]
     guess = space.to_config(first_guess(space, topo, _launchable(space, topo)))
     assert search[0].config == guess
-    # the descent: a jump to batch 128 (rejected: 0.96 points lost), back to 64 (accepted within
-    # the noise), then two ranks at 64, the best this Sim has within the accuracy rule, by the
-    # 6th launch
+    # the descent: a jump to batch 128 (beyond: 0.96 points lost on every seed), back to 64
+    # (within: 0.32), then two ranks at 64, the best this Sim has within the accuracy rule, by
+    # the 6th launch
     assert [r.config.global_batch for r in search[:4]] == [32, 128, 64, 64]
-    assert search[1].result.quality == "rejected" and search[3].config.nproc == 2
-    best = max((r for r in recs if r.result.quality == "accepted"), key=lambda r: r.throughput)
+    assert search[1].result.quality == "beyond" and search[3].config.nproc == 2
+    best = max((r for r in recs if r.result.quality == "within"), key=lambda r: r.throughput)
     assert best.throughput == pytest.approx(sim.speed(search[3].config))
     assert (best.config.precision, best.config.nproc, best.config.allocator) == (
         "bf16", 2, "tcmalloc") and best.config.binding != "none"
