@@ -150,7 +150,7 @@ class TerminalProgress:
             elif res.quality == "pending":
                 acc = ", quality pending (measured if it leads)"
             if res.quality_verdict:   # what its runs showed, in the gate's own words
-                acc += f"{':' if acc else ', accuracy'} {res.quality_verdict}"
+                acc += f": {res.quality_verdict}" if acc else f", {res.quality_verdict}"
             # A script's score is printed as the number it printed (a time, a loss, seconds per
             # run), never as samples/s it did not measure.
             shown = res.metric_shown or f"{rec.throughput:.1f} samples/s"

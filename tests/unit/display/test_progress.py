@@ -149,3 +149,25 @@ def test_a_shared_searchs_summary_never_prints_another_workers_stored_text(capsy
     assert "touch /tmp/owned" not in out and "\x1b" not in out
     assert "autotune export --format shell" in out
     assert not [line for line in out.splitlines() if line.startswith("autotune: note")]
+
+
+def test_a_trial_line_says_what_its_class_showed_in_the_gates_words():
+    """Issue 50: every trial of a class that changes the math carries its verdict as the gate
+    words it (within / not shown / beyond, with the bound and the paired seeds), and a trial
+    that may not lead says why in words that match."""
+    stream = io.StringIO()
+    bf16 = Config(precision="bf16")
+    shown = "not shown within 1 pp (drop 0.40 pp, 95% upper bound 1.71 pp, 3 paired seeds)"
+    with Progress(budget_s=60.0, stream=stream) as p:
+        p.trial_end(record=Record(config=Config(), role=Role.DEFAULT, number=0, feasible=True,
+                                  result=TrialResult(outcome=Outcome.OK, throughput=50.0)),
+                    seconds=3.0)
+        p.trial_end(record=Record(config=bf16, role=Role.SEARCH, number=1, feasible=False,
+                                  result=TrialResult(outcome=Outcome.OK, throughput=90.0,
+                                                     quality="not shown", quality_sd=0.004,
+                                                     quality_n=3, quality_verdict=shown)),
+                    seconds=3.0, )
+    line = stream.getvalue().splitlines()[-1]
+    assert f"(3 seeds): {shown}" in line
+    assert "[may not lead: its accuracy is not shown within the tolerance]" in line
+    assert "within 1 pp (" not in line.replace("not shown within", "")
