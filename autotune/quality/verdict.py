@@ -161,6 +161,7 @@ def recommendation_claims(rec: dict[str, Any]) -> list[str]:
         out.append(f"accuracy {QualityStatus.NOT_SHOWN.value} ({OLDER_RULE}): judged before the "
                    "paired test; `autotune verify --quality` judges it again")
     for u in rec.get("unproven") or ():
+        where = " in the search" if u.get("in_search") else ""
         out.append(f"faster, accuracy not shown: {u.get('changes')} ran "
-                   f"{float(u.get('speedup') or 0):.2f}x; {u.get('why')}")
+                   f"{float(u.get('speedup') or 0):.2f}x{where}; {u.get('why')}")
     return out

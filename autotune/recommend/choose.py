@@ -8,7 +8,10 @@ import time
 from ..measure.contention import DISTURBED_SHARE
 from ..measure.stats import BUSY_CPU_SHARE
 from ..progress import Progress
-from ..quality.confirm import Confirmation
+from ..config import Config, describe_changes
+from ..quality.confirm import SETTLE_COMMAND, Confirmation
+from ..quality.gate import pairs_to_show
+from ..quality.verdict import QualityStatus
 from ..result import Outcome
 from ..search.shared import Workers
 from ..search.lineup import pick_candidates
@@ -81,7 +84,8 @@ def recommend(result, evaluate, *, rounds: int, script_mode: bool, time_left, pr
     # confirmation's length leaves time for; while none is confirmed, those rounds must not eat
     # the time a confirmation takes.
     confirm = None if script_mode or result.book is None else Confirmation(
-        result.book, time_left=time_left, progress=progress, base_launch=result.book.quickest(default.config, [
+        result.book, time_left=time_left, progress=progress,
+        base_launch=result.book.quickest(default.config, [
             (r.config, r.throughput) for r in result.records
             if r.outcome == Outcome.OK and r.throughput and not r.result.stopped_early]))
     rec = verify(candidates, default, evaluate, rounds=rounds, max_rounds=limit,
@@ -94,4 +98,33 @@ def recommend(result, evaluate, *, rounds: int, script_mode: bool, time_left, pr
         rec = dataclasses.replace(rec, extra={**rec.extra, "noise_floor": floor})
     if confirm is not None and confirm.unconfirmed:
         rec = dataclasses.replace(rec, extra={**rec.extra, "unconfirmed": confirm.unconfirmed})
+    if confirm is not None:
+        rec = with_unshown(rec, result, default)
+    return rec
+
+
+def with_unshown(rec: Recommendation, result, default) -> Recommendation:
+    """`rec` naming, besides the faster candidates its confirmation could not show, the fastest
+    class the search measured faster than the winner whose accuracy was not shown there (its
+    drop past the tolerance on the search's seeds, so never a candidate): its speed in the
+    search, its verdict, and whether more seeds could show it."""
+    book = result.book
+    named = {book.class_of(Config.from_dict(u["config"])) for u in rec.extra.get("unproven") or ()}
+    faster = sorted((r for r in result.records if r.outcome == Outcome.OK and r.throughput
+                     and r.throughput / default.throughput > rec.speedup
+                     and not r.result.stopped_early
+                     and r.result.quality == QualityStatus.NOT_SHOWN),
+                    key=lambda r: r.throughput, reverse=True)
+    for r in faster:
+        cls = book.class_of(r.config)
+        verdict = book.verdict(r.config)
+        if cls in named or verdict.gate is None:
+            continue
+        settle = (f"; to settle it: {SETTLE_COMMAND}" if pairs_to_show(verdict.gate) is not None
+                  else "; no number of paired seeds would show it within the tolerance")
+        unshown = {"config": r.config.to_dict(), "speedup": r.throughput / default.throughput,
+                   "changes": describe_changes(r.config, none="default"), "in_search": True,
+                   "why": f"accuracy on the search's seeds: {verdict.claim}{settle}"}
+        return dataclasses.replace(rec, extra={**rec.extra, "unproven": [
+            *(rec.extra.get("unproven") or []), unshown]})
     return rec
