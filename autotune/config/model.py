@@ -77,10 +77,11 @@ class Config:
         return max(1, self.global_batch // self.nproc)
 
     @property
-    def data_pipeline(self) -> bool:
-        """Batches come through the DataLoader pipeline (autotune/worker/data.py), whose crop/flip
-        augmentation makes them different data from the in-process batches."""
-        return self.device == "cuda" or self.dataloader_workers > 0 or self.pin_memory
+    def augmented_batches(self) -> bool:
+        """Batches come through the GPU's DataLoader pipeline (autotune/worker/data.py), whose
+        crop/flip augmentation makes them different data from the in-process batches. CPU
+        DataLoader workers make the rank's own batches, unchanged: the same math."""
+        return self.device == "cuda" or self.pin_memory
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
