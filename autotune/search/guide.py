@@ -23,12 +23,15 @@ memory.
 
 Same math first (issue 51): when the default launch waits on data, a faster launch of its own
 math is likely (DataLoader workers, threads, ranks at the same global batch), and it risks no
-accuracy. The first guess then keeps the default's math (precision, global batch: whatever its
-quality class reads) and feeds the step; the guide then moves the knobs that address data around
-the fastest launch of the default's math, one turn each (workers against threads against ranks),
-before the descent may go to a class that changes the math. So a user gets the win that risks no
-accuracy at least as early as one that does, and a math-changing class cannot lead on speed
-before it.
+accuracy. The first guess then keeps the default's math (whatever its quality class reads:
+precision, global batch, ranks beside BatchNorm) and feeds the step. On CPUs, where workers and
+compute threads share the cores and their split is a measurement, the guide then moves each knob
+that addresses data once around the fastest launch of the default's math (workers against
+threads, binding and ranks), staying in that math. Only then comes the hardware's whole guess
+(bf16 where native) and the descent. So a user gets the win that risks no accuracy at least as
+early as one that does, and a math-changing class cannot lead on speed before it is measured. On
+a GPU this costs one trial: the simulated data-bound H200 reaches 95% of its best in 5 trials,
+not 4 (docs/benchmarks.md, "A data-bound GPU machine").
 
 Generic over knobs: a knob this module has no opinion on (one a space adds, a backend's own)
 keeps the default launch's value in the guess and is varied last by the descent, in the order
@@ -158,6 +161,22 @@ class Guide:
         self.descent = Descent(topology) if mode == "descent" else None
         self.guessed = mode == "none"
         self.feeding: Feeding | None = None
+        self.later: Params | None = None    # the hardware's guess, after the same math's
+
+    def _guesses(self, space, default: Record | None,
+                 launchable: Callable[[Params], bool]) -> Params | None:
+        """The first guess. When the default launch waits on data: the guess in its own math
+        that feeds the step first, then (on CPUs, where workers and compute threads share the
+        cores) a turn of each data knob in that math, then the hardware's whole guess."""
+        where = _bottleneck_of(default)
+        guess = first_guess(space, self.topology, launchable, bottleneck=where)
+        if where != Bottleneck.DATA or self.class_of is None or default is None:
+            return guess
+        self.later = guess
+        if self.descent is not None and default.config.device == "cpu":
+            self.feeding = Feeding(self.topology, space, default.config, self.class_of)
+        return first_guess(space, self.topology, launchable, bottleneck=where,
+                           class_of=self.class_of, base=default.config)
 
     def next(self, space, known: dict[str, Record], busy=()) -> dict[str, Any] | None:
         busy = set(busy)
@@ -174,22 +193,19 @@ class Guide:
         default = _default_of(known)
         if not self.guessed:
             self.guessed = True
-            where = _bottleneck_of(default)
-            guess = first_guess(space, self.topology, launchable, bottleneck=where,
-                                class_of=self.class_of,
-                                base=default.config if default is not None else None)
-            if self.descent is not None and self.class_of is not None and default is not None \
-                    and where == Bottleneck.DATA:
-                self.feeding = Feeding(self.topology, space, default.config, self.class_of)
+            guess = self._guesses(space, default, launchable)
             if guess is not None and not measured(guess):
                 return guess
-        if self.descent is None:
-            return None
         if self.feeding is not None:
             fed = self.feeding.propose(space, known, measured, launchable)
             if fed is not None:
                 return fed
             self.feeding = None   # its turns are over: the whole space from here
+        later, self.later = self.later, None
+        if later is not None and not measured(later):
+            return later
+        if self.descent is None:
+            return None
         # the fastest configuration not rejected on quality, written in the space's knobs
         for rec in sorted((r for r in known.values() if r.feasible and r.throughput
                            and not self.rejected(r.config)),
