@@ -202,7 +202,7 @@ class Guide:
                 return fed
             self.feeding = None   # its turns are over: the whole space from here
         later, self.later = self.later, None
-        if later is not None and not measured(later):
+        if later is not None and not measured(later) and launchable(later):
             return later
         if self.descent is None:
             return None

@@ -5,7 +5,7 @@ changes the math. On the captured 2-core EPYC, the real CPU space and the real s
 driven by a step model of an entry point whose samples cost 0.5 ms of CPU each."""
 from __future__ import annotations
 
-from autotune.config import Config
+from autotune.config import Config, launch_part
 from autotune.plan.feasible import ruled_out
 from autotune.quality.math_class import math_class
 from autotune.reporting.diagnosis import diagnosis_lines, feeder_words
@@ -80,6 +80,17 @@ def test_a_bound_rank_with_workers_keeps_its_share_of_the_cores(topo):
     # its workers are bound with it: one core would hold the thread and both workers
     assert ruled_out(fed, space, topo) is None
     assert "more than the 2 CPUs" in ruled_out(fed.with_(dataloader_workers=3), space, topo)
+
+
+def test_whether_a_bound_rank_has_workers_is_part_of_its_launch():
+    # with workers its CPU set is its whole share, without them its threads' cores: another
+    # launch, not a window of the running one; how many workers is a window's
+    bound = Config(threads=1, binding="numactl")
+    assert launch_part(bound.with_(dataloader_workers=2)) != launch_part(bound)
+    assert launch_part(bound.with_(dataloader_workers=2)) == \
+        launch_part(bound.with_(dataloader_workers=1))
+    for same in (Config(threads=1), Config(binding="numactl")):   # the same CPUs either way
+        assert launch_part(same.with_(dataloader_workers=2)) == launch_part(same)
 
 
 def test_workers_do_not_change_the_math_on_a_cpu():
