@@ -156,3 +156,19 @@ def test_the_summary_says_what_fed_the_step():
     assert feeder_words(Config(nproc=2, global_batch=128)) == "its batches made in each of 2 ranks"
     assert feeder_words(Config(nproc=2, dataloader_workers=1, threads=1)) == \
         "1 DataLoader worker beside 1 compute thread in each of 2 ranks"
+
+
+def test_a_script_gets_workers_where_its_command_takes_them(topo, tmp_path):
+    from autotune.commands.search_job import prepare
+    from autotune.script.spec import ScriptSpec
+    from autotune.tune import SearchRequest
+
+    def knobs(*command: str) -> tuple[dict, tuple]:
+        req = SearchRequest(budget_s=60.0, script=ScriptSpec.scanned(command),
+                            results=str(tmp_path))
+        job = prepare(req, label="script", topology=topo, cluster=None)
+        return job.space.knobs, job.dropped
+    fed, dropped = knobs("python", "train.py", "--workers", "{dataloader_workers}")
+    assert fed["dataloader_workers"] == (0, 1, 2) and "dataloader_workers" not in dropped
+    plain, dropped = knobs("python", "train.py")
+    assert "dataloader_workers" not in plain and "dataloader_workers" not in dropped
