@@ -8,9 +8,9 @@ Each sample's augmentation is seeded by (seed, global index), so every worker co
 split of the batch over ranks trains on the same data. Augmented data is different data:
 Config.augmented_batches is part of what decides the accuracy a config shares.
 
-On a CPU, DataLoader workers make the rank's own batches (issue 51): worker k makes step k's
-batch with the workload's make_batch, exactly as the rank would, while the rank computes the step
-before it. The same tensors in the same order: the same math as the in-process batches, so a
+On a CPU, DataLoader workers make the rank's own batches (issue 51): each makes whole steps'
+batches (step k by worker k mod N) with the workload's make_batch, exactly as the rank would,
+while the rank computes the steps before. The same tensors in the same order: the same math as the in-process batches, so a
 CPU's workers are measured on speed alone. Without workers a CPU rank makes its batches itself.
 """
 from __future__ import annotations

@@ -61,6 +61,25 @@ def test_a_lambda_dataset_is_refused_by_a_start_method_that_pickles(on_path):
         assert worker_problem(lambda_samples()) is None   # forked, it runs as it is
 
 
+def test_a_quality_run_with_workers_trains_exactly_as_without(tmp_path):
+    """The same math, shown: a seeded quality run whose batches two DataLoader workers make ends
+    at the very accuracy of the same run whose rank makes them itself."""
+    from autotune.probe import probe
+    from autotune.run.evaluate import live_evaluator
+    from autotune.run.trial import TrialSettings
+    settings = TrialSettings(workload="cnn", workload_args={"decode_ms": 0.05},
+                             accuracy_samples=1024, timeout_s=300.0,
+                             results_dir=str(tmp_path / "r"))
+    evaluate = live_evaluator(probe(None), settings)
+    try:
+        runs = [evaluate(Config(threads=1, dataloader_workers=w), "accuracy", seed=0)
+                for w in (0, 2)]
+    finally:
+        evaluate.close()
+    assert all(r.ok for r in runs), [r.reason for r in runs]
+    assert runs[0].accuracy == runs[1].accuracy
+
+
 @pytest.mark.scenario
 def test_a_search_on_a_data_bound_entry_point_feeds_the_step_first(on_path, tmp_path,
                                                                    monkeypatch):
