@@ -114,6 +114,8 @@ def _opened(study: optuna.Study, req: SearchRequest, job: SearchJob, progress: P
     progress.start(name=job.name, storage=redact(req.url), space=job.space, stale=stale,
                    topology=job.topology)
     _say_numa(progress, numa, job.topology, req.quiet_numa)
+    for line in job.notes:
+        progress.note(line)
     elsewhere = announce(progress, storage, job, workers, others, study_lock)
     if req.script:
         record_script(study, req, job, progress)

@@ -8,7 +8,7 @@ from ..config import DEFAULT_WORKLOAD
 from ..plan.cluster import Cluster
 from ..probe.topology import Topology
 from ..run.trial import MIN_TRIAL_TIMEOUT_S, TrialSettings
-from ..script.template import placeholders, restrict_space, takes_seed
+from ..script.template import freeze, placeholders, restrict_space, takes_seed
 from ..search.budget import BudgetPlan, plan_budget
 from ..search.options import SearchOptions
 from ..space.resolve import ResolvedSpace, default_space_path, find_space, load_space, resolve
@@ -27,6 +27,7 @@ class SearchJob:
     topology: Topology
     space: ResolvedSpace
     dropped: tuple[str, ...]        # script mode: knobs the command has no placeholder for
+    notes: tuple[str, ...]          # what the search says of its space before the first trial
     settings: TrialSettings
     budget: BudgetPlan
     batchnorm: bool
@@ -46,7 +47,7 @@ def prepare(req: SearchRequest, *, label: str | None, topology: Topology | None,
     if cluster is None and topology is None and req.hosts is not None:
         cluster = probe_hosts(req.hosts, say)
     topology = _machine(topology, cluster)
-    space, dropped = _space(req, topology, cluster)
+    space, dropped, notes = _space(req, topology, cluster)
     batchnorm, quality_samples, own_length = _quality_facts(req)
     budget = plan_budget(req.budget_s)
     from ..probe import torch_build
@@ -62,6 +63,7 @@ def prepare(req: SearchRequest, *, label: str | None, topology: Topology | None,
                              accuracy_samples=req.quality_samples or quality_samples,
                              cluster=cluster, idle_s=req.idle_timeout)
     return SearchJob(label=label, topology=topology, space=space, dropped=tuple(dropped),
+                notes=tuple(notes),
                 settings=settings, budget=budget, batchnorm=batchnorm,
                 # A script's --accuracy gets a noise floor over seeds when it can take a seed.
                 seeded=bool(req.script and req.script.accuracy
@@ -81,16 +83,37 @@ def _machine(topology: Topology | None, cluster: Cluster | None) -> Topology:
 
 
 def _space(req: SearchRequest, topology: Topology,
-           cluster: Cluster | None) -> tuple[ResolvedSpace, list[str]]:
+           cluster: Cluster | None) -> tuple[ResolvedSpace, list[str], list[str]]:
     """The resolved space, spread over the cluster's hosts; in script mode, without the knobs
-    the command has no placeholder for (those are returned, dropped)."""
+    the command has no placeholder for (those are returned, dropped); with what to say of it."""
     space_path = find_space(req.space) if req.space else default_space_path(topology)
-    space = resolve(load_space(space_path), topology)
+    spec = load_space(space_path)
+    pipeline, notes = _pipeline(req, spec)
+    space = resolve(spec, topology, pipeline=pipeline)
+    if notes:   # the workload's samples cannot be made in a worker: no workers, GPU or CPU
+        space, _ = freeze(space, ["dataloader_workers"])
     if cluster is not None:
         space = space.across(len(cluster.hosts))
     if req.script:
-        return restrict_space(space, placeholders(req.script.command))
-    return space, []
+        return (*restrict_space(space, placeholders(req.script.command)), notes)
+    return space, [], notes
+
+
+def _pipeline(req: SearchRequest, spec) -> tuple[bool, list[str]]:
+    """(whether the trials batch through a pipeline of the workload's own, which DataLoader
+    workers can take over; the one line that rules the workers out when the workload's samples
+    cannot be made in a worker process). A script has one where it takes {dataloader_workers}."""
+    if "dataloader_workers" not in spec.knobs:
+        return False, []
+    if req.script:
+        return "dataloader_workers" in placeholders(req.script.command), []
+    from ..worker.data import pipeline_facts
+    name = req.workload or DEFAULT_WORKLOAD
+    has, why = pipeline_facts(name, device=str(spec.fixed.get("device", "cpu")))
+    if why is None:
+        return has, []
+    return False, [f"dataloader_workers ruled out for workload {name}: its samples cannot be "
+                   f"made in a DataLoader worker process ({why}); the search goes on without it"]
 
 
 def _quality_facts(req: SearchRequest) -> tuple[bool, int, bool]:

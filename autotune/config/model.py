@@ -77,10 +77,11 @@ class Config:
         return max(1, self.global_batch // self.nproc)
 
     @property
-    def data_pipeline(self) -> bool:
-        """Batches come through the DataLoader pipeline (autotune/worker/data.py), whose crop/flip
-        augmentation makes them different data from the in-process batches."""
-        return self.device == "cuda" or self.dataloader_workers > 0 or self.pin_memory
+    def augmented_batches(self) -> bool:
+        """Batches come through the GPU's DataLoader pipeline (autotune/worker/data.py), whose
+        crop/flip augmentation makes them different data from the in-process batches. CPU
+        DataLoader workers make the rank's own batches, unchanged: the same math."""
+        return self.device == "cuda" or self.pin_memory
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -119,8 +120,15 @@ assert tuple(f.name for f in fields(Config)) == KNOBS, "KNOB_TABLE and Config's 
 
 def launch_part(config: "Config") -> "Config":
     """`config` with every window knob at the default's value: configurations that share it run
-    in the same processes, one window each (run/session.py)."""
-    return replace(config, **{k: getattr(Config(), k) for k in WINDOW_KNOBS})
+    in the same processes, one window each (run/session.py). One exception: a CPU rank bound
+    with a thread count keeps its whole share of the cores when it has DataLoader workers, and
+    only its threads' cores without (plan/placement.py), so whether it has workers is part of
+    its launch (how many is a window's)."""
+    part = replace(config, **{k: getattr(Config(), k) for k in WINDOW_KNOBS})
+    if config.dataloader_workers and config.device == "cpu" and config.binding != "none" \
+            and config.threads is not None:
+        part = replace(part, dataloader_workers=1)
+    return part
 
 # The knobs of the first release: always part of Config.key(). (batch_size left it when it became
 # the per-rank micro-batch of a fixed global batch: an old key with batch_size=32 and nproc=2

@@ -65,12 +65,20 @@ class Knob:
     # The parts of a step it can speed up (measure/split.Bottleneck's values): the guide moves
     # first the knobs that address the measured bottleneck (search/guide.py).
     addresses: tuple[str, ...] = ("compute",)
+    # Acts on a workload's own data pipeline: offered only where the trials' batches come
+    # through one (GPU trials always; CPU trials where the workload has a per-sample pipeline or
+    # a script takes the placeholder: space.resolve's `pipeline`). The built-in CPU workloads
+    # make their batches in the rank, where such a knob would only cost trials.
+    needs_pipeline: bool = False
 
 
 _COMM = ("compute", "communication")
+# More ranks also make their shares of each step's batch side by side (each rank its own), so
+# the ranks address a step that waits on data too.
+_RANKS = ("compute", "communication", "data")
 KNOB_TABLE: dict[str, Knob] = {
-    "nproc": Knob("int", addresses=_COMM),
-    "ranks_per_numa_node": Knob("int", auto=True, addresses=_COMM),
+    "nproc": Knob("int", addresses=_RANKS),
+    "ranks_per_numa_node": Knob("int", auto=True, addresses=_RANKS),
     # the threads a rank keeps for itself also feed its in-process data path
     "threads": Knob("int", auto=True, trainer_flag=True, addresses=("compute", "data")),
     "binding": Knob("str", BINDINGS, addresses=("compute", "data")),
@@ -91,9 +99,12 @@ KNOB_TABLE: dict[str, Knob] = {
     "ipex": Knob("str", IPEX_MODES, in_process=True, trainer_flag=True),
     "device": Knob("str", DEVICES, trainer_flag=True),
     "numa_binding": Knob("str", NUMA_BINDINGS, addresses=("compute", "data")),
-    "dataloader_workers": Knob("int", trainer_flag=True, window=True, addresses=("data",)),
-    "pin_memory": Knob("bool", trainer_flag=True, window=True, addresses=("data",)),
-    "nnodes": Knob("int", addresses=_COMM),
+    # the DataLoader is the training process's own: a script needs a placeholder for them
+    "dataloader_workers": Knob("int", in_process=True, trainer_flag=True, window=True,
+                               addresses=("data",), needs_pipeline=True),
+    "pin_memory": Knob("bool", in_process=True, trainer_flag=True, window=True,
+                       addresses=("data",), needs_pipeline=True),
+    "nnodes": Knob("int", addresses=_RANKS),
     "ccl_workers": Knob("int", addresses=("communication",)),
     "ccl_worker_affinity": Knob("str", CCL_WORKER_AFFINITIES, addresses=("communication",)),
     "ccl_yield": Knob("str", CCL_YIELDS, addresses=("communication",)),

@@ -102,7 +102,11 @@ def placements(config: Config, topology: Topology) -> list[Placement]:
                 raise ConfigError(f"threads={want} x nproc={config.nproc} = {total} exceeds the "
                                   f"{len(cores) * per_core * len(counts)} usable "
                                   f"{'logical CPUs' if smt else 'physical cores'}")
-            per_rank = need_cores
+            # A rank with DataLoader workers keeps its whole share of the cores: its workers
+            # (bound with it) make batches on the cores its compute threads leave, and on
+            # theirs while the step waits for a batch (the CPU space's rule, issue 51).
+            if not config.dataloader_workers:
+                per_rank = need_cores
         for i in range(count):
             mine = tuple(cores[i * per_rank:(i + 1) * per_rank])
             compute = mine[:len(mine) - ccl]

@@ -5,8 +5,8 @@ autotune/training.py's).
   global batch, its learning-rate rule, precision, torch.compile, IPEX and channels_last change
   the numbers; with BatchNorm, so does the batch each BatchNorm layer sees (DDP keeps BatchNorm
   statistics per rank, and gradient accumulation splits them further). Ranks, threads, binding,
-  allocator and OpenMP runtime do not: at an equal global batch the all-reduced gradient is the
-  mean over the same samples.
+  allocator, OpenMP runtime and a CPU rank's DataLoader workers (they make its own batches) do
+  not: at an equal global batch the all-reduced gradient is the mean over the same samples.
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def math_class(config: Config, *, batchnorm: bool,
     parts += [f"{k}={v}" for k, v in (("compile", config.compile), ("ipex", config.ipex),
                                       ("channels_last", config.channels_last))
               if v != getattr(Config(), k)]
-    if config.data_pipeline:   # augmented batches (crop/flip): other data, other quality
+    if config.augmented_batches:   # crop/flip (GPU trials): other data, other quality
         parts.append("data_pipeline=augmented")
     if batchnorm:   # statistics over each forward pass's batch, per rank (DDP's default)
         parts.append(f"bn_batch={config.micro_batch}")

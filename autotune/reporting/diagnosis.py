@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Callable
 
 from ..config import REFERENCE_GLOBAL_BATCH, Config
-from ..measure.split import diagnosis, highest_ceilings, of_ceiling, split_from
+from ..measure.split import (Bottleneck, StepSplit, diagnosis, highest_ceilings, of_ceiling,
+                             split_from)
 from ..result import Outcome
 from ..study.records import Record, Role
 
@@ -41,4 +42,32 @@ def diagnosis_lines(records: list[Record], *, recommended: Config | None,
         share = of_ceiling(r.throughput, ceilings.get(class_of(r.config)))
         lines.append(diagnosis(who, split_from(r.result.split), share, device=device,
                                workload=workload, math=math_words(r.config)))
+    if len(shown) == 2:
+        fed = fed_line(split_from(shown[0][1].result.split), split_from(shown[1][1].result.split),
+                       shown[1][1].config)
+        lines += [fed] if fed else []
     return lines
+
+
+def fed_line(default: StepSplit | None, recommended: StepSplit | None,
+             config: Config) -> str | None:
+    """What fed the step, when the default launch waited on data: 'the default launch waited on
+    data 75% of its step; the recommendation 21%, with 2 DataLoader workers beside 1 compute
+    thread' (None otherwise, or when either step was not split)."""
+    if default is None or recommended is None or default.bottleneck != Bottleneck.DATA:
+        return None
+    return (f"the default launch waited on data {default.part_share(Bottleneck.DATA):.0%} of its "
+            f"step; the recommendation {recommended.part_share(Bottleneck.DATA):.0%}, with "
+            f"{feeder_words(config)}")
+
+
+def feeder_words(config: Config) -> str:
+    """Who makes a launch's batches: '2 DataLoader workers beside 1 compute thread', '... in
+    each of 2 ranks', 'its batches made in each of 2 ranks'."""
+    ranks = f" in each of {config.nproc} ranks" if config.nproc > 1 else ""
+    if not config.dataloader_workers:
+        return f"its batches made{ranks or ' in the rank'}"
+    threads = "automatic compute threads" if config.threads is None else \
+        f"{config.threads} compute thread{'s' if config.threads != 1 else ''}"
+    w = config.dataloader_workers
+    return f"{w} DataLoader worker{'s' if w != 1 else ''} beside {threads}{ranks}"

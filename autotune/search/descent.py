@@ -41,6 +41,8 @@ _ORDERED = ("ranks_per_numa_node", "global_batch", "dataloader_workers", "nnodes
 # The DataLoader's workers jump too: a starving step wants as many as the cores allow, and halving
 # back finds where more stop paying.
 _JUMP = ("global_batch", "dataloader_workers")
+# The knobs that set how many ranks run (each makes its own share of a step's batch).
+_RANKS = ("ranks_per_numa_node", "nproc", "nnodes")
 
 
 def addresses(space, knob: str) -> tuple[str, ...]:
@@ -159,12 +161,19 @@ def knob_order(space, bottleneck: str | None = None) -> tuple[str, ...]:
 
 def _variants(space, leader: Params, knob: str, value: Any) -> list[Params]:
     """The move itself, and the same move with automatic threads: more ranks than a fixed
-    thread count leaves room for would be ruled out, while auto refits the cores."""
+    thread count leaves room for would be ruled out, while auto refits the cores. More ranks
+    than the leader's DataLoader workers leave cores for: the same moves with fewer workers
+    each (the ranks share the workers' cores out), the most first."""
     cand = {**leader, knob: value}
     out = [cand]
     if knob != "threads" and None in space.knobs.get("threads", ()) \
             and cand.get("threads") is not None:
         out.append({**cand, "threads": None})
+    workers = cand.get("dataloader_workers") or 0
+    if knob in _RANKS and workers:
+        fewer = sorted((w for w in space.knobs.get("dataloader_workers", ()) if w < workers),
+                       reverse=True)
+        out += [{**c, "dataloader_workers": w} for w in fewer for c in list(out)]
     return out
 
 

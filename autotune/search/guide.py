@@ -21,15 +21,29 @@ all-reduce. A compute-bound step keeps the order below, measured on CPUs (docs/s
 A data-bound default launch also makes the first guess feed the step: the most workers, pinned
 memory.
 
+Same math first (issue 51): when the default launch waits on data, a faster launch of its own
+math is likely (DataLoader workers, threads, ranks at the same global batch), and it risks no
+accuracy. The first guess then keeps the default's math (whatever its quality class reads:
+precision, global batch, ranks beside BatchNorm) and feeds the step. On CPUs, where workers and
+compute threads share the cores and their split is a measurement, the guide then moves each knob
+that addresses data once around the fastest launch of the default's math (workers against
+threads, binding and ranks), staying in that math. Only then comes the hardware's whole guess
+(bf16 where native) and the descent. So a user gets the win that risks no accuracy at least as
+early as one that does, and a math-changing class cannot lead on speed before it is measured. On
+a GPU this costs one trial: the simulated data-bound H200 reaches 95% of its best in 5 trials,
+not 4 (docs/benchmarks.md, "A data-bound GPU machine").
+
 Generic over knobs: a knob this module has no opinion on (one a space adds, a backend's own)
 keeps the default launch's value in the guess and is varied last by the descent, in the order
 the space lists its choices.
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable
 
 from ..config import Config
+from ..errors import ConfigError
 from ..measure.split import Bottleneck, split_from
 from ..plan.placement import canonical
 from ..probe.topology import Topology
@@ -45,11 +59,15 @@ _OPINIONS = set(_PREFER) | {"precision", "omp_runtime", "ranks_per_numa_node", "
 
 def first_guess(space, topology: Topology,
                 launchable: Callable[[Params], bool] = lambda p: True,
-                bottleneck: str | None = None) -> Params | None:
+                bottleneck: str | None = None,
+                class_of: Callable[[Config], str] | None = None,
+                base: Config | None = None) -> Params | None:
     """The launch the hardware points to: every knob at its preferred value, a knob without an
     opinion at the default launch's value when the space offers it, else its first choice. When
     that cannot run here (3 NUMA nodes cannot split a batch of 128 rank by rank), the first
-    launchable change of one knob, in the descent's order; None when there is none."""
+    launchable change of one knob, in the descent's order; None when there is none. A step that
+    waits on data (`bottleneck`) is fed: the most DataLoader workers, threads fitted to the
+    cores they leave, and with `class_of` the math of `base` (the default launch) kept."""
     default = Config()
     guess: Params = {}
     feed = bottleneck == Bottleneck.DATA
@@ -59,7 +77,10 @@ def first_guess(space, topology: Topology,
         else:
             dv = getattr(default, knob, None)
             guess[knob] = dv if dv in choices else choices[0]
-    if guess.get("threads", 0) is not None and "threads" in space.knobs:
+    if feed and class_of is not None:
+        guess = same_math(space, guess, base or default, class_of)
+    if "threads" in space.knobs and (guess.get("threads", 0) is not None or
+                                     (feed and guess.get("dataloader_workers"))):
         guess["threads"] = _filling(space, guess)
     if _ranks(space, guess) * int(guess.get("nnodes") or 1) == 1 \
             and guess.get("backend") not in (None, default.backend) \
@@ -73,6 +94,23 @@ def first_guess(space, topology: Topology,
                 if launchable(cand):
                     return cand
     return None
+
+
+def same_math(space, guess: Params, base: Config, class_of: Callable[[Config], str]) -> Params:
+    """`guess` with every knob that changes its quality class (precision, global batch, ranks
+    beside BatchNorm...) back at `base`'s value where the space offers it."""
+    out = dict(guess)
+    for knob, choices in space.knobs.items():
+        value = getattr(base, knob, None)
+        if value not in choices or out[knob] == value:
+            continue
+        back = {**out, knob: value}
+        try:
+            if class_of(space.to_config(back)) != class_of(space.to_config(out)):
+                out = back
+        except ConfigError:   # not a launch at all: the guess's own repair finds one
+            continue
+    return out
 
 
 def _ranks(space, guess: Params) -> int:
@@ -111,14 +149,34 @@ def params_of(config: Config, space) -> Params | None:
 
 class Guide:
     """The hardware's first guess, then (guide "descent") coordinate descent around the leader,
-    until no neighbour is left: then the start-up draws and the sampler's model take over."""
+    until no neighbour is left: then the start-up draws and the sampler's model take over.
+    With `class_of` (the quality classes), a default launch that waits on data gets its own
+    math fed first (the module's "same math first")."""
 
     def __init__(self, mode: str, topology: Topology, key, ruled_out_fn,
-                 rejected: Callable[[Config], bool] = lambda config: False):
+                 rejected: Callable[[Config], bool] = lambda config: False,
+                 class_of: Callable[[Config], str] | None = None):
         self.mode, self.topology, self.key, self.ruled_out = mode, topology, key, ruled_out_fn
-        self.rejected = rejected
+        self.rejected, self.class_of = rejected, class_of
         self.descent = Descent(topology) if mode == "descent" else None
         self.guessed = mode == "none"
+        self.feeding: Feeding | None = None
+        self.later: Params | None = None    # the hardware's guess, after the same math's
+
+    def _guesses(self, space, default: Record | None,
+                 launchable: Callable[[Params], bool]) -> Params | None:
+        """The first guess. When the default launch waits on data: the guess in its own math
+        that feeds the step first, then (on CPUs, where workers and compute threads share the
+        cores) a turn of each data knob in that math, then the hardware's whole guess."""
+        where = _bottleneck_of(default)
+        guess = first_guess(space, self.topology, launchable, bottleneck=where)
+        if where != Bottleneck.DATA or self.class_of is None or default is None:
+            return guess
+        self.later = guess
+        if self.descent is not None and default.config.device == "cpu":
+            self.feeding = Feeding(self.topology, space, default.config, self.class_of)
+        return first_guess(space, self.topology, launchable, bottleneck=where,
+                           class_of=self.class_of, base=default.config)
 
     def next(self, space, known: dict[str, Record], busy=()) -> dict[str, Any] | None:
         busy = set(busy)
@@ -132,25 +190,69 @@ class Guide:
             return self.ruled_out(config, space, self.topology) is None and \
                 not self.rejected(config)
 
+        default = _default_of(known)
         if not self.guessed:
             self.guessed = True
-            guess = first_guess(space, self.topology, launchable,
-                                bottleneck=_bottleneck_of(_default_of(known)))
+            guess = self._guesses(space, default, launchable)
             if guess is not None and not measured(guess):
                 return guess
+        if self.feeding is not None:
+            fed = self.feeding.propose(space, known, measured, launchable)
+            if fed is not None:
+                return fed
+            self.feeding = None   # its turns are over: the whole space from here
+        later, self.later = self.later, None
+        if later is not None and not measured(later) and launchable(later):
+            return later
         if self.descent is None:
             return None
         # the fastest configuration not rejected on quality, written in the space's knobs
         for rec in sorted((r for r in known.values() if r.feasible and r.throughput
                            and not self.rejected(r.config)),
                           key=lambda r: r.throughput, reverse=True):
-            # as the plan runs it (a reference's automatic threads are a count in the space)
-            lead = params_of(rec.config, space) or params_of(canonical(rec.config, self.topology),
-                                                             space)
+            lead = _params(rec.config, space, self.topology)
             if lead is not None:
-                where = _bottleneck_of(rec) or _bottleneck_of(_default_of(known))
+                where = _bottleneck_of(rec) or _bottleneck_of(default)
                 return self.descent.propose(space, lead, measured, launchable, where)
         return None
+
+
+class Feeding:
+    """Same math first: the knobs that address data (DataLoader workers, threads, binding,
+    ranks), each moved once around the fastest launch of the default's math, and only to
+    launches of that math; then the guide's descent takes over."""
+
+    def __init__(self, topology: Topology, space, base: Config,
+                 class_of: Callable[[Config], str]) -> None:
+        self.topology, self.base_class, self.class_of = topology, class_of(base), class_of
+        self.knobs = tuple(k for k in knob_order(space, Bottleneck.DATA)
+                           if Bottleneck.DATA.value in addresses(space, k))
+        self.turns = len(self.knobs)
+        self.descent = Descent(topology)
+
+    def propose(self, space, known: dict[str, Record], measured: Callable[[Params], bool],
+                launchable: Callable[[Params], bool]) -> Params | None:
+        if self.turns <= 0 or not self.knobs:
+            return None
+        same = [r for r in known.values() if r.feasible and r.throughput
+                and self.class_of(r.config) == self.base_class]
+        lead = next((p for r in sorted(same, key=lambda r: r.throughput, reverse=True)
+                     if (p := _params(r.config, space, self.topology)) is not None), None)
+        if lead is None:
+            return None
+        view = dataclasses.replace(space, knobs={k: space.knobs[k] for k in self.knobs})
+        proposal = self.descent.propose(
+            view, lead, measured,
+            lambda p: launchable(p) and self.class_of(space.to_config(p)) == self.base_class,
+            Bottleneck.DATA)
+        self.turns -= 1
+        return proposal
+
+
+def _params(config: Config, space, topology: Topology) -> Params | None:
+    """`config` in the space's knobs, as the plan runs it (a reference's automatic threads are
+    a count in the space)."""
+    return params_of(config, space) or params_of(canonical(config, topology), space)
 
 
 def _default_of(known: dict[str, Record]) -> Record | None:

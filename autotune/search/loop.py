@@ -88,7 +88,7 @@ class _Search(Trials):
             rng=random.Random(self.options.seed), best=self.leader(),
             drawn=sum(r.role == Role.SEARCH for r in self.known.values()))
         guided = Guide(self.options.guide, self.topology, self.key, ruled_out,
-                       rejected=self.rejected)
+                       rejected=self.rejected, class_of=self.book.class_of)
         while True:
             stop = self._stop_reason(state)
             if stop is None and state.repeats >= 3:

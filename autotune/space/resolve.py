@@ -195,7 +195,12 @@ def _cpu_precision_note(precision: str, topology: Topology) -> list[str]:
     return []
 
 
-def resolve(spec: SpaceSpec, topology: Topology) -> ResolvedSpace:
+def resolve(spec: SpaceSpec, topology: Topology, *, pipeline: bool = False) -> ResolvedSpace:
+    """`spec`'s choices on `topology`. `pipeline`: the workload's CPU trials batch through a
+    pipeline of their own (an entry point, a built-in workload given a per-sample cost, a script
+    with the placeholder); without it a knob of the pipeline (config.Knob.needs_pipeline) is
+    left out of a CPU space, as the built-in workloads make their batches in the rank. GPU
+    trials always batch through one."""
     names = topology_names(topology)
     notes: list[str] = []
     knobs: dict[str, tuple[Any, ...]] = {}
@@ -227,6 +232,8 @@ def resolve(spec: SpaceSpec, topology: Topology) -> ResolvedSpace:
             raise SpaceError(f"{ks.where}: no choice is left on this machine ({why})")
         if KNOB_TABLE[knob].only_where_it_varies and kept == [getattr(Config(), knob)]:
             continue   # not offered here: the space is the one searched before the knob
+        if KNOB_TABLE[knob].needs_pipeline and not (pipeline or "cuda" in devices):
+            continue   # batches made in the rank: nothing for it to act on
         knobs[knob] = tuple(kept)
     for knob, value in spec.fixed.items():
         why = _unavailable(knob, value, topology, names)

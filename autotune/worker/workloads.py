@@ -53,6 +53,11 @@ class WorkloadSpec:
     num_classes: int = NUM_CLASSES
     # Training samples of one seeded quality run (None: autotune's default, QUALITY_SAMPLES).
     quality_samples: int | None = None
+    # Its samples cost time to make (decoding, augmenting: a pipeline of its own), so DataLoader
+    # workers beside the step can pay on a CPU, where the search then offers them. A user's
+    # entry point is taken to have one (say False when make_batch is cheap); the built-in
+    # synthetic workloads make a batch in the rank in a fraction of a step and say False.
+    data_pipeline: bool = True
 
 
 # ---- cnn: small ResNet-style network on 32x32 RGB ------------------------------------------------
@@ -62,7 +67,9 @@ def cnn(*, width: int = 16, blocks: int = 1, image_size: int = 32, signal: float
         modes: int = 3, shift: int = 4, lr: float = 0.2, data_seed: int = 1234,
         decode_ms: float = 0.0) -> WorkloadSpec:
     """`decode_ms`: CPU time each sample costs to make, as decoding a JPEG does (the same data:
-    the time is spent, nothing changes): a data-bound workload for the step split's tests."""
+    the time is spent, nothing changes): a data-bound workload, whose per-sample pipeline the
+    CPU space then feeds with DataLoader workers (without it the batches are made in the rank
+    in a small share of a step, and workers are not offered)."""
     templates = _smooth_templates(data_seed, NUM_CLASSES * modes, 3, image_size, 8, "bilinear")
     templates = templates.view(NUM_CLASSES, modes, 3, image_size, image_size)
     make = partial(_shifted_class_batch, templates=templates, signal=signal, shift=shift)
@@ -70,7 +77,7 @@ def cnn(*, width: int = 16, blocks: int = 1, image_size: int = 32, signal: float
         name=DEFAULT_WORKLOAD,   # the cnn is the default workload: its name lives in config.py
         build_model=lambda seed: _seeded(seed, lambda: SmallResNet(width, blocks)),
         make_batch=partial(_decoded, make, decode_ms / 1000.0) if decode_ms > 0 else make,
-        input_is_image=True, lr=lr)
+        input_is_image=True, lr=lr, data_pipeline=decode_ms > 0)
 
 
 def _decoded(make, seconds: float, start: int, count: int, seed: int):
@@ -94,7 +101,7 @@ def transformer(*, vocab: int = 256, seq_len: int = 32, dim: int = 128, layers: 
         build_model=lambda seed: _seeded(seed, lambda: TinyEncoder(vocab, seq_len, dim, layers,
                                                                    heads)),
         make_batch=partial(_token_batch, seq_len=seq_len, affinity=affinity, bias=bias),
-        lr=0.02)
+        lr=0.02, data_pipeline=False)
 
 
 # ---- mlp ----------------------------------------------------------------------------------------
@@ -115,7 +122,7 @@ def mlp(*, features: int = 256, hidden: int = 1024, depth: int = 3, signal: floa
         name=name,
         build_model=lambda seed: _seeded(seed, build),
         make_batch=partial(_teacher_batch, shape=(features,), templates=templates, signal=signal),
-        lr=0.05)
+        lr=0.05, data_pipeline=False)
 
 
 def wide_mlp(*, features: int = 1024, hidden: int = 4096, depth: int = 2, signal: float = 0.3,
@@ -160,7 +167,7 @@ def torchvision_workload(name: str, *, image_size: int = 224, signal: float = 0.
         build_model=lambda seed: _seeded(seed, lambda: models.get_model(name, weights=None,
                                                                          num_classes=NUM_CLASSES)),
         make_batch=partial(_teacher_batch, shape=shape, templates=templates, signal=signal),
-        input_is_image=True, lr=0.02)
+        input_is_image=True, lr=0.02, data_pipeline=False)
 
 
 def quality_facts(name: str, args: dict[str, Any] | None = None) -> tuple[bool, int, bool]:

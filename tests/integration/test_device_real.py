@@ -6,19 +6,28 @@ from __future__ import annotations
 import pytest
 import torch
 from autotune.worker import data as pipeline
-from autotune.worker.workloads import get_workload
+from autotune.worker.workloads import get_workload, rank_slice
 
 
 @pytest.mark.slow
-def test_dataloader_workers_give_the_same_batches_as_the_rank_itself():
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_dataloader_workers_give_the_same_batches_as_the_rank_itself(device):
+    # a GPU's pipeline crops and flips in the rank or in workers alike; a CPU's workers make the
+    # rank's own batches, untouched (issue 51: the same math as the default launch's)
     spec = get_workload("cnn", {"image_size": 16})
-    inline = pipeline.batch_source(spec, {"device": "cuda"}, rank=1, batch_size=4,
+    inline = pipeline.batch_source(spec, {"device": device}, rank=1, batch_size=4,
                                    world_size=2, seed=3)
-    workers = pipeline.batch_source(spec, {"dataloader_workers": 2}, rank=1, batch_size=4,
-                                    world_size=2, seed=3)
-    for step in range(5):
-        (a, ya), (b, yb) = inline(step), workers(step)
-        assert torch.equal(a, b) and torch.equal(ya, yb)
+    workers = pipeline.batch_source(spec, {"device": device, "dataloader_workers": 2}, rank=1,
+                                    batch_size=4, world_size=2, seed=3)
+    try:
+        for step in range(5):
+            (a, ya), (b, yb) = inline(step), workers(step)
+            assert torch.equal(a, b) and torch.equal(ya, yb)
+    finally:
+        workers.close()
+    if device == "cpu":
+        x, y = spec.make_batch(*rank_slice(4, 1, 4, 2), 3)
+        assert torch.equal(a, x) and torch.equal(ya, y)
 
 
 # ---- real ranks on this CPU-only machine ------------------------------------------------------

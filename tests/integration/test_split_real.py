@@ -79,7 +79,7 @@ def test_a_data_bound_entry_point_is_diagnosed_and_the_guide_feeds_it_first(topo
         "name: t\nknobs:\n  threads: [1, 2]\n  precision: [fp32]\n"
         "  dataloader_workers: [0, 1]\nconstraints:\n"
         "  - (threads + dataloader_workers) * nproc <= usable_cores\n", source="t.yaml"),
-        topology)
+        topology, pipeline=True)   # an entry point: a pipeline of its own
     guide = Guide("descent", topology, lambda c: c.key(), ruled_out)
     default = Config(threads=1)
     known = {default.key(): Record(config=default, role=Role.DEFAULT, feasible=True,

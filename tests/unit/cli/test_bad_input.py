@@ -173,6 +173,29 @@ def test_run_with_knobs_this_machine_lacks_is_bad_input(tmp_path, capsys, sets, 
         assert not (tmp_path / "results").exists()
 
 
+def test_run_with_more_dataloader_workers_than_a_rank_can_have_is_bad_input(tmp_path, capsys):
+    """Issue 51 gave CPU trials DataLoader workers; `--set` beyond what the planner allows is
+    refused as before: one line, exit 2, nothing launched. Unbound, a rank may have every CPU
+    this process may use; bound, its own share (2 ranks of 1 thread: 1 core each here)."""
+    from autotune.probe import probe
+    topo = probe()
+    cpus = len(topo.usable_cpus or topo.logical_cpus)
+    cases = [([f"dataloader_workers={cpus + 1}"],
+              f"dataloader_workers={cpus + 1}: more than the {cpus} CPU")]
+    if topo.capabilities.taskset and topo.num_usable_cores() == 2:
+        cases.append((["nproc=2", "threads=1", "binding=taskset", "dataloader_workers=2"],
+                      "dataloader_workers=2: more than the 1 CPU a rank can have here"))
+    for sets, expect in cases:
+        argv = ["run", "--results", str(tmp_path / "results")]
+        for item in sets:
+            argv += ["--set", item]
+        for extra in ([], ["--dry-run"]):
+            rc = main([*argv, *extra])
+            lines = capsys.readouterr().err.strip().splitlines()
+            assert rc == 2 and len(lines) == 1 and expect in lines[0], lines
+            assert not (tmp_path / "results").exists()
+
+
 def test_debug_shows_the_traceback(results, capsys):
     tmp, _ = results
     rc, _, err = run_search(["--debug", "--budget", "10x"], capsys)

@@ -74,9 +74,10 @@ def test_the_descent_moves_the_bottlenecks_knobs_first_and_keeps_its_order_when_
     assert computing == knob_order(space) and computing[:2] == ("global_batch", "precision")
     assert list(computing) == [k for k in DESCENT_ORDER if k in space.knobs] + \
         [k for k in space.knobs if k not in DESCENT_ORDER]
-    # the knobs that address only data, then those that address it among others, then the rest
-    assert knob_order(space, "data")[:5] == ("dataloader_workers", "pin_memory", "binding",
-                                             "threads", "numa_binding")
+    # the knobs that address only data, then those that address it among others (the ranks
+    # too: each makes its share of a step's batch), then the rest
+    assert knob_order(space, "data")[:6] == ("dataloader_workers", "pin_memory", "binding",
+                                             "threads", "nproc", "numa_binding")
     assert knob_order(space, "communication")[:2] == ("backend", "global_batch")
 
 
