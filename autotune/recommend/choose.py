@@ -14,6 +14,7 @@ from ..quality.gate import pairs_to_show
 from ..quality.verdict import QualityStatus
 from ..result import Outcome
 from ..search.shared import Workers
+from ..search.budget import settling_s
 from ..search.lineup import pick_candidates
 from ..study.records import Role, records
 from .rounds import round_limit
@@ -85,6 +86,7 @@ def recommend(result, evaluate, *, rounds: int, script_mode: bool, time_left, pr
     # the time a confirmation takes.
     confirm = None if script_mode or result.book is None else Confirmation(
         result.book, time_left=time_left, progress=progress,
+        leave_s=settling_s(default.result.seconds or 0.0),
         base_launch=result.book.quickest(default.config, [
             (r.config, r.throughput) for r in result.records
             if r.outcome == Outcome.OK and r.throughput and not r.result.stopped_early]))

@@ -109,3 +109,27 @@ def test_a_confirmation_the_time_left_cannot_hold_is_pending_and_priced(tmp_path
     # equal runs: within already on 3 seeds, so settling it takes the confirmation's 3 new
     # seeds on both sides, 80 s each
     assert confirm.unconfirmed == [("precision=bf16", 240.0)]
+
+
+def test_a_confirmation_adds_pairs_while_more_could_show_the_class(tmp_path):
+    # drops 0.0, 1.0, 0.2 on the search's seeds, 1.2, 0.3, 1.3 on the 3 new ones: six pairs
+    # bound the drop at 1.10 pp, not shown; later seeds lose 0.3 each, and the pairs that
+    # gate.pairs_to_show asks for show it within
+    drops = {0: 0.0, 1: 0.010, 2: 0.002, 100: 0.012, 101: 0.003, 102: 0.013}
+    quality = {("bf16", s): 0.9 - d for s, d in drops.items()}
+    quality.update({("bf16", s): 0.897 for s in range(103, 120)})
+    book, measured = _book(tmp_path, "grow", quality)
+    bf16 = Config(precision="bf16")
+    book.measure(Config())
+    book.measure(bf16)
+    v = Confirmation(book, time_left=lambda: 10_000.0).verdict(bf16)
+    assert v.accepted and 6 < v.gate.n <= 12
+    assert ("bf16", 103, 8192) in measured and ("fp32", 103, 8192) in measured
+    # with no time past the 3 new pairs (240 s) and the rounds it must leave, it stops there
+    book2, _ = _book(tmp_path, "short", quality)
+    book2.measure(Config())
+    book2.measure(bf16)
+    short = Confirmation(book2, time_left=lambda: 300.0, leave_s=150.0)
+    v2 = short.verdict(bf16)
+    assert v2.gate.n == 6 and v2.status == "not shown"
+    assert v2.why.endswith("to settle it: autotune verify --quality")
