@@ -120,36 +120,47 @@ def judge_arm(default: dict[int, dict], arm: dict[int, dict], seeds: list[int]) 
     drops = list(G.paired({s: _acc(outcomes(default[s], EVAL_SIZES[0])) for s in seeds},
                           {s: _acc(outcomes(arm[s], EVAL_SIZES[0])) for s in seeds},
                           TOLERANCE).drops_pp)
-    res["resampled"] = {f"true {t:+g} pp": {f"n{n}": resampled(drops, true_drop=t, n=n)
-                                            for n in PAIRS} |
-                        {"n6 then up to 12": resampled(drops, true_drop=t, n=6, most=12)}
-                        for t in (truth.drop_pp, 0.0, 2.0)}
+    sd = statistics.stdev(drops)
+    res["what_if"] = {f"true {t:+.2f} pp": {
+        **{f"subsets n{n}": shifted_subsets(drops, true_drop=t, n=n) for n in PAIRS
+           if n <= len(drops)},
+        **{f"normal n{n}": normal_model(sd, true_drop=t, n=n) for n in PAIRS},
+        "normal n6 then up to 12": normal_model(sd, true_drop=t, n=6, most=12)}
+        for t in (truth.drop_pp, 0.0, 1.0, 2.0)}
     return res
 
 
-def resampled(drops: list[float], *, true_drop: float, n: int, draws: int = 20000,
-              most: int = 0, seed: int = 0) -> dict[str, float]:
-    """The gate's answers on `draws` sets of `n` pairs drawn from the measured per-seed drops,
-    centred on `true_drop` and widened by sqrt(K / (K - 1)) (drawing from K values shrinks their
-    spread by that much): how a class whose drops spread as measured, and whose true drop is
-    `true_drop`, is judged. `most` > n: the adaptive rule too (quality/confirm.py and `verify
-    --quality`: while not shown and gate.pairs_to_show says more seeds could show it, add them,
-    up to `most` pairs in all)."""
-    import random
-    rng = random.Random(seed)
+def shifted_subsets(drops: list[float], *, true_drop: float, n: int) -> dict[str, float]:
+    """The gate's answers on every subset of `n` of the K measured per-seed drops, all moved by
+    the same amount so that their mean is `true_drop`: how a class whose seeds spread exactly as
+    measured, and whose true drop is `true_drop`, is judged (no seed drawn twice)."""
     k = len(drops)
     mean = sum(drops) / k
-    widen = math.sqrt(k / (k - 1))
-    pool = [true_drop + (d - mean) * widen for d in drops]
+    pool = [true_drop + d - mean for d in drops]
+    counts = {a: 0 for a in G.Shown}
+    subsets = list(itertools.combinations(pool, n))
+    for sub in subsets:
+        counts[_bound(list(sub)).answer] += 1
+    return {a.value: round(c / len(subsets), 4) for a, c in counts.items()}
+
+
+def normal_model(sd: float, *, true_drop: float, n: int, most: int = 0, draws: int = 20000,
+                 seed: int = 0) -> dict[str, float]:
+    """The gate's answers on `draws` sets of `n` per-seed drops drawn from a normal law of mean
+    `true_drop` and the measured spread `sd` (what a t-test assumes). `most` > n: the adaptive
+    rule too (quality/confirm.py and `verify --quality`: while not shown and gate.pairs_to_show
+    says more seeds could show it, add them, up to `most` pairs in all)."""
+    import random
+    rng = random.Random(seed)
     counts = {a: 0 for a in G.Shown}
     for _ in range(draws):
-        got = [rng.choice(pool) for _ in range(n)]
+        got = [rng.gauss(true_drop, sd) for _ in range(n)]
         b = _bound(got)
         while most and b.answer == G.Shown.NOT_SHOWN and len(got) < most:
             want = G.pairs_to_show(b, most=most)
             if want is None:
                 break
-            got += [rng.choice(pool) for _ in range(max(1, want - len(got)))]
+            got += [rng.gauss(true_drop, sd) for _ in range(max(1, want - len(got)))]
             b = _bound(got)
         counts[b.answer] += 1
     return {a.value: round(c / draws, 4) for a, c in counts.items()}
