@@ -30,6 +30,7 @@ MAX_STEPS = 1_000_000           # steps of one window: 10**6 at 1 ms a step is 1
 MAX_WINDOW_S = 86_400.0         # a day: no timed window, ceiling or idle wait is longer
 MAX_SAMPLES = 1 << 30           # samples of one quality run: 2**30 is 800 ImageNet epochs
 MAX_CHECKPOINTS = 1024          # held-out evaluations (and noise probes) along one run
+MAX_BUDGET_S = 7 * 24 * 3600.0  # the longest --budget a search takes (search/budget.py)
 
 # name: (lowest, highest, what the lowest is called, why the highest); None passes where the knob
 # allows "auto" (the table's `auto`).

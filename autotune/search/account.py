@@ -14,6 +14,7 @@ from typing import Any
 
 from ..measure.split import ran_warm
 from ..result import Evaluate, TrialResult
+from ..util.clean import one_line
 from .budget import format_seconds
 
 KINDS = ("trials", "quality", "confirmation", "verification")
@@ -72,9 +73,10 @@ def describe(account: dict[str, Any]) -> list[str]:
     if isinstance(ignored, int) and ignored > 0:
         lines.append(f"  {ignored} file(s) in trial folders were not their launch's (planted or "
                      "corrupt) and were ignored: see the trials' notes")
-    if account.get("next_step"):
-        lines.append(f"  {account['next_step']}")
-    lines += [f"  {line}" for line in account.get("settle") or () if isinstance(line, str)]
+    if account.get("next_step"):   # a stored string: shown escaped, on its line
+        lines.append(f"  {one_line(account['next_step'])}")
+    lines += [f"  {one_line(line)}" for line in account.get("settle") or ()
+              if isinstance(line, str)]
     return lines
 
 
