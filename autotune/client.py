@@ -57,7 +57,9 @@ def report_metrics(*, samples_per_sec: float | None = None, accuracy: float | No
             raise ValueError(f"autotune.report_metrics({key}={value}): must be a finite number")
         data[key] = value
     # the launch's token (util/channel.py): the runner takes a report only with it
-    data["token"] = os.environ.get(TOKEN_ENV, "")
+    data.pop("token", None)
+    if os.environ.get(TOKEN_ENV):
+        data["token"] = os.environ[TOKEN_ENV]
     write_json(path, data)
     return True
 
