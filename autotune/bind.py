@@ -28,6 +28,8 @@ import sys
 import time
 from collections.abc import Mapping
 
+from .util.checked_folder import FolderRefused, open_private
+
 # (rank, world size, local rank, local world size) as each launcher names them.
 _LAUNCHER_VARS = (
     ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
@@ -202,9 +204,13 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
         full = command(args.tool, pick(args.cpus, index, "CPU lists") if args.cpus else None,
                        nodes, cmd, mem=pick(args.mem, index, "memory policies") if args.mem
                        else None)
-    if args.rank_log:
-        fd = os.open(args.rank_log.replace("{rank}", str(index)),
-                     os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    if args.rank_log:   # in the trial's folder, checked as the runner checks it; a new file
+        log = os.path.abspath(args.rank_log.replace("{rank}", str(index)))
+        try:
+            with open_private(os.path.dirname(log)) as folder:
+                fd = folder.create(os.path.basename(log))
+        except (FolderRefused, OSError) as exc:
+            p.error(f"--rank-log {log}: {exc}")
         os.dup2(fd, 1)
         os.dup2(fd, 2)
         os.close(fd)

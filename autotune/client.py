@@ -10,14 +10,15 @@ No torch import here: the call must cost nothing and work in any script.
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 
-from .util.atomic_json import write_json
+from .util.atomic_json import read_json_file, write_json
+from .util.channel import TOKEN_ENV
 from .result import PHASES
 
 REPORT_ENV = "AUTOTUNE_REPORT"
+_MAX_REPORT_BYTES = 1 << 20
 KEYS = ("samples_per_sec", "accuracy", "samples", "seconds", "split")
 
 
@@ -41,9 +42,8 @@ def report_metrics(*, samples_per_sec: float | None = None, accuracy: float | No
     given = {"samples_per_sec": samples_per_sec, "accuracy": accuracy, "samples": samples,
              "seconds": seconds}
     data: dict = {}
-    try:
-        with open(path, encoding="utf-8") as f:
-            old = json.load(f)
+    try:   # what an earlier call wrote; a link, FIFO or huge file at the name is not that
+        old = read_json_file(path, _MAX_REPORT_BYTES)
         data = old if isinstance(old, dict) else {}
     except (OSError, ValueError):
         pass
@@ -56,6 +56,10 @@ def report_metrics(*, samples_per_sec: float | None = None, accuracy: float | No
         if not math.isfinite(value):
             raise ValueError(f"autotune.report_metrics({key}={value}): must be a finite number")
         data[key] = value
+    # the launch's token (util/channel.py): the runner takes a report only with it
+    data.pop("token", None)
+    if os.environ.get(TOKEN_ENV):
+        data["token"] = os.environ[TOKEN_ENV]
     write_json(path, data)
     return True
 

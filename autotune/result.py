@@ -118,6 +118,8 @@ class TrialResult:
     # it was stored
     of_ceiling: float | None = None
     note: str = ""                           # what happened in teardown (RunResult.notes)
+    # files in the trial folder that were not the launch's own, ignored (run/trial_files.py)
+    ignored_files: int = 0
 
     @property
     def ok(self) -> bool:

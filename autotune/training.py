@@ -27,6 +27,9 @@ QUALITY_SAMPLES = 16384
 # build throughput launches, which never train a quality run, and every search passes its own
 # length (QUALITY_SAMPLES or the workload's).
 PLAN_FALLBACK_SAMPLES = 4096
+# The most seeds a quality class is judged on (--quality-seeds; a stored noise floor or setting
+# claiming more is not one a search wrote, study/bounded.py).
+MAX_QUALITY_SEEDS = 64
 
 
 def split_batch(global_batch: int, nproc: int, micro_batch: int | None = None) -> tuple[int, int]:

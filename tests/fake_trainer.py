@@ -53,11 +53,14 @@ def leave(code: int) -> None:
 
 
 def write_result(payload: dict | str) -> None:
-    # Atomic, like the real worker: a reader never sees half a file.
+    # Atomic, like the real worker: a reader never sees half a file. With the launch's token
+    # (autotune/util/channel.py), as every result the runner takes carries.
     path = os.environ["AUTOTUNE_RESULT"]
     tmp = f"{path}.tmp{os.getpid()}"
+    if isinstance(payload, dict):
+        payload = json.dumps({**payload, "token": os.environ.get("AUTOTUNE_LAUNCH_TOKEN", "")})
     with open(tmp, "w") as f:
-        f.write(payload if isinstance(payload, str) else json.dumps(payload))
+        f.write(payload)
     os.replace(tmp, path)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..config import BUILTIN_WORKLOADS, DEFAULT_WORKLOAD
+from ..config import BUILTIN_WORKLOADS, DEFAULT_WORKLOAD, MAX_WINDOW_S
 from ..tune import (IDLE_DEADLINE_S, TARGET_SECONDS, ScriptSpec, StudyRef, Workload,
                     script_from_flags)
 
@@ -16,6 +16,15 @@ def positive_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
     if not value > 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
+    return value
+
+
+def window_seconds(text: str) -> float:
+    """A timed window's length: more than 0 and at most a day (a rank refuses a longer one,
+    config/limits.py MAX_WINDOW_S)."""
+    value = positive_float(text)
+    if value > MAX_WINDOW_S:
+        raise argparse.ArgumentTypeError(f"{text!r} is more than {MAX_WINDOW_S:.0f} s (a day)")
     return value
 
 
@@ -73,7 +82,7 @@ def add_workload_args(p: argparse.ArgumentParser, *,
                    help=f"built-in workload ({', '.join(BUILTIN_WORKLOADS)}; torchvision models by "
                         "name when torchvision imports) or your own as module:function (default: "
                         f"{DEFAULT_WORKLOAD})")
-    p.add_argument("--seconds", type=positive_float, default=seconds_default, metavar="S",
+    p.add_argument("--seconds", type=window_seconds, default=seconds_default, metavar="S",
                    help="length of each trial's timed window (default: " +
                         (f"{seconds_default:g})" if seconds_default else "from the budget: 2-5)"))
     p.add_argument("--results", default="autotune-results", metavar="DIR",

@@ -23,7 +23,7 @@ import argparse
 import sys
 
 from ..tune import FORMATS, STANDALONE_SECONDS, ExportRequest, export
-from ._common import add_study_args, add_trust_arg, int_at_least, positive_float, study_of
+from ._common import add_study_args, add_trust_arg, int_at_least, study_of, window_seconds
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -35,7 +35,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_study_args(p)
     p.add_argument("--trial", type=int_at_least(0, "a trial number"), metavar="N",
                    help="export the configuration of trial N instead of the recommendation")
-    p.add_argument("--seconds", type=positive_float, default=STANDALONE_SECONDS, metavar="S",
+    p.add_argument("--seconds", type=window_seconds, default=STANDALONE_SECONDS, metavar="S",
                    help="how long the built-in trainer in the command runs (default: "
                         f"{STANDALONE_SECONDS:g})")
     add_trust_arg(p, "export what the study stores that runs code even though others can write "

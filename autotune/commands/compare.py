@@ -14,6 +14,7 @@ from ..probe import probe
 from ..progress import SILENT, Progress
 from ..recommend.compare import Comparison, compare as interleaved, describe
 from ..run.evaluate import live_evaluator
+from ..run.trials_dir import check_results
 from .common import Workload
 from .search_request import check_workload
 
@@ -52,6 +53,7 @@ def compare(req: CompareRequest, progress: Progress = SILENT) -> Compared:
         if why:
             raise ConfigError(f"configuration {side} cannot run here: {why}")
     settings = req.workload.settings(timeout_s=req.timeout_s)
+    check_results(settings.results_dir)   # trial folders the user's alone, before any trial
     with contextlib.closing(live_evaluator(topology, settings, adapt_timeout=False)) as evaluate:
         result = interleaved(req.a, req.b, evaluate, rounds=req.rounds, progress=progress)
     return Compared(result, "samples/s" if settings.script is None else "per s (metric)")

@@ -18,6 +18,7 @@ from ..probe.topology import Topology
 from ..result import TrialResult
 from ..run.numa_quiet import disturbs
 from ..run.trial import plan_trial, run_trial
+from ..run.trials_dir import check_results
 from ..run.weights import apply_weights, describe as describe_weights
 from .common import Say, Workload, describe_measurement, quiet
 from .hosts import Hosts, probe_hosts
@@ -87,6 +88,8 @@ def run(req: RunRequest, *, say: Say = quiet) -> RunAnswer:
         raise ConfigError(f"--set: {reason} (on {where})")
     settings = req.workload.settings(timeout_s=req.timeout_s, cluster=cluster)
     settings = replace(settings, ceiling_seconds=CEILING_SECONDS)   # built-ins: the ceiling too
+    if not req.dry_run:   # its trial folder must be the user's alone (before anything is written)
+        check_results(settings.results_dir)
     if req.dry_run:
         if req.sysfs_root:   # a capture without its capabilities: say what was assumed
             for warning in topology.warnings:

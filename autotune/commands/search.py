@@ -27,7 +27,7 @@ from ..result import Evaluate
 from ..run.numa_quiet import QuietNuma, disturbs, restore_stale
 from ..run.runner import interrupt_on_sigterm, reap_orphans
 from ..run.evaluate import live_evaluator
-from ..run.trials_dir import settle as settle_trials
+from ..run.trials_dir import check_results, settle as settle_trials
 from ..search.lock import MachineLock, machine_key
 from ..search.loop import run_search
 from ..search.account import Account, Accounted
@@ -58,13 +58,15 @@ def search(req: SearchRequest, *, label: str | None = None, topology: Topology |
     (`live_evaluator`). `clock` (an object with `elapsed()`) spends the budget; None: the wall
     clock since `started`. A replay of a recorded landscape passes both and runs in seconds."""
     clock = clock if clock is not None else MonotonicClock(started)
+    if evaluate is None:   # real trials: their folders must be the user's alone (before anything)
+        check_results(req.results)
     job = prepare(req, label=label, topology=topology, cluster=cluster, say=say)
     time_left = functools.partial(_time_left, req.budget_s, clock)
     evaluate_is_live = evaluate is None
     if evaluate is None:
         evaluate = live_evaluator(job.topology, job.settings, time_left=time_left,
                                   adapt_timeout=req.trial_timeout is None)
-    if (shown := foreign_folder(req.results)) is not None:   # said before anything in it is used
+    if (shown := foreign_folder(req.results)) is not None:   # (a replay: it runs no trial)
         progress.warn(f"--results {shown}")
     with contextlib.ExitStack() as held:   # unwinds the locks even when interrupted
         # numa_balancing first (refused to non-root before anything exists), then the machine

@@ -9,6 +9,8 @@ import time
 from dataclasses import dataclass
 
 from ..config import DEFAULT_WORKLOAD
+from ..config.limits import MAX_SAMPLES
+from ..training import MAX_QUALITY_SEEDS
 from ..errors import AutotuneError, WorkloadError
 from ..recommend.verify import Recommendation
 from ..run.idle import IDLE_DEADLINE_S
@@ -53,11 +55,12 @@ class SearchRequest:
         if not math.isfinite(self.max_accuracy_drop) or not 0 <= self.max_accuracy_drop < 100:
             raise AutotuneError(f"--max-accuracy-drop {self.max_accuracy_drop}: must be a number "
                                 "from 0 to below 100 (percentage points)")
-        if self.quality_seeds < 2:
+        if not 2 <= self.quality_seeds <= MAX_QUALITY_SEEDS:
             raise AutotuneError(f"--quality-seeds {self.quality_seeds}: at least 2 seeds are "
-                                "needed to measure the noise")
-        if self.quality_samples is not None and self.quality_samples < 1:
-            raise AutotuneError(f"--quality-samples {self.quality_samples}: must be positive")
+                                f"needed to measure the noise, and at most {MAX_QUALITY_SEEDS}")
+        if self.quality_samples is not None and not 1 <= self.quality_samples <= MAX_SAMPLES:
+            raise AutotuneError(f"--quality-samples {self.quality_samples}: must be positive, "
+                                f"and at most {MAX_SAMPLES:,}")
         if self.keep_trials is not None and self.keep_trials < 1:
             raise AutotuneError(f"--keep-trials {self.keep_trials}: keep at least 1 (or 'all')")
         if self.verify_rounds < 1:

@@ -18,6 +18,7 @@ from ..recommend.reverify import (Reverified, reverify, seeded_confirmation,
                                   store_unless_replaced)
 from ..run.idle import IDLE_DEADLINE_S
 from ..run.evaluate import live_evaluator
+from ..run.trials_dir import check_results
 from ..run.trial import TrialSettings
 from ..search.lock import MachineLock
 from ..study.attrs import StudyAttrs
@@ -58,6 +59,7 @@ def verify(req: VerifyRequest, progress: Progress = SILENT,
     """Re-measure within `budget_s` from `started` (monotonic; None: now)."""
     started = time.monotonic() if started is None else started
     require_hash(req.trust_study)
+    check_results(req.study.results)   # trial folders the user's alone, before anything
     opened = open_results(req.study)   # judged before it is read, and read as judged
     study = opened.study
     attrs = StudyAttrs.of(study)       # one read: what is checked below is what the trials run

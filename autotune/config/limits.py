@@ -7,9 +7,15 @@ Why a grammar: kmp_affinity reaches a shell wherever a user's command takes it a
 a stored `dataloader_workers=100000` or `global_batch=10**9` was planned as if it could run.
 Whether a value fits *this* machine (workers beyond the CPUs a rank has) is the planner's question
 (plan/feasible.py); these are the limits no machine passes.
+
+A worker's request carries more numbers than the configuration (steps, seconds, samples): the
+planner makes them from the command line and the budget, and a rank checks them again before it
+acts (`check_request`, issue 52): a request is a file, and a rank must not start 10**9 steps or
+wait a year because a file said so.
 """
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -20,6 +26,11 @@ MAX_RANKS = 1 << 16             # ranks (and hosts) of one job
 MAX_GLOBAL_BATCH = 1 << 20      # 16x the largest published ImageNet batch (64K, LARS)
 MAX_KMP_BLOCKTIME = 2**31 - 1   # ms; libiomp5 reads an int
 CCL_MAX_WORKERS = 4
+MAX_STEPS = 1_000_000           # steps of one window: 10**6 at 1 ms a step is 17 minutes
+MAX_WINDOW_S = 86_400.0         # a day: no timed window, ceiling or idle wait is longer
+MAX_SAMPLES = 1 << 30           # samples of one quality run: 2**30 is 800 ImageNet epochs
+MAX_CHECKPOINTS = 1024          # held-out evaluations (and noise probes) along one run
+MAX_BUDGET_S = 7 * 24 * 3600.0  # the longest --budget a search takes (search/budget.py)
 
 # name: (lowest, highest, what the lowest is called, why the highest); None passes where the knob
 # allows "auto" (the table's `auto`).
@@ -62,3 +73,41 @@ def check(values: dict[str, Any], optional: frozenset[str]) -> None:
         raise ConfigError(f"kmp_affinity={affinity!r}: not Intel OpenMP's KMP_AFFINITY syntax "
                           "(comma-separated words, word=value or numbers; no spaces, quotes or "
                           "shell characters); give one such as granularity=fine,compact,1,0")
+
+
+# A request's numbers: name -> (lowest, highest); None passes where the field may be absent.
+_REQUEST_INTS: dict[str, tuple[int, int]] = {
+    "warmup_steps": (0, MAX_STEPS), "min_steps": (1, MAX_STEPS), "max_steps": (1, MAX_STEPS),
+    "accuracy_samples": (1, MAX_SAMPLES), "reference_batch": (1, MAX_GLOBAL_BATCH),
+    "checkpoints": (0, MAX_CHECKPOINTS), "gns_probes": (0, MAX_CHECKPOINTS),
+    "seed": (0, 2**63 - 1)}
+_REQUEST_SECONDS = ("target_seconds", "ceiling_seconds", "serve_s")
+_REQUEST_RATES = ("leader_throughput", "ceiling_above")
+
+
+def check_request(values: dict[str, Any]) -> None:
+    """Raise ConfigError (naming the field and its value) for a worker request's number out of
+    bounds: steps, samples and checkpoints as integers in range, seconds finite, >= 0 and at
+    most MAX_WINDOW_S, samples/s finite and >= 0 (or absent)."""
+    for name, (low, high) in _REQUEST_INTS.items():
+        value = values.get(name)
+        if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+            raise ConfigError(f"request {name}={value!r}: must be an integer from {low:,} to "
+                              f"{high:,}")
+    if values["min_steps"] > values["max_steps"]:
+        raise ConfigError(f"request min_steps={values['min_steps']} is more than max_steps="
+                          f"{values['max_steps']}")
+    for name in _REQUEST_SECONDS:
+        value = values.get(name)
+        if not _number(value) or not 0 <= value <= MAX_WINDOW_S:
+            raise ConfigError(f"request {name}={value!r}: must be seconds from 0 to "
+                              f"{MAX_WINDOW_S:g}")
+    for name in _REQUEST_RATES:
+        value = values.get(name)
+        if value is not None and (not _number(value) or value < 0):
+            raise ConfigError(f"request {name}={value!r}: must be a finite number >= 0")
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and \
+        math.isfinite(value)

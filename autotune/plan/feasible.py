@@ -69,15 +69,30 @@ def dataloader_problem(config: Config, topology: Topology,
     """DataLoader worker processes beyond the CPUs a rank can have: its CPU set when the ranks are
     bound (`placed`), else every CPU this process may use. More workers than that only wait for
     a CPU, and a stored dataloader_workers=100000 tried to start them all."""
-    workers = config.dataloader_workers
-    if not workers:
+    if not config.dataloader_workers:
         return None
     sets = [set(p.cpus) | set(p.ccl_cpus) for p in placed or ()] if config.binding != "none" else []
     cpus = min(map(len, sets)) if sets else len(topology.usable_cpus or topology.logical_cpus)
+    return _workers_beyond(config.dataloader_workers, cpus)
+
+
+def _workers_beyond(workers: int, cpus: int) -> str | None:
     if workers > cpus:
         return (f"dataloader_workers={workers}: more than the {cpus} CPU{'s' if cpus > 1 else ''} a rank "
                 "can have here")
     return None
+
+
+def rank_problem(config: Config, *, cpus: int) -> str | None:
+    """The planner's rules a rank can check itself, with the `cpus` it has (its affinity): the
+    oneCCL mixes, the batch split, and no more DataLoader workers than its CPUs. A rank asks
+    before it acts on a request (worker/bounds.py): the request is a file, and its numbers are
+    judged where they are used, not only where they were planned."""
+    try:
+        split_batch(config.global_batch, config.nproc, config.batch_size)
+    except ConfigError as exc:
+        return str(exc)
+    return ccl_problem(config) or _workers_beyond(config.dataloader_workers, cpus)
 
 
 def ccl_problem(config: Config) -> str | None:

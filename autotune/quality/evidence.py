@@ -27,6 +27,7 @@ from .verdict import QualityStatus, QualityVerdict, status_of
 from .math_class import math_class
 from .sizing import run_seconds
 from ..study import attrs as A
+from ..study import bounded
 
 DEFAULT_SEEDS = (0, 1, 2)
 CONFIRM_SEEDS = (100, 101, 102)
@@ -81,9 +82,23 @@ class ClassEvidence:
 
     @classmethod
     def from_json(cls, text: str) -> "ClassEvidence":
+        """The evidence a study stores, each run within bounds (study/bounded.py: what a
+        shared study holds is data); ValueError for what is not evidence at all."""
         d = json.loads(text)
-        return cls(math_class=d["math_class"], config=d["config"],
-                   runs={int(k): v for k, v in d["runs"].items()})
+        if not isinstance(d, dict) or not isinstance(d.get("math_class"), str) or \
+                not isinstance(d.get("config"), dict) or not isinstance(d.get("runs"), dict):
+            raise ValueError("not a class's quality evidence")
+        runs = {seed: run for k, v in d["runs"].items()
+                if (seed := bounded.integer(_int(k), 0, 2**63 - 1)) is not None
+                and (run := bounded.quality_run(v)) is not None}
+        return cls(math_class=d["math_class"], config=d["config"], runs=runs)
+
+
+def _int(text: str) -> int | None:
+    try:
+        return int(text)
+    except ValueError:
+        return None
 
 
 def _chosen(seed: int, run: dict[str, Any], seeds: tuple[int, ...] | None) -> bool:
@@ -94,7 +109,10 @@ def stored_classes(study_attrs: dict[str, Any] | A.StudyAttrs) -> dict[str, Clas
     """Every class's evidence stored on a study (from its user attributes)."""
     out = {}
     for value in A.StudyAttrs(study_attrs).quality_evidence:
-        ev = ClassEvidence.from_json(value)
+        try:
+            ev = ClassEvidence.from_json(value)
+        except ValueError:     # not evidence a search wrote: as if not stored
+            continue
         out[ev.math_class] = ev
     return out
 
@@ -105,9 +123,12 @@ class QualityBook:
     def __init__(self, study: optuna.Study, evaluate: Callable[..., Any], *, batchnorm: bool,
                  tolerance_pp: float, seeds: tuple[int, ...] = DEFAULT_SEEDS,
                  lower_is_better: bool = False, base: Config | None = None,
-                 claims: Any = None) -> None:
+                 claims: Any = None, most_samples: int | None = None) -> None:
         """`claims` (shared.ConfigClaims): a search shared by several workers; each quality run
-        (math class, seed) is then claimed through the study and run by one worker only."""
+        (math class, seed) is then claimed through the study and run by one worker only.
+        `most_samples`: the longest run this search would size itself; a stored length beyond it
+        is not taken (a study is data: one stored length made a quality run take the budget)."""
+        self.most_samples = most_samples
         self.study, self.evaluate, self.claims = study, evaluate, claims
         self.batchnorm, self.tolerance_pp, self.seeds = batchnorm, tolerance_pp, seeds
         self.lower_is_better = lower_is_better
@@ -126,7 +147,9 @@ class QualityBook:
         have added classes and seeds since)."""
         attrs = A.StudyAttrs.of(self.study)
         self.classes.update(stored_classes(attrs))
-        self.length = attrs.quality_length or self.length
+        stored = attrs.quality_length
+        if stored is not None and (self.most_samples is None or stored <= self.most_samples):
+            self.length = stored
 
     def fix_length(self, samples: int) -> int:
         """The study's search-length runs train `samples` from now on, unless a length was

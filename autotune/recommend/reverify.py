@@ -18,6 +18,7 @@ from ..progress import SILENT, Progress
 from ..errors import StorageError
 from ..result import Evaluate, Outcome, TrialResult
 from ..study.attrs import StudyAttrs
+from ..training import QUALITY_SAMPLES
 from ..quality.confirm import Confirmation
 from ..quality.evidence import QualityBook
 from ..quality.gate import pairs_to_show
@@ -196,7 +197,8 @@ def settle_quality(study, evaluate: Evaluate, config: Config, *, time_left: Call
 
 
 def _book(study, evaluate: Evaluate) -> QualityBook:
-    settings = StudyAttrs.of(study).settings
+    settings = StudyAttrs.of(study).settings   # each number bounded (study/bounded.py)
     return QualityBook(study, evaluate, batchnorm=bool(settings.get("batchnorm", True)),
                        tolerance_pp=float(settings.get("max_accuracy_drop") or 1.0),
-                       seeds=tuple(range(int(settings.get("quality_seeds") or 3))))
+                       seeds=tuple(range(int(settings.get("quality_seeds") or 3))),
+                       most_samples=int(settings.get("quality_samples") or QUALITY_SAMPLES))

@@ -61,7 +61,7 @@ def run_attached(plan: LaunchPlan, *, echo: TextIO | None = None,
     previous = {s: signal.signal(s, forward) for s in FORWARDED}
     start = time.monotonic()
     try:
-        trial.spawn(pipe=True)
+        trial.spawn()
         for rp, p in zip(plan.ranks, trial.procs):
             assert p.stdout is not None
             tee.follow(p.stdout, rp.log_path, prefix(rp.rank, len(plan.ranks)))

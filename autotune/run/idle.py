@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 import psutil
 
@@ -69,9 +70,12 @@ def _tree_cpu(pid: int) -> float | None:
     return cpu_seconds(procs)
 
 
-def _size(path: str) -> int:
+def _size(log: "str | Callable[[], int]") -> int:
+    """A log's size: by its path (a launch's), or as the trial's folder says (run/trial_files)."""
+    if callable(log):
+        return log()
     try:
-        return os.path.getsize(path)
+        return os.path.getsize(log)
     except OSError:
         return -1
 
@@ -79,7 +83,8 @@ def _size(path: str) -> int:
 class IdleWatch:
     """Per rank: when it last used CPU or wrote output. `check` returns the ranks stuck now."""
 
-    def __init__(self, pids: list[int], logs: list[str], deadline_s: float = IDLE_DEADLINE_S):
+    def __init__(self, pids: list[int], logs: "list[str] | list[Callable[[], int]]",
+                 deadline_s: float = IDLE_DEADLINE_S):
         self.pids, self.logs, self.deadline_s = pids, logs, deadline_s
         self.active_at = [time.monotonic()] * len(pids)
         self.last = [(_tree_cpu(p), _size(log)) for p, log in zip(pids, logs)]

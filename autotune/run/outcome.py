@@ -26,6 +26,14 @@ class RunResult:
     # The trial's cores as the runner saw them (measure/contention.py): contention over a window
     cpu_samples: tuple[CpuSample, ...] = ()
     num_cpus: int = 0
+    # Files in the trial folder that were not the launch's own (util/channel.py), ignored
+    ignored: int = 0
+    # What the runner read of the ranks' logs (each one's last lines) and, for a user's script,
+    # rank 0's output (its last MiBs) and its report (autotune.report_metrics): read through the
+    # trial folder while the runner held it (run/trial_files.py), never by its name afterwards
+    tails: tuple[str, ...] = ()
+    script_log: str = ""
+    script_report: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:

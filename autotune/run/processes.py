@@ -18,7 +18,6 @@ from collections.abc import Iterator
 import psutil
 
 from ..plan.launch_plan import LaunchPlan
-from ..util.private_files import private_file
 from ..util.process_identity import RUNNER_ENV, mark
 
 POLL_S = 0.05
@@ -86,18 +85,17 @@ class Processes:
         self.rank_procs: list[psutil.Process] = []
         self.scanned_at = 0.0
 
-    def spawn(self, *, pipe: bool = False) -> None:
-        """Start every rank; `pipe`: output comes back through a pipe (a Tee copies it to the
-        log, capped for a trial) instead of going straight to the rank's log file. Each rank's env
-        names this runner (its mark), so that reap_orphans can tell whether the process that
-        started it still runs."""
-        env_runner = {RUNNER_ENV: mark()}
+    def spawn(self, env: dict[str, str] | None = None) -> None:
+        """Start every rank, its output through a pipe (a Tee copies it to the log, capped for a
+        trial). Each rank's env names this runner (its mark), so that reap_orphans can tell
+        whether the process that started it still runs; `env`: what else the runner adds (a
+        trial's token and folder, run/trial_files.py)."""
+        added = env if env is not None else {RUNNER_ENV: mark()}
         for rp in self.plan.ranks:
-            with open(private_file(rp.log_path), "wb") as log:
-                self.procs.append(subprocess.Popen(
-                    rp.argv, env={**rp.env, **env_runner}, stdout=subprocess.PIPE if pipe else log,
-                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-                    preexec_fn=_end_with_parent))
+            self.procs.append(subprocess.Popen(
+                rp.argv, env={**rp.env, **added}, stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                preexec_fn=_end_with_parent))
             with contextlib.suppress(psutil.Error):
                 self.rank_procs.append(psutil.Process(self.procs[-1].pid))
 

@@ -10,13 +10,13 @@ with it the process-group id we signal, cannot be reused by an unrelated process
 from __future__ import annotations
 
 import contextlib
-import json
+import functools
 import os
 import signal
 import socket
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import psutil
@@ -24,18 +24,20 @@ import psutil
 from .classify import classify, declared_outcome, describe_exit, rank_failure, root_cause
 from .cpu_ledger import CpuLedger, trial_cpus
 from .idle import IDLE_DEADLINE_S, IdleWatch
-from ..comm.ccl.shm import RECORD as SEGMENT_RECORD, SegmentRecord, clean_recorded
+from ..comm.ccl.shm import SegmentRecord, clean_recorded
 from ..util.process_identity import RUNNER_ENV, alive, machine, parse_mark
 from ..plan.launch_plan import LaunchPlan
 from ..result import Outcome
 from .outcome import RunResult
 from .processes import POLL_S, Processes, signals_held
-from .rank_output import _MAX_TAIL_RANKS, _result_of, read_tail
+from .rank_output import _MAX_TAIL_RANKS
 from .tee import MAX_LOG_BYTES, Tee
-from ..util.private_files import private_dir, private_file
+from .trial_files import SCRIPT_LOG_BYTES, TrialFiles
+from ..util.checked_folder import FolderRefused
 
 __all__ = ["Interrupted", "classify", "end_ranks", "free_port", "interrupt_on_sigterm",
-           "judged", "prepare_launch", "reap_orphans", "root_cause", "run_plan", "start_ranks"]
+           "judged", "prepare_launch", "reap_orphans", "root_cause", "run_plan", "start_ranks",
+           "Launch", "ignored_note", "open_trial", "script_output"]
 
 # Ranks that wrote their result but hang in gloo teardown get this long to exit, then are killed;
 # the measurement already stands.
@@ -119,55 +121,89 @@ def run_plan(plan: LaunchPlan, *, on_start: Callable[[list[int]], None] | None =
     A KeyboardInterrupt (Ctrl-C, or Interrupted from interrupt_on_sigterm) propagates, but only
     after every process of the trial is gone.
     """
-    segments = prepare_launch(plan)
+    launched_at, start = time.time(), time.monotonic()
+    try:
+        launch = prepare_launch(plan)
+    except FolderRefused as exc:   # nothing started, nothing written
+        return RunResult(outcome=Outcome.CRASH, reason=f"trial folder refused: {exc}",
+                         launched_at=launched_at)
     trial = Processes(plan)
     ledger = CpuLedger(trial_cpus(plan))
     timed_out, notes, spawn_error = False, [], ""
-    launched_at, start = time.time(), time.monotonic()
     tee = Tee(None, cap=MAX_LOG_BYTES)
     try:
-        spawn_error = start_ranks(trial, tee)
-        if on_start is not None and not spawn_error:
-            on_start([p.pid for p in trial.procs])
-        if not spawn_error:
-            timed_out, notes = _watch(trial, ledger, segments, idle_s, start)
-        ledger.sample(trial.tracked(), force=True)
+        try:
+            spawn_error = start_ranks(trial, tee, launch.files)
+            if on_start is not None and not spawn_error:
+                on_start([p.pid for p in trial.procs])
+            if not spawn_error:
+                timed_out, notes = _watch(trial, ledger, launch, idle_s, start)
+            ledger.sample(trial.tracked(), force=True)
+        finally:
+            with signals_held():
+                end_ranks(trial, tee, launch.segments)
+        if spawn_error:
+            return RunResult(outcome=Outcome.CRASH, reason=spawn_error,
+                             exit_codes=tuple(trial.codes),
+                             wall_seconds=time.monotonic() - start, launched_at=launched_at)
+        return judged(plan, trial, launch.files, timed_out=timed_out, notes=notes,
+                      ledger=ledger, wall_seconds=time.monotonic() - start,
+                      launched_at=launched_at)
     finally:
-        with signals_held():
-            end_ranks(trial, tee, segments)
-    if spawn_error:
-        return RunResult(outcome=Outcome.CRASH, reason=spawn_error, exit_codes=tuple(trial.codes),
-                         wall_seconds=time.monotonic() - start, launched_at=launched_at)
-    return judged(plan, trial, timed_out=timed_out, notes=notes, ledger=ledger,
-                   wall_seconds=time.monotonic() - start, launched_at=launched_at)
+        launch.files.close()
 
 
-def prepare_launch(plan: LaunchPlan) -> SegmentRecord | None:
-    """Before the ranks start: the request written, the folders private, no stale result, and
-    for a ccl launch the record of its shared-memory segments (None otherwise)."""
-    write_request(plan)
-    for rp in plan.ranks:
-        private_dir(Path(rp.log_path).parent)
-        private_dir(Path(rp.result_path).parent)
-        Path(rp.result_path).unlink(missing_ok=True)   # a stale result would read as success
-    # a killed rank's segment under a reused pid fails the next init (comm/ccl/shm.py)
-    return segment_record(plan) if plan.request.config.get("backend") == "ccl" else None
+@dataclass
+class Launch:
+    """What the runner holds of a launch it prepared: its trial folder and, for a ccl launch,
+    the record of its shared-memory segments."""
+    files: TrialFiles
+    segments: SegmentRecord | None
 
 
-def _watch(trial: Processes, ledger: CpuLedger, segments: SegmentRecord | None, idle_s: float,
+def prepare_launch(plan: LaunchPlan) -> Launch:
+    """Before the ranks start: the trial folder made and checked (FolderRefused when someone
+    else could change it), the request written into it, no stale result, and for a ccl launch
+    the record of its shared-memory segments."""
+    files = open_trial(plan)
+    try:
+        # a killed rank's segment under a reused pid fails the next init (comm/ccl/shm.py)
+        segments = segment_record(plan, files) if plan.request.config.get("backend") == "ccl" \
+            else None
+    except BaseException:
+        files.close()
+        raise
+    return Launch(files, segments)
+
+
+def open_trial(plan: LaunchPlan) -> TrialFiles:
+    """The trial folder made and checked, the launch's request in it and no stale result."""
+    files = TrialFiles.open(plan)
+    try:
+        files.write_request(0, plan.request.to_json())
+        files.clear_results(0)
+    except BaseException:
+        files.close()
+        raise
+    return files
+
+
+def _watch(trial: Processes, ledger: CpuLedger, launch: Launch, idle_s: float,
            start: float) -> tuple[bool, list[str]]:
     """Poll the running ranks until they are done, one fails (the others may wait in a
     collective forever), the plan's timeout passes, or every result is in and the ranks linger
     in teardown; ranks stuck after a peer's clean exit are ended. Returns (timed out, notes)."""
-    plan = trial.plan
-    watch = IdleWatch([p.pid for p in trial.procs], [rp.log_path for rp in plan.ranks], idle_s)
+    plan, files = trial.plan, launch.files
+    watch = IdleWatch([p.pid for p in trial.procs],
+                      [functools.partial(files.log_size, r) for r in range(len(plan.ranks))],
+                      idle_s)
     notes: list[str] = []
     all_results_at: float | None = None
     while True:
         ledger.sample(trial.tracked())
-        if segments is not None:
-            segments.watch(p.pid for p in trial.tracked())
-        failed = any(rank_failure(r, trial.codes[r], _result_of(plan, r, trial.codes[r]))
+        if launch.segments is not None:
+            launch.segments.watch(p.pid for p in trial.tracked())
+        failed = any(rank_failure(r, trial.codes[r], files.result_of(r, trial.codes[r]))
                      for r in trial.poll() if r not in trial.ended)
         if not trial.running():
             return False, notes
@@ -179,7 +215,7 @@ def _watch(trial: Processes, ledger: CpuLedger, segments: SegmentRecord | None, 
         if failed or now - start >= plan.timeout_s:
             trial.teardown(plan.grace_s)
             return not failed, notes
-        if all(os.path.exists(rp.result_path) for rp in plan.ranks):
+        if not plan.script and all(files.result(r) is not None for r in range(len(plan.ranks))):
             all_results_at = all_results_at or now
             if now - all_results_at >= EXIT_LINGER_S:
                 trial.teardown(plan.grace_s)
@@ -187,24 +223,24 @@ def _watch(trial: Processes, ledger: CpuLedger, segments: SegmentRecord | None, 
         time.sleep(POLL_S)
 
 
-def write_request(plan: LaunchPlan) -> None:
-    """The worker's request, in a trial folder only this user can read (private_files.py)."""
-    private_dir(Path(plan.request_path).parent)
-    with open(private_file(plan.request_path), "w", encoding="utf-8") as f:
-        json.dump(plan.request.to_json(), f, indent=1)
-
-
-def start_ranks(trial: Processes, tee: Tee) -> str:
-    """Spawn every rank, its output through the tee, which caps each log (run/tee.py: a rank
-    writing straight to its file could fill the disk under the results folder); returns why a
-    rank could not be started, or ""."""
+def start_ranks(trial: Processes, tee: Tee, files: TrialFiles) -> str:
+    """Spawn every rank, its output through the tee into its log in the trial folder, which
+    caps each log (run/tee.py: a rank writing straight to its file could fill the disk under the
+    results folder); returns why a rank could not be started, or ""."""
     try:
-        trial.spawn(pipe=True)
+        logs = [files.open_log(r) for r in range(len(trial.plan.ranks))]
+    except OSError as e:     # a name taken in a folder just made: something else writes there
+        return f"the ranks' logs could not be created in {files.folder.path}: {e}"
+    try:
+        trial.spawn(files.env())
     except OSError as e:    # a plan naming a missing binary is a failed trial, not a crash
         return f"rank {len(trial.procs)} could not be started: {e}"
     finally:
-        for rp, p in zip(trial.plan.ranks, trial.procs):
-            tee.follow(p.stdout, rp.log_path, "")   # type: ignore[arg-type]
+        for r, log in enumerate(logs):
+            if r < len(trial.procs):
+                tee.follow(trial.procs[r].stdout, log, "")   # type: ignore[arg-type]
+            else:
+                os.close(log)
     return ""
 
 
@@ -220,25 +256,25 @@ def end_ranks(trial: Processes, tee: Tee, segments: SegmentRecord | None) -> Non
         segments.clean()
 
 
-def segment_record(plan: LaunchPlan) -> SegmentRecord | None:
+def segment_record(plan: LaunchPlan, files: TrialFiles) -> SegmentRecord:
     """Settle the records earlier trials of this results folder left (a runner killed with
-    kill -9 among them), then start this trial's, before launch; None without a trial folder."""
-    if not plan.workdir:
-        return None
-    clean_recorded(os.path.dirname(plan.workdir))
-    private_dir(plan.workdir)
-    return SegmentRecord(os.path.join(plan.workdir, SEGMENT_RECORD))
+    kill -9 among them), then start this trial's, before launch."""
+    clean_recorded(os.path.dirname(files.folder.path))
+    return SegmentRecord(files.folder)
 
 
-def judged(plan: LaunchPlan, trial: Processes, *, timed_out: bool, notes: list[str],
-            ledger: CpuLedger, wall_seconds: float, launched_at: float) -> RunResult:
-    """The finished trial classified, with the failing rank's log tail and the notes on what
-    happened after training (ranks ended as stuck, a crash after the result was in)."""
-    results = [_result_of(plan, r, trial.codes[r]) for r in range(len(plan.ranks))]
+def judged(plan: LaunchPlan, trial: Processes, files: TrialFiles, *, timed_out: bool,
+           notes: list[str], ledger: CpuLedger, wall_seconds: float, launched_at: float,
+           window: int = 0) -> RunResult:
+    """The finished trial (or a session's `window`) classified, with the failing rank's log
+    tail and the notes on what happened after training (ranks ended as stuck, a crash after the
+    result was in, files in the trial folder that were not the launch's)."""
+    results: list[Any] = [files.result_of(r, trial.codes[r], window)
+                          for r in range(len(plan.ranks))]
     for r in trial.ended:   # a script's rank stuck after a peer's clean exit had finished training
         if plan.script and results[r] is None:
             results[r] = {"status": Outcome.OK, "script": True}
-    tails = [read_tail(rp.log_path) for rp in plan.ranks]
+    tails = [files.tail(r) for r in range(len(plan.ranks))]
     outcome, reason = classify(trial.codes, results, tails, timed_out, exit_order=trial.exit_order,
                                signalled=trial.signalled, timeout_s=plan.timeout_s)
     if outcome == Outcome.OK:
@@ -256,7 +292,27 @@ def judged(plan: LaunchPlan, trial: Processes, *, timed_out: bool, notes: list[s
                              for r in shown)
     return RunResult(outcome=outcome, reason=reason, log_tail=log_tail,
                      exit_codes=tuple(trial.codes), wall_seconds=wall_seconds,
-                     launched_at=launched_at, notes=tuple(notes),
+                     launched_at=launched_at, notes=tuple(notes + ignored_note(files)),
+                     ignored=files.ignored, tails=tuple(tails), **script_output(files),
                      signalled=tuple(sorted(trial.signalled)),
                      cpu_samples=tuple(ledger.samples), num_cpus=len(ledger.cpus),
                      rank_results=tuple(r if isinstance(r, dict) else {} for r in results))
+
+
+def ignored_note(files: TrialFiles) -> list[str]:
+    """What the trial's notes say of the files in its folder that were not the launch's."""
+    if not files.ignored:
+        return []
+    why = "; ".join(files.channel.reasons[:2]) or "requests its ranks did not take"
+    return [f"{files.ignored} file(s) in the trial folder {files.folder.path} were not this "
+            f"launch's and were ignored ({why})"]
+
+
+def script_output(files: TrialFiles) -> dict[str, Any]:
+    """A script's rank 0 output and report as RunResult fields ({} for the built-in worker)."""
+    if not files.plan.script:
+        return {}
+    rank0 = files.plan.ranks[0]
+    report = rank0.env.get("AUTOTUNE_REPORT")
+    return {"script_log": files.log_bytes(0, SCRIPT_LOG_BYTES).decode("utf-8", "replace"),
+            "script_report": files.report(report) if report else None}

@@ -3,9 +3,6 @@ for the order of preference), a teardown abort after its last metric forgiven, a
 processes showed from outside (the knobs that did not act)."""
 from __future__ import annotations
 
-import contextlib
-import json
-import os
 from dataclasses import replace
 from typing import Any
 
@@ -18,7 +15,6 @@ from ..result import Outcome, TrialResult
 from .bounded import last_metric_end, score_output
 from .classify import abort_in_teardown
 from .outcome import RunResult
-from .rank_output import read_tail
 
 
 def script_measured(plan: LaunchPlan, run: RunResult, settings: Any
@@ -27,20 +23,12 @@ def script_measured(plan: LaunchPlan, run: RunResult, settings: Any
     (a teardown abort after the last metric counts as ok; no metric is a workload error), the
     measurement when there is one, and the TrialResult fields that say where it came from."""
     rank0 = plan.ranks[0]
-    log_text = ""
-    with contextlib.suppress(OSError):
-        with open(rank0.log_path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - (4 << 20)))   # a chatty script: the last 4 MiB suffice
-            log_text = f.read().decode("utf-8", errors="replace")
+    log_text = run.script_log      # read by the runner through the trial folder
     if not run.ok:
         run = aborted_in_teardown(run, plan, settings, log_text)
     if not run.ok:
         return run, None, {"metric_source": "worker"}
-    report = None
-    with contextlib.suppress(OSError, ValueError):
-        with open(rank0.env["AUTOTUNE_REPORT"], encoding="utf-8") as f:
-            report = json.load(f)
+    report = run.script_report
     script = settings.script
     try:
         sm = score_output(report=report if isinstance(report, dict) else None, log_text=log_text,
@@ -49,8 +37,9 @@ def script_measured(plan: LaunchPlan, run: RunResult, settings: Any
     except WorkloadError as exc:   # a pattern past its deadline fails the trial, not the search
         sm = ScriptMetric(value=None, source="pattern", problem=str(exc))
     if sm.value is None:
+        tail = run.tails[0] if run.tails else ""
         failed = replace(run, outcome=Outcome.WORKLOAD_ERROR, reason=sm.problem,
-                         log_tail=f"--- rank 0 ({rank0.log_path}) ---\n{read_tail(rank0.log_path)}")
+                         log_tail=f"--- rank 0 ({rank0.log_path}) ---\n{tail}")
         return failed, None, {"metric_source": sm.source}
     values = sorted(sm.values) or [sm.value]
     # a script has no timed window of its own: its "step" is the whole run
@@ -85,7 +74,7 @@ def aborted_in_teardown(run: RunResult, plan: LaunchPlan, settings: Any,
         except WorkloadError:      # past its deadline: the crash stands as it was
             return run
     note = abort_in_teardown(
-        run.exit_codes, [read_tail(rp.log_path) for rp in plan.ranks],
+        run.exit_codes, list(run.tails) or [""] * len(plan.ranks),
         rank0_after_last_metric=log_text[last:] if last is not None else None,
         signalled=run.signalled)
     if note is None:

@@ -14,21 +14,16 @@ and `close` (or the parent's death, through the ranks' PDEATHSIG) leaves no proc
 """
 from __future__ import annotations
 
-import json
-import os
 import time
 from dataclasses import replace
-from pathlib import Path
 
-from ..plan.launch_plan import (STOP_REQUEST, LaunchPlan, WorkerRequest, window_request_path,
-                                window_result_path)
-from ..util.private_files import private_file
+from ..plan.launch_plan import STOP_REQUEST, LaunchPlan, WorkerRequest
 from ..result import Outcome
+from ..util.checked_folder import FolderRefused
 from .cpu_ledger import CpuLedger, trial_cpus
 from .outcome import RunResult
 from .processes import POLL_S, Processes, alive, cpu_seconds, signals_held
-from .rank_output import read_result
-from .runner import end_ranks, judged, prepare_launch, start_ranks
+from .runner import Launch, end_ranks, ignored_note, judged, prepare_launch, start_ranks
 from .tee import MAX_LOG_BYTES, Tee
 
 # How long an idle rank waits for its next window before it exits by itself: a search never
@@ -51,15 +46,20 @@ class Session:
         self.plan, self.windows = plan, 0
         self.trial = Processes(plan)
         self.tee = Tee(None, cap=MAX_LOG_BYTES)
-        self.segments = None
+        self.launch: Launch | None = None
         self.alive = self.ended = False
         self.idle_since_cpu: float | None = None
 
     def start(self) -> RunResult:
         """Spawn the ranks and wait for their first window."""
-        self.segments = prepare_launch(self.plan)
         launched_at = time.time()
-        error = start_ranks(self.trial, self.tee)
+        try:
+            self.launch = prepare_launch(self.plan)
+        except FolderRefused as exc:   # nothing started, nothing written
+            self.ended = True
+            return RunResult(outcome=Outcome.CRASH, reason=f"trial folder refused: {exc}",
+                             launched_at=launched_at)
+        error = start_ranks(self.trial, self.tee, self.launch.files)
         if error:
             self.close()
             return RunResult(outcome=Outcome.CRASH, reason=error, launched_at=launched_at,
@@ -69,14 +69,12 @@ class Session:
 
     def window(self, request: WorkerRequest, timeout_s: float) -> RunResult:
         """The next window, asked by its request file; the session must be alive."""
-        if not self.alive:
+        if not self.alive or self.launch is None:
             raise RuntimeError("this session has ended")
         self.windows += 1
-        n = self.windows
-        for rp in self.plan.ranks:
-            Path(window_result_path(rp.result_path, n)).unlink(missing_ok=True)
-        _write_atomic(window_request_path(self.plan.request_path, n), request.to_json())
-        return self._wait(n, time.time(), timeout_s)
+        self.launch.files.clear_results(self.windows)
+        self.launch.files.write_request(self.windows, request.to_json())
+        return self._wait(self.windows, time.time(), timeout_s)
 
     def _wait(self, n: int, launched_at: float, timeout_s: float) -> RunResult:
         """Until every rank's result of window `n` is in (ok), or a rank fails or exits, or
@@ -88,26 +86,30 @@ class Session:
             raise
 
     def _watch(self, n: int, launched_at: float, timeout_s: float) -> RunResult:
-        start = time.monotonic()
-        plan = self._window_plan(n)
+        assert self.launch is not None
+        files, plan = self.launch.files, self.plan
+        start, ignored_before = time.monotonic(), files.ignored
         ledger = CpuLedger(trial_cpus(plan))
         ledger.sample(self.trial.tracked(), force=True)
         timed_out = False
         while True:
             ledger.sample(self.trial.tracked())
-            if self.segments is not None:
-                self.segments.watch(p.pid for p in self.trial.tracked())
+            if self.launch.segments is not None:
+                self.launch.segments.watch(p.pid for p in self.trial.tracked())
             self.trial.poll()
-            results = [read_result(rp.result_path) for rp in plan.ranks]
-            if all(isinstance(r, dict) and r.get("status") == Outcome.OK for r in results):
+            results = [files.result(r, n) for r in range(len(plan.ranks))]
+            if all(r is not None and r.get("status") == Outcome.OK for r in results):
                 ledger.sample(self.trial.tracked(), force=True)
                 self.idle_since_cpu = self.cpu_seconds()
                 return RunResult(outcome=Outcome.OK, exit_codes=tuple(self.trial.codes),
                                  wall_seconds=time.monotonic() - start, launched_at=launched_at,
                                  cpu_samples=tuple(ledger.samples), num_cpus=len(ledger.cpus),
-                                 rank_results=tuple(results))
-            gave_up = [i for i, r in enumerate(results) if r is not None
-                       and not (isinstance(r, dict) and r.get("status") == Outcome.OK)]
+                                 rank_results=tuple(r for r in results if r is not None),
+                                 ignored=files.ignored - ignored_before,
+                                 notes=tuple(ignored_note(files))
+                                 if files.ignored > ignored_before else ())
+            gave_up = [i for i, r in enumerate(results)
+                       if r is not None and r.get("status") != Outcome.OK]
             if gave_up or len(self.trial.running()) < len(plan.ranks):
                 break   # a rank gave up on this window (its result says why) or exited
             if time.monotonic() - start >= timeout_s:
@@ -117,9 +119,12 @@ class Session:
         if not timed_out:
             self._let_exit(gave_up, EXIT_WAIT_S)
         self._end(grace_s=self.plan.grace_s if timed_out else 1.0)
-        return replace(judged(plan, self.trial, timed_out=timed_out, notes=[], ledger=ledger,
-                              wall_seconds=time.monotonic() - start, launched_at=launched_at),
-                       exit_codes=tuple(self.trial.codes))
+        run = replace(judged(plan, self.trial, files, timed_out=timed_out, notes=[],
+                             ledger=ledger, wall_seconds=time.monotonic() - start,
+                             launched_at=launched_at, window=n),
+                      exit_codes=tuple(self.trial.codes), ignored=files.ignored - ignored_before)
+        files.close()
+        return run
 
     def _let_exit(self, ranks: list[int], seconds: float) -> None:
         """A rank that gave up writes its result and exits at once: its exit code tells the
@@ -129,12 +134,6 @@ class Session:
         while time.monotonic() < deadline and any(self.trial.codes[r] is None for r in ranks):
             self.trial.poll()
             time.sleep(POLL_S)
-
-    def _window_plan(self, n: int) -> LaunchPlan:
-        """The plan with window `n`'s result paths (classification reads results through it)."""
-        return replace(self.plan, ranks=tuple(
-            replace(rp, result_path=window_result_path(rp.result_path, n))
-            for rp in self.plan.ranks))
 
     def healthy(self) -> bool:
         """Alive with every rank still running (a rank killed while idle ends the session,
@@ -163,14 +162,15 @@ class Session:
 
     def close(self) -> None:
         """Ask the ranks to stop, end what does not, and clean up after them."""
-        if self.alive and self.trial.running():
-            _write_atomic(window_request_path(self.plan.request_path, self.windows + 1),
-                          STOP_REQUEST)
+        if self.alive and self.launch is not None and self.trial.running():
+            self.launch.files.write_request(self.windows + 1, STOP_REQUEST)
             deadline = time.monotonic() + CLOSE_GRACE_S
             while time.monotonic() < deadline and self.trial.running():
                 self.trial.poll()
                 time.sleep(POLL_S)
         self._end(grace_s=1.0)
+        if self.launch is not None:
+            self.launch.files.close()
 
     def _end(self, grace_s: float) -> None:
         self.alive = False
@@ -180,12 +180,4 @@ class Session:
         with signals_held():
             if self.trial.running():
                 self.trial.teardown(grace_s)
-            end_ranks(self.trial, self.tee, self.segments)
-
-
-def _write_atomic(path: str, data: dict) -> None:
-    """The request file appears whole or not at all (the ranks poll for its name)."""
-    tmp = f"{path}.tmp"
-    with open(private_file(tmp), "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=1)
-    os.replace(tmp, path)
+            end_ranks(self.trial, self.tee, self.launch.segments if self.launch else None)

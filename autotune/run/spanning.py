@@ -10,14 +10,14 @@ import os
 import signal
 import subprocess
 import time
-from pathlib import Path
+from typing import Any
 
 from ..plan.launch_plan import LaunchPlan
-from ..util.private_files import private_file
 from ..result import Outcome
 from .outcome import RunResult
-from .rank_output import _result_of, read_tail
-from .runner import EXIT_LINGER_S, POLL_S, classify, root_cause, write_request
+from .runner import (EXIT_LINGER_S, POLL_S, classify, ignored_note, open_trial, root_cause,
+                     script_output)
+from .trial_files import TrialFiles
 
 
 class _Running:
@@ -30,13 +30,11 @@ class _Running:
         self.timed_out, self.done_at = False, None
         self.stopped: set[int] | None = None     # launchers still running at teardown
         self.wall = 0.0                          # launch to the end of its teardown
-        write_request(plan)
-        for rp in plan.ranks:
-            Path(rp.result_path).unlink(missing_ok=True)
+        self.files = open_trial(plan)   # the folder on the shared file system, checked
 
     def launch(self) -> None:
         for _host, argv, log in self.plan.launchers:
-            with open(private_file(log), "wb") as f:
+            with open(self.files.open_file(log), "wb") as f:
                 self.procs.append(subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT,
                                                    stdin=subprocess.DEVNULL,
                                                    start_new_session=True))
@@ -52,7 +50,7 @@ class _Running:
         if time.monotonic() - self.start >= self.plan.timeout_s:
             self.timed_out = True
             return True
-        if all(os.path.exists(rp.result_path) for rp in self.plan.ranks):
+        if all(self.files.result(r) is not None for r in range(len(self.plan.ranks))):
             self.done_at = self.done_at or time.monotonic()
             return time.monotonic() - self.done_at >= EXIT_LINGER_S
         return False
@@ -71,8 +69,11 @@ class _Running:
             self.wall = time.monotonic() - self.start
 
     def result(self) -> RunResult:
-        return _classified(self.plan, self.procs, self.stopped or set(), self.timed_out,
-                           self.launched_at, self.wall)
+        try:
+            return _classified(self.plan, self.files, self.procs, self.stopped or set(),
+                               self.timed_out, self.launched_at, self.wall)
+        finally:
+            self.files.close()
 
 
 def run_cluster_plans(plans: list[LaunchPlan]) -> list[RunResult]:
@@ -101,18 +102,19 @@ def run_cluster_plan(plan: LaunchPlan) -> RunResult:
     return run_cluster_plans([plan])[0]
 
 
-def _classified(plan: LaunchPlan, procs: list[subprocess.Popen[bytes]], stopped: set[int],
-                timed_out: bool, launched_at: float, wall: float) -> RunResult:
+def _classified(plan: LaunchPlan, files: TrialFiles, procs: list[subprocess.Popen[bytes]],
+                stopped: set[int], timed_out: bool, launched_at: float, wall: float
+                ) -> RunResult:
     """The trial's outcome from its launchers' exit codes and its ranks' results and logs."""
     codes = [p.returncode for p in procs]
     per_host = len(plan.ranks) // max(1, len(procs))
     host_of = [min(r // per_host, len(codes) - 1) for r in range(len(plan.ranks))]
     rank_codes = [codes[h] for h in host_of]
     signalled = {r for r, h in enumerate(host_of) if h in stopped}
-    results = [_result_of(plan, r, rank_codes[r]) for r in range(len(plan.ranks))]
+    results: list[Any] = [files.result_of(r, rank_codes[r]) for r in range(len(plan.ranks))]
     rank_codes = [0 if isinstance(res, dict) and c is not None else c
                   for c, res in zip(rank_codes, results)]
-    tails = [read_tail(rp.log_path) for rp in plan.ranks]
+    tails = [files.tail(r) for r in range(len(plan.ranks))]
     outcome, reason = classify(rank_codes, results, tails, timed_out, timeout_s=plan.timeout_s,
                                signalled=signalled)
     log_tail = ""
@@ -123,14 +125,16 @@ def _classified(plan: LaunchPlan, procs: list[subprocess.Popen[bytes]], stopped:
                              for r in shown)
         for (host, _argv, log), code in zip(plan.launchers, codes):
             if code not in (0, None):
-                text = read_tail(log, 8)
+                text = files.file_tail(log, 8)
                 log_tail += f"\n--- launcher on {host} (exit {code}) ---\n{text}"
                 if not any(tails) and outcome == Outcome.CRASH:   # the ranks never started
                     last = text.strip().splitlines()[-1] if text.strip() else f"exit {code}"
                     reason = f"launcher on {host} failed: {last}"
     return RunResult(outcome=outcome, reason=reason, log_tail=log_tail,
                      exit_codes=tuple(rank_codes), wall_seconds=wall, launched_at=launched_at,
-                     rank_results=tuple(r if isinstance(r, dict) else {} for r in results))
+                     rank_results=tuple(r if isinstance(r, dict) else {} for r in results),
+                     notes=tuple(ignored_note(files)), ignored=files.ignored,
+                     tails=tuple(tails), **script_output(files))
 
 
 def _teardown(plan: LaunchPlan, procs: list[subprocess.Popen[bytes]]) -> None:

@@ -30,8 +30,12 @@ class CappedLog:
     last `tail` bytes are kept in memory, written when the log is closed (where the runner reads
     the failing rank's tail and a script's last metric lines)."""
 
-    def __init__(self, path: str, cap: int | None = MAX_LOG_BYTES, tail: int = KEEP_TAIL) -> None:
-        self.file = open(private_file(path, append=True), "ab")
+    def __init__(self, log: str | int, cap: int | None = MAX_LOG_BYTES,
+                 tail: int = KEEP_TAIL) -> None:
+        """`log`: a path (opened to append, a link refused) or an fd open for writing (a
+        trial's, created in its checked folder: run/trial_files.py)."""
+        fd = log if isinstance(log, int) else private_file(log, append=True)
+        self.file = open(fd, "ab")
         self.cap, self.tail = cap, tail
         self.written = 0
         self.dropped = 0
@@ -80,9 +84,10 @@ class Tee:
         self.lock = threading.Lock()
         self.threads: list[threading.Thread] = []
 
-    def follow(self, stream: BinaryIO, log_path: str, label: str) -> None:
-        t = threading.Thread(target=self._pump, args=(stream, log_path, label), daemon=True,
-                             name=f"tee {label.strip() or log_path}")
+    def follow(self, stream: BinaryIO, log: str | int, label: str) -> None:
+        """Copy `stream` to `log` (a path or an fd, as CappedLog takes) until it ends."""
+        t = threading.Thread(target=self._pump, args=(stream, log, label), daemon=True,
+                             name=f"tee {label.strip() or log}")
         # Started with Ctrl-C and SIGTERM blocked (a thread inherits the mask): the kernel then
         # delivers them to the main thread only, and a cleanup that holds them (the runner's
         # _signals_held) is not cut short by one landing on this thread.
@@ -93,8 +98,8 @@ class Tee:
             signal.pthread_sigmask(signal.SIG_SETMASK, old)
         self.threads.append(t)
 
-    def _pump(self, stream: BinaryIO, log_path: str, label: str) -> None:
-        log = CappedLog(log_path, self.cap)
+    def _pump(self, stream: BinaryIO, where: str | int, label: str) -> None:
+        log = CappedLog(where, self.cap)
         pending = b""               # the start of a line not yet echoed (at most CHUNK bytes)
         try:
             with stream:

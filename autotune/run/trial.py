@@ -228,7 +228,7 @@ def _yielded(run: RunResult, mode: str, seed: int, measured: TrialResult | None,
         fields.update(own_share=round(c.own_share, 4), outside_share=round(c.outside_share, 4))
     return replace(out, outcome=run.outcome, reason=run.reason, mode=mode,
                    seed=seed if mode != "throughput" and out.ok else None,
-                   seconds=run.wall_seconds,
+                   seconds=run.wall_seconds, ignored_files=run.ignored,
                    note="; ".join(n for n in (*run.notes, out.note) if n), **fields)
 
 

@@ -8,13 +8,43 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 
 import psutil
 
 from ..comm.ccl.shm import RECORD, clean_recorded
+from ..util.checked_file import renamable
+from ..util.checked_folder import FolderRefused
+from ..util.clean import one_line
 
 DEFAULT_KEEP = 200   # folders; `--keep-trials all` keeps every one
+
+
+def trials_folder(results_dir: str) -> str:
+    """Where a results folder keeps its trials."""
+    return os.path.join(results_dir, "trials")
+
+
+def check_results(results_dir: str) -> None:
+    """Refuse, in one line with the fix, a results folder where someone else could rename or
+    replace a folder on the way to its trials (it, or one above it): they could move `trials/`
+    aside and put their own trial folders in its place, which the ranks of a running launch
+    would then read and write (issue 52). Asked before anything is written; the runner checks
+    each trial folder again when it opens it (run/trial_files.py)."""
+    try:
+        why = renamable(trials_folder(results_dir))
+    except OSError as exc:
+        why = f"it cannot be walked to ({exc.strerror or exc})"
+    if why is None:
+        return
+    fix = ""
+    if (m := re.search(r"the folder (.+) above it can be written by other users", why)):
+        fix = f"remove the others' write access (chmod go-w {m.group(1)}), or "
+    raise FolderRefused(
+        f"--results {one_line(results_dir)}: someone else could move its trial folders aside "
+        f"and put their own in their place: {one_line(why)}; {fix}give --results a folder only "
+        "you can write, all the way up (such as ~/autotune-results); nothing was written")
 
 
 def settle(trials_dir: str, keep: int | None = DEFAULT_KEEP) -> list[str]:

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..measure.split import ran_warm
 from ..result import Evaluate, TrialResult
+from ..util.clean import one_line
 from .budget import format_seconds
 
 KINDS = ("trials", "quality", "confirmation", "verification")
@@ -29,6 +30,8 @@ class Account:
     fixed_s: float = 0.0
     warm_runs: int = 0              # runs that were a window of a running launch (no start)
     configurations: set[str] = field(default_factory=set)
+    # files in trial folders that were not their launch's (planted or corrupt), ignored
+    ignored_files: int = 0
 
     def book(self, kind: str, out: TrialResult, key: str) -> None:
         self.seconds[kind] += out.seconds
@@ -36,6 +39,7 @@ class Account:
         self.fixed_s += sum((out.fixed or {}).values())
         if ran_warm(out.fixed):
             self.warm_runs += 1
+        self.ignored_files += out.ignored_files
         if kind == "trials":
             self.configurations.add(key)
 
@@ -45,7 +49,7 @@ class Account:
         return {"budget_s": round(budget_s, 1), "elapsed_s": round(elapsed_s, 1),
                 "seconds": {k: round(v, 1) for k, v in self.seconds.items()},
                 "runs": dict(self.runs), "fixed_s": round(self.fixed_s, 1),
-                "warm_runs": self.warm_runs,
+                "warm_runs": self.warm_runs, "ignored_files": self.ignored_files,
                 "other_s": round(max(0.0, elapsed_s - spent), 1),
                 "configurations": len(self.configurations), "next_step": next_step,
                 "settle": list(settle or ())}
@@ -65,9 +69,14 @@ def describe(account: dict[str, Any]) -> list[str]:
              f" of it; {account.get('warm_runs', 0)} of {total_runs} runs were windows of a "
              f"launch already running; {account.get('configurations', 0)} configurations "
              "measured"]
-    if account.get("next_step"):
-        lines.append(f"  {account['next_step']}")
-    lines += [f"  {line}" for line in account.get("settle") or () if isinstance(line, str)]
+    ignored = account.get("ignored_files")
+    if isinstance(ignored, int) and ignored > 0:
+        lines.append(f"  {ignored} file(s) in trial folders were not their launch's (planted or "
+                     "corrupt) and were ignored: see the trials' notes")
+    if account.get("next_step"):   # a stored string: shown escaped, on its line
+        lines.append(f"  {one_line(account['next_step'])}")
+    lines += [f"  {one_line(line)}" for line in account.get("settle") or ()
+              if isinstance(line, str)]
     return lines
 
 

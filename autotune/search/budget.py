@@ -5,6 +5,7 @@ import re
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from ..config.limits import MAX_BUDGET_S
 from ..errors import BudgetError
 
 _PART = re.compile(r"(\d+(?:\.\d+)?)([hms])")
@@ -32,7 +33,7 @@ def parse_budget(text: str) -> float:
             raise BudgetError(f"--budget {text!r}: not a duration; use e.g. 90s, 30m or 1h30m")
     if seconds <= 0:
         raise BudgetError(f"--budget {text!r}: must be more than zero")
-    if seconds > 7 * 24 * 3600:
+    if seconds > MAX_BUDGET_S:
         raise BudgetError(f"--budget {text!r}: more than a week; did you mean minutes (m)?")
     return seconds
 

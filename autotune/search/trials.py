@@ -56,7 +56,8 @@ class Trials(Judging, Spending):
         # shared: each (math class, seed) is claimed, so workers never run the same quality run
         self.book = QualityBook(study, evaluate, batchnorm=options.batchnorm, base=self.base,
                                 claims=self.claims, tolerance_pp=options.max_accuracy_drop,
-                                seeds=options.quality_seeds)
+                                seeds=options.quality_seeds,
+                                most_samples=options.quality_samples)
         # A "repeat" row only mirrors the measurement it reuses; on resume, the original is the
         # one that stands for the config (candidates would otherwise be reported as "repeat").
         self.known: dict[str, Record] = {self.key(r.config): r for r in records(study)

@@ -12,13 +12,17 @@ optuna-dashboard shows them under these names.
 Reading: `StudyAttrs.of(study)`, or `StudyAttrs(attrs)` around a user-attribute dict already read
 (a StudySummary's, or a Study's read once: each `study.user_attrs` is a round trip to storage).
 Each fact is a typed property; an absent one reads as None, False or an empty dict as its type
-says. Writing: one `write_*` function per fact, each taking the Optuna study.
+says, and so does one of the wrong type or a number out of its bounds (study/bounded.py: a study
+is data whoever can write it wrote). Writing: one `write_*` function per fact, each taking the
+Optuna study.
 """
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any, Mapping
 
 from ..script.spec import ScriptSpec
+from . import bounded
 
 if TYPE_CHECKING:
     import optuna
@@ -80,7 +84,11 @@ class StudyAttrs:
         return cls(study.user_attrs)
 
     def _dict(self, key: str) -> dict[str, Any]:
-        return dict(self.raw.get(key) or {})
+        return bounded.mapping(self.raw.get(key))
+
+    def _str(self, key: str) -> str | None:
+        value = self.raw.get(key)
+        return value if isinstance(value, str) else None
 
     # -- what the study was measured on --
     @property
@@ -90,21 +98,22 @@ class StudyAttrs:
 
     @property
     def topology_json(self) -> Any:
-        """The stored Topology JSON (None when absent; not checked: Topology.from_json does)."""
-        return self.raw.get(TOPOLOGY)
+        """The stored Topology JSON object (None when absent or not an object; its fields are
+        checked by Topology.from_json)."""
+        return self._dict(TOPOLOGY) or None
 
     @property
     def fingerprint(self) -> str | None:
-        return self.raw.get(FINGERPRINT)
+        return self._str(FINGERPRINT)
 
     @property
     def torch_build_json(self) -> Any:
         """The stored TorchBuild JSON (None: written before autotune recorded the build)."""
-        return self.raw.get(TORCH_BUILD)
+        return self._dict(TORCH_BUILD) or None
 
     @property
     def workload(self) -> str | None:
-        return self.raw.get(WORKLOAD)
+        return self._str(WORKLOAD)
 
     @property
     def space(self) -> dict[str, Any]:
@@ -112,11 +121,12 @@ class StudyAttrs:
 
     @property
     def settings(self) -> dict[str, Any]:
-        return self._dict(SETTINGS)
+        """The trial settings, each number within what a search writes (study/bounded.py)."""
+        return bounded.settings(self.raw.get(SETTINGS))
 
     @property
     def library_versions(self) -> dict[str, Any]:
-        return self._dict(LIBRARY_VERSIONS)
+        return {k: v for k, v in self._dict(LIBRARY_VERSIONS).items() if isinstance(v, str)}
 
     @property
     def torch_version(self) -> str | None:
@@ -125,16 +135,18 @@ class StudyAttrs:
     @property
     def cluster_json(self) -> Any:
         """The hosts of a study across hosts (cluster_to_json), None for one machine."""
-        return self.raw.get(CLUSTER) or None
+        return self._dict(CLUSTER) or None
 
     # -- script mode --
     @property
     def script_command(self) -> list[str] | None:
-        return self.raw.get(SCRIPT_COMMAND) or None
+        command = self.raw.get(SCRIPT_COMMAND)
+        return command if isinstance(command, list) and command and \
+            all(isinstance(a, str) for a in command) else None
 
     @property
     def script_metric(self) -> str | None:
-        return self.raw.get(SCRIPT_METRIC)
+        return self._str(SCRIPT_METRIC)
 
     @property
     def script_lower_is_better(self) -> bool:
@@ -142,7 +154,7 @@ class StudyAttrs:
 
     @property
     def script_accuracy(self) -> str | None:
-        return self.raw.get(SCRIPT_ACCURACY)
+        return self._str(SCRIPT_ACCURACY)
 
     def script(self) -> ScriptSpec | None:
         """The stored script (None: a built-in workload), its file scanned again as it is now."""
@@ -159,45 +171,48 @@ class StudyAttrs:
 
     @property
     def script_warning(self) -> str | None:
-        return self.raw.get(SCRIPT_WARNING)
+        return self._str(SCRIPT_WARNING)
 
     @property
     def script_overrides(self) -> dict[str, str]:
-        return self._dict(SCRIPT_OVERRIDES)
+        return {k: v for k, v in self._dict(SCRIPT_OVERRIDES).items() if isinstance(v, str)}
 
     @property
     def script_noise_floor(self) -> dict[str, Any]:
-        return self._dict(SCRIPT_NOISE_FLOOR)
+        return bounded.script_noise_floor(self.raw.get(SCRIPT_NOISE_FLOOR))
 
     # -- what the search found --
     @property
     def recommendation(self) -> dict[str, Any] | None:
-        return self.raw.get(RECOMMENDATION) or None
+        return self._dict(RECOMMENDATION) or None
 
     @property
     def noise_floor(self) -> dict[str, Any] | None:
-        return self.raw.get(NOISE_FLOOR) or None
+        return bounded.noise_floor(self.raw.get(NOISE_FLOOR))
 
     @property
     def quality_length(self) -> int | None:
-        value = self.raw.get(QUALITY_LENGTH)
-        return int(value) if isinstance(value, (int, float)) and value > 0 else None
+        """Samples of the study's search-length quality runs (None: not fixed, or not a length
+        a search writes; the search's own sizing then applies, quality/evidence.py)."""
+        return bounded.quality_length(self.raw.get(QUALITY_LENGTH))
 
     @property
     def budget_account(self) -> dict[str, Any] | None:
-        return self.raw.get(BUDGET_ACCOUNT) or None
+        return bounded.budget_account(self.raw.get(BUDGET_ACCOUNT))
 
     @property
-    def quality_evidence(self) -> list[Any]:
+    def quality_evidence(self) -> list[str]:
         """Every math class's stored evidence (ClassEvidence JSON texts)."""
-        return [v for k, v in self.raw.items() if k.startswith(QUALITY_PREFIX)]
+        return [v for k, v in self.raw.items() if k.startswith(QUALITY_PREFIX)
+                and isinstance(v, str)]
 
     # -- a shared search --
     def has_accuracy(self, math_key: str) -> bool:
         return ACCURACY_PREFIX + math_key in self.raw
 
-    def accuracy(self, math_key: str) -> Any:
-        return self.raw.get(ACCURACY_PREFIX + math_key)
+    def accuracy(self, math_key: str) -> float | None:
+        """A class's accuracy another worker measured (None: its run failed, or not a number)."""
+        return bounded.number(self.raw.get(ACCURACY_PREFIX + math_key), -math.inf, math.inf)
 
     def accuracy_claim(self, math_key: str) -> Any:
         return self.raw.get(ACCURACY_CLAIM_PREFIX + math_key)

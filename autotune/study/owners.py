@@ -16,6 +16,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from ..util.process_identity import alive, machine
+from . import bounded
 from .records import interrupted_attrs
 from .storage import storage_of, trial_id
 
@@ -74,11 +75,14 @@ def owner_alive(owner: dict[str, Any], deadline: float | None = None) -> bool:
     for ever without one. An owner stored before "machine" was is placed by its hostname."""
     import socket
     import time
+    if not isinstance(owner, dict):
+        return False
     if "machine" in owner:
         here = owner["machine"] == machine()
     else:
         here = owner.get("host") == socket.gethostname()
-    if not here:
+    if not here:   # a deadline no search writes (Infinity, a year ahead) has passed already
+        deadline = bounded.deadline(deadline)
         return deadline is None or time.time() < deadline + _REMOTE_GRACE_S
     try:
         return alive(int(owner["pid"]), float(owner["started"]))

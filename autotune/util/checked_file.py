@@ -17,6 +17,7 @@ writable by others at all, sticky or not (SQLite creates its side files beside t
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -108,6 +109,32 @@ def open_checked(path: str, *, private_folder: bool = False,
                        why=why)
 
 
+def walk_to_folder(path: str, *, create: bool = False) -> tuple[int, str, str | None]:
+    """(an O_PATH fd of the folder at `path` reached by the walk, its path as walked, why someone
+    else could change it or a folder above it, or None). `create`: missing folders are made
+    0700 on the way, while nothing is refused (checked_folder.py)."""
+    walk = _Walk(os.geteuid())
+    try:
+        fd, shown = walk.to_folder(path, create=create)
+    except BaseException:
+        walk.close()
+        raise
+    walk.close(keep=fd)
+    return fd, shown, walk.why
+
+
+def renamable(path: str) -> str | None:
+    """Why someone other than this user (or root) could rename or replace the folder `path` or
+    a folder above it, or None. What does not exist yet is judged by the folders that do (what
+    autotune makes below them is 0700). OSError when the walk meets a file or a loop."""
+    walk = _Walk(os.geteuid())
+    try:
+        walk.to_folder(os.path.abspath(path), create=False, stop_at_missing=True)
+        return walk.why
+    finally:
+        walk.close()
+
+
 class _Walk:
     """The folders from / to the file, each an O_PATH fd with its stat, and the first reason
     found on the way that someone else could change what the walk reaches."""
@@ -128,11 +155,7 @@ class _Walk:
         todo = [p for p in path.split("/") if p]
         while todo:
             name = todo.pop(0)
-            if name == ".":
-                continue
-            if name == "..":
-                if len(self.stack) > 1:
-                    os.close(self.stack.pop()[0])
+            if name == "." or self._up(name):
                 continue
             folder, folder_st, where = self.stack[-1]
             fd = os.open(name, _WALK, dir_fd=folder)
@@ -143,14 +166,58 @@ class _Walk:
                 os.close(fd)
                 todo = self._follow(name, folder) + todo
             elif todo:
-                if not stat.S_ISDIR(st.st_mode):
-                    os.close(fd)
-                    raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), shown)
-                self._judge_folder(st, shown)
-                self.stack.append((fd, st, shown))
+                self._enter(fd, st, shown)
             else:
                 return fd, folder, name, shown
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+
+    def to_folder(self, path: str, *, create: bool, stop_at_missing: bool = False
+                  ) -> tuple[int, str]:
+        """(the folder's O_PATH fd, its path as walked), the folder then on top of the stack.
+        With `create`, a missing folder is made 0700 relative to the one above, but only while
+        nothing on the way could be changed by someone else (a refusal writes nothing);
+        `stop_at_missing`: the walk ends at the deepest folder that exists."""
+        todo = [p for p in path.split("/") if p]
+        while todo:
+            name = todo.pop(0)
+            if name == "." or self._up(name):
+                continue
+            folder, folder_st, where = self.stack[-1]
+            shown = os.path.join(where, name)
+            try:
+                fd = os.open(name, _WALK, dir_fd=folder)
+            except FileNotFoundError:
+                if stop_at_missing or (create and self.why is not None):
+                    break    # (refused: the caller says why, and nothing is made)
+                if not create:
+                    raise
+                with contextlib.suppress(FileExistsError):   # made meanwhile: judged below
+                    os.mkdir(name, 0o700, dir_fd=folder)
+                fd = os.open(name, _WALK, dir_fd=folder)
+                if os.fstat(fd).st_uid == self.me:   # 0700 whatever the umask
+                    os.chmod(f"/proc/self/fd/{fd}", 0o700)
+            st = os.fstat(fd)
+            self._judge_entry(folder_st, where, st, shown)
+            if stat.S_ISLNK(st.st_mode):
+                os.close(fd)
+                todo = self._follow(name, folder) + todo
+            else:
+                self._enter(fd, st, shown)
+        return self.stack[-1][0], self.stack[-1][2]
+
+    def _up(self, name: str) -> bool:
+        if name != "..":
+            return False
+        if len(self.stack) > 1:
+            os.close(self.stack.pop()[0])
+        return True
+
+    def _enter(self, fd: int, st: os.stat_result, shown: str) -> None:
+        if not stat.S_ISDIR(st.st_mode):
+            os.close(fd)
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), shown)
+        self._judge_folder(st, shown)
+        self.stack.append((fd, st, shown))
 
     def _follow(self, name: str, folder: int) -> list[str]:
         # Read by name in a folder the walk already judged: only its writers (judged above)

@@ -29,8 +29,11 @@ _TORCH_AT = time.time()
 
 from ..util.atomic_json import write_json  # noqa: E402
 from ..comm.ccl.shm import remove_own  # noqa: E402
-from ..plan.launch_plan import (EXIT_BACKEND_UNAVAILABLE, STANDALONE_SECONDS,  # noqa: E402
-                                RankExpect, WorkerRequest)
+from ..plan.launch_plan import (EXIT_BACKEND_UNAVAILABLE, EXIT_BAD_CONFIG,  # noqa: E402
+                                STANDALONE_SECONDS, RankExpect, WorkerRequest)
+from ..util.channel import FOLDER_ENV, TOKEN_ENV, Channel  # noqa: E402
+from ..util.checked_folder import FolderRefused, open_private  # noqa: E402
+from .bounds import request_problem  # noqa: E402
 from ..result import Outcome  # noqa: E402
 from . import device as _device  # noqa: E402
 from .dist import backend_problem  # noqa: E402
@@ -38,6 +41,8 @@ from .session import RankContext, Window, serve  # noqa: E402
 from .trainer import Stop as _Stop, say as _say  # noqa: E402
 
 SCHEMA_VERSION = 1
+# The CPUs this rank may use, read before anything runs (worker/bounds.py says why then)
+_CPUS = len(os.sched_getaffinity(0))
 
 
 def _started_at() -> float:
@@ -91,10 +96,14 @@ def _init_group(backend: str, rank: int, world_size: int) -> None:
 
 
 def run(req: WorkerRequest, rank: int, world_size: int, window: Window, *,
-        request_path: str = "") -> None:
+        request_name: str = "") -> None:
     """Threads, device and process group once; then the request's window and, for a session,
-    the windows after it (worker/session.py)."""
+    the windows after it (worker/session.py). Nothing is set up before the request is found
+    within this rank's own bounds (worker/bounds.py)."""
     cfg = req.config
+    problem = request_problem(req, _CPUS)
+    if problem:
+        raise _Stop(EXIT_BAD_CONFIG, Outcome.BAD_CONFIG, f"the request is out of bounds: {problem}")
     # Across hosts the launcher's rendezvous may number ranks in another order than the plan;
     # the rank shim (autotune.bind) then says which planned rank this process is.
     plan_index = int(os.environ.get("AUTOTUNE_PLAN_INDEX", rank))
@@ -110,17 +119,45 @@ def run(req: WorkerRequest, rank: int, world_size: int, window: Window, *,
     _say(rank, f"init {cfg.get('backend', 'gloo')} group, world size {world_size}, {setup.name}")
     _init_group(cfg.get("backend", "gloo"), rank, world_size)
     window.res["group_at"] = time.time()
-    result_path = os.environ.get("AUTOTUNE_RESULT", f"rank{rank}.result.json")
     ctx = RankContext(rank=rank, world_size=world_size, local_rank=local_rank,
-                      plan_index=plan_index, request_path=request_path,
-                      result_path=result_path, first=req)
+                      plan_index=plan_index, request_path=request_name,
+                      result_path=window.path, first=req, cpus=_CPUS, channel=window.channel)
     serve(ctx, window, lambda r: _empty_result(rank, world_size, r), _finish)
 
 
 def _finish(window: Window) -> None:
-    """A window's result on disk (a session's rank then waits for the next request)."""
+    """A window's result on disk (a session's rank then waits for the next request): in the
+    trial folder with the launch's token, and how many files this rank ignored meanwhile."""
     window.res["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    write_result(window.path, window.res)
+    if window.channel is None:   # standalone: the path the user's environment names
+        write_result(window.path, window.res)
+        return
+    window.res["ignored_files"] = window.channel.take_ignored()
+    window.channel.send(window.path, window.res)
+
+
+def open_trial(request_path: str) -> tuple[Channel, str, str]:
+    """(the launch's channel, the request's name, this rank's result's name): the trial folder
+    reached by its path and checked as the runner checked it, and the very one the runner
+    checked (util/checked_folder.py); FolderRefused otherwise. The result must be in it."""
+    folder = open_private(os.path.dirname(os.path.abspath(request_path)),
+                          identity=os.environ.get(FOLDER_ENV))
+    try:
+        result = folder.name_of(os.environ.get("AUTOTUNE_RESULT", ""))
+    except ValueError as exc:
+        folder.close()
+        raise FolderRefused(str(exc)) from None
+    return (Channel(folder, os.environ.get(TOKEN_ENV, "")),
+            os.path.basename(request_path), result)
+
+
+def _first_request(channel: Channel, name: str) -> WorkerRequest:
+    data = channel.receive(name)
+    if data is None:
+        why = "; ".join(channel.reasons) or "no such file"
+        raise _Stop(EXIT_BAD_CONFIG, Outcome.BAD_CONFIG,
+                    f"the request {name} is not this launch's: {why}")
+    return WorkerRequest.from_json(data)
 
 
 def standalone_request(workload: str, sets: list[str], seconds: float,
@@ -143,7 +180,7 @@ def standalone_request(workload: str, sets: list[str], seconds: float,
                          target_seconds=seconds)
 
 
-def main(argv: list[str] | None = None) -> None:
+def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m autotune.worker",
         description="One rank of a trial (--request, as autotune starts it) or a standalone "
@@ -158,20 +195,39 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if (args.request is None) == (args.workload is None):
         parser.error("give exactly one of --request FILE or --workload NAME")
-    rank = int(os.environ.get("RANK", "0"))
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    return args
+
+
+def _trial_window(request: str | None, rank: int, world_size: int) -> tuple[Window, str]:
+    """The first window (where its result goes) and the request's name: in the trial folder,
+    checked, for a rank of a trial; by the environment's path for a standalone run. A folder
+    refused ends the rank at once, with nothing in it read or written."""
     window = Window(res=_empty_result(rank, world_size, None),
                     path=os.environ.get("AUTOTUNE_RESULT", f"rank{rank}.result.json"))
+    if request is None:
+        return window, ""
+    try:
+        window.channel, request_name, window.path = open_trial(request)
+    except FolderRefused as exc:
+        print(f"[autotune worker rank {rank}] refusing the trial folder: {exc}",
+              file=sys.stderr, flush=True)
+        os._exit(EXIT_BAD_CONFIG)
+    return window, request_name
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _parse(argv)
+    rank = int(os.environ.get("RANK", "0"))
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    window, request_name = _trial_window(args.request, rank, world_size)
     code = 1
     try:
-        if args.request is not None:
-            with open(args.request, encoding="utf-8") as f:
-                req = WorkerRequest.from_json(json.load(f))
+        if window.channel is not None:
+            req = _first_request(window.channel, request_name)
         else:
             req = standalone_request(args.workload, args.sets, args.seconds, world_size)
         window.res = _empty_result(rank, world_size, req)
-        run(req, rank, world_size, window,
-            request_path=os.path.abspath(args.request) if args.request else "")
+        run(req, rank, world_size, window, request_name=request_name)
         code = 0
     except _Stop as stop:
         window.res.update(status=stop.status, reason=stop.reason)

@@ -12,8 +12,6 @@ launch this process is not.
 from __future__ import annotations
 
 import gc
-import json
-import os
 import time
 import traceback
 from dataclasses import dataclass, field, replace
@@ -26,8 +24,10 @@ from ..plan.launch_plan import (EXIT_BACKEND_UNAVAILABLE, EXIT_BAD_CONFIG, EXIT_
                                 STOP_REQUEST, WorkerRequest, window_request_path,
                                 window_result_path)
 from ..result import Outcome
+from ..util.channel import Channel
 from . import device as _device
 from . import in_force
+from .bounds import request_problem
 from .dist import gather_problems
 from .train import train
 from .trainer import Stop, Trainer, say
@@ -38,9 +38,12 @@ POLL_S = 0.01
 
 @dataclass
 class Window:
-    """The window being served: its request's result dict and where it is written."""
+    """The window being served: its request's result dict and where it is written: a name in
+    the trial folder, sent through the launch's `channel` (a rank of a trial), or a path (a
+    standalone run, which has no trial folder)."""
     res: dict[str, Any]
     path: str
+    channel: Channel | None = None
 
 
 @dataclass
@@ -50,17 +53,23 @@ class RankContext:
     world_size: int
     local_rank: int
     plan_index: int                   # which planned rank this process is (autotune.bind)
-    request_path: str
-    result_path: str                  # the first window's (AUTOTUNE_RESULT)
+    request_path: str                 # names in the trial folder (the first window's)
+    result_path: str
     first: WorkerRequest
+    cpus: int                         # the CPUs this rank had when it started (worker/bounds.py)
+    channel: Channel | None = None    # the launch's channel in its trial folder (util/channel.py)
     spec: Any = None
     trainer: Trainer | None = None
     done: list[float] = field(default_factory=list)   # when each window's result was written
 
 
 def run_window(ctx: RankContext, req: WorkerRequest, res: dict[str, Any]) -> None:
-    """One window: the device and precision for its configuration, what is in force checked,
-    the trainer kept or built, the window trained; results in `res`."""
+    """One window: its request within this rank's own bounds, the device and precision for its
+    configuration, what is in force checked, the trainer kept or built, the window trained;
+    results in `res`."""
+    problem = request_problem(req, ctx.cpus)
+    if problem:
+        raise Stop(EXIT_BAD_CONFIG, Outcome.BAD_CONFIG, f"the request is out of bounds: {problem}")
     cfg = req.config
     if launch_part(Config(**cfg)) != launch_part(Config(**ctx.first.config)) or \
             req.workload != ctx.first.workload or req.workload_args != ctx.first.workload_args:
@@ -149,10 +158,11 @@ def serve(ctx: RankContext, window: Window, new_result: Callable[[WorkerRequest]
     propagates with it, and the caller writes its result)."""
     run_window(ctx, ctx.first, window.res)
     n = 0
-    while ctx.first.serve_s > 0:
+    while ctx.first.serve_s > 0 and ctx.channel is not None:
         finish(window)
         n += 1
-        req = _next_request(window_request_path(ctx.request_path, n), ctx.first.serve_s)
+        req = _next_request(ctx.channel, window_request_path(ctx.request_path, n),
+                            ctx.first.serve_s)
         if req is None:
             return
         window.res, window.path = new_result(req), window_result_path(ctx.result_path, n)
@@ -160,14 +170,14 @@ def serve(ctx: RankContext, window: Window, new_result: Callable[[WorkerRequest]
         run_window(ctx, req, window.res)
 
 
-def _next_request(path: str, wait_s: float) -> WorkerRequest | None:
-    """The next window's request once its file appears (written atomically by the runner);
+def _next_request(channel: Channel, name: str, wait_s: float) -> WorkerRequest | None:
+    """The next window's request once a file of this launch's has the name (the runner writes it
+    whole, with the launch's token: one without it is ignored and counted, util/channel.py);
     None on a stop request or after `wait_s` without one."""
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
-        if os.path.exists(path):
-            with open(path, encoding="utf-8") as f:
-                data = json.load(f)
+        data = channel.receive(name)
+        if data is not None:
             return None if data == STOP_REQUEST else WorkerRequest.from_json(data)
         time.sleep(POLL_S)
     return None

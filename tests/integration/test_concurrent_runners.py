@@ -28,7 +28,7 @@ from autotune.run.runner import reap_orphans
 def start_named_runner(tmp: Path, name: str = "autotune") -> subprocess.Popen[str]:
     """A runner mid-trial (rank 1 hung, rank 0 in all_reduce) in a process named `name`: an
     executable script of that name, run through its #! line, like the installed entry point."""
-    tmp.mkdir(exist_ok=True)
+    tmp.mkdir(mode=0o700, exist_ok=True)   # the trial's folder: 0700 (util/checked_folder.py)
     script = tmp / name
     script.write_text(f"#!{sys.executable}\n" + CHILD.format(
         repo=str(REPO), tests=str(TESTS), here=str(TESTS / "integration"), tmp=str(tmp),
@@ -37,7 +37,7 @@ def start_named_runner(tmp: Path, name: str = "autotune") -> subprocess.Popen[st
     runner = subprocess.Popen([str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               text=True)
     deadline = time.monotonic() + 30
-    log1 = tmp / "logs" / "rank1.log"
+    log1 = tmp / "rank1.log"
     while not (log1.exists() and "hanging" in log1.read_text(errors="replace")):
         assert time.monotonic() < deadline and runner.poll() is None, runner.communicate()
         time.sleep(0.1)
@@ -66,7 +66,7 @@ def test_the_ranks_of_a_killed_runner_named_autotune_are_still_reaped(tmp_path):
     """The other half: once that exact runner is gone (kill -9), its rank that outlived it (it
     ignores the SIGTERM a dying runner sends) is an orphan, whatever the runner was named."""
     tmp = tmp_path / "dead"
-    tmp.mkdir()
+    tmp.mkdir(mode=0o700)
     script = tmp / "autotune"
     script.write_text(f"#!{sys.executable}\n" + CHILD.format(
         repo=str(REPO), tests=str(TESTS), here=str(TESTS / "integration"), tmp=str(tmp),
@@ -75,8 +75,8 @@ def test_the_ranks_of_a_killed_runner_named_autotune_are_still_reaped(tmp_path):
     runner = subprocess.Popen([str(script)], stdout=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 30
-        while not (tmp / "pids").exists() or not (tmp / "logs" / "rank1.log").exists() or \
-                "hanging" not in (tmp / "logs" / "rank1.log").read_text(errors="replace"):
+        while not (tmp / "pids").exists() or not (tmp / "rank1.log").exists() or \
+                "hanging" not in (tmp / "rank1.log").read_text(errors="replace"):
             assert time.monotonic() < deadline and runner.poll() is None
             time.sleep(0.1)
         runner.kill()

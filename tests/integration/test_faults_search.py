@@ -30,7 +30,7 @@ FAULTS = {
         "hanging before init"),
     6: ("oom", "oom", "rank 1 exited with code 1; MemoryError", "MemoryError"),
     7: ("junk", "ok", "", None),
-    8: ("malformed", "crash", "rank 1 exited 0 with a malformed result: JSONDecodeError",
+    8: ("malformed", "crash", "rank 1 exited 0 with a malformed result: rank1.json: not JSON",
         "wrote a malformed result"),
     # rank 1 dies while a forked child keeps its sockets open: rank 0 is never told and waits
     # in all-reduce until the runner tears the trial down

@@ -130,7 +130,7 @@ def test_a_memory_policy_is_confirmed_in_force_or_the_trial_is_bad_config(tmp_pa
     it were interleaved (node 0 is this machine's only node: enough to see the policy)."""
     req = _request(1, config={"mem_policy": "interleave"}, expect={"mem_policy": "interleave:0"})
     for sub in ("applied", "not"):
-        (tmp_path / sub).mkdir()
+        (tmp_path / sub).mkdir(mode=0o700)   # a trial folder is 0700 (worker/main.py)
     results = _check_ok(*launch(tmp_path / "applied", req, env={"OMP_NUM_THREADS": "1"},
                                 prefix=lambda r: ["numactl", "--interleave=0"]), req)
     assert results[0]["in_force"]["mem_policy"] == "interleave:0"

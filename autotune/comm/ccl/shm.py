@@ -39,6 +39,7 @@ from typing import Any, Iterable
 import psutil
 
 from ...util.checked_file import open_checked
+from ...util.checked_folder import CheckedFolder
 
 SHM = Path("/dev/shm")
 RECORD = "ccl-segments.json"           # in the trial's folder, under the results folder
@@ -112,19 +113,17 @@ def remove_own(root: Path = SHM) -> list[str]:
 class SegmentRecord:
     """One trial's record of the oneCCL segments its processes mapped, kept up to date."""
 
-    def __init__(self, path: str | os.PathLike[str], root: Path = SHM) -> None:
-        self.path, self.root = Path(path), root
+    def __init__(self, folder: CheckedFolder, root: Path = SHM) -> None:
+        """The record in a trial's `folder` (checked once by the runner, util/checked_folder.py:
+        written through its descriptor, a fresh name renamed over RECORD)."""
+        self.folder, self.root = folder, root
         self.data: dict[str, Any] = {**_namespace(), "segments": []}
         self.seen: set[str] = set()
         self.watched_at = 0.0
         self._write()                  # before launch: a kill -9 from here on leaves a record
 
     def _write(self) -> None:
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "w") as f:
-            json.dump(self.data, f)
-        os.replace(tmp, self.path)
+        self.folder.replace(RECORD, json.dumps(self.data).encode())
 
     def watch(self, pids: Iterable[int], *, force: bool = False) -> None:
         """Record the segments named after one of `pids` that the process maps right now."""
@@ -153,7 +152,7 @@ class SegmentRecord:
         """Settle this trial's segments from what this process recorded (not read back)."""
         gone, live = _settle(self.data["segments"], self.root)
         if not live:
-            self.path.unlink(missing_ok=True)
+            self.folder.unlink(RECORD)
         return gone
 
 

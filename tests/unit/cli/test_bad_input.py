@@ -98,6 +98,11 @@ CASES = {
                                 "--max-verify-rounds 2: must be at least --verify-rounds (3)"),
     "guide_unknown": (["--guide", "fast"], "argument --guide: invalid choice: 'fast'"),
     "seconds_zero": (["--seconds", "0"], "'0' must be greater than 0"),
+    # a rank refuses a window longer than a day (config/limits.py, issue 52): said here first
+    "seconds_inf": (["--seconds", "inf"], "'inf' is more than 86400 s (a day)"),
+    "seconds_too_long": (["--seconds", "100000"], "'100000' is more than 86400 s (a day)"),
+    "quality_seeds_too_many": (["--quality-seeds", "1000"], "--quality-seeds 1000: at least 2 "
+                               "seeds are needed to measure the noise, and at most 64"),
     "trial_timeout_text": (["--trial-timeout", "soon"], "'soon' is not a number"),
     "idle_timeout_negative": (["--idle-timeout=-1"], "--idle-timeout: '-1' must be 0 or more"),
     "idle_timeout_text": (["--idle-timeout", "later"], "'later' is not a number"),

@@ -116,7 +116,8 @@ def test_written_facts_read_back_under_their_stored_names():
     A.write_script_overrides(study, {"threads": "sets OMP_NUM_THREADS"})
     A.write_recommendation(study, {"headline": "1.2x", "command": "x"})
     A.write_cluster(study, {"hosts": ["a", "b"]})
-    A.write_noise_floor(study, {"mean": 0.9})
+    floor = {"mean": 0.9, "sd": 0.01, "n": 2, "values": [0.89, 0.91], "math_class": "32:fp32"}
+    A.write_noise_floor(study, floor)
     A.write_quality_evidence(study, "32:fp32", "{}")
     A.write_accuracy(study, "32:fp32@seed0", 0.5)
     A.write_worker(study, "h:1:ab", {"state": "searching"})
@@ -134,7 +135,7 @@ def test_written_facts_read_back_under_their_stored_names():
     assert a.script_lower_is_better and a.script_scan == {
         "path": "t.py", "local_rank_arg": "--local-rank", "findings": []}
     assert stored["script_accuracy"] is None and stored["script_warning"] == ""
-    assert a.cluster_json == {"hosts": ["a", "b"]} and a.noise_floor == {"mean": 0.9}
+    assert a.cluster_json == {"hosts": ["a", "b"]} and a.noise_floor == floor
     assert a.quality_evidence == ["{}"]
     assert a.has_accuracy("32:fp32@seed0") and not a.has_accuracy("32:fp32@seed1")
     assert a.workers == {"h:1:ab": {"state": "searching"}}
