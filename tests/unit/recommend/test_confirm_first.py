@@ -90,7 +90,7 @@ def test_with_none_accepted_the_rounds_past_the_asked_ones_measure_them_all():
 
 
 def test_two_candidates_of_one_refused_class_give_its_reason_once():
-    """The 10-minute search on a bf16-only space (docs/benchmarks.md) printed "not recommended:
+    """The 10-minute search on a bf16-only space (docs/benchmarks-history.md) printed "not recommended:
     accuracy 0.919 ...; accuracy 0.919 ..." twice over: the class's verdict, once per candidate."""
     bf16_je = Config(precision="bf16", allocator="jemalloc")
     machine = Machine()
