@@ -13,7 +13,7 @@
 #             unpacked), jemalloc, tcmalloc_minimal (no libunwind needed) and libnuma
 #   bin/      numactl
 #   ccl.tar.gz  the oneCCL runtime, Intel's libfabric and our ccl backend compiled for the GPU
-#             machine's torch 2.11.0 and CPython 3.12 (3 MB; benchmarks/device_kit.py says what
+#             machine's torch 2.11.0 and CPython 3.12 (3 MB; benchmarks/device/kit.py says what
 #             is in it and why it is carried compiled)
 # The libraries and numactl come from Debian's packages (apt-get download; nothing is installed
 # here). device-run.sh puts lib/ where the probe looks (the kit venv's lib/) and numactl on PATH
@@ -79,10 +79,10 @@ cp -L "$tmp"/root/usr/lib/x86_64-linux-gnu/libjemalloc.so.2 \
 cp "$tmp"/root/usr/bin/numactl "$kit/bin/"
 
 if [ $ccl = 1 ]; then
-    "$PY" -m benchmarks.device_kit ccl "$kit" $([ $here = 1 ] && echo --for-here)
+    "$PY" -m benchmarks.device.kit ccl "$kit" $([ $here = 1 ] && echo --for-here)
 fi
 # The size check last, on what would travel: nothing reaches DIR unless it fits.
-sizes="$("$PY" -m benchmarks.device_kit size "$kit" --limit-mib "${KIT_LIMIT_MIB:-64}")" || exit 2
+sizes="$("$PY" -m benchmarks.device.kit size "$kit" --limit-mib "${KIT_LIMIT_MIB:-64}")" || exit 2
 rm -rf "$dest" && mkdir -p "$(dirname "$dest")" && mv "$kit" "$dest"
 echo "$sizes"
 echo "device-kit: ready in $(cd "$dest" && pwd)"

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # The GPU machine's one command (issue 32): install the kit, then probe, a GPU search and a CPU
-# search, each time-boxed, their results written under $OUT as they come (benchmarks/device_run.py).
+# search, each time-boxed, their results written under $OUT as they come (benchmarks/device/run.py).
 #
 #   scripts/device-kit.sh                          here, once: the wheels and libraries -> .kit/
 #   scripts/device-run.sh                          there (device tool: carry [".kit"]); 9 minutes
 #   scripts/device-run.sh --phases landscape --deadline 510s --bandwidth 358.4   its landscape
 #   scripts/device-run.sh --cpu-only --cpu-budget 1m     the same on a machine without a GPU
 #
-# Options after the kit's own (--kit DIR, default .kit) go to `python -m benchmarks.device_run`:
+# Options after the kit's own (--kit DIR, default .kit) go to `python -m benchmarks.device.run`:
 # --phases LIST (gpu,cpu; or landscape), --gpu-budget T (4m), --cpu-budget T (3m; 0 skips the
 # CPU phase), --cpu-only, --deadline T (9m), --compare-rounds N, --compare-seconds S,
 # --landscape-window S, --bandwidth GBS. PYTHON names the Python that has torch (python3).
@@ -92,4 +92,4 @@ if [ -f "$kit/ccl.tar.gz" ]; then
         echo "device-run: ccl: unavailable here (kit.log says why); CPU trials run gloo" | tee -a "$OUT/kit.log"
     fi
 fi
-exec "$kpy" -m benchmarks.device_run --out "$OUT" "$@"
+exec "$kpy" -m benchmarks.device.run --out "$OUT" "$@"

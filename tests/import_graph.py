@@ -4,7 +4,8 @@ inside functions, relative or absolute.
     python3 tests/import_graph.py [--packages]
 
 tests/unit/test_floors.py checks this graph against the floor order (no cycle, no import of a
-higher floor); run this to see the arrows themselves.
+higher floor); run this to see the arrows themselves. tests/benchmarks/test_benchmark_floors.py
+reads autotune/ and benchmarks/ as one graph (`imports(autotune, benchmarks)`).
 """
 from __future__ import annotations
 
@@ -27,17 +28,19 @@ def module_names(root: Path = PACKAGE) -> dict[str, Path]:
     return names
 
 
-def imports(root: Path = PACKAGE) -> dict[str, set[str]]:
-    """{module: the modules of the same tree it imports}. `from .pkg import name` counts as an
-    import of pkg.name where that is a module, of pkg otherwise; an import of the module itself
-    (a package naming its own submodule through __init__) is left out."""
-    names = module_names(root)
+def imports(root: Path = PACKAGE, *more: Path) -> dict[str, set[str]]:
+    """{module: the modules of the same trees it imports} (of `root` alone, or of it and `more`
+    read as one graph). `from .pkg import name` counts as an import of pkg.name where that is a
+    module, of pkg otherwise; an import of the module itself (a package naming its own submodule
+    through __init__) is left out."""
+    names = {n: p for r in (root, *more) for n, p in module_names(r).items()}
+    tops = {r.name for r in (root, *more)}
     graph: dict[str, set[str]] = {}
     for name, path in names.items():
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
         targets = set()
         for node in ast.walk(tree):
-            for target in _targets(node, name, path.name == "__init__.py", root.name):
+            for target in _targets(node, name, path.name == "__init__.py", tops):
                 while target not in names and "." in target:
                     target = target.rsplit(".", 1)[0]
                 if target in names and target != name:
@@ -46,9 +49,9 @@ def imports(root: Path = PACKAGE) -> dict[str, set[str]]:
     return graph
 
 
-def _targets(node: ast.AST, module: str, is_package: bool, top: str) -> Iterable[str]:
+def _targets(node: ast.AST, module: str, is_package: bool, tops: set[str]) -> Iterable[str]:
     if isinstance(node, ast.Import):
-        return [a.name for a in node.names if a.name.split(".")[0] == top]
+        return [a.name for a in node.names if a.name.split(".")[0] in tops]
     if not isinstance(node, ast.ImportFrom):
         return []
     if node.level:
@@ -57,7 +60,7 @@ def _targets(node: ast.AST, module: str, is_package: bool, top: str) -> Iterable
         origin = ".".join(base + ([node.module] if node.module else []))
     else:
         origin = node.module or ""
-    if origin.split(".")[0] != top:
+    if origin.split(".")[0] not in tops:
         return []
     return [f"{origin}.{a.name}" for a in node.names]
 

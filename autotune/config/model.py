@@ -93,7 +93,7 @@ class Config:
         appears in it only when set away from its default: old keys keep meaning the same launch.
         """
         # Every knob is a scalar: reading the fields skips asdict's deep copy, which dominated
-        # replays of large spaces (benchmarks/search_at_scale.py).
+        # replays of large spaces (benchmarks/replay/at_scale.py).
         base = _defaults()
         return ",".join(f"{_KEY_NAMES.get(k, k)}={getattr(self, k)}"
                         for k in sorted(base, key=lambda k: _KEY_NAMES.get(k, k))

@@ -27,8 +27,9 @@ from .verdict import QualityStatus, QualityVerdict
 SETTLE_COMMAND = "autotune verify --quality"
 # The most paired seeds a confirmation grows a class to while more could show it (the search's
 # 3, the 3 new ones, then up to 6 more): at the built-in cnn's 5-minute length this lifted the
-# share of a neutral class shown within from 24% to 42%, and a class losing 2 pp stayed accepted
-# in under 5% (benchmarks/accuracy_gate.py, "resampled").
+# share of bf16 shown within from 31% to 47%, at its 10-minute length from 97% to 100%, and a
+# class losing 2 pp stayed accepted in 0.4% (benchmarks/accuracy/gate.py, "what_if"; its
+# repeated looks take a class at exactly the tolerance from 5% to 7.6%).
 MOST_PAIRS = 12
 
 

@@ -18,7 +18,7 @@ A class that truly loses more than the tolerance is accepted in at most 5% of ju
 **Paired.** A class's quality run and the default's of the same seed share the initial weights
 (build_model(seed)), the data order (sample i of seed s) and the held-out examples (one set for
 every seed), so their accuracies move together (correlation 0.57-0.99 measured,
-benchmarks/accuracy_gate.py) and the spread of their difference is what decides: pairing cuts the
+benchmarks/accuracy/gate.py) and the spread of their difference is what decides: pairing cuts the
 variance of the drop by the factor (1 - correlation). The unit is the seed, not the held-out
 example: per-example agreement (McNemar) on one pair of trained models says nothing of how a
 second seed would train, and its intervals missed the class's true drop far more often than 5%

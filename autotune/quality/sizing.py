@@ -11,7 +11,7 @@ once and stored on the study: the gate compares equals.
 
 A shorter run costs power, not honesty: the gate widens its tolerance by the seeds' measured
 noise (quality/gate.py), so a noisier length rejects a class only when it loses more
-(benchmarks/quality_length.py measures how much more, per length).
+(benchmarks/accuracy/quality_length.py measures how much more, per length).
 """
 from __future__ import annotations
 

@@ -33,7 +33,7 @@ class SearchOptions:
     size_quality: bool = False
     patience: int = 30               # measured trials without a 1% gain before stopping
     # ... but not before this share of the budget is spent: on large machines (thousands of
-    # configurations, benchmarks/search_at_scale.py) 30 flat trials came after ~9 of 30 minutes
+    # configurations, benchmarks/replay/at_scale.py) 30 flat trials came after ~9 of 30 minutes
     # with the best find still ~7% below the optimum, which the remaining budget would have found.
     stagnation_after: float = 0.5
     verify_configs: int = 4          # at most: default launch + candidates re-run in each verify round

@@ -5,7 +5,7 @@ A CUDA step runs asynchronously: a CPU timer around `model(x)` measures the time
 kernels, not to run them. Events recorded on the current stream at each phase boundary are
 timestamps of the GPU's own timeline, read once the step has synchronised (it does anyway, see
 worker/device.synchronize). On a CPU the marks are perf_counter readings. Either way a mark costs
-microseconds against steps of milliseconds (benchmarks/split_timers.py measures it).
+microseconds against steps of milliseconds (benchmarks/timed/split_timers.py measures it).
 
 The all-reduce is told apart through DDP's comm hook: the hook marks when the last gradient
 bucket is handed to the all-reduce, which is when backward's own computation ends; what backward

@@ -1,4 +1,4 @@
-"""A DDP script over ccl that ends the way users' scripts end (benchmarks/ccl_exit_aborts.py).
+"""A DDP script over ccl that ends the way users' scripts end (benchmarks/timed/ccl_exit_aborts.py).
 
     python ccl_exit.py --exit STYLE     (ranks started as torchrun would: RANK, WORLD_SIZE, ...)
 

@@ -1,4 +1,4 @@
-"""A built-in workload seen by the accuracy gate's benchmark (benchmarks/accuracy_gate.py) as an
+"""A built-in workload seen by the accuracy gate's benchmark (benchmarks/accuracy/gate.py) as an
 entry point, with two additions that make a quality run's truth known and its evidence whole:
 
 - `label_noise`: the share of *training* labels replaced by a label drawn at random, seeded by

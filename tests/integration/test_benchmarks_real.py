@@ -1,25 +1,26 @@
 """The benchmarks that run real trials start, resume and write their tables (tiny settings).
-(The replays are in tests/benchmarks/test_benchmarks_smoke.py.)
+(The replays are in tests/benchmarks/replay/test_efficiency.py.)
 """
 from __future__ import annotations
 
 import json
 import pytest
-from benchmarks import landscape, overhead, speedup
+from benchmarks.landscapes import record
+from benchmarks.timed import overhead, speedup
 
 
 @pytest.mark.slow
 def test_record_two_real_trials_and_resume(tmp_path):
     path = tmp_path / "land.json"
-    args = ["--record", "--seconds", "1", "--limit", "1", "--quality-samples", "1024",
+    args = ["--seconds", "1", "--limit", "1", "--quality-samples", "1024",
             "--out", str(path)]
-    assert landscape.main(args) == 0
+    assert record.main(args) == 0
     first = json.loads(path.read_text())
     launched = [r for r in first["rows"].values() if r["outcome"] != "infeasible"]
     assert len(launched) == 1 and launched[0]["role"] == "reference:default"
     assert first["topology"]["fingerprint"] == first["fingerprint"]
     assert "32:fp32" in first["accuracy"] and first["library_versions"]["torch"]
-    assert landscape.main(args) == 0  # resumes: the default launch is not run again
+    assert record.main(args) == 0  # resumes: the default launch is not run again
     second = json.loads(path.read_text())
     key = next(k for k, r in first["rows"].items() if r["role"] == "reference:default")
     assert second["rows"][key] == first["rows"][key]

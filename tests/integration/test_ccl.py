@@ -106,7 +106,7 @@ def test_a_second_build_or_import_does_not_compile():
 
 def test_a_module_compiled_elsewhere_is_adopted_for_this_torch_and_refused_for_another(tmp_path):
     """The GPU machine's kit carries the module compiled here for that machine's torch
-    (benchmarks/device_kit.py); `adopt` installs it where a fresh cache has none, by name."""
+    (benchmarks/device/kit.py); `adopt` installs it where a fresh cache has none, by name."""
     built = ccl.cached_extension()
     if built is None:
         pytest.skip("Intel's bindings provide ccl here; autotune builds nothing")
@@ -208,8 +208,8 @@ def test_an_exported_ccl_command_runs_as_pasted(tmp_path):
 
 
 def test_the_backend_benchmark_writes_its_table(tmp_path):
-    """benchmarks/backends.py end to end at the smallest settings (no figures are judged here)."""
-    from benchmarks import backends
+    """benchmarks/timed/backends.py end to end at the smallest settings (no figures are judged here)."""
+    from benchmarks.timed import backends
     out = tmp_path / "b.json"
     assert backends.main(["--ranks", "2", "--sizes", "4096", "--rounds", "1", "--skip-ddp",
                           "--out", str(out)]) == 0
@@ -251,8 +251,8 @@ def test_a_script_that_returns_with_a_collective_in_flight_exits_cleanly(tmp_pat
 
 
 def test_the_exit_benchmark_counts_each_ranks_ending(tmp_path):
-    """benchmarks/ccl_exit_aborts.py end to end at one trial (its figures are in docs)."""
-    from benchmarks import ccl_exit_aborts
+    """benchmarks/timed/ccl_exit_aborts.py end to end at one trial (its figures are in docs)."""
+    from benchmarks.timed import ccl_exit_aborts
     out = tmp_path / "exit.json"
     assert ccl_exit_aborts.main(["--trials", "1", "--styles", "destroy", "--out", str(out)]) == 0
     data = json.loads(out.read_text())

@@ -4,7 +4,7 @@ script's process takes the script's name): the old test judged a rank orphaned w
 name lacked "python", so these ranks were killed mid-trial and stored as a false `oom`.
 
 The search-level target (two `autotune search --allow-concurrent` in one folder, 0 false failures
-over 10 repetitions) is benchmarks/concurrent_searches.py, too long for the suite.
+over 10 repetitions) is benchmarks/timed/concurrent_searches.py, too long for the suite.
 """
 from __future__ import annotations
 

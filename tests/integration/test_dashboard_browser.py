@@ -221,3 +221,46 @@ def test_chromium_is_installed_for_the_browser_test():
                     "skips too")
     out = subprocess.run([browser, "--version"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and "Chromium" in out.stdout, out.stderr[-500:]
+
+
+@pytest.mark.slow
+def test_the_note_and_a_trial_state_what_the_accuracy_runs_showed(db, tmp_path):
+    """Issue 50: the dashboard says what was shown, in the gate's words: the recommendation's
+    claim and the faster launch not shown in the study's note, and a trial's verdict among its
+    attributes."""
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"{CHROMIUM} is missing (setup.sh installs Debian's chromium for this test)")
+    from autotune.config import Config
+    from autotune.export.recommendation import save_recommendation
+    from autotune.recommend.verify import Recommendation
+    from results_study import live_topology
+    claim = ("accuracy 0.941 ± 0.006 (default 0.944 ± 0.006, 6 paired seeds x 16384 samples, "
+             "3 of them new, side by side; correlation 0.83): within 1 pp (95% upper bound of "
+             "the drop 0.62 pp, 6 paired seeds)")
+    unshown = ("accuracy on the search's seeds: not shown within 1 pp (drop 1.62 pp, 95% upper "
+               "bound 2.67 pp, 3 paired seeds)")
+    study = optuna.load_study(study_name=None, storage=f"sqlite:///{db}")
+    rec = Recommendation(config=Config(nproc=2, threads=1, precision="bf16"), speedup=1.9,
+                         spread=0.1, rounds=3, verified=True, throughput=190.0,
+                         default_throughput=100.0,
+                         extra={"quality": claim, "unproven": [{
+                             "config": Config(global_batch=64, precision="bf16").to_dict(),
+                             "speedup": 2.2, "changes": "global_batch=64 precision=bf16",
+                             "in_search": True, "why": unshown}]})
+    save_recommendation(study, rec, live_topology(), "cnn")
+    # the study's bf16 at global batch 32 loses nothing on its seeds: within 1 pp, said on its
+    # trials
+    trial = next(t for t in study.trials if t.user_attrs.get("quality_verdict"))
+    verdict = trial.user_attrs["quality_verdict"]
+    assert verdict == "within 1 pp (95% upper bound of the drop 0.00 pp, 3 paired seeds)"
+    server = Dashboard(f"sqlite:///{db}")
+    try:
+        note = page_text(server.url + "/note", tmp_path, "note")
+        assert claim in note
+        assert ("faster, accuracy not shown: global_batch=64 precision=bf16 ran 2.20x in the "
+                f"search; {unshown}") in note
+        detail = page_text(f"{server.url}/trials?numbers={trial.number}", tmp_path, "trial")
+        assert f"quality within" in detail and f"quality_verdict {verdict}" in detail
+    finally:
+        rc, err = server.stop()
+    assert rc == 0 and "Traceback" not in err

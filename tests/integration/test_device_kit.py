@@ -1,4 +1,4 @@
-"""The GPU machine's kit (scripts/device-kit.sh, scripts/device-run.sh, benchmarks/device_run.py),
+"""The GPU machine's kit (scripts/device-kit.sh, scripts/device-run.sh, benchmarks/device/run.py),
 run here the way it runs there: in a venv that holds torch and the kit's wheels and nothing else,
 with the CPU phase only (this machine has no GPU) and a 1-minute budget.
 
@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from benchmarks.device_kit import GPU_TORCH, KitError, python312
+from benchmarks.device.kit import GPU_TORCH, KitError, python312
 from autotune.run.runner import free_port
 from paths import REPO, TESTS
 

@@ -1,4 +1,4 @@
-"""The many-core landscape recorded here for real (benchmarks/many_cores.py, issue 45): a tiny
+"""The many-core landscape recorded here for real (benchmarks/landscapes/many_cores.py, issue 45): a tiny
 budget on this 2-core machine, real trials and a real quality run, then what the 16-core one
 will go through: the refusals, the refit and the search replayed on it."""
 from __future__ import annotations
@@ -11,9 +11,10 @@ import pytest
 
 from autotune.config import Config
 from autotune.probe import probe
-from benchmarks import recorded_search, two_machines
-from benchmarks.landscape import DATA, Landscape
-from benchmarks.landscape_checks import capture_fingerprint, load_checked
+from benchmarks.landscapes import two_machines
+from benchmarks.landscapes.checks import capture_fingerprint, load_checked
+from benchmarks.landscapes.table import DATA, Landscape
+from benchmarks.replay import recorded
 from paths import REPO
 
 pytestmark = pytest.mark.scenario
@@ -24,7 +25,7 @@ def test_a_tiny_landscape_of_this_machine_is_recorded_then_refitted_and_searched
     out = tmp_path / f"landscape-{here}.json"
     blocks = "layouts,ccl" if "ccl" in probe().capabilities.backends else "layouts"
     done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.many_cores", "--record", "--out", str(out),
+        [sys.executable, "-m", "benchmarks.landscapes.many_cores", "--record", "--out", str(out),
          "--budget", "170s", "--window", "2", "--seeds", "1", "--quality-samples", "512",
          "--blocks", blocks], cwd=REPO, capture_output=True, text=True, timeout=400)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -53,6 +54,6 @@ def test_a_tiny_landscape_of_this_machine_is_recorded_then_refitted_and_searched
     pred = two_machines.predict(str(DATA / "landscape-115e441fefef.json"), str(out),
                                 bandwidths={}, rounds=1)
     assert set(pred["per_config"]) <= set(land.rows) and pred["layout_winner"]
-    res = recorded_search.replay(str(out), seeds=1, rounds=1, phase2_s=600, say=lambda *a: None)
+    res = recorded.replay(str(out), seeds=1, rounds=1, phase2_s=600, say=lambda *a: None)
     assert res["fill"] == "model" and res["trials_95"]["autotune"] >= 1
     json.dumps(res, default=str)

@@ -14,7 +14,8 @@ from pathlib import Path
 from autotune.comm.ccl.shm import RECORD, _namespace
 from autotune.progress import Silent
 from autotune.tune import SearchRequest, search
-from benchmarks.landscape import SimClock, synthetic
+from benchmarks.landscapes.synthetic import synthetic
+from benchmarks.landscapes.table import SimClock
 from other_user import other_user  # noqa: F401  (the fixture)
 
 GONE = 4194305          # above any pid_max: a "rank" that no longer exists

@@ -344,7 +344,8 @@ def test_a_search_into_another_users_open_folder_says_so_and_leaves_its_mode(tmp
     import tempfile
     from autotune.progress import Silent
     from autotune.tune import SearchRequest, search
-    from benchmarks.landscape import SimClock, synthetic
+    from benchmarks.landscapes.synthetic import synthetic
+    from benchmarks.landscapes.table import SimClock
 
     class Warnings(Silent):
         said: list[str] = []

@@ -1,7 +1,7 @@
 """The whole pipeline (`tune.search`) on a landscape replayed in seconds.
 
 `search` takes its evaluator and clock as values: here a complete synthetic landscape of the CPU
-space on the captured 2-core EPYC (benchmarks/landscape.py: every configuration measured once,
+space on the captured 2-core EPYC (benchmarks/landscapes/: every configuration measured once,
 known best), answered from the table while a simulated clock advances by each trial's recorded
 length. Space resolution, the study (real SQLite), the references, the sampler, the accuracy
 gate, verification and the stored recommendation all run as in `autotune search`.
@@ -16,7 +16,8 @@ import pytest
 
 from autotune.config import Config
 from autotune.tune import SearchRequest, search
-from benchmarks.landscape import SimClock, synthetic
+from benchmarks.landscapes.synthetic import synthetic
+from benchmarks.landscapes.table import SimClock
 
 
 @pytest.fixture

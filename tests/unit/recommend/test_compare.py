@@ -16,7 +16,7 @@ from autotune.cli import main
 from autotune.recommend.compare import Comparison, Window, compare, describe
 from autotune.config import Config
 from autotune.measure.stats import ratio_stats
-from benchmarks.intel_ab import compare_argv
+from benchmarks.timed.intel_ab import compare_argv
 from results_study import live_topology
 
 A, B = Config(allocator="tcmalloc"), Config()

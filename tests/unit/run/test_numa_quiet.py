@@ -62,7 +62,8 @@ def test_a_replayed_search_with_quiet_numa_times_every_trial_with_it_off(tmp_pat
     """The whole search (tune.search) with --quiet-numa: every trial it measures sees 0, and
     the setting is back when it returns."""
     from autotune.tune import SearchRequest, search
-    from benchmarks.landscape import SimClock, synthetic
+    from benchmarks.landscapes.synthetic import synthetic
+    from benchmarks.landscapes.table import SimClock
     path, marker = kernel
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     monkeypatch.setattr(numa_quiet, "LIVE", str(path))

@@ -59,7 +59,7 @@ def test_the_first_guess_on_amd_keeps_gnu_openmp_and_fills_the_cores_without_aut
 
 
 def test_a_guess_that_cannot_run_is_repaired_one_knob_away():
-    from benchmarks.model_machines import synthetic_topology, _caps
+    from benchmarks.landscapes.model_machines import synthetic_topology, _caps
     snc3 = dataclasses.replace(
         synthetic_topology(sockets=1, node_cores=[[8, 8, 8]],
                            distances=[[10, 12, 12], [12, 10, 12], [12, 12, 10]], model="snc3"),

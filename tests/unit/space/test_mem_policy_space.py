@@ -17,7 +17,8 @@ from autotune.probe.topology import Capabilities
 from autotune.search.guide import first_guess
 from autotune.space.resolve import find_space, load_space, resolve
 from autotune.tune import SearchRequest, search
-from benchmarks.landscape import SimClock, synthetic
+from benchmarks.landscapes.synthetic import synthetic
+from benchmarks.landscapes.table import SimClock
 from paths import MACHINES
 
 # every library and tool found, numactl's weighted interleave included: the most the space can offer

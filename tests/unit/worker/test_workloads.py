@@ -30,7 +30,7 @@ def test_registry_has_builtins():
 
 
 def test_wide_mlp_has_a_gradient_large_next_to_its_compute():
-    """21M parameters: 84 MB of fp32 gradient a step, where the backend shows (benchmarks/backends.py)."""
+    """21M parameters: 84 MB of fp32 gradient a step, where the backend shows (benchmarks/timed/backends.py)."""
     model = WORKLOADS["wide_mlp"]().build_model(0)
     assert 20e6 < sum(p.numel() for p in model.parameters()) < 22e6
 
