@@ -76,8 +76,9 @@ def judge_reported(accuracy: float | None, floor: Sample | None, *, base_accurac
     whose verdict then says so."""
     if own and floor_seeds and len(set(own) & set(floor_seeds)) >= 2:
         bound = paired(floor_seeds, own, max_drop_pp)
-        verdict = QualityVerdict(status=status_of(bound), gate=bound)
-        return verdict.violation, {**verdict.trial_fields(), "quality_n": bound.n}
+        verdict = QualityVerdict(status=status_of(bound), gate=bound,
+                                 sample=Sample(tuple(own[s] for s in sorted(own))))
+        return verdict.violation, verdict.trial_fields()
     if accuracy is not None and floor is not None:
         verdict = judge_single_run(floor, accuracy, max_drop_pp)
         return verdict.violation, verdict.trial_fields()

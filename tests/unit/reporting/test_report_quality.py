@@ -122,3 +122,37 @@ def test_importances_rank_only_the_knobs_that_varied(tmp_path):
     text = build_report(study).text()
     assert "(not ranked, one value in every trial: backend)" in text
     assert "  backend " not in text
+
+
+def test_a_study_of_the_older_rule_keeps_its_figures_and_says_not_shown_until_judged_again(
+        tmp_path):
+    """Issue 50's bad input: a study stored before the paired rule keeps every figure; its
+    "accepted" reads "not shown (older rule)" wherever its class has no stored runs to judge
+    again, its recommendation's accuracy says so, and reading it writes nothing."""
+    from autotune.quality.verdict import recommendation_claims, stored_verdict
+    study = open_study(open_storage(f"sqlite:///{tmp_path}/old.db"), "autotune-old")
+    record_trial(study, config=DEFAULT, role=Role.DEFAULT,
+                 result=TrialResult(outcome=Outcome.OK, throughput=50.0, accuracy=0.94))
+    old = TrialResult(outcome=Outcome.OK, throughput=90.0, accuracy=0.92, quality="accepted",
+                      math_class="B", quality_sd=0.007, quality_n=3,
+                      quality_verdict="drop +2.02 pp, within 1 pp + noise 1.26 pp")
+    record_trial(study, config=BF16, role="search", result=old)
+    rec = {"config": BF16.to_dict(), "headline": "verified speedup 2.56x over the default launch",
+           "accuracy": 0.924, "default_accuracy": 0.944, "speedup": 2.56}
+    study.set_user_attr("recommendation", rec)
+    before = ({k: v for k, v in study.user_attrs.items()},
+              [t.user_attrs for t in study.trials])
+    v = stored_verdict(old)
+    assert v.label == "not shown (older rule)" and not v.accepted and not v.contends
+    assert recommendation_claims(rec) == [
+        "accuracy not shown (older rule): judged before the paired test; `autotune verify "
+        "--quality` judges it again"]
+    text = build_report(study).text()
+    row = next(line for line in text.splitlines() if "90.0" in line and "precision=bf16" in line)
+    assert "  ?  " in row                              # the "tol" column: nothing shown
+    assert "accuracy not shown (older rule)" in text
+    assert stored_verdict(TrialResult(outcome=Outcome.OK, quality="rejected")).label == \
+        "beyond (older rule)"
+    again = optuna.load_study(study_name="autotune-old", storage=f"sqlite:///{tmp_path}/old.db")
+    assert ({k: v for k, v in again.user_attrs.items()},
+            [t.user_attrs for t in again.trials]) == before
