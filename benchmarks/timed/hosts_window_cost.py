@@ -84,14 +84,30 @@ def search(version: str, root: str, argv: list[str], work: Path) -> dict:
     t0 = time.time()
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=str(work))
     (work / f"{version.replace(' ', '-')}.err").write_text(done.stderr)
-    lines = [x for x in done.stdout.splitlines() if x.startswith("{")]
-    summary = json.loads(lines[-1]) if lines else {}
-    account = [x for x in done.stderr.splitlines() if "windows of a launch" in x]
+    try:   # --json prints the summary as one indented object
+        summary = json.loads(done.stdout)
+    except ValueError:
+        summary = {}
+    account = _account(summary)
     return {"version": version, "rc": done.returncode, "seconds": round(time.time() - t0, 1),
             "configurations": _configurations(summary, results),
             "recommendation": summary.get("recommendation"),
-            "windows": account[-1].strip() if account else None,
+            "windows": f"{account.get('warm_runs')} of {sum(account.get('runs', {}).values())} "
+                       "runs" if account else None,
             "stderr_file": str(work / f"{version.replace(' ', '-')}.err")}
+
+
+def _account(found) -> dict:
+    """The search's account of its budget (the object with `warm_runs`), wherever the summary
+    holds it ({} when none)."""
+    if isinstance(found, dict):
+        if "warm_runs" in found:
+            return found
+        found = list(found.values())
+    for item in found if isinstance(found, list) else ():
+        if (inner := _account(item)):
+            return inner
+    return {}
 
 
 def _configurations(summary: dict, results: Path) -> int | None:
