@@ -28,6 +28,7 @@ import sys
 import time
 from collections.abc import Mapping
 
+from .util.channel import LIFELINE_ENV
 from .util.checked_folder import FolderRefused, open_private
 
 # (rank, world size, local rank, local world size) as each launcher names them.
@@ -163,6 +164,14 @@ def _signal(pid: int, sig: int) -> None:
         pass
 
 
+def _keep_output_open() -> None:
+    """Keep the launcher's output pipe open, unused, in the rank (across its exec): Open MPI
+    closes a rank's stdin, the rank's lifeline to the runner (worker/lifeline.py), as soon as
+    the rank's own stdout and stderr close, which sending them to the rank's log does."""
+    kept = os.dup(1)
+    os.set_inheritable(kept, True)
+
+
 def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m autotune.bind", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -211,6 +220,8 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
                 fd = folder.create(os.path.basename(log))
         except (FolderRefused, OSError) as exc:
             p.error(f"--rank-log {log}: {exc}")
+        if env.get(LIFELINE_ENV):
+            _keep_output_open()
         os.dup2(fd, 1)
         os.dup2(fd, 2)
         os.close(fd)

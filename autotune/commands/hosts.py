@@ -75,12 +75,13 @@ def not_task_zero(command: str, env: dict[str, str] | None = None) -> str | None
     return other_slurm_task(dict(os.environ) if env is None else env, command)
 
 
-def probe_hosts(asked: Hosts, say: Say) -> Cluster | None:
-    """The probed Cluster of the hosts asked for, or None (this machine only)."""
+def probe_hosts(asked: Hosts, say: Say, results: str | None = None) -> Cluster | None:
+    """The probed Cluster of the hosts asked for, or None (this machine only). `results`: the
+    results folder every host must reach as this machine does (a HostError otherwise)."""
     found = asked_hosts(asked)
     if found is None:
         return None
     hosts, launcher = found
     return probe_cluster(hosts, launcher=launcher, ssh_config=asked.ssh_config,
-                         iface=asked.iface, master_port=asked.master_port,
+                         iface=asked.iface, master_port=asked.master_port, results=results,
                          say=lambda line: say(f"autotune: {line}"))

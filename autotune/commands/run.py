@@ -76,7 +76,10 @@ def run(req: RunRequest, *, say: Say = quiet) -> RunAnswer:
     the same reasons as results instead)."""
     script = req.workload.script
     check_workload(req.workload.workload, script)
-    cluster = probe_hosts(req.hosts, say)
+    if not req.dry_run:   # its trial folder must be the user's alone (before anything is written)
+        check_results(req.workload.results)
+    # every host must reach that folder as this machine does (a dry run writes nothing)
+    cluster = probe_hosts(req.hosts, say, results=None if req.dry_run else req.workload.results)
     if cluster is not None and req.sysfs_root:
         raise ConfigError("--sysfs-root plans one captured machine; not with --hosts")
     # Across hosts, plans are built from the hosts' own probes (the first one's for the checks).
@@ -88,8 +91,6 @@ def run(req: RunRequest, *, say: Say = quiet) -> RunAnswer:
         raise ConfigError(f"--set: {reason} (on {where})")
     settings = req.workload.settings(timeout_s=req.timeout_s, cluster=cluster)
     settings = replace(settings, ceiling_seconds=CEILING_SECONDS)   # built-ins: the ceiling too
-    if not req.dry_run:   # its trial folder must be the user's alone (before anything is written)
-        check_results(settings.results_dir)
     if req.dry_run:
         if req.sysfs_root:   # a capture without its capabilities: say what was assumed
             for warning in topology.warnings:

@@ -45,7 +45,7 @@ def prepare(req: SearchRequest, *, label: str | None, topology: Topology | None,
     if label is None:
         label = check_workload(req.workload, req.script)
     if cluster is None and topology is None and req.hosts is not None:
-        cluster = probe_hosts(req.hosts, say)
+        cluster = probe_hosts(req.hosts, say, results=req.results)
     topology = _machine(topology, cluster)
     space, dropped, notes = _space(req, topology, cluster)
     batchnorm, quality_samples, own_length = _quality_facts(req)

@@ -27,6 +27,7 @@ from ..errors import ConfigError
 from .hosts import LAUNCHERS, Host, check_argument
 from .build import build_plan
 from .launch_plan import KILL_GRACE_S, TRIAL_TIMEOUT_S, LaunchPlan, RankPlan
+from ..util.channel import LIFELINE_ENV, TOKEN_FILE, TOKEN_FILE_ENV
 from ..probe.parse import format_cpulist
 from ..probe.topology import Topology
 
@@ -44,6 +45,10 @@ _LAUNCHER_OWNED = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "AUTO
 # Seconds a shared ssh connection stays open with nothing running over it: longer than a gap
 # between two trials, short enough that nothing lingers long after a search.
 SSH_PERSIST_S = 120
+# A connection that answers no keep-alive for ALIVE_S * ALIVE_COUNT seconds is given up: a host
+# that died without a word (power, network) ends its launcher, and with it the launch, within
+# that time rather than TCP's hours.
+ALIVE_S, ALIVE_COUNT = 5, 3
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,6 +69,9 @@ class Cluster:
     # host then rides one connection kept open between trials. None: a new connection each time
     # (an export, whose commands run elsewhere).
     control_dir: str | None = None
+    # Why launches over these hosts are not kept between trials (a host's clock, Python or
+    # autotune differs from the first host's: run/remote.probe_cluster); "": they may be.
+    kept_refusal: str = ""
 
     def remote(self, host: str, *cmd: str) -> tuple[str, ...]:
         """argv running a short command on `host` the way the ranks get there (env and cwd)."""
@@ -98,6 +106,7 @@ class Cluster:
         if cwd is not None:
             line = f"cd {shlex.quote(cwd)} && exec {line}"
         return ("ssh", *cfg, "-o", "BatchMode=yes", "-o", "ConnectTimeout=10",
+                "-o", f"ServerAliveInterval={ALIVE_S}", "-o", f"ServerAliveCountMax={ALIVE_COUNT}",
                 *self._shared_connection(), host, "--", line)
 
     def _shared_connection(self) -> tuple[str, ...]:
@@ -141,6 +150,17 @@ def infeasible_on_cluster(config: Config, cluster: Cluster) -> str | None:
     return None
 
 
+def kept_problem(config: Config, cluster: Cluster) -> str | None:
+    """Why a launch of `config` over these hosts is not kept between trials, its trials each
+    starting afresh (None: it is kept, run/spanning_session.py)."""
+    if cluster.kept_refusal:
+        return cluster.kept_refusal
+    if config.backend == "ccl":   # run/warm.py closes a launch that used CPU while idle
+        return ("oneCCL's ranks may poll while idle, and the other hosts' CPU is not seen from "
+                "here")
+    return None
+
+
 def build_cluster_plan(config: Config, cluster: Cluster, *, workdir: str, master_port: int,
                        base_env: dict[str, str], trial_id: str,
                        timeout_s: float = TRIAL_TIMEOUT_S, grace_s: float = KILL_GRACE_S,
@@ -167,8 +187,11 @@ def build_cluster_plan(config: Config, cluster: Cluster, *, workdir: str, master
     common = {k: v for k, v in ranks_env[0].items() if all(e.get(k) == v for e in ranks_env)}
     common.update({k: base_env[k] for k in FORWARD if k in base_env})
     common.update(collective_env(cluster.iface))
+    # A trial's ranks read the launch's token from its folder, and end with the runner's end
+    # of the launch (util/channel.py, worker/lifeline.py): neither reaches an export.
     common.update(MASTER_ADDR=cluster.addresses[0], MASTER_PORT=str(master_port),
-                  **({} if export else {MARKER: trial_id}))
+                  **({} if export else {MARKER: trial_id, TOKEN_FILE_ENV: TOKEN_FILE,
+                                        LIFELINE_ENV: "1"}))
     per_rank = sorted({k for e in ranks_env for k, v in e.items() if common.get(k) != v})
     flat = [r for hp in hosts for r in hp.ranks]
     shim = _bind_shim(config, python, workdir, export, per_rank, ranks_env, flat)

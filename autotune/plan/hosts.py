@@ -222,6 +222,44 @@ def differences(probes: Mapping[str, dict[str, Any]]) -> list[str]:
     return out
 
 
+# Kept launches across hosts (run/spanning_session.py): a window's fixed costs and its place in
+# the budget's account are read from the ranks' timestamps against this machine's clock, and a
+# window's fixed cost is about 0.3 s; a clock off by more than this would misstate it.
+CLOCK_TOLERANCE_S = 0.5
+
+
+def kept_refusal(facts: Mapping[str, Mapping[str, Any]]) -> str:
+    """Why launches over these hosts must not be kept between trials ("": they may), from each
+    host's facts in host order (run/host_facts.py: `python`, `autotune`, `digest` of its
+    sources, `offset`: how far its clock is at least from this machine's, in seconds): a host
+    whose Python or autotune differs from the first host's, or whose clock is off, serves
+    windows by another program or on another time than the first host's ranks."""
+    names = list(facts)
+    if not names:
+        return ""
+    first_name, first = names[0], facts[names[0]]
+    out = []
+    for name in names[1:]:
+        f = facts[name]
+        if f.get("python") != first.get("python"):
+            out.append(f"{name}: Python {f.get('python')} ({first_name}: {first.get('python')})")
+        if f.get("autotune") != first.get("autotune"):
+            out.append(f"{name}: autotune {f.get('autotune')} ({first_name}: "
+                       f"{first.get('autotune')})")
+        elif f.get("digest") != first.get("digest"):
+            out.append(f"{name}: autotune's files differ from {first_name}'s (digest "
+                       f"{f.get('digest')}, {first_name}: {first.get('digest')})")
+        apart = float(f.get("offset", 0.0)) - float(first.get("offset", 0.0))
+        if abs(apart) > CLOCK_TOLERANCE_S:
+            out.append(f"{name}: clock {abs(apart):.1f} s {'ahead of' if apart > 0 else 'behind'} "
+                       f"{first_name}'s")
+    off = float(first.get("offset", 0.0))
+    if abs(off) > CLOCK_TOLERANCE_S:
+        out.append(f"{first_name}: clock {abs(off):.1f} s {'ahead of' if off > 0 else 'behind'} "
+                   "this machine's")
+    return "; ".join(out)
+
+
 def _slots(text: str, where: str) -> int:
     try:
         n = int(text)

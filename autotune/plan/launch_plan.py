@@ -30,6 +30,9 @@ KILL_GRACE_S = 5.0          # SIGTERM -> SIGKILL grace period of a trial's ranks
 # --workload`, the command an export prints): long enough to read a steady speed.
 STANDALONE_SECONDS = 60.0
 
+# Exit code of a rank that ended because its lifeline closed (util/channel.LIFELINE_ENV).
+EXIT_LIFELINE = 81
+
 # Exit code a worker uses when what is in force differs from the plan (classified "bad_config").
 EXIT_BAD_CONFIG = 78
 # Exit code a worker uses when the requested backend cannot be initialised.

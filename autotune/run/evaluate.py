@@ -20,16 +20,16 @@ class LiveEvaluator:
     """`evaluate(config, mode, seed=, samples=, leader=, ceiling_above=)` (result.Evaluate) with
     real trials. The per-trial timeout follows from the first good trial's duration unless
     `adapt_timeout` is off (the user set one), and never lets a trial run past the budget.
-    `warm`: the built-in worker on this machine runs each trial as a window of its launch's
-    session (run/warm.py); `close` ends them."""
+    `warm`: the built-in worker runs each trial as a window of its launch's session, on this
+    machine or across hosts (run/warm.py); `close` ends them."""
 
     def __init__(self, topology: Topology, settings: TrialSettings, *,
                  time_left: Callable[[], float] = lambda: float("inf"),
                  adapt_timeout: bool = True, warm: bool = True) -> None:
         self.topology, self.settings = topology, settings
         self.time_left, self.adapt_timeout = time_left, adapt_timeout
-        self.warm = WarmLaunches() if warm and settings.cluster is None \
-            and settings.script is None else None
+        # across hosts too: run/trial.py starts afresh what plan/cluster.kept_problem refuses
+        self.warm = WarmLaunches() if warm and settings.script is None else None
         self.timeout = settings.timeout_s
         self.speed: dict[str, float] = {}   # config key -> samples/s, to size quality timeouts
         self.script_accuracy: dict[str, float | None] = {}
@@ -71,7 +71,8 @@ class LiveEvaluator:
         base = self._settings(config, mode, samples, None)
         settings = [replace(base, cluster=cluster.lane(i, config.nnodes))
                     for i in range(len(seeds))]
-        outs = run_trials_at_once(config, self.topology, settings, mode=mode, seeds=list(seeds))
+        outs = run_trials_at_once(config, self.topology, settings, mode=mode, seeds=list(seeds),
+                                  warm=self.warm)
         for out in outs:
             self._learn(config, mode, out)
         return outs

@@ -1,6 +1,8 @@
 """The outside world of multi-host trials: probing hosts, killing leftovers (running a cluster
 plan: run/spanning.py).
 
+`python -m autotune.run.remote facts [FOLDER NAME CONTENT]` prints the host's clock, Python and
+autotune, and whether it reaches the results folder (run/host_facts.py).
 `python -m autotune.run.remote kill MARKER [--ccl]` (run on a host over ssh) ends every process of
 one trial there, and with --ccl also removes the shared memory oneCCL ranks that died there left
 and mapped (comm/ccl/shm.py: a later rank given the same pid fails to start; a segment no process
@@ -26,8 +28,8 @@ import psutil
 from ..util.child_python import python_module
 from ..comm.ccl.shm import remove_mapped_by
 from ..errors import AutotuneError
-from ..plan.hosts import (Host, differences, interface_of, network_of, node_address,
-                          ssh_hostname)
+from ..plan.hosts import (Host, differences, interface_of, kept_refusal, network_of,
+                          node_address, ssh_hostname)
 from ..plan.cluster import FORWARD, MARKER, Cluster
 from ..util.private_files import private_dir
 
@@ -97,8 +99,10 @@ def address_of(cluster: Cluster, host: str) -> str:
 def probe_cluster(hosts: tuple[Host, ...], *, launcher: str = "ssh", ssh_config: str | None = None,
                   iface: str | None = None, python: str = sys.executable,
                   cwd: str | None = None, master_port: int | None = None,
-                  say=lambda _line: None) -> Cluster:
-    """Probe every host through the launcher; refuse hosts that differ (with the differences)."""
+                  results: str | None = None, say=lambda _line: None) -> Cluster:
+    """Probe every host through the launcher; refuse hosts that differ (with the differences),
+    and, given the `results` folder, hosts that do not reach it as this machine does. Launches
+    are not kept between trials over hosts whose clock, Python or autotune differ (said once)."""
     from ..probe.topology import Topology
     _launcher_missing(launcher)
     cwd = cwd or os.getcwd()
@@ -127,10 +131,31 @@ def probe_cluster(hosts: tuple[Host, ...], *, launcher: str = "ssh", ssh_config:
         if iface is None:
             raise HostError(f"host {hosts[0].name}: no interface holds {addresses[0]}; "
                             "name the one for collectives with --iface")
+    refusal = _kept_refusal(pending, results, say)
     return Cluster(hosts=hosts, addresses=addresses, subnet=subnet,
                    topologies=tuple(Topology.from_json(probes[h.name]) for h in hosts),
                    launcher=launcher, iface=iface, ssh_config=ssh_config, python=python, cwd=cwd,
-                   env=env, master_port=master_port, control_dir=pending.control_dir)
+                   env=env, master_port=master_port, control_dir=pending.control_dir,
+                   kept_refusal=refusal)
+
+
+def _kept_refusal(cluster: Cluster, results: str | None, say) -> str:
+    """Why launches over these hosts are not kept ("" : they are); a HostError when a host does
+    not reach the results folder as this machine does."""
+    from .host_facts import gather
+    from .trials_dir import trials_folder
+    facts = gather(cluster, run_on, trials_folder(results) if results else None)
+    for name, f in facts.items():
+        if f.get("folder"):
+            raise HostError(f"host {name} does not reach --results as this machine does: "
+                            f"{f['folder']}; give --results a folder on a file system every "
+                            "host shares, at the same path, as the same user "
+                            "(docs/clusters.md)")
+    refusal = kept_refusal(facts)
+    if refusal:
+        say(f"launches across these hosts are not kept between trials: {refusal}; each trial "
+            "there starts afresh")
+    return refusal
 
 
 def ssh_control_dir() -> str | None:
@@ -197,6 +222,10 @@ def main(argv: list[str] | None = None) -> int:
             killed = kill_marked(args[1])
         print(len(killed))
         return 0
+    if args[:1] == ["facts"] and len(args) in (1, 4):
+        from .host_facts import facts_here
+        print(json.dumps(facts_here(tuple(args[1:]) if args[1:] else None)))  # type: ignore[arg-type]
+        return 0
     if args[:1] == ["port"] and len(args) <= 2:
         with socket.socket() as s:
             try:
@@ -206,7 +235,8 @@ def main(argv: list[str] | None = None) -> int:
                 return 3
             print(s.getsockname()[1])
         return 0
-    print("usage: python -m autotune.run.remote kill MARKER [--ccl] | port [N]", file=sys.stderr)
+    print("usage: python -m autotune.run.remote kill MARKER [--ccl] | port [N] | "
+          "facts [FOLDER NAME CONTENT]", file=sys.stderr)
     return 2
 
 

@@ -2,6 +2,11 @@
 system. Several plans may run at once on disjoint hosts (a math class's seeded quality runs, one
 seed per host: quality/evidence.py); each is watched and torn down on its own, and an interrupt
 tears down all of them.
+
+A launch either runs its one window and exits (a fresh trial), or, when its request asks for a
+session (serve_s > 0), stays and serves each next window asked through its trial folder, as on
+one machine (run/session.py; run/spanning_session.py keeps it). Every launcher's stdin is a pipe
+the runner holds and never writes: its end is each rank's lifeline (worker/lifeline.py).
 """
 from __future__ import annotations
 
@@ -12,78 +17,127 @@ import subprocess
 import time
 from typing import Any
 
-from ..plan.launch_plan import LaunchPlan
+from ..plan.launch_plan import LaunchPlan, WorkerRequest
 from ..result import Outcome
 from .outcome import RunResult
 from .runner import (EXIT_LINGER_S, POLL_S, classify, ignored_note, open_trial, root_cause,
                      script_output)
 from .trial_files import TrialFiles
 
+# A rank of a kept launch that gave up on a window gets this long for its launcher to exit (its
+# exit code then says what happened) before every host's share is ended.
+EXIT_WAIT_S = 2.0
+# How often the runner looks at a launch across hosts: its launchers and the shared folder.
+SPAN_POLL_S = POLL_S * 2
 
-class _Running:
-    """One plan's launchers, from start to teardown."""
+
+class SpanningLaunch:
+    """One plan's launchers, from their start to their teardown, and the window `n` being
+    waited for: a fresh trial's only one, or each of a kept launch's (`ask`)."""
 
     def __init__(self, plan: LaunchPlan) -> None:
         self.plan = plan
+        self.kept = plan.request.serve_s > 0 and not plan.script
         self.procs: list[subprocess.Popen[bytes]] = []
         self.launched_at, self.start = time.time(), time.monotonic()
+        self.n, self.timeout_s = 0, plan.timeout_s
         self.timed_out, self.done_at = False, None
         self.stopped: set[int] | None = None     # launchers still running at teardown
-        self.wall = 0.0                          # launch to the end of its teardown
+        self.served: tuple[dict[str, Any], ...] | None = None   # window n's results, all ok
+        self.wall = 0.0                          # launch (or ask) to the end of the window
+        self.ignored_before = 0
         self.files = open_trial(plan)   # the folder on the shared file system, checked
 
     def launch(self) -> None:
+        """Start the launchers, each writing to its log in the trial folder; their stdin is
+        the ranks' lifeline, held here until the launch ends."""
         for _host, argv, log in self.plan.launchers:
             with open(self.files.open_file(log), "wb") as f:
                 self.procs.append(subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT,
-                                                   stdin=subprocess.DEVNULL,
+                                                   stdin=subprocess.PIPE,
                                                    start_new_session=True))
 
+    def ask(self, request: WorkerRequest, timeout_s: float) -> None:
+        """The next window of a kept launch that served its last one."""
+        if not self.kept or self.stopped is not None or self.served is None:
+            raise RuntimeError("this launch serves no further window")
+        self.n += 1
+        self.launched_at, self.start, self.timeout_s = time.time(), time.monotonic(), timeout_s
+        self.done_at, self.served, self.ignored_before = None, None, self.files.ignored
+        self.files.clear_results(self.n)
+        self.files.write_request(self.n, request.to_json())
+
+    def running(self) -> bool:
+        """Every launcher still runs (a kept launch's window can still be served)."""
+        return self.stopped is None and all(p.poll() is None for p in self.procs)
+
     def over(self) -> bool:
-        """Whether the trial is over: a launcher failed, all exited, the timeout passed, or
-        every rank's result is there and the launchers had EXIT_LINGER_S to exit."""
+        """Whether window `n` is over: every rank's result is in and ok (`served`, for a kept
+        launch, which goes on), or a launcher failed or exited, the timeout passed, or the
+        results are in and the launchers had their time to exit."""
         if self.stopped is not None:
             return True
         codes = [p.poll() for p in self.procs]
-        if any(c not in (None, 0) for c in codes) or all(c is not None for c in codes):
+        if any(c not in (None, 0) for c in codes) or all(c is not None for c in codes) or \
+                (self.kept and any(c is not None for c in codes)):
             return True
-        if time.monotonic() - self.start >= self.plan.timeout_s:
+        results = [self.files.result(r, self.n) for r in range(len(self.plan.ranks))]
+        if self.kept and all(r is not None and r.get("status") == Outcome.OK for r in results):
+            self.served = tuple(r for r in results if r is not None)
+            self.wall = time.monotonic() - self.start
+            if self.n == 0:   # every rank has read the token
+                self.files.drop_token_file()
+            return True
+        now = time.monotonic()
+        if now - self.start >= self.timeout_s:
             self.timed_out = True
             return True
-        if all(self.files.result(r) is not None for r in range(len(self.plan.ranks))):
-            self.done_at = self.done_at or time.monotonic()
-            return time.monotonic() - self.done_at >= EXIT_LINGER_S
+        # a fresh trial's results are in, or a kept launch's rank gave up on its window
+        if all(r is not None for r in results) or \
+                (self.kept and any(r is not None and r.get("status") != Outcome.OK
+                                   for r in results)):
+            self.done_at = self.done_at or now
+            return now - self.done_at >= (EXIT_WAIT_S if self.kept else EXIT_LINGER_S)
         return False
 
     def teardown(self) -> None:
         """Once: the launchers still running now are stopped by us (their ranks' deaths are not
-        a cause), then nothing of the trial is left on any host."""
+        a cause), then nothing of the launch is left on any host."""
         if self.stopped is not None:
             return
         self.stopped = {i for i, p in enumerate(self.procs) if p.poll() is None}
+        self.served = None
         old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
         try:
             _teardown(self.plan, self.procs)
+            self.files.drop_token_file()
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, old)
             self.wall = time.monotonic() - self.start
 
     def result(self) -> RunResult:
-        try:
-            return _classified(self.plan, self.files, self.procs, self.stopped or set(),
-                               self.timed_out, self.launched_at, self.wall)
-        finally:
-            self.files.close()
+        """Window `n` as the runner saw it: served (ok), or the launch's end classified."""
+        if self.served is not None:
+            ignored = self.files.ignored - self.ignored_before
+            return RunResult(outcome=Outcome.OK, exit_codes=(0,) * len(self.plan.ranks),
+                             wall_seconds=self.wall, launched_at=self.launched_at,
+                             rank_results=self.served, ignored=ignored,
+                             notes=tuple(ignored_note(self.files)) if ignored else ())
+        return _classified(self.plan, self.files, self.procs, self.stopped or set(),
+                           self.timed_out, self.launched_at, self.wall, window=self.n)
+
+    def close(self) -> None:
+        self.files.close()
 
 
 def run_cluster_plans(plans: list[LaunchPlan]) -> list[RunResult]:
     """Start every plan's launchers here, wait for each trial's ranks (results on the shared file
     system), and leave no process of any trial on any host, whatever happened. The plans must
     span disjoint hosts."""
-    running: list[_Running] = []
+    running: list[SpanningLaunch] = []
     try:
         for plan in plans:
-            running.append(_Running(plan))
+            running.append(SpanningLaunch(plan))
             running[-1].launch()
         while True:
             for r in running:
@@ -91,11 +145,15 @@ def run_cluster_plans(plans: list[LaunchPlan]) -> list[RunResult]:
                     r.teardown()
             if all(r.stopped is not None for r in running):
                 break
-            time.sleep(POLL_S * 4)
+            time.sleep(SPAN_POLL_S * 2)
     finally:
         for r in running:
             r.teardown()
-    return [r.result() for r in running]
+    try:
+        return [r.result() for r in running]
+    finally:
+        for r in running:
+            r.close()
 
 
 def run_cluster_plan(plan: LaunchPlan) -> RunResult:
@@ -103,15 +161,17 @@ def run_cluster_plan(plan: LaunchPlan) -> RunResult:
 
 
 def _classified(plan: LaunchPlan, files: TrialFiles, procs: list[subprocess.Popen[bytes]],
-                stopped: set[int], timed_out: bool, launched_at: float, wall: float
-                ) -> RunResult:
-    """The trial's outcome from its launchers' exit codes and its ranks' results and logs."""
+                stopped: set[int], timed_out: bool, launched_at: float, wall: float,
+                window: int = 0) -> RunResult:
+    """The trial's (or the kept launch's window's) outcome from its launchers' exit codes and
+    its ranks' results and logs."""
     codes = [p.returncode for p in procs]
     per_host = len(plan.ranks) // max(1, len(procs))
     host_of = [min(r // per_host, len(codes) - 1) for r in range(len(plan.ranks))]
     rank_codes = [codes[h] for h in host_of]
     signalled = {r for r, h in enumerate(host_of) if h in stopped}
-    results: list[Any] = [files.result_of(r, rank_codes[r]) for r in range(len(plan.ranks))]
+    results: list[Any] = [files.result_of(r, rank_codes[r], window)
+                          for r in range(len(plan.ranks))]
     rank_codes = [0 if isinstance(res, dict) and c is not None else c
                   for c, res in zip(rank_codes, results)]
     tails = [files.tail(r) for r in range(len(plan.ranks))]
@@ -139,11 +199,15 @@ def _classified(plan: LaunchPlan, files: TrialFiles, procs: list[subprocess.Pope
 
 def _teardown(plan: LaunchPlan, procs: list[subprocess.Popen[bytes]]) -> None:
     """Stop the launchers here, then kill by the trial's marker on every host: an ssh client's
-    death does not reach what it started remotely."""
+    death does not reach what it started remotely (the ranks' lifeline ends them too, once the
+    launchers' stdin is closed)."""
     for p in procs:
         if p.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(p.pid, signal.SIGTERM)
+        if p.stdin is not None:
+            with contextlib.suppress(OSError):
+                p.stdin.close()
     deadline = time.monotonic() + plan.grace_s
     while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
         time.sleep(POLL_S)

@@ -134,12 +134,19 @@ def run_trial(config: Config, topology: Topology, settings: TrialSettings, *,
               mode: str = "throughput", trial_id: str | None = None, seed: int = 0,
               warm: "WarmLaunches | None" = None) -> TrialResult:
     """Run one configuration: what the trial yields. Never raises for a failing trial: the
-    failure is the result. `warm`: the built-in worker on this machine runs as a window of its
-    launch's session, started when none runs (run/warm.py)."""
-    plan, reason = _planned(config, topology, settings, mode, trial_id, seed)
+    failure is the result. `warm`: the built-in worker runs as a window of its launch's
+    session, started when none runs (run/warm.py), on this machine or across hosts (unless
+    plan/cluster.kept_problem says why not)."""
+    kept = warm if _kept_across_hosts(config, settings) else None
+    plan, reason = _planned(config, topology, settings, mode, trial_id, seed,
+                            port=0 if kept is not None else None)
     if plan is None:
         return TrialResult(outcome=Outcome.INFEASIBLE, reason=reason, mode=mode,
                            metric_source="worker" if settings.script else None)
+    if kept is not None:   # across hosts, a window of the launch kept running there
+        run, _ = kept.run(config, _kept_plan_of(plan, config, topology, settings, mode, seed),
+                          settings.timeout_s, where=_hosts_of(config, settings))
+        return _worker_yield(run, mode, seed)
     if plan.launchers:   # across hosts: the launchers start the ranks there
         from .spanning import run_cluster_plan
         return _cluster_yield(plan, run_cluster_plan(plan), settings, mode, seed)
@@ -162,14 +169,25 @@ def run_trial(config: Config, topology: Topology, settings: TrialSettings, *,
 
 
 def run_trials_at_once(config: Config, topology: Topology, settings: list[TrialSettings], *,
-                       mode: str, seeds: list[int]) -> list[TrialResult]:
+                       mode: str, seeds: list[int],
+                       warm: "WarmLaunches | None" = None) -> list[TrialResult]:
     """One configuration run once per settings at the same time, each across its own hosts
     (settings[i].cluster: disjoint lanes of one cluster, plan/cluster.Cluster.lane), with
-    seeds[i]: a math class's seeded quality runs side by side."""
+    seeds[i]: a math class's seeded quality runs side by side; with `warm`, each as a window
+    of its lane's launch, kept running there."""
     from .spanning import run_cluster_plans
-    planned = [_planned(config, topology, s, mode, None, seed) for s, seed in zip(settings, seeds)]
+    kept = warm if all(_kept_across_hosts(config, s) for s in settings) else None
+    port = 0 if kept is not None else None
+    planned = [_planned(config, topology, s, mode, None, seed, port=port)
+               for s, seed in zip(settings, seeds)]
     plans = [p for p, _ in planned if p is not None]
-    runs = iter(run_cluster_plans(plans))
+    if kept is not None:
+        asks = [(config, _kept_plan_of(plan, config, topology, s, mode, seed),
+                 _hosts_of(config, s))
+                for (plan, _r), s, seed in zip(planned, settings, seeds) if plan is not None]
+        runs = iter([run for run, _ in kept.run_together(asks, settings[0].timeout_s)])
+    else:
+        runs = iter(run_cluster_plans(plans))
     out = []
     for (plan, reason), s, seed in zip(planned, settings, seeds):
         out.append(TrialResult(outcome=Outcome.INFEASIBLE, reason=reason, mode=mode)
@@ -177,8 +195,38 @@ def run_trials_at_once(config: Config, topology: Topology, settings: list[TrialS
     return out
 
 
+def _kept_across_hosts(config: Config, settings: TrialSettings) -> bool:
+    """Whether this configuration's trials over the settings' hosts are windows of a launch
+    kept running there (plan/cluster.kept_problem)."""
+    if settings.cluster is None or settings.script is not None:
+        return False
+    from ..plan.cluster import kept_problem
+    return kept_problem(config, settings.cluster) is None
+
+
+def _kept_plan_of(plan: LaunchPlan, config: Config, topology: Topology,
+                  settings: TrialSettings, mode: str, seed: int):
+    """`plan_of(serve_s)` for run/warm.py: a window needs only the request of `plan` (planned
+    without a port: no call to the first host); a start, the plan again with a port free
+    there, its request asking for a session."""
+    def plan_of(serve_s: float) -> LaunchPlan:
+        if serve_s <= 0:
+            return plan
+        started = plan_trial(config, topology, settings, mode=mode, seed=seed,
+                             trial_id=os.path.basename(plan.workdir))
+        return replace(started, request=replace(started.request, serve_s=serve_s))
+    return plan_of
+
+
+def _hosts_of(config: Config, settings: TrialSettings) -> tuple[str, ...]:
+    """The hosts a trial across hosts runs on (with the launch, what makes it the same one)."""
+    assert settings.cluster is not None
+    return tuple(h.name for h in settings.cluster.hosts[:config.nnodes])
+
+
 def _planned(config: Config, topology: Topology, settings: TrialSettings, mode: str,
-             trial_id: str | None, seed: int) -> tuple[LaunchPlan | None, str | None]:
+             trial_id: str | None, seed: int,
+             port: int | None = None) -> tuple[LaunchPlan | None, str | None]:
     """(the plan, None), or (None, why the configuration cannot run)."""
     reason = trial_infeasible(config, topology, settings)
     if not reason and config.mem_policy == "weighted" and settings.cluster is None:
@@ -190,7 +238,7 @@ def _planned(config: Config, topology: Topology, settings: TrialSettings, mode: 
         return None, reason
     try:
         return plan_trial(config, topology, settings, mode=mode, trial_id=trial_id,
-                          seed=seed), None
+                          seed=seed, port=port), None
     except ConfigError as exc:
         return None, str(exc)
 

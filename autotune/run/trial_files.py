@@ -13,7 +13,8 @@ from typing import Any
 
 from ..result import Outcome
 from ..plan.launch_plan import LaunchPlan, window_request_path, window_result_path
-from ..util.channel import FOLDER_ENV, TOKEN_ENV, Channel, new_token
+from ..util.channel import (FOLDER_ENV, TOKEN_ENV, TOKEN_FILE, Channel, new_token,
+                            write_token_file)
 from ..util.checked_folder import CheckedFolder, open_private
 from ..util.process_identity import RUNNER_ENV, mark
 from .rank_output import LOG_TAIL_LINES, TAIL_BYTES, clean_tail
@@ -36,14 +37,23 @@ class TrialFiles:
     @classmethod
     def open(cls, plan: LaunchPlan) -> "TrialFiles":
         """The trial folder made (0700) and checked (FolderRefused: someone else could change
-        it or rename a folder above it). A launch across hosts carries no token yet: nothing
-        secret reaches the other hosts' ranks but their command lines."""
+        it or rename a folder above it), with the launch's token; across hosts the token is in
+        a 0600 file of the folder, which the ranks there read (util/channel.py)."""
         folder = open_private(plan.workdir or os.path.dirname(plan.request_path), create=True)
         try:
-            return cls(plan, folder, "" if plan.launchers else new_token())
+            files = cls(plan, folder, new_token())
+            if plan.launchers:
+                write_token_file(folder, files.channel.token)
+            return files
         except BaseException:
             folder.close()
             raise
+
+    def drop_token_file(self) -> None:
+        """Once every rank has answered (each read the token first), or the launch ended: the
+        token's file goes, and with it the only copy of the secret outside the processes."""
+        if self.plan.launchers and self.folder.fd >= 0:
+            self.folder.unlink(TOKEN_FILE)
 
     def env(self) -> dict[str, str]:
         """What each rank's environment adds to the plan's: the runner that started it, the

@@ -6,7 +6,14 @@ The runner draws a random token for every launch it starts and puts it in the ra
 request the runner writes and every result a rank writes carries it. A file without it, or one
 that is not a plain file of this user's, not JSON or too large, was not written by this launch:
 it is ignored and counted (once per file), never acted on. A launch started without a token
-(by hand, or on other hosts, which no token reaches yet) expects files without one.
+(by hand) expects files without one.
+
+Across hosts the runner cannot set a rank's environment but through the launcher's command line,
+which every user of a host can read (ssh's remote command, mpirun's `-x`, srun's `env`): there
+the token goes into the trial folder itself, in a file of its own (TOKEN_FILE, 0600, in the
+0700 folder each rank checks on its own host), and the rank's environment names only that file.
+Whoever can read it can read the launch's requests and results too: the folder's check is what
+guards both. The runner removes the file once every rank has answered (they read it first).
 
 Ground floor, standard library only (the ranks use it).
 """
@@ -22,6 +29,15 @@ from .checked_folder import CheckedFolder, NotOurs
 TOKEN_ENV = "AUTOTUNE_LAUNCH_TOKEN"     # the launch's token, in each rank's environment
 FOLDER_ENV = "AUTOTUNE_TRIAL_FOLDER"    # device:inode of the trial folder the runner checked
 TOKEN_KEY = "token"
+# Across hosts: the name of the file in the trial folder that holds the launch's token (above),
+# and the variable that tells a rank to read it (its value: that name).
+TOKEN_FILE = "launch.token"
+TOKEN_FILE_ENV = "AUTOTUNE_LAUNCH_TOKEN_FILE"
+# Set in a rank's environment by a launch across hosts (plan/cluster.py): the rank's stdin is the
+# runner's end of the launch, held open by the runner through the launcher (ssh's channel, srun's
+# and mpirun's forwarding of stdin); its end means the runner or its connection is gone, and the
+# rank ends (worker/lifeline.py). The ranks kept alive between windows would otherwise wait on.
+LIFELINE_ENV = "AUTOTUNE_LIFELINE"
 # A rank's result holds its step times (at most max_steps of them) and what was in force: well
 # under a MiB. Anything past this is not a result.
 MAX_MESSAGE_BYTES = 16 << 20
@@ -30,6 +46,26 @@ _KEPT_REASONS = 8
 
 def new_token() -> str:
     return secrets.token_hex(16)
+
+
+def write_token_file(folder: CheckedFolder, token: str) -> None:
+    """The launch's token in a new 0600 file of the folder (a file already there is refused:
+    FileExistsError)."""
+    fd = folder.create(TOKEN_FILE)
+    with open(fd, "w", closefd=True) as f:
+        f.write(token)
+
+
+def read_token_file(folder: CheckedFolder, name: str) -> str:
+    """The token in the file `name` of the folder; NotOurs when it is missing, not a plain 0600
+    file of this user's, or not a token."""
+    found = folder.read(name, 256, private=True)
+    if found is None:
+        raise NotOurs(f"{name}: no such file", (0, 0, 0, 0))
+    token = found.data.decode("ascii", "replace").strip()
+    if len(token) < 16 or not token.isalnum():
+        raise NotOurs(f"{name}: not a launch token", found.ident)
+    return token
 
 
 class Channel:

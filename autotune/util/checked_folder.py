@@ -143,9 +143,9 @@ class CheckedFolder:
             self.unlink(tmp)
             raise
 
-    def read(self, name: str, limit: int) -> Found | None:
+    def read(self, name: str, limit: int, *, private: bool = False) -> Found | None:
         """The file's bytes (None: nothing has the name); NotOurs when it is not a plain file
-        of this user's of at most `limit` bytes."""
+        of this user's of at most `limit` bytes (`private`: nor one others may read or write)."""
         try:
             fd = os.open(name, _READ, dir_fd=self.fd)
         except FileNotFoundError:
@@ -160,6 +160,9 @@ class CheckedFolder:
                 raise NotOurs(f"{name}: not a plain file ({stat.filemode(st.st_mode)})", ident)
             if st.st_uid != self.me:
                 raise NotOurs(f"{name}: belongs to {owner_name(st.st_uid)}", ident)
+            if private and st.st_mode & 0o077:
+                raise NotOurs(f"{name}: others have access to it (mode "
+                              f"{stat.S_IMODE(st.st_mode):o}, not 600)", ident)
             data = os.pread(fd, limit + 1, 0)
             if len(data) > limit:
                 raise NotOurs(f"{name}: larger than {limit} bytes", ident)

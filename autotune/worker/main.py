@@ -31,8 +31,10 @@ from ..util.atomic_json import write_json  # noqa: E402
 from ..comm.ccl.shm import remove_own  # noqa: E402
 from ..plan.launch_plan import (EXIT_BACKEND_UNAVAILABLE, EXIT_BAD_CONFIG,  # noqa: E402
                                 STANDALONE_SECONDS, RankExpect, WorkerRequest)
-from ..util.channel import FOLDER_ENV, TOKEN_ENV, Channel  # noqa: E402
-from ..util.checked_folder import FolderRefused, open_private  # noqa: E402
+from ..util.channel import (FOLDER_ENV, TOKEN_ENV, TOKEN_FILE_ENV, Channel,  # noqa: E402
+                            read_token_file)
+from ..util.checked_folder import FolderRefused, NotOurs, open_private  # noqa: E402
+from . import lifeline  # noqa: E402
 from .bounds import request_problem  # noqa: E402
 from ..result import Outcome  # noqa: E402
 from . import device as _device  # noqa: E402
@@ -139,16 +141,22 @@ def _finish(window: Window) -> None:
 def open_trial(request_path: str) -> tuple[Channel, str, str]:
     """(the launch's channel, the request's name, this rank's result's name): the trial folder
     reached by its path and checked as the runner checked it, and the very one the runner
-    checked (util/checked_folder.py); FolderRefused otherwise. The result must be in it."""
+    checked (util/checked_folder.py); FolderRefused otherwise. The result must be in it.
+    Across hosts the token is read from the file the environment names, in that folder (a
+    folder that is not the runner's has not the runner's token, and nothing this rank sends
+    from there is taken)."""
     folder = open_private(os.path.dirname(os.path.abspath(request_path)),
                           identity=os.environ.get(FOLDER_ENV))
     try:
         result = folder.name_of(os.environ.get("AUTOTUNE_RESULT", ""))
-    except ValueError as exc:
+        token = os.environ.get(TOKEN_ENV, "")
+        if not token and os.environ.get(TOKEN_FILE_ENV):
+            token = read_token_file(folder, os.environ[TOKEN_FILE_ENV])
+    except (ValueError, NotOurs) as exc:
         folder.close()
-        raise FolderRefused(str(exc)) from None
-    return (Channel(folder, os.environ.get(TOKEN_ENV, "")),
-            os.path.basename(request_path), result)
+        raise FolderRefused(f"the launch's token: {exc}" if isinstance(exc, NotOurs)
+                            else str(exc)) from None
+    return Channel(folder, token), os.path.basename(request_path), result
 
 
 def _first_request(channel: Channel, name: str) -> WorkerRequest:
@@ -219,6 +227,8 @@ def main(argv: list[str] | None = None) -> None:
     args = _parse(argv)
     rank = int(os.environ.get("RANK", "0"))
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    if args.request is not None:   # across hosts: end with the runner's end of the launch
+        lifeline.hold(rank)
     window, request_name = _trial_window(args.request, rank, world_size)
     code = 1
     try:
