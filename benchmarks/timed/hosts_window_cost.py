@@ -15,7 +15,7 @@ Fixed = the trial's wall seconds less its timed window. Target: window / fresh <
 --search BUDGET: `autotune search --hosts ... --budget BUDGET --json` with this checkout, and
 with `--before DIR` (a checkout of the older code: `git archive main | tar -x -C DIR`) too, one
 after the other; per search: configurations measured, how many runs were windows, and the
-verified figure. Results, with the machine: benchmarks/results/hosts_window_cost_<date>.json.
+verified figure. Results, with the machine: benchmarks/results/hosts_window_cost_{fixed,search}_<date>.json.
 """
 from __future__ import annotations
 
@@ -160,7 +160,8 @@ def main(argv: list[str] | None = None) -> int:
                               say=print, results=str(work / "res"))
         out["fixed_cost"] = fixed_cost(cluster, args.rounds, args.seconds, str(work / "res"))
     out["seconds"] = round(time.time() - t0, 1)
-    path = Path(args.out) / f"hosts_window_cost_{time.strftime('%Y-%m-%d')}.json"
+    kind = "search" if args.search else "fixed"   # one file each: neither run overwrites the other
+    path = Path(args.out) / f"hosts_window_cost_{kind}_{time.strftime('%Y-%m-%d')}.json"
     path.write_text(json.dumps(out, indent=1) + "\n")
     print(json.dumps({k: v for k, v in out.items() if k != "machine"}, indent=1))
     print(f"written to {path}")
