@@ -145,10 +145,8 @@ class TerminalProgress:
                 self.bar.best_config = short(rec.config)
             acc = f", accuracy {rec.accuracy:.3f}" if rec.accuracy is not None else ""
             res = rec.result
-            if res.quality_n and res.quality_sd is not None:
+            if res.quality_n:
                 acc += f" ± {res.quality_sd:.3f} ({res.quality_n} seeds)"
-            elif res.quality_n:
-                acc += f" ({res.quality_n} seeds)"
             elif res.quality == "pending":
                 acc = ", quality pending (measured if it leads)"
             if res.quality_verdict:   # what its runs showed, in the gate's own words

@@ -38,3 +38,10 @@ class RunResult:
     @property
     def ok(self) -> bool:
         return self.outcome == Outcome.OK
+
+
+def folder_refused(exc: Exception, launched_at: float) -> RunResult:
+    """A launch whose trial folder failed its checks (util/checked_folder.FolderRefused): nothing
+    was started and nothing written; the trial failed, the search goes on."""
+    return RunResult(outcome=Outcome.CRASH, reason=f"trial folder refused: {exc}",
+                     launched_at=launched_at)

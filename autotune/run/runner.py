@@ -28,7 +28,7 @@ from ..comm.ccl.shm import SegmentRecord, clean_recorded
 from ..util.process_identity import RUNNER_ENV, alive, machine, parse_mark
 from ..plan.launch_plan import LaunchPlan
 from ..result import Outcome
-from .outcome import RunResult
+from .outcome import RunResult, folder_refused
 from .processes import POLL_S, Processes, signals_held
 from .rank_output import _MAX_TAIL_RANKS
 from .tee import MAX_LOG_BYTES, Tee
@@ -125,8 +125,7 @@ def run_plan(plan: LaunchPlan, *, on_start: Callable[[list[int]], None] | None =
     try:
         launch = prepare_launch(plan)
     except FolderRefused as exc:   # nothing started, nothing written
-        return RunResult(outcome=Outcome.CRASH, reason=f"trial folder refused: {exc}",
-                         launched_at=launched_at)
+        return folder_refused(exc, launched_at)
     trial = Processes(plan)
     ledger = CpuLedger(trial_cpus(plan))
     timed_out, notes, spawn_error = False, [], ""

@@ -21,7 +21,7 @@ from ..plan.launch_plan import STOP_REQUEST, LaunchPlan, WorkerRequest
 from ..result import Outcome
 from ..util.checked_folder import FolderRefused
 from .cpu_ledger import CpuLedger, trial_cpus
-from .outcome import RunResult
+from .outcome import RunResult, folder_refused
 from .processes import POLL_S, Processes, alive, cpu_seconds, signals_held
 from .runner import Launch, end_ranks, ignored_note, judged, prepare_launch, start_ranks
 from .tee import MAX_LOG_BYTES, Tee
@@ -57,8 +57,7 @@ class Session:
             self.launch = prepare_launch(self.plan)
         except FolderRefused as exc:   # nothing started, nothing written
             self.ended = True
-            return RunResult(outcome=Outcome.CRASH, reason=f"trial folder refused: {exc}",
-                             launched_at=launched_at)
+            return folder_refused(exc, launched_at)
         error = start_ranks(self.trial, self.tee, self.launch.files)
         if error:
             self.close()

@@ -21,7 +21,7 @@ import time
 from ..plan.launch_plan import STOP_REQUEST, LaunchPlan, WorkerRequest
 from ..result import Outcome
 from ..util.checked_folder import FolderRefused
-from .outcome import RunResult
+from .outcome import RunResult, folder_refused
 from .processes import POLL_S, signals_held
 from .spanning import SPAN_POLL_S, SpanningLaunch
 
@@ -51,8 +51,7 @@ class SpanningSession:
                 self.launch = SpanningLaunch(self.plan)
             except FolderRefused as exc:   # nothing started, nothing written
                 self.ended = True
-                return RunResult(outcome=Outcome.CRASH, reason=f"trial folder refused: {exc}",
-                                 launched_at=launched_at)
+                return folder_refused(exc, launched_at)
             self.alive = True
             try:
                 self.launch.launch()
