@@ -150,15 +150,12 @@ def infeasible_on_cluster(config: Config, cluster: Cluster) -> str | None:
     return None
 
 
-def kept_problem(config: Config, cluster: Cluster) -> str | None:
-    """Why a launch of `config` over these hosts is not kept between trials, its trials each
-    starting afresh (None: it is kept, run/spanning_session.py)."""
-    if cluster.kept_refusal:
-        return cluster.kept_refusal
-    if config.backend == "ccl":   # run/warm.py closes a launch that used CPU while idle
-        return ("oneCCL's ranks may poll while idle, and the other hosts' CPU is not seen from "
-                "here")
-    return None
+def kept_problem(cluster: Cluster) -> str | None:
+    """Why launches over these hosts are not kept between trials, their trials each starting
+    afresh (None: they are kept, run/spanning_session.py). Whatever the configuration: one whose
+    ranks poll while idle (oneCCL's may) is kept too, as each rank reports the CPU it used while
+    waiting, and run/warm.py closes a launch that used too much."""
+    return cluster.kept_refusal or None
 
 
 def build_cluster_plan(config: Config, cluster: Cluster, *, workdir: str, master_port: int,

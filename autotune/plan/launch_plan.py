@@ -112,6 +112,11 @@ def window_result_path(result_path: str, n: int) -> str:
     return result_path if n == 0 else f"{result_path.removesuffix('.json')}.window{n}.json"
 
 
+def idle_report_path(result_path: str) -> str:
+    """Where a kept launch's rank reports the CPU it used while waiting for its next window."""
+    return f"{result_path.removesuffix('.json')}.idle.json"
+
+
 @dataclass(frozen=True, kw_only=True)
 class RankPlan:
     rank: int

@@ -26,6 +26,10 @@ from .processes import POLL_S, Processes, alive, cpu_seconds, signals_held
 from .runner import Launch, end_ranks, ignored_note, judged, prepare_launch, start_ranks
 from .tee import MAX_LOG_BYTES, Tee
 
+# Above this share of a core used while it waits for its next window, a kept launch is closed: a
+# Python polling its request file uses about 0.02 (gloo, oneCCL and oneCCL's `pause` alike, 2-core
+# EPYC, 2026-11-28); a thread that polls uses all of a core.
+IDLE_SHARE = 0.05
 # How long an idle rank waits for its next window before it exits by itself: a search never
 # leaves a session idle this long (it closes them), so only a runner that vanished does.
 SERVE_S = 900.0
@@ -152,12 +156,12 @@ class Session:
         """CPU seconds the session's processes have used so far (an idle one should use none)."""
         return cpu_seconds(self.trial.tracked())
 
-    def spins(self, idle_s: float, share: float = 0.05) -> bool:
-        """Whether, idle for `idle_s` since its last window, it used more than `share` of a core
-        (oneCCL's progress threads can poll): it would take the cores of the next window."""
+    def spins(self, idle_s: float) -> bool:
+        """Whether, idle for `idle_s` since its last window, it used more than IDLE_SHARE of a
+        core (oneCCL's progress threads can poll): it would take the cores of the next window."""
         if self.idle_since_cpu is None or idle_s <= 0:
             return False
-        return (self.cpu_seconds() - self.idle_since_cpu) / idle_s > share
+        return (self.cpu_seconds() - self.idle_since_cpu) / idle_s > IDLE_SHARE
 
     def close(self) -> None:
         """Ask the ranks to stop, end what does not, and clean up after them."""

@@ -23,8 +23,12 @@ from ..result import Outcome
 from ..util.checked_folder import FolderRefused
 from .outcome import RunResult, folder_refused
 from .processes import POLL_S, signals_held
+from .session import IDLE_SHARE
 from .spanning import SPAN_POLL_S, SpanningLaunch
 
+# A rank's idle CPU is judged once its wait covers this long: the first moments after a window
+# (OpenMP's threads spin a little before they sleep) are not the wait's rate.
+JUDGED_AFTER_S = 2.0
 # A closed launch's ranks get this long to exit on the stop request, then are ended.
 CLOSE_GRACE_S = 3.0
 
@@ -112,9 +116,15 @@ class SpanningSession:
         return True
 
     def spins(self, _idle_s: float) -> bool:
-        """Never judged: the hosts' CPU is not seen from here, and the launches that may poll
-        while idle (oneCCL's) are not kept across hosts (plan/cluster.kept_problem)."""
-        return False
+        """Whether a rank on any host, idle since the last window, used more than IDLE_SHARE of
+        a core meanwhile (oneCCL's progress threads can poll): the hosts' CPU is not seen from
+        here, so each rank says what it used (worker/session.py), once its wait is long enough
+        to judge."""
+        launch = self.launch
+        if not self.alive or launch is None or launch.served is None:
+            return False
+        return any(_idle_share(launch.files.idle(r), launch.n) > IDLE_SHARE
+                   for r in range(len(self.plan.ranks)))
 
     def close(self) -> None:
         """Ask the ranks to stop, end what does not on every host, and clean up after them."""
@@ -136,3 +146,15 @@ class SpanningSession:
         if self.launch is not None:
             with signals_held():
                 self.launch.teardown()
+
+
+def _idle_share(report: dict | None, window: int) -> float:
+    """The share of a core a rank's report says it used since window `window` (0.0: no report
+    of that wait yet, one too short to judge, or not numbers)."""
+    if not report or report.get("after_window") != window:
+        return 0.0
+    cpu_s, wall_s = report.get("cpu_s"), report.get("wall_s")
+    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) and 0 <= x < 1e9
+               for x in (cpu_s, wall_s)) or wall_s < JUDGED_AFTER_S:
+        return 0.0
+    return cpu_s / wall_s

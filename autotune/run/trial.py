@@ -137,7 +137,7 @@ def run_trial(config: Config, topology: Topology, settings: TrialSettings, *,
     failure is the result. `warm`: the built-in worker runs as a window of its launch's
     session, started when none runs (run/warm.py), on this machine or across hosts (unless
     plan/cluster.kept_problem says why not)."""
-    kept = warm if _kept_across_hosts(config, settings) else None
+    kept = warm if _kept_across_hosts(settings) else None
     plan, reason = _planned(config, topology, settings, mode, trial_id, seed,
                             port=0 if kept is not None else None)
     if plan is None:
@@ -176,7 +176,7 @@ def run_trials_at_once(config: Config, topology: Topology, settings: list[TrialS
     seeds[i]: a math class's seeded quality runs side by side; with `warm`, each as a window
     of its lane's launch, kept running there."""
     from .spanning import run_cluster_plans
-    kept = warm if all(_kept_across_hosts(config, s) for s in settings) else None
+    kept = warm if all(_kept_across_hosts(s) for s in settings) else None
     port = 0 if kept is not None else None
     planned = [_planned(config, topology, s, mode, None, seed, port=port)
                for s, seed in zip(settings, seeds)]
@@ -195,13 +195,13 @@ def run_trials_at_once(config: Config, topology: Topology, settings: list[TrialS
     return out
 
 
-def _kept_across_hosts(config: Config, settings: TrialSettings) -> bool:
-    """Whether this configuration's trials over the settings' hosts are windows of a launch
+def _kept_across_hosts(settings: TrialSettings) -> bool:
+    """Whether trials over the settings' hosts (none: on this machine) are windows of a launch
     kept running there (plan/cluster.kept_problem)."""
     if settings.cluster is None or settings.script is not None:
         return False
     from ..plan.cluster import kept_problem
-    return kept_problem(config, settings.cluster) is None
+    return kept_problem(settings.cluster) is None
 
 
 def _kept_plan_of(plan: LaunchPlan, config: Config, topology: Topology,

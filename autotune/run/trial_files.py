@@ -12,7 +12,8 @@ import os
 from typing import Any
 
 from ..result import Outcome
-from ..plan.launch_plan import LaunchPlan, window_request_path, window_result_path
+from ..plan.launch_plan import (LaunchPlan, idle_report_path, window_request_path,
+                                window_result_path)
 from ..util.channel import (FOLDER_ENV, TOKEN_ENV, TOKEN_FILE, Channel, new_token,
                             write_token_file)
 from ..util.checked_folder import CheckedFolder, open_private
@@ -87,6 +88,11 @@ class TrialFiles:
                 self._counted.add((rank, n))
                 self.ranks_ignored += extra
         return found
+
+    def idle(self, rank: int) -> dict[str, Any] | None:
+        """What rank `rank` last said of the CPU it used while waiting for its next window
+        (worker/session.py), when it is this launch's."""
+        return self.channel.receive(idle_report_path(self.names[rank][1]))
 
     def result_of(self, rank: int, code: int | None, n: int = 0) -> dict[str, Any] | str | None:
         """As `result`, for a rank that exited: a str says why the file at its result's name

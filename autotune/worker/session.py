@@ -21,8 +21,8 @@ import torch
 
 from ..config import Config, launch_part
 from ..plan.launch_plan import (EXIT_BACKEND_UNAVAILABLE, EXIT_BAD_CONFIG, EXIT_WORKLOAD_ERROR,
-                                STOP_REQUEST, WorkerRequest, window_request_path,
-                                window_result_path)
+                                STOP_REQUEST, WorkerRequest, idle_report_path,
+                                window_request_path, window_result_path)
 from ..result import Outcome
 from ..util.channel import Channel
 from . import device as _device
@@ -34,6 +34,10 @@ from .trainer import Stop, Trainer, say
 from .workloads import get_workload
 
 POLL_S = 0.01
+# While it waits for its next window, a rank says this often how much CPU it has used since its
+# last one: across hosts the runner cannot see it, and a launch that polls while idle would take
+# the cores of another launch's window (run/spanning_session.py judges it).
+IDLE_REPORT_S = 1.0
 
 
 @dataclass
@@ -162,7 +166,7 @@ def serve(ctx: RankContext, window: Window, new_result: Callable[[WorkerRequest]
         finish(window)
         n += 1
         req = _next_request(ctx.channel, window_request_path(ctx.request_path, n),
-                            ctx.first.serve_s)
+                            ctx.first.serve_s, _idle_reporter(ctx, n - 1))
         if req is None:
             return
         window.res, window.path = new_result(req), window_result_path(ctx.result_path, n)
@@ -170,14 +174,29 @@ def serve(ctx: RankContext, window: Window, new_result: Callable[[WorkerRequest]
         run_window(ctx, req, window.res)
 
 
-def _next_request(channel: Channel, name: str, wait_s: float) -> WorkerRequest | None:
+def _idle_reporter(ctx: RankContext, after: int) -> Callable[[float, float], None]:
+    """Sends, through the launch's channel, the CPU seconds this process (every thread of it:
+    a backend's progress threads too) used in the wall seconds since window `after` ended."""
+    assert ctx.channel is not None
+    channel, name = ctx.channel, idle_report_path(ctx.result_path)
+    return lambda cpu_s, wall_s: channel.send(name, {"after_window": after, "cpu_s": cpu_s,
+                                                     "wall_s": wall_s})
+
+
+def _next_request(channel: Channel, name: str, wait_s: float,
+                  report: Callable[[float, float], None]) -> WorkerRequest | None:
     """The next window's request once a file of this launch's has the name (the runner writes it
     whole, with the launch's token: one without it is ignored and counted, util/channel.py);
-    None on a stop request or after `wait_s` without one."""
-    deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline:
+    None on a stop request or after `wait_s` without one. Meanwhile, every IDLE_REPORT_S, the
+    CPU used since the wait began is `report`ed."""
+    began, cpu_began = time.monotonic(), time.process_time()
+    deadline, report_at = began + wait_s, began + IDLE_REPORT_S
+    while (now := time.monotonic()) < deadline:
         data = channel.receive(name)
         if data is not None:
             return None if data == STOP_REQUEST else WorkerRequest.from_json(data)
+        if now >= report_at:
+            report(time.process_time() - cpu_began, now - began)
+            report_at = now + IDLE_REPORT_S
         time.sleep(POLL_S)
     return None

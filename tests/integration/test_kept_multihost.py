@@ -144,3 +144,65 @@ def test_no_process_outlives_a_kept_launch_on_any_host(cluster, how, tmp_path):
 
 def runner_children(pid: int) -> list[psutil.Process]:
     return psutil.Process(pid).children(recursive=True)
+
+
+IDLE_JUDGED_S = 4.5   # run/spanning_session.JUDGED_AFTER_S and two of the ranks' reports
+
+
+def test_a_launch_that_polls_while_idle_on_the_hosts_is_closed(cluster, tmp_path, monkeypatch):
+    """Its ranks keep a thread busy between windows (tests/idle_spinner.py, as a backend's
+    polling progress thread would); the CPU of the other hosts is not seen from here, so each
+    rank's own report of its wait tells, and the launch is closed before another is timed."""
+    from autotune.commands.common import Workload
+    from autotune.config import Config
+    from autotune.run.trial import run_trial
+    from autotune.run.warm import WarmLaunches
+    from paths import REPO, TESTS
+    monkeypatch.setenv("PYTHONPATH", f"{TESTS}{os.pathsep}{REPO}")   # reaches both hosts
+    polls = Workload(workload="idle_spinner:build", seconds=1, results=str(tmp_path))
+    calm = Workload(seconds=1, results=str(tmp_path))
+    config, topology, warm = Config(**LAUNCH), cluster.topologies[0], WarmLaunches()
+    try:
+        assert run_trial(config, topology, polls.settings(cluster=cluster, timeout_s=120.0),
+                         warm=warm).ok
+        (poller, _), = warm.open.values()
+        time.sleep(IDLE_JUDGED_S)
+        assert poller.spins(IDLE_JUDGED_S)
+        assert run_trial(config.with_(binding="none"), topology,
+                         calm.settings(cluster=cluster, timeout_s=120.0), warm=warm).ok
+        (kept, _), = warm.open.values()
+        assert not poller.alive and kept is not poller
+        time.sleep(IDLE_JUDGED_S)
+        assert not kept.spins(IDLE_JUDGED_S)
+    finally:
+        warm.close()
+    assert mh.leftovers() == {ns: [] for ns in mh.NAMESPACES}
+
+
+@pytest.mark.scenario
+def test_a_ccl_launch_is_kept_across_hosts(cluster, tmp_path):
+    """oneCCL's ranks, idle between windows, report too little CPU to be closed: a window knob
+    is served by the same ranks over ccl on both hosts."""
+    from autotune.comm import ccl
+    from autotune.commands.common import Workload
+    from autotune.config import Config
+    from autotune.run.trial import run_trial
+    from autotune.run.warm import WarmLaunches
+    if ccl.problem():
+        pytest.skip(f"ccl unavailable here: {ccl.problem()}")
+    settings = Workload(seconds=1, results=str(tmp_path)).settings(cluster=cluster,
+                                                                  timeout_s=120.0)
+    config, topology, warm = Config(**LAUNCH, backend="ccl"), cluster.topologies[0], WarmLaunches()
+    try:
+        first = run_trial(config, topology, settings, warm=warm)
+        assert first.ok, first.reason
+        ranks = workers()
+        (session, _), = warm.open.values()
+        time.sleep(IDLE_JUDGED_S)
+        assert not session.spins(IDLE_JUDGED_S)
+        window = run_trial(config.with_(precision="bf16"), topology, settings, warm=warm)
+        assert window.ok and (warm.starts, warm.windows) == (1, 1), window.reason
+        assert workers() == ranks
+    finally:
+        warm.close()
+    assert mh.leftovers() == {ns: [] for ns in mh.NAMESPACES}

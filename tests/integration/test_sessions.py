@@ -95,3 +95,33 @@ def test_a_rank_killed_while_idle_gets_its_launch_started_again(topology, tmp_pa
     finally:
         ev.close()
     assert _left_behind(tmp_path) == []
+
+
+def test_a_launch_that_polls_while_idle_is_closed_before_the_next_window(topology, tmp_path,
+                                                                         monkeypatch):
+    """Its ranks keep a thread busy between windows (tests/idle_spinner.py, as a backend's
+    polling progress thread would): kept, it would take the cores of the next launch timed."""
+    from paths import REPO, TESTS
+    monkeypatch.setenv("PYTHONPATH", f"{TESTS}{os.pathsep}{REPO}")
+    settings = TrialSettings(workload="idle_spinner:build", target_seconds=0.5,
+                             timeout_s=120.0, results_dir=str(tmp_path))
+    quiet = TrialSettings(target_seconds=0.5, timeout_s=120.0, results_dir=str(tmp_path))
+    spinning, ev = live_evaluator(topology, settings), live_evaluator(topology, quiet)
+    ev.warm = spinning.warm    # one search's kept launches: each evaluator's trials among them
+    try:
+        assert spinning(Config(threads=1), "throughput").ok
+        (poller, _), = ev.warm.open.values()
+        time.sleep(3)
+        assert poller.spins(3.0)
+        # closed before the next window of another launch is timed
+        assert ev(Config(threads=1, binding="taskset"), "throughput").ok
+        (calm, _), = ev.warm.open.values()
+        assert not poller.alive and calm is not poller
+        time.sleep(3)
+        assert not calm.spins(3.0)
+        assert ev(Config(threads=2), "throughput").ok
+        assert calm in [s for s, _ in ev.warm.open.values()]
+    finally:
+        spinning.close()
+        ev.close()
+    assert _left_behind(tmp_path) == []
