@@ -29,6 +29,7 @@ class Account:
     runs: dict[str, int] = field(default_factory=lambda: dict.fromkeys(KINDS, 0))
     fixed_s: float = 0.0
     warm_runs: int = 0              # runs that were a window of a running launch (no start)
+    warm: dict[str, int] = field(default_factory=lambda: dict.fromkeys(KINDS, 0))  # per kind
     configurations: set[str] = field(default_factory=set)
     # files in trial folders that were not their launch's (planted or corrupt), ignored
     ignored_files: int = 0
@@ -39,6 +40,7 @@ class Account:
         self.fixed_s += sum((out.fixed or {}).values())
         if ran_warm(out.fixed):
             self.warm_runs += 1
+            self.warm[kind] += 1
         self.ignored_files += out.ignored_files
         if kind == "trials":
             self.configurations.add(key)
@@ -49,7 +51,8 @@ class Account:
         return {"budget_s": round(budget_s, 1), "elapsed_s": round(elapsed_s, 1),
                 "seconds": {k: round(v, 1) for k, v in self.seconds.items()},
                 "runs": dict(self.runs), "fixed_s": round(self.fixed_s, 1),
-                "warm_runs": self.warm_runs, "ignored_files": self.ignored_files,
+                "warm_runs": self.warm_runs, "warm": dict(self.warm),
+                "ignored_files": self.ignored_files,
                 "other_s": round(max(0.0, elapsed_s - spent), 1),
                 "configurations": len(self.configurations), "next_step": next_step,
                 "settle": list(settle or ())}
@@ -67,8 +70,8 @@ def describe(account: dict[str, Any]) -> list[str]:
              f"other {format_seconds(account.get('other_s', 0.0))}",
              f"  fixed costs (starts, models, warm-ups) {format_seconds(account.get('fixed_s', 0))}"
              f" of it; {account.get('warm_runs', 0)} of {total_runs} runs were windows of a "
-             f"launch already running; {account.get('configurations', 0)} configurations "
-             "measured"]
+             f"launch already running{_warm_by_kind(account, runs)}; "
+             f"{account.get('configurations', 0)} configurations measured"]
     ignored = account.get("ignored_files")
     if isinstance(ignored, int) and ignored > 0:
         lines.append(f"  {ignored} file(s) in trial folders were not their launch's (planted or "
@@ -132,3 +135,11 @@ class Accounted:
         for out in outs:
             self.account.book(self._kind(mode), out, config.key())
         return outs
+
+
+def _warm_by_kind(account: dict[str, Any], runs: dict[str, int]) -> str:
+    """Which of the runs were windows, kind by kind (a search's quality runs and verification
+    rounds are windows too, or say why not); "" for an account stored without it."""
+    warm = account.get("warm") or {}
+    parts = [f"{k} {warm.get(k, 0)}/{runs[k]}" for k in KINDS if runs.get(k)]
+    return f" ({', '.join(parts)})" if warm and parts else ""

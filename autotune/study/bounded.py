@@ -125,8 +125,9 @@ def budget_account(raw: Any) -> dict[str, Any] | None:
             out[key] = v
     out["seconds"] = {k: v for k, s in mapping(raw.get("seconds")).items()
                       if isinstance(k, str) and (v := number(s, 0.0, MAX_ACCOUNT_S)) is not None}
-    out["runs"] = {k: v for k, r in mapping(raw.get("runs")).items()
-                   if isinstance(k, str) and (v := integer(r, 0, MAX_RUNS)) is not None}
+    for key in ("runs", "warm"):    # runs per kind, and how many of them were windows
+        out[key] = {k: v for k, r in mapping(raw.get(key)).items()
+                    if isinstance(k, str) and (v := integer(r, 0, MAX_RUNS)) is not None}
     if isinstance(raw.get("next_step"), str):
         out["next_step"] = raw["next_step"]
     settle = raw.get("settle")

@@ -94,6 +94,9 @@ def search(version: str, root: str, argv: list[str], work: Path) -> dict:
             "recommendation": summary.get("recommendation"),
             "windows": f"{account.get('warm_runs')} of {sum(account.get('runs', {}).values())} "
                        "runs" if account else None,
+            # per kind: the trials, quality runs and verification rounds that were windows
+            "windows_by_kind": {k: f"{account.get('warm', {}).get(k, 0)} of {n}"
+                                for k, n in account.get("runs", {}).items() if n},
             "stderr_file": str(work / f"{version.replace(' ', '-')}.err")}
 
 
@@ -162,6 +165,10 @@ def main(argv: list[str] | None = None) -> int:
     out["seconds"] = round(time.time() - t0, 1)
     kind = "search" if args.search else "fixed"   # one file each: neither run overwrites the other
     path = Path(args.out) / f"hosts_window_cost_{kind}_{time.strftime('%Y-%m-%d')}.json"
+    n = 1
+    while path.exists():   # a second run of the day is kept beside the first
+        n += 1
+        path = path.with_name(f"hosts_window_cost_{kind}_{time.strftime('%Y-%m-%d')}_{n}.json")
     path.write_text(json.dumps(out, indent=1) + "\n")
     print(json.dumps({k: v for k, v in out.items() if k != "machine"}, indent=1))
     print(f"written to {path}")

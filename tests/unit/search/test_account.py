@@ -40,7 +40,11 @@ def test_each_call_is_booked_by_phase_and_mode():
     assert lines[0] == ("where the budget went: trials 00:08 (2 trials), quality 00:10 (1 quality "
                         "runs), confirmation 00:10 (1 confirmation runs), verification 00:04 "
                         "(1 verification windows); other 00:08")
-    assert "4 of 5 runs were windows of a launch already running" in lines[1]
+    assert account.warm == {"trials": 1, "quality": 1, "confirmation": 1, "verification": 1}
+    assert ("4 of 5 runs were windows of a launch already running (trials 1/2, quality 1/1, "
+            "confirmation 1/1, verification 1/1)") in lines[1]
+    del stored["warm"]   # an account stored before runs were told apart by kind
+    assert "4 of 5 runs were windows of a launch already running;" in describe(stored)[1]
     assert lines[2] == "  x"
 
 

@@ -70,9 +70,12 @@ def test_an_infinite_budget_account_reads_without_its_figures(base_study, tmp_pa
     shutil.copy(base_study, db)
     study = open_only(db)
     study.set_user_attr(A.BUDGET_ACCOUNT, {**ACCOUNT, "other_s": math.inf, "fixed_s": math.nan,
-                                           "seconds": {"trials": math.inf, "quality": 100.0}})
+                                           "seconds": {"trials": math.inf, "quality": 100.0},
+                                           "warm": {"trials": -1, "quality": 10**12,
+                                                    "verification": 3, "x": "4"}})
     account = A.StudyAttrs.of(study).budget_account
     assert account["seconds"] == {"quality": 100.0} and "other_s" not in account
+    assert account["warm"] == {"verification": 3}
     assert main(["report", "--storage", f"sqlite:///{db}"]) == 0   # was: OverflowError
     assert "where the budget went: quality 01:40" in capsys.readouterr().out
 
