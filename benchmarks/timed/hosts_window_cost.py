@@ -15,7 +15,8 @@ Fixed = the trial's wall seconds less its timed window. Target: window / fresh <
 --search BUDGET: `autotune search --hosts ... --budget BUDGET --json` with this checkout, and
 with `--before DIR` (a checkout of the older code: `git archive main | tar -x -C DIR`) too, one
 after the other; per search: configurations measured, how many runs were windows, and the
-verified figure. Results, with the machine: benchmarks/results/hosts_window_cost_{fixed,search}_<date>.json.
+verified figure. --ssh-delay S makes every new ssh connection wait S seconds (slow_link.py), for
+a cluster whose starts are dear. Results, with the machine: benchmarks/results/hosts_window_cost_{fixed,search}_<date>.json.
 """
 from __future__ import annotations
 
@@ -124,6 +125,15 @@ def _configurations(summary: dict, results: Path) -> int | None:
                and t.user_attrs.get("outcome") not in (None, "infeasible"))
 
 
+def slowed(ssh_config: str, delay_s: float, work: Path) -> str:
+    """A copy of `ssh_config` whose every host is reached through slow_link.py."""
+    proxy = f"{sys.executable} {Path(__file__).with_name('slow_link.py')} %h %p {delay_s:g}"
+    path = work / "ssh_config_slow"
+    # ssh takes the first value it finds: this one, ahead of every Host block
+    path.write_text(f"Host *\n    ProxyCommand {proxy}\n\n" + Path(ssh_config).read_text())
+    return str(path)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -133,6 +143,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=2.0, help="each timed window")
     p.add_argument("--search", metavar="BUDGET", help="run the search over the hosts instead")
     p.add_argument("--before", help="with --search: a checkout of the older code (its root)")
+    p.add_argument("--ssh-delay", type=float, default=0.0, metavar="S",
+                   help="each new ssh connection waits S seconds first (benchmarks/timed/"
+                        "slow_link.py), as a start on a real cluster costs 20-60 s")
     p.add_argument("--out", default=str(RESULTS), help="folder for the JSON (benchmarks/results)")
     args = p.parse_args(argv)
     if args.rounds < 1:
@@ -142,7 +155,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"hosts_window_cost: error: --before {args.before}: no autotune/ in it",
               file=sys.stderr)
         return 2
+    if args.ssh_delay and not args.ssh_config:
+        print("hosts_window_cost: error: --ssh-delay needs --ssh-config", file=sys.stderr)
+        return 2
     work = Path(tempfile.mkdtemp(prefix="hosts-window-cost-"))
+    if args.ssh_delay:
+        args.ssh_config = slowed(args.ssh_config, args.ssh_delay, work)
     out: dict = {"machine": describe_machine(fingerprint=True), "hosts": args.hosts,
                  "command": "python3 -m benchmarks.timed.hosts_window_cost "
                             + " ".join(argv if argv is not None else sys.argv[1:])}
