@@ -17,12 +17,14 @@ import subprocess
 import time
 from typing import Any
 
+from ..plan.cluster import MARKER
 from ..plan.launch_plan import LaunchPlan, WorkerRequest
 from ..result import Outcome
 from .outcome import RunResult
 from .runner import (EXIT_LINGER_S, POLL_S, classify, ignored_note, open_trial, root_cause,
                      script_output)
 from .trial_files import TrialFiles
+from .unreached import OWED
 
 # A rank of a kept launch that gave up on a window gets this long for its launcher to exit (its
 # exit code then says what happened) before every host's share is ended.
@@ -51,6 +53,7 @@ class SpanningLaunch:
     def launch(self) -> None:
         """Start the launchers, each writing to its log in the trial folder; their stdin is
         the ranks' lifeline, held here until the launch ends."""
+        OWED.retry()   # kills a cut-off host still owes, in the background
         for _host, argv, log in self.plan.launchers:
             with open(self.files.open_file(log), "wb") as f:
                 self.procs.append(subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT,
@@ -220,6 +223,11 @@ def _teardown(plan: LaunchPlan, procs: list[subprocess.Popen[bytes]]) -> None:
         except subprocess.TimeoutExpired:
             k.kill()
             k.wait()
+    marker = plan.ranks[0].env.get(MARKER, "") if plan.ranks else ""
+    for argv, host, k in zip(plan.host_kill, plan.kill_hosts, killers):
+        if k.returncode != 0:   # the host was not reached: owed until it is (run/unreached.py)
+            OWED.owe(host, marker, argv)
+    OWED.retry()
     for p in procs:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(p.pid, signal.SIGKILL)

@@ -84,6 +84,7 @@ def test_a_kept_launch_serves_windows_on_both_hosts_and_starts_afresh_after_a_fa
         # th2's ssh connection drops while idle (its client killed here): the same
         session = next(reversed(warm.open.values()))[0]   # the launch just used
         session.launch.procs[1].kill()
+        session.launch.procs[1].wait(timeout=30)   # dropped before the next trial looks
         again = run_trial(config, topology, settings, warm=warm)
         assert again.ok and warm.starts == 4, again
         assert not second & set(workers()[th1])
