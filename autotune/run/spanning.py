@@ -186,11 +186,14 @@ def _classified(plan: LaunchPlan, files: TrialFiles, procs: list[subprocess.Pope
         shown = [root] if root is not None else range(min(4, len(plan.ranks)))
         log_tail = "\n".join(f"--- rank {r} ({plan.ranks[r].log_path}) ---\n{tails[r]}"
                              for r in shown)
-        for (host, _argv, log), code in zip(plan.launchers, codes):
+        for (host, argv, log), code in zip(plan.launchers, codes):
             if code not in (0, None):
                 text = files.file_tail(log, 8)
                 log_tail += f"\n--- launcher on {host} (exit {code}) ---\n{text}"
-                if not any(tails) and outcome == Outcome.CRASH:   # the ranks never started
+                # the ranks never started, or ssh itself gave up (255: the connection to the
+                # host dropped or timed out; its ranks' exit is not what ended them)
+                if outcome == Outcome.CRASH and (not any(tails) or (code == 255 and
+                                                                    argv[0] == "ssh")):
                     last = text.strip().splitlines()[-1] if text.strip() else f"exit {code}"
                     reason = f"launcher on {host} failed: {last}"
     return RunResult(outcome=outcome, reason=reason, log_tail=log_tail,
