@@ -194,7 +194,9 @@ def _classified(plan: LaunchPlan, files: TrialFiles, procs: list[subprocess.Pope
                 # host dropped or timed out; its ranks' exit is not what ended them)
                 if outcome == Outcome.CRASH and (not any(tails) or (code == 255 and
                                                                     argv[0] == "ssh")):
-                    last = text.strip().splitlines()[-1] if text.strip() else f"exit {code}"
+                    last = text.strip().splitlines()[-1] if text.strip() else \
+                        (f"exit {code}" if code != 255 else "ssh exited 255 without a word (the "
+                         "connection to the host dropped, or the host stopped answering)")
                     reason = f"launcher on {host} failed: {last}"
     return RunResult(outcome=outcome, reason=reason, log_tail=log_tail,
                      exit_codes=tuple(rank_codes), wall_seconds=wall, launched_at=launched_at,
