@@ -36,10 +36,14 @@ import pytest
 from paths import REPO
 
 SCRIPT = REPO / "scripts" / "testhosts.sh"
-NET = "10.231.78"
+# Another set than `s` on 10.231.78 (two people running the SLURM tests on one machine at once):
+# AUTOTUNE_SLURM_TESTHOSTS_TAG and AUTOTUNE_SLURM_TESTHOSTS_NET, as scripts/testhosts.sh takes them.
+TAG = os.environ.get("AUTOTUNE_SLURM_TESTHOSTS_TAG", "s")
+NET = os.environ.get("AUTOTUNE_SLURM_TESTHOSTS_NET", "10.231.78")
 NAME = "sl"
+NAMESPACES = (f"atth{TAG}1", f"atth{TAG}2")   # the namespaces of sl1, sl2
 TOOLS = ("slurmctld", "slurmd", "munged", "srun", "sbatch", "salloc", "scontrol", "sinfo")
-HOSTS_ENV = {"AUTOTUNE_TESTHOSTS_TAG": "s", "AUTOTUNE_TESTHOSTS_NET": NET,
+HOSTS_ENV = {"AUTOTUNE_TESTHOSTS_TAG": TAG, "AUTOTUNE_TESTHOSTS_NET": NET,
              "AUTOTUNE_TESTHOSTS_NAME": NAME}
 
 
@@ -125,7 +129,7 @@ def _start(d: Path, nodes: tuple[str, ...], conf: str) -> list[subprocess.Popen[
         inner = (f"hostname {node} && mount -t tmpfs autotune-no-cgroup /sys/fs/cgroup && "
                  f"exec {_tool('slurmd')} -D -f {conf} -N {node}")
         procs.append(subprocess.Popen(
-            ["ip", "netns", "exec", f"atths{i}", "unshare", "--uts", "--mount",
+            ["ip", "netns", "exec", f"atth{TAG}{i}", "unshare", "--uts", "--mount",
              "--propagation", "private", "taskset", "-c", mine, "sh", "-c", inner],
             stdout=log, stderr=log))
     return procs

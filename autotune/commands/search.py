@@ -76,7 +76,7 @@ def search(req: SearchRequest, *, label: str | None = None, topology: Topology |
         if not req.allow_concurrent:
             held.callback(_machine_lock(job).acquire().release)
         if evaluate_is_live:   # the launches kept running between trials end with the search
-            held.callback(evaluate.close)
+            held.callback(_closed, evaluate, progress)
         accounted = Accounted(evaluate, Account())
         storage = open_storage(req.url, create_under=req.results)
         with interrupt_on_sigterm():
@@ -142,6 +142,13 @@ def _machine_lock(job: SearchJob) -> MachineLock:
     searches from one login node, each in its own allocation, may run side by side)."""
     hosts = tuple(h.name for h in job.cluster.hosts) if job.cluster is not None else ()
     return MachineLock(machine_key(job.topology.fingerprint(), hosts))
+
+
+def _closed(evaluate, progress: Progress) -> None:
+    """End the launches kept between trials; a host that could not be reached to end a
+    launch's processes there is said (run/unreached.py)."""
+    if (line := evaluate.close()) is not None:
+        progress.warn(line)
 
 
 def _numa_balancing(req: SearchRequest, *, live: bool, held: contextlib.ExitStack) -> list[str]:

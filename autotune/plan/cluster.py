@@ -212,6 +212,7 @@ def build_cluster_plan(config: Config, cluster: Cluster, *, workdir: str, master
                           "autotune.run.remote", "kill", trial_id,
                           *(["--ccl"] if config.backend == "ccl" else []), python=python))
                           for h in cluster.hosts[:nn]),
+                      kill_hosts=tuple(h.name for h in cluster.hosts[:nn]),
                       master_addr=cluster.addresses[0])
 
 

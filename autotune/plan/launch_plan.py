@@ -141,9 +141,11 @@ class LaunchPlan:
     env_delta: dict[str, str] = field(default_factory=dict)  # what the plan adds to the base env
     script: bool = False                # ranks run the user's script: exit 0 is success, no result
     # Across hosts (plan/cluster.py): the ranks are started by these launcher processes, run here as
-    # (host, argv, log path), and `host_kill` ends what is left of the trial on each host.
+    # (host, argv, log path), and `host_kill` ends what is left of the trial on each host
+    # (`kill_hosts`, in the same order).
     launchers: tuple[tuple[str, tuple[str, ...], str], ...] = ()
     host_kill: tuple[tuple[str, ...], ...] = ()
+    kill_hosts: tuple[str, ...] = ()
     master_addr: str = "127.0.0.1"
 
     def describe(self) -> str:

@@ -13,6 +13,7 @@ from ..plan.launch_plan import CEILING_SECONDS
 from ..probe.topology import Topology
 from ..result import Outcome, TrialResult
 from .trial import MIN_TRIAL_TIMEOUT_S, TrialSettings, run_trial, run_trials_at_once
+from .unreached import unreached_line
 from .warm import WarmLaunches
 
 
@@ -49,10 +50,12 @@ class LiveEvaluator:
         self._learn(config, mode, out)
         return out
 
-    def close(self) -> None:
-        """End the launches kept running between trials."""
-        if self.warm is not None:
-            self.warm.close()
+    def close(self) -> str | None:
+        """End the launches kept running between trials: what to tell of hosts that could not
+        be reached to end a launch's processes there (None: every one was)."""
+        if self.warm is not None and (owed := self.warm.close()):
+            return unreached_line(owed)
+        return None
 
     def lanes(self, config: Config) -> int:
         """How many runs of `config` fit side by side on disjoint hosts (1: one at a time, as

@@ -17,12 +17,14 @@ import subprocess
 import time
 from typing import Any
 
+from ..plan.cluster import MARKER
 from ..plan.launch_plan import LaunchPlan, WorkerRequest
 from ..result import Outcome
 from .outcome import RunResult
 from .runner import (EXIT_LINGER_S, POLL_S, classify, ignored_note, open_trial, root_cause,
                      script_output)
 from .trial_files import TrialFiles
+from .unreached import OWED
 
 # A rank of a kept launch that gave up on a window gets this long for its launcher to exit (its
 # exit code then says what happened) before every host's share is ended.
@@ -51,6 +53,7 @@ class SpanningLaunch:
     def launch(self) -> None:
         """Start the launchers, each writing to its log in the trial folder; their stdin is
         the ranks' lifeline, held here until the launch ends."""
+        OWED.retry()   # kills a cut-off host still owes, in the background
         for _host, argv, log in self.plan.launchers:
             with open(self.files.open_file(log), "wb") as f:
                 self.procs.append(subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT,
@@ -183,12 +186,17 @@ def _classified(plan: LaunchPlan, files: TrialFiles, procs: list[subprocess.Pope
         shown = [root] if root is not None else range(min(4, len(plan.ranks)))
         log_tail = "\n".join(f"--- rank {r} ({plan.ranks[r].log_path}) ---\n{tails[r]}"
                              for r in shown)
-        for (host, _argv, log), code in zip(plan.launchers, codes):
+        for (host, argv, log), code in zip(plan.launchers, codes):
             if code not in (0, None):
                 text = files.file_tail(log, 8)
                 log_tail += f"\n--- launcher on {host} (exit {code}) ---\n{text}"
-                if not any(tails) and outcome == Outcome.CRASH:   # the ranks never started
-                    last = text.strip().splitlines()[-1] if text.strip() else f"exit {code}"
+                # the ranks never started, or ssh itself gave up (255: the connection to the
+                # host dropped or timed out; its ranks' exit is not what ended them)
+                if outcome == Outcome.CRASH and (not any(tails) or (code == 255 and
+                                                                    argv[0] == "ssh")):
+                    last = text.strip().splitlines()[-1] if text.strip() else \
+                        (f"exit {code}" if code != 255 else "ssh exited 255 without a word (the "
+                         "connection to the host dropped, or the host stopped answering)")
                     reason = f"launcher on {host} failed: {last}"
     return RunResult(outcome=outcome, reason=reason, log_tail=log_tail,
                      exit_codes=tuple(rank_codes), wall_seconds=wall, launched_at=launched_at,
@@ -220,6 +228,11 @@ def _teardown(plan: LaunchPlan, procs: list[subprocess.Popen[bytes]]) -> None:
         except subprocess.TimeoutExpired:
             k.kill()
             k.wait()
+    marker = plan.ranks[0].env.get(MARKER, "") if plan.ranks else ""
+    for argv, host, k in zip(plan.host_kill, plan.kill_hosts, killers):
+        if k.returncode != 0:   # the host was not reached: owed until it is (run/unreached.py)
+            OWED.owe(host, marker, argv)
+    OWED.retry()
     for p in procs:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(p.pid, signal.SIGKILL)

@@ -25,6 +25,7 @@ from .outcome import RunResult
 from .session import SERVE_S, Session
 from .spanning import SPAN_POLL_S
 from .spanning_session import SpanningSession
+from .unreached import OWED
 
 # Sessions kept open: the default launch and verification's three candidates.
 MAX_OPEN = 4
@@ -129,10 +130,13 @@ class WarmLaunches:
         _, (session, _) = self.open.popitem(last=False)
         session.close()
 
-    def close(self) -> None:
-        """End every session (the search is over, or interrupted)."""
+    def close(self) -> list[tuple[str, str]]:
+        """End every session (the search is over, or interrupted); then a last try of the kills
+        by marker a cut-off host still owes (run/unreached.py): (host, trial) of those that
+        still did not reach theirs."""
         while self.open:
             self._close_oldest()
+        return OWED.settle()
 
 
 def _key(config: Config, where: Sequence[str]) -> str:

@@ -17,11 +17,10 @@ import psutil
 import pytest
 
 from autotune.cli import main
-from slurm_cluster import Slurm, slurm_cluster
+from slurm_cluster import NAMESPACES, NET, Slurm, slurm_cluster
 from tiny_space import one_rank_per_host
 
 pytestmark = pytest.mark.slow
-NAMESPACES = ("atths1", "atths2")
 DONE = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
         "BOOT_FAIL", "DEADLINE", "PREEMPTED")
 SPACE = one_rank_per_host("tiny-slurm")   # the search chooses only nnodes
@@ -114,8 +113,7 @@ def test_search_in_an_allocation_runs_once_with_every_trial_through_srun(slurm, 
     cluster = study.user_attrs["cluster"]
     # Slots are the CPUs the allocation gives each node (SLURM_JOB_CPUS_PER_NODE, here
     # `2(x2)` on 2 cores), not the step's one task per node.
-    assert cluster["launcher"] == "srun" and cluster["addresses"] == ["10.231.78.11",
-                                                                       "10.231.78.12"]
+    assert cluster["launcher"] == "srun" and cluster["addresses"] == [f"{NET}.11", f"{NET}.12"]
     assert [h["slots"] for h in cluster["hosts"]] == [slurm.cpus] * 2
     folders = sorted((d / "res" / "trials").iterdir())
     assert folders and all((f / "launcher-srun.log").exists() for f in folders)
@@ -185,5 +183,66 @@ def test_a_hung_trial_through_srun_leaves_no_process_on_either_node(slurm, tmp_p
                     "--results", str(tmp_path), "--", *shlex.split(hang), timeout=240)
     out = json.loads(run.stdout.strip().splitlines()[-1])
     assert run.returncode == 1 and out["outcome"] == "timeout", run.stderr[-2000:]
+    assert leftovers() == {ns: [] for ns in NAMESPACES}
+    assert slurm.run("squeue", "-h").stdout.strip() == ""
+
+
+KEPT_RUNNER = """
+import json, subprocess, sys
+import psutil
+from autotune.commands.common import Workload
+from autotune.commands.hosts import Hosts, probe_hosts
+from autotune.config import Config
+from autotune.run.trial import run_trial
+from autotune.run.warm import WarmLaunches
+
+def workers():
+    out = {}
+    for ns in sys.argv[2:]:
+        found = []
+        for pid in subprocess.run(["ip", "netns", "pids", ns], capture_output=True,
+                                  text=True).stdout.split():
+            try:
+                argv = psutil.Process(int(pid)).cmdline()
+            except psutil.Error:
+                continue
+            if "autotune.worker" in argv and "autotune.bind" not in argv:
+                found.append(int(pid))
+        out[ns] = sorted(found)
+    return out
+
+cluster = probe_hosts(Hosts(), say=print, results=sys.argv[1])
+settings = Workload(seconds=1, results=sys.argv[1]).settings(cluster=cluster, timeout_s=120.0)
+config = Config(nnodes=2, nproc=2, threads=1, binding="taskset")
+warm, seen = WarmLaunches(), {"launcher": cluster.launcher, "refused": cluster.kept_refusal}
+try:
+    for name, c in (("start", config), ("window", config.with_(global_batch=64)),
+                    ("launch knob", config.with_(binding="none"))):
+        out = run_trial(c, cluster.topologies[0], settings, warm=warm)
+        seen[name] = {"outcome": out.outcome, "reason": out.reason, "workers": workers(),
+                      "starts": warm.starts, "windows": warm.windows}
+finally:
+    seen["owed"] = warm.close()
+print(json.dumps(seen))
+"""
+
+
+def test_a_window_knob_through_srun_is_served_by_the_same_ranks_on_both_nodes(slurm, tmp_path):
+    """In a real `salloc -N2`: a kept launch's srun step serves the window knob with the ranks
+    already running on both nodes (the same pids), and a launch knob starts a new step."""
+    run = slurm.run("salloc", "--quiet", "-N2", "--exclusive", sys.executable, "-c",
+                    KEPT_RUNNER, str(tmp_path / "res"), *NAMESPACES, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    seen = json.loads(run.stdout.strip().splitlines()[-1])
+    assert seen["launcher"] == "srun" and seen["refused"] == "", seen
+    start, window, knob = seen["start"], seen["window"], seen["launch knob"]
+    assert [x["outcome"] for x in (start, window, knob)] == ["ok"] * 3, seen
+    assert all(len(start["workers"][ns]) == 1 for ns in NAMESPACES), seen
+    assert window["workers"] == start["workers"] and (window["starts"], window["windows"]) \
+        == (1, 1), seen
+    assert knob["starts"] == 2 and all(
+        len(knob["workers"][ns]) == 2 and set(start["workers"][ns]) < set(knob["workers"][ns])
+        for ns in NAMESPACES), seen
+    assert seen["owed"] == []
     assert leftovers() == {ns: [] for ns in NAMESPACES}
     assert slurm.run("squeue", "-h").stdout.strip() == ""
