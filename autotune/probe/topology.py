@@ -9,6 +9,7 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from .memory import Memory
@@ -159,6 +160,11 @@ class Topology:
     # ---- derived views used by planners -------------------------------------------------------
     def usable_cores(self) -> tuple[Core, ...]:
         """Physical cores with at least one usable CPU, each trimmed to its usable CPUs."""
+        return self._usable_cores
+
+    @cached_property
+    def _usable_cores(self) -> tuple[Core, ...]:
+        # computed once: the topology is frozen, and planning asks for it for every configuration
         usable = set(self.usable_cpus or self.logical_cpus)
         out = []
         for core in self.cores:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from ..config import REFERENCE_GLOBAL_BATCH, Config
 
+_DEFAULT = Config()   # frozen; built once (the search asks for a class many times a trial)
+
 
 def math_class(config: Config, *, batchnorm: bool,
                reference_batch: int = REFERENCE_GLOBAL_BATCH) -> str:
@@ -22,7 +24,7 @@ def math_class(config: Config, *, batchnorm: bool,
         parts.append(f"lr_rule={config.lr_rule}")
     parts += [f"{k}={v}" for k, v in (("compile", config.compile), ("ipex", config.ipex),
                                       ("channels_last", config.channels_last))
-              if v != getattr(Config(), k)]
+              if v != getattr(_DEFAULT, k)]
     if config.augmented_batches:   # crop/flip (GPU trials): other data, other quality
         parts.append("data_pipeline=augmented")
     if batchnorm:   # statistics over each forward pass's batch, per rank (DDP's default)

@@ -48,14 +48,18 @@ LABEL_NOISE = {"cnn": {8192: 0.05, 16384: 0.20}, "transformer": {8192: 0.10, 163
 # What the search sizes a quality run to, per budget, on the 2-core machine (quality/sizing.py
 # at the quickest default-math launch, 1204 samples/s): 5 minutes 8192, 10 and 30 minutes 16384.
 LENGTH_OF_BUDGET = {"5m": 8192, "10m": 16384, "30m": 16384}
+# Sets of per-seed drops the normal model draws per what-if: 20000 puts a rate's standard error
+# below 0.4 pp; nearly all of the table's time.
+NORMAL_DRAWS = 20000
 
 
 def outcomes(row: dict[str, Any], n: int) -> list[bool]:
     return unpack(row["held_out"])[:n]
 
 
-def tables(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per (workload, length): each arm against the default, per eval size and number of pairs."""
+def tables(rows: list[dict[str, Any]], draws: int = NORMAL_DRAWS) -> dict[str, Any]:
+    """Per (workload, length): each arm against the default, per eval size and number of pairs;
+    `draws`: sets of drops the normal model of each what-if draws."""
     ok = [r for r in rows if r.get("outcome") == "ok" and r.get("held_out")]
     groups: dict[tuple[str, int], dict[str, dict[int, dict[str, Any]]]] = {}
     for r in ok:
@@ -71,12 +75,13 @@ def tables(rows: list[dict[str, Any]]) -> dict[str, Any]:
             seeds = sorted(set(by_seed) & set(default))
             if len(seeds) < 3:
                 continue
-            entry["arms"][arm] = judge_arm(default, by_seed, seeds)
+            entry["arms"][arm] = judge_arm(default, by_seed, seeds, draws)
         out[f"{workload}@{samples}"] = entry
     return out
 
 
-def judge_arm(default: dict[int, dict], arm: dict[int, dict], seeds: list[int]) -> dict[str, Any]:
+def judge_arm(default: dict[int, dict], arm: dict[int, dict], seeds: list[int],
+              draws: int = NORMAL_DRAWS) -> dict[str, Any]:
     full = EVAL_SIZES[-1]
     d_full = {s: _acc(outcomes(default[s], full)) for s in seeds}
     c_full = {s: _acc(outcomes(arm[s], full)) for s in seeds}
@@ -124,8 +129,8 @@ def judge_arm(default: dict[int, dict], arm: dict[int, dict], seeds: list[int]) 
     res["what_if"] = {f"true {t:+.2f} pp": {
         **{f"subsets n{n}": shifted_subsets(drops, true_drop=t, n=n) for n in PAIRS
            if n <= len(drops)},
-        **{f"normal n{n}": normal_model(sd, true_drop=t, n=n) for n in PAIRS},
-        "normal n6 then up to 12": normal_model(sd, true_drop=t, n=6, most=12)}
+        **{f"normal n{n}": normal_model(sd, true_drop=t, n=n, draws=draws) for n in PAIRS},
+        "normal n6 then up to 12": normal_model(sd, true_drop=t, n=6, most=12, draws=draws)}
         for t in (truth.drop_pp, 0.0, 1.0, 2.0)}
     return res
 
@@ -144,7 +149,7 @@ def shifted_subsets(drops: list[float], *, true_drop: float, n: int) -> dict[str
     return {a.value: round(c / len(subsets), 4) for a, c in counts.items()}
 
 
-def normal_model(sd: float, *, true_drop: float, n: int, most: int = 0, draws: int = 20000,
+def normal_model(sd: float, *, true_drop: float, n: int, most: int = 0, draws: int = NORMAL_DRAWS,
                  seed: int = 0) -> dict[str, float]:
     """The gate's answers on `draws` sets of `n` per-seed drops drawn from a normal law of mean
     `true_drop` and the measured spread `sd` (what a t-test assumes). `most` > n: the adaptive
@@ -248,9 +253,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", default=RUNS)
     p.add_argument("--out", default=OUT)
     p.add_argument("--old", action="store_true", help="round 3's runs under the paired gate")
+    p.add_argument("--draws", type=int, default=NORMAL_DRAWS,
+                   help=f"draws of the normal model per what-if ({NORMAL_DRAWS}; fewer for a quick look)")
     args = p.parse_args(argv)
-    if args.seeds < 3:
-        print("accuracy_gate: --seeds must be at least 3", file=sys.stderr)
+    if args.seeds < 3 or args.draws < 1:
+        print("accuracy_gate: --seeds must be at least 3 and --draws at least 1", file=sys.stderr)
         return 2
     try:
         lengths = [int(x) for x in args.lengths.split(",") if x]
@@ -272,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
         gate_runs.run_all(todo, args.runs, probe())
     from benchmarks.accuracy.gate_runs import load
     from benchmarks.timed.machine import describe as describe_machine
-    t = tables(load(args.runs))
+    t = tables(load(args.runs), args.draws)
     with open(args.out, "w", encoding="utf-8") as f:
         json.dump({"machine": describe_machine(), "tolerance_pp": TOLERANCE,
                    "length_of_budget": LENGTH_OF_BUDGET, "tables": t}, f, indent=1)

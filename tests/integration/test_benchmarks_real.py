@@ -12,7 +12,7 @@ from benchmarks.timed import overhead, speedup
 @pytest.mark.slow
 def test_record_two_real_trials_and_resume(tmp_path):
     path = tmp_path / "land.json"
-    args = ["--seconds", "1", "--limit", "1", "--quality-samples", "1024",
+    args = ["--seconds", "1", "--limit", "1", "--quality-samples", "256",
             "--out", str(path)]
     assert record.main(args) == 0
     first = json.loads(path.read_text())

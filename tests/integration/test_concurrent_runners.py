@@ -92,29 +92,51 @@ def test_the_ranks_of_a_killed_runner_named_autotune_are_still_reaped(tmp_path):
     assert os.path.exists(tmp / "pids")
 
 
+ROUNDS, OPENERS = 6, 4
+# Each opener imports once, then for every round says it is ready and waits for that round's go:
+# the race is between the opens alone, as between searches that started together; a failed open
+# goes to stderr and into the opener's exit code.
 OPEN_AT_ONCE = """
-import os, sys, time
+import os, sys, time, traceback
 sys.path.insert(0, {repo!r})
 from autotune.study.storage import open_storage
-go = {go!r}
-while not os.path.exists(go):
-    time.sleep(0.001)
-open_storage({url!r})
+failed = 0
+for round_ in range({rounds}):
+    open(os.path.join({tmp!r}, f"ready{{round_}}-{{sys.argv[1]}}"), "w").close()
+    go = os.path.join({tmp!r}, f"go{{round_}}")
+    while not os.path.exists(go):
+        time.sleep(0.001)
+    try:
+        open_storage(f"sqlite:///{{{tmp!r}}}/r{{round_}}.db")
+    except Exception as exc:
+        failed += 1
+        print(f"round {{round_}}: " + traceback.format_exception_only(exc)[-1].strip(), file=sys.stderr)
+sys.exit(1 if failed else 0)
 """
 
 
 def test_searches_started_together_on_a_new_sqlite_file_all_open_it(tmp_path):
     """Two `autotune search --allow-concurrent` started together in a fresh folder both create
     Optuna's tables in the new file: the loser failed (alembic_version's unique row, or a table
-    created meanwhile) and the search ended with exit 2 before any trial."""
-    failed = []
-    for round_ in range(6):
-        url, go = f"sqlite:///{tmp_path}/r{round_}.db", str(tmp_path / f"go{round_}")
-        code = OPEN_AT_ONCE.format(repo=str(REPO), go=go, url=url)
-        procs = [subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE,
-                                  text=True) for _ in range(4)]
-        time.sleep(1.5)                      # every one imported and waiting for the go
-        Path(go).touch()
-        failed += [err.strip().splitlines()[-1] for p in procs
-                   if (err := p.communicate(timeout=120)[1]) and p.returncode]
-    assert failed == []
+    created meanwhile) and the search ended with exit 2 before any trial. Four openers, six
+    fresh files, each opened by all four at once."""
+    code = OPEN_AT_ONCE.format(repo=str(REPO), tmp=str(tmp_path), rounds=ROUNDS)
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(i)], stderr=subprocess.PIPE,
+                              text=True) for i in range(OPENERS)]
+    try:
+        for round_ in range(ROUNDS):
+            ready = [tmp_path / f"ready{round_}-{i}" for i in range(OPENERS)]
+            deadline = time.monotonic() + 120
+            while not all(r.exists() for r in ready):   # every one waiting for the go
+                assert time.monotonic() < deadline and all(p.poll() is None for p in procs), \
+                    [p.communicate()[1][-2000:] for p in procs if p.poll() is not None]
+                time.sleep(0.01)
+            time.sleep(0.05)                             # and in its wait loop
+            (tmp_path / f"go{round_}").touch()
+        failed = [line for p in procs for line in p.communicate(timeout=120)[1].splitlines()
+                  if p.returncode]
+    finally:
+        for p in procs:
+            p.kill()
+    assert failed == [] and all(p.returncode == 0 for p in procs)
+    assert all((tmp_path / f"r{round_}.db").exists() for round_ in range(ROUNDS))

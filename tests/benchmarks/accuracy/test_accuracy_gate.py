@@ -39,7 +39,9 @@ def test_a_class_that_loses_nothing_is_within_and_one_that_loses_3_pp_never_is(t
         base = 14000 + 40 * seed                       # seeds spread; pairs move together
         rows += [_row("default", seed, base), _row("bf16", seed, base - 8 + 4 * (seed % 3)),
                  _row("noisy", seed, base - 490 - 10 * (seed % 2), 0.05)]
-    t = AG.tables(rows)["cnn@8192"]["arms"]
+    # the what-ifs' normal model at 200 draws, not the table's 20000: nothing here reads its
+    # rates, and at 20000 it was nearly all of this test's time
+    t = AG.tables(rows, draws=200)["cnn@8192"]["arms"]
     bf16, noisy = t["bf16"], t["noisy0.05"]
     assert bf16["K"] == 8 and abs(bf16["true_drop_pp"]) < 0.1
     assert noisy["true_drop_pp"] == pytest.approx(100 * 495 / 16384, abs=0.01)
@@ -51,6 +53,8 @@ def test_a_class_that_loses_nothing_is_within_and_one_that_loses_3_pp_never_is(t
     assert full["n3"]["within"] == 1.0 and full["n6"]["within"] == 1.0
     assert noisy["by_eval"]["16384"]["n3"]["within"] == 0.0
     assert noisy["by_eval"]["16384"]["n6"]["beyond"] == 1.0
+    for what_if in bf16["what_if"].values():
+        assert all(sum(rates.values()) == pytest.approx(1.0, abs=1e-3) for rates in what_if.values())
 
 
 def test_mcnemar_bounds_the_drop_from_the_discordant_examples():
@@ -75,8 +79,9 @@ def test_the_replay_names_what_the_recorded_figures_decide():
 def test_the_benchmark_refuses_bad_arguments_in_one_line(capsys):
     assert AG.main(["--seeds", "2"]) == 2
     assert AG.main(["--lengths", "8k"]) == 2
+    assert AG.main(["--draws", "0"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 2 and "--lengths '8k'" in err[1]
+    assert len(err) == 3 and "--lengths '8k'" in err[1] and "--draws" in err[2]
 
 
 def test_the_table_is_written_from_stored_runs(tmp_path, capsys):
@@ -84,7 +89,7 @@ def test_the_table_is_written_from_stored_runs(tmp_path, capsys):
     runs.write_text("".join(json.dumps(_row(a, s, 14000 - (30 if a == "bf16" else 0) + 50 * s))
                             + "\n" for s in range(4) for a in ("default", "bf16")))
     out = tmp_path / "t.json"
-    assert AG.main(["--runs", str(runs), "--out", str(out)]) == 0
+    assert AG.main(["--runs", str(runs), "--out", str(out), "--draws", "200"]) == 0
     data = json.loads(out.read_text())
     assert data["tables"]["cnn@8192"]["arms"]["bf16"]["K"] == 4
     assert "within" in capsys.readouterr().out

@@ -12,6 +12,7 @@ from benchmarks.replay import at_scale
 
 FOUR = MM.synthetic_topology(sockets=1, node_cores=[[4]], distances=[[10]], model="four")
 HW = LM.Hardware(name="four", node_bandwidth_gbs=100.0)
+DESKTOP = str(MM.FIXTURES / "desktop-8c16t")   # a captured 8-core, 16-thread desktop, one node
 
 
 def test_trial_seconds_stretch_every_trial_and_quality_run_alike():
@@ -34,9 +35,11 @@ def test_trial_seconds_stretch_every_trial_and_quality_run_alike():
 
 
 def test_minute_long_trials_are_reported_in_trials_and_simulated_minutes(tmp_path, capsys):
+    """On the captured desktop (a search of 8 s here), not a modelled server (24 s): what is
+    checked is the clock, and the clock is the same on any machine."""
     out = tmp_path / "scale.json"
-    assert at_scale.main(["--machines", "epyc-7763-nps4", "--seeds", "1",
-                                 "--trial-seconds", "60", "--out", str(out)]) == 0
+    assert at_scale.main(["--capture", DESKTOP, "--bandwidth", "40", "--seeds", "1",
+                          "--trial-seconds", "60", "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert "sim. min to 95%" in text and "| 60 |" in text
     data = json.loads(out.read_text())
@@ -49,9 +52,6 @@ def test_minute_long_trials_are_reported_in_trials_and_simulated_minutes(tmp_pat
         lo, hi = row["seconds_95_spread"][k]
         assert lo <= seconds <= hi
     assert 0.0 <= row["success_30min"] <= 1.0
-
-
-DESKTOP = str(MM.FIXTURES / "desktop-8c16t")   # a captured 8-core, 16-thread desktop, one node
 
 
 def test_a_captured_machine_is_simulated_without_code(tmp_path, capsys):
