@@ -213,6 +213,9 @@ def test_a_ccl_launch_is_kept_across_hosts(cluster, tmp_path):
     assert mh.leftovers() == {ns: [] for ns in mh.NAMESPACES}
 
 
+# A scenario (~30 s): the kept launch is the ssh test's code in CI (above), and a trial through
+# mpirun across the hosts stays in CI (test_multihost.test_two_host_gloo_trial_by_each_launcher).
+@pytest.mark.scenario
 def test_a_window_knob_over_mpirun_is_served_by_the_same_ranks_on_both_hosts(hosts, tmp_path):  # noqa: F811
     """The same over Open MPI's mpirun (one launcher for both hosts, its orted started on th2
     over ssh): the window knob is served by the ranks already running on both hosts, and a

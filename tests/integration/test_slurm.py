@@ -227,6 +227,9 @@ print(json.dumps(seen))
 """
 
 
+# A scenario (~25 s): the kept launch is the ssh test's code in CI (test_kept_multihost.py), and a
+# trial through salloc and srun stays in CI (test_salloc_from_the_submitting_host_...).
+@pytest.mark.scenario
 def test_a_window_knob_through_srun_is_served_by_the_same_ranks_on_both_nodes(slurm, tmp_path):
     """In a real `salloc -N2`: a kept launch's srun step serves the window knob with the ranks
     already running on both nodes (the same pids), and a launch knob starts a new step."""
