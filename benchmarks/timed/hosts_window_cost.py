@@ -15,8 +15,9 @@ Fixed = the trial's wall seconds less its timed window. Target: window / fresh <
 --search BUDGET: `autotune search --hosts ... --budget BUDGET --json` with this checkout, and
 with `--before DIR` (a checkout of the older code: `git archive main | tar -x -C DIR`) too, one
 after the other; per search: configurations measured, how many runs were windows, and the
-verified figure. --ssh-delay S makes every new ssh connection wait S seconds (slow_link.py), for
-a cluster whose starts are dear. Results, with the machine: benchmarks/results/hosts_window_cost_{fixed,search}_<date>.json.
+verified figure. --start-delay S makes each rank's start S seconds dearer on every host (a
+sitecustomize on the launches' PYTHONPATH), for a cluster whose starts cost 20-60 s. Results,
+with the machine: benchmarks/results/hosts_window_cost_{fixed,search}_<date>.json.
 """
 from __future__ import annotations
 
@@ -76,11 +77,12 @@ def fixed_cost(cluster, rounds: int, seconds: float, results: str) -> dict:
             "ratio": window_s["median"] / fresh_s["median"], "target": 0.25}
 
 
-def search(version: str, root: str, argv: list[str], work: Path) -> dict:
+def search(version: str, root: str, argv: list[str], work: Path, slow: str | None) -> dict:
     """One search with the autotune under `root` (its ranks on the hosts import the same one:
-    PYTHONPATH goes with the cluster); what it measured and verified."""
+    PYTHONPATH goes with the cluster), its ranks' starts made dearer by the folder `slow`;
+    what it measured and verified."""
     results = work / f"res-{version.replace(' ', '-')}"
-    env = {**os.environ, "PYTHONPATH": root}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (slow, root)))}
     cmd = [sys.executable, "-m", "autotune", "search", *argv, "--json", "--results", str(results)]
     t0 = time.time()
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=str(work))
@@ -115,23 +117,34 @@ def _account(found) -> dict:
 
 
 def _configurations(summary: dict, results: Path) -> int | None:
-    """The configurations the search measured (ok or not, infeasible ones left out)."""
+    """The distinct configurations the search measured (ok or not, infeasible ones left out; a
+    configuration the sampler asked for again, answered from the study, counted once)."""
     if not summary.get("study"):
         return None
     import optuna
     study = optuna.load_study(study_name=summary["study"],
                               storage=f"sqlite:///{results / 'autotune.db'}")
-    return sum(1 for t in study.trials if t.user_attrs.get("config")
-               and t.user_attrs.get("outcome") not in (None, "infeasible"))
+    return len({json.dumps(t.user_attrs["config"], sort_keys=True) for t in study.trials
+                if t.user_attrs.get("config")
+                and t.user_attrs.get("outcome") not in (None, "infeasible")})
 
 
-def slowed(ssh_config: str, delay_s: float, work: Path) -> str:
-    """A copy of `ssh_config` whose every host is reached through slow_link.py."""
-    proxy = f"{sys.executable} {Path(__file__).with_name('slow_link.py')} %h %p {delay_s:g}"
-    path = work / "ssh_config_slow"
-    # ssh takes the first value it finds: this one, ahead of every Host block
-    path.write_text(f"Host *\n    ProxyCommand {proxy}\n\n" + Path(ssh_config).read_text())
-    return str(path)
+# Put on the PYTHONPATH of a search (which its launches carry to every host): a rank's interpreter
+# waits before it runs, as one whose torch comes from a slow shared file system does. Only the
+# ranks' (`-m autotune.worker`, as sys.orig_argv shows before any module runs): not the runner,
+# its probes or its kills, whose cost on a cluster is another matter.
+SLOW_START = """import sys, time
+if "autotune.worker" in getattr(sys, "orig_argv", ()):
+    time.sleep({delay_s!r})
+"""
+
+
+def slow_start(delay_s: float, work: Path) -> str:
+    """A folder whose sitecustomize.py makes each rank's start `delay_s` seconds dearer."""
+    folder = work / "slow-start"
+    folder.mkdir()
+    (folder / "sitecustomize.py").write_text(SLOW_START.format(delay_s=delay_s))
+    return str(folder)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -143,9 +156,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=2.0, help="each timed window")
     p.add_argument("--search", metavar="BUDGET", help="run the search over the hosts instead")
     p.add_argument("--before", help="with --search: a checkout of the older code (its root)")
-    p.add_argument("--ssh-delay", type=float, default=0.0, metavar="S",
-                   help="each new ssh connection waits S seconds first (benchmarks/timed/"
-                        "slow_link.py), as a start on a real cluster costs 20-60 s")
+    p.add_argument("--start-delay", type=float, default=0.0, metavar="S",
+                   help="with --search: each rank's interpreter waits S seconds before it runs, "
+                        "on every host, as a start on a real cluster costs 20-60 s")
     p.add_argument("--out", default=str(RESULTS), help="folder for the JSON (benchmarks/results)")
     args = p.parse_args(argv)
     if args.rounds < 1:
@@ -155,12 +168,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"hosts_window_cost: error: --before {args.before}: no autotune/ in it",
               file=sys.stderr)
         return 2
-    if args.ssh_delay and not args.ssh_config:
-        print("hosts_window_cost: error: --ssh-delay needs --ssh-config", file=sys.stderr)
+    if args.start_delay < 0 or (args.start_delay and not args.search):
+        print("hosts_window_cost: error: --start-delay is seconds >= 0, with --search",
+              file=sys.stderr)
         return 2
     work = Path(tempfile.mkdtemp(prefix="hosts-window-cost-"))
-    if args.ssh_delay:
-        args.ssh_config = slowed(args.ssh_config, args.ssh_delay, work)
     out: dict = {"machine": describe_machine(fingerprint=True), "hosts": args.hosts,
                  "command": "python3 -m benchmarks.timed.hosts_window_cost "
                             + " ".join(argv if argv is not None else sys.argv[1:])}
@@ -172,8 +184,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.before:
             versions["before"] = str(Path(args.before).resolve())
         out["searches"] = []
+        slow = slow_start(args.start_delay, work) if args.start_delay else None
+        out["start_delay_s"] = args.start_delay
         for version, root in versions.items():
-            out["searches"].append(search(version, root, common, work))
+            out["searches"].append(search(version, root, common, work, slow))
             print(json.dumps(out["searches"][-1]), flush=True)
     else:
         from autotune.commands.hosts import Hosts, probe_hosts

@@ -1,0 +1,31 @@
+"""hosts_window_cost's dear starts (--start-delay): the sitecustomize it puts on a search's
+PYTHONPATH waits only in a rank's interpreter (`-m autotune.worker`), and loads cleanly in any
+other; bad arguments are one line, exit 2."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from benchmarks.timed.hosts_window_cost import main, slow_start
+
+WHO_WAITS = ("import sitecustomize, sys; print(sitecustomize.__file__.endswith("
+             "'slow-start/sitecustomize.py'), 'autotune.worker' in sys.orig_argv)")
+
+
+def test_the_slow_start_loads_everywhere_and_waits_only_in_a_rank(tmp_path):
+    folder = slow_start(0.25, tmp_path)
+    env = {**os.environ, "PYTHONPATH": folder}
+    plain = subprocess.run([sys.executable, "-c", WHO_WAITS], env=env, capture_output=True,
+                           text=True, timeout=60)
+    assert plain.stdout.split() == ["True", "False"], plain.stderr
+    text = (tmp_path / "slow-start" / "sitecustomize.py").read_text()
+    assert '"autotune.worker" in getattr(sys, "orig_argv", ())' in text
+    assert "time.sleep(0.25)" in text
+
+
+def test_a_start_delay_without_a_search_or_below_zero_is_one_line(capsys):
+    for argv in (["--start-delay", "3"], ["--search", "1m", "--start-delay", "-1"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "--start-delay" in err
