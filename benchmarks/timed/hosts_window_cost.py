@@ -93,7 +93,8 @@ def search(version: str, root: str, argv: list[str], work: Path, slow: str | Non
         summary = {}
     account = _account(summary)
     return {"version": version, "rc": done.returncode, "seconds": round(time.time() - t0, 1),
-            "configurations": _configurations(summary, results),
+            # the search's own count (its account), else the study's
+            "configurations": account.get("configurations", _configurations(summary, results)),
             "recommendation": summary.get("recommendation"),
             "windows": f"{account.get('warm_runs')} of {sum(account.get('runs', {}).values())} "
                        "runs" if account else None,
@@ -117,8 +118,9 @@ def _account(found) -> dict:
 
 
 def _configurations(summary: dict, results: Path) -> int | None:
-    """The distinct configurations the search measured (ok or not, infeasible ones left out; a
-    configuration the sampler asked for again, answered from the study, counted once)."""
+    """The distinct configurations in the search's study (ok or not, infeasible ones left out;
+    one the sampler asked for again counted once, though it may differ in knobs its launch
+    ignores: the search's account counts those as one)."""
     if not summary.get("study"):
         return None
     import optuna
