@@ -133,10 +133,12 @@ def _configurations(summary: dict, results: Path) -> int | None:
 
 # Put on the PYTHONPATH of a search (which its launches carry to every host): a rank's interpreter
 # waits before it runs, as one whose torch comes from a slow shared file system does. Only the
-# ranks' (`-m autotune.worker`, as sys.orig_argv shows before any module runs): not the runner,
-# its probes or its kills, whose cost on a cluster is another matter.
+# ranks' (the module it runs is autotune.worker, as sys.orig_argv shows before any module runs):
+# not the binding shim that starts them (its argv names the worker after its own module: waiting
+# there too made each start twice as dear), the runner, its probes or its kills.
 SLOW_START = """import sys, time
-if "autotune.worker" in getattr(sys, "orig_argv", ()):
+argv = getattr(sys, "orig_argv", [])
+if "-m" in argv and argv[argv.index("-m") + 1:][:1] == ["autotune.worker"]:
     time.sleep({delay_s!r})
 """
 
