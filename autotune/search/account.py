@@ -28,8 +28,8 @@ class Account:
     seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(KINDS, 0.0))
     runs: dict[str, int] = field(default_factory=lambda: dict.fromkeys(KINDS, 0))
     fixed_s: float = 0.0
-    warm_runs: int = 0              # runs that were a window of a running launch (no start)
-    warm: dict[str, int] = field(default_factory=lambda: dict.fromkeys(KINDS, 0))  # per kind
+    # runs per kind that were a window of a running launch (no start)
+    warm: dict[str, int] = field(default_factory=lambda: dict.fromkeys(KINDS, 0))
     configurations: set[str] = field(default_factory=set)
     # files in trial folders that were not their launch's (planted or corrupt), ignored
     ignored_files: int = 0
@@ -39,11 +39,14 @@ class Account:
         self.runs[kind] += 1
         self.fixed_s += sum((out.fixed or {}).values())
         if ran_warm(out.fixed):
-            self.warm_runs += 1
             self.warm[kind] += 1
         self.ignored_files += out.ignored_files
         if kind == "trials":
             self.configurations.add(key)
+
+    @property
+    def warm_runs(self) -> int:
+        return sum(self.warm.values())
 
     def to_json(self, *, elapsed_s: float, budget_s: float, next_step: str = "",
                 settle: list[str] | None = None) -> dict[str, Any]:
