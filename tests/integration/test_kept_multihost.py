@@ -54,6 +54,26 @@ def workers() -> dict[str, list[int]]:
     return out
 
 
+def window_then_launch_knob(config, topology, settings, warm):
+    """A launch started on both hosts; a window knob served by its same processes on both, with
+    nothing new started; a launch-level knob starting new ones beside them, as on one machine
+    (both launches kept: a rank of each on each host). (its ranks per host, its session, the
+    ranks of both launches per host)."""
+    from autotune.run.trial import run_trial
+    assert run_trial(config, topology, settings, warm=warm).ok
+    first = workers()
+    assert all(len(p) == 1 for p in first.values()), first
+    window = run_trial(config.with_(global_batch=64), topology, settings, warm=warm)
+    assert window.ok and window.throughput and (warm.starts, warm.windows) == (1, 1)
+    assert workers() == first
+    kept = next(reversed(warm.open.values()))[0]
+    assert run_trial(config.with_(binding="none"), topology, settings, warm=warm).ok
+    both = workers()
+    assert warm.starts == 2 and all(len(both[ns]) == 2 and set(first[ns]) < set(both[ns])
+                                    for ns in both), (first, both)
+    return first, kept, both
+
+
 def test_a_kept_launch_serves_windows_on_both_hosts_and_starts_afresh_after_a_fault(
         cluster, tmp_path):
     from autotune.commands.common import Workload
@@ -64,18 +84,7 @@ def test_a_kept_launch_serves_windows_on_both_hosts_and_starts_afresh_after_a_fa
                                                                   timeout_s=120.0)
     config, topology, warm = Config(**LAUNCH), cluster.topologies[0], WarmLaunches()
     try:
-        assert run_trial(config, topology, settings, warm=warm).ok
-        first = workers()
-        assert all(len(p) == 1 for p in first.values()), first
-        # a window knob: the same processes on both hosts serve it, nothing new starts
-        window = run_trial(config.with_(global_batch=64), topology, settings, warm=warm)
-        assert window.ok and window.throughput and (warm.starts, warm.windows) == (1, 1)
-        assert workers() == first
-        kept = next(reversed(warm.open.values()))[0]
-        # a launch-level knob starts new processes, as on one machine
-        assert run_trial(config.with_(binding="none"), topology, settings, warm=warm).ok
-        both = workers()    # both launches are kept: a rank of each on each host
-        assert warm.starts == 2 and all(len(both[ns]) == 2 for ns in both), both
+        first, kept, both = window_then_launch_knob(config, topology, settings, warm)
         # the rank on th2 killed while idle: the launch ends on both hosts, the next trial
         # of it starts afresh and is served
         os.kill(first[mh.NAMESPACES[1]][0], signal.SIGKILL)
@@ -223,25 +232,15 @@ def test_a_window_knob_over_mpirun_is_served_by_the_same_ranks_on_both_hosts(hos
     from autotune.commands.common import Workload
     from autotune.commands.hosts import Hosts, probe_hosts
     from autotune.config import Config
-    from autotune.run.trial import run_trial
     from autotune.run.warm import WarmLaunches
     res = str(tmp_path / "res")
     cluster = probe_hosts(Hosts(hosts="th1:1,th2:1", ssh_config=hosts, launcher="mpirun"),
                           say=print, results=res)
     assert cluster is not None and cluster.launcher == "mpirun" and not cluster.kept_refusal
     settings = Workload(seconds=1, results=res).settings(cluster=cluster, timeout_s=120.0)
-    config, topology, warm = Config(**LAUNCH), cluster.topologies[0], WarmLaunches()
+    warm = WarmLaunches()
     try:
-        assert run_trial(config, topology, settings, warm=warm).ok
-        first = workers()
-        assert all(len(p) == 1 for p in first.values()), first
-        window = run_trial(config.with_(global_batch=64), topology, settings, warm=warm)
-        assert window.ok and window.throughput and (warm.starts, warm.windows) == (1, 1)
-        assert workers() == first
-        assert run_trial(config.with_(binding="none"), topology, settings, warm=warm).ok
-        both = workers()
-        assert warm.starts == 2 and all(len(both[ns]) == 2 and set(first[ns]) < set(both[ns])
-                                        for ns in both), (first, both)
+        window_then_launch_knob(Config(**LAUNCH), cluster.topologies[0], settings, warm)
     finally:
         assert warm.close() == []
     assert mh.leftovers() == {ns: [] for ns in mh.NAMESPACES}
