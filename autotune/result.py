@@ -97,6 +97,13 @@ class TrialResult:
     # a fresh launch's process start, imports, process group, model and warm-up, or a window of
     # a running worker's rebuild and warm-up
     fixed: dict[str, float] | None = None
+    # torch.compile (issue 59): what compiling cost this launch once, apart from the steady rate
+    # that follows it (the timed window starts after it): the first compiled steps' time less the
+    # same steps' eager estimate, in seconds; whether inductor's cache was "cold" or "warm"; and
+    # the recompiles the run met (a changed shape, a short last batch). None: not compiled.
+    compile_s: float | None = None
+    compile_cache: str | None = None
+    recompiles: int | None = None
     # A quality ("accuracy") run
     seed: int | None = None                  # its seed
     curve: tuple[tuple[int, float], ...] = ()  # (samples trained, held-out quality)
