@@ -17,6 +17,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 import optuna
 
 from .quality.verdict import recommendation_claims
+from .recommend.compile_words import compile_lines
 from .config import Config
 from .errors import AutotuneError
 from .study.attrs import StudyAttrs
@@ -57,6 +58,7 @@ def note_markdown(study_name: str, rec: dict[str, Any], command: str | None,
                          f"{rec.get('default_throughput') or 0:.4g}; see `autotune report`)")
     if rec.get("vs_run_cpu"):
         facts.append(f"- {rec['vs_run_cpu']:.2f}x over {RUN_CPU_WORDS}")
+    facts += [f"- {line}" for line in compile_lines(rec)]
     if rec.get("accuracy") is not None:
         facts.append(f"- accuracy: {rec['accuracy']:.4f} (default launch "
                      f"{_fmt(rec.get('default_accuracy'))})")

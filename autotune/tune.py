@@ -25,6 +25,7 @@ from .export.command import FORMATS
 from .plan.hosts import LAUNCHERS
 from .plan.launch_plan import STANDALONE_SECONDS, TARGET_SECONDS
 from .recommend.rounds import MAX_ASKED_ROUNDS, MAX_ROUNDS_FACTOR
+from .recommend.weigh import DEFAULT_RUN_LENGTH, parse_run_length
 from .run.idle import IDLE_DEADLINE_S
 from .run.trials_dir import DEFAULT_KEEP as DEFAULT_KEEP_TRIALS
 from .script.spec import ScriptSpec, script_from_flags
@@ -39,7 +40,7 @@ __all__ = [
     "StudyRef", "Tuned", "Verified", "VerifyRequest", "Workload",
     "check_workload", "compare", "export", "launch", "not_task_zero", "open_dashboard", "probe",
     "report", "run", "search", "verify",
-    "DEFAULT_KEEP_TRIALS", "FORMATS", "GUIDES", "IDLE_DEADLINE_S", "LAUNCHERS",
+    "DEFAULT_KEEP_TRIALS", "DEFAULT_RUN_LENGTH", "FORMATS", "GUIDES", "IDLE_DEADLINE_S", "LAUNCHERS",
     "MAX_ASKED_ROUNDS", "MAX_ROUNDS_FACTOR", "STANDALONE_SECONDS", "TARGET_SECONDS", "holds_password", "parse_budget", "redact",
-    "script_from_flags",
+    "parse_run_length", "script_from_flags",
 ]

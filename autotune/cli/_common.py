@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 
 from ..config import BUILTIN_WORKLOADS, DEFAULT_WORKLOAD, MAX_WINDOW_S
-from ..tune import (IDLE_DEADLINE_S, TARGET_SECONDS, ScriptSpec, StudyRef, Workload,
-                    script_from_flags)
+from ..tune import (DEFAULT_RUN_LENGTH, IDLE_DEADLINE_S, TARGET_SECONDS, ScriptSpec, StudyRef,
+                    Workload, script_from_flags)
 
 
 def positive_float(text: str) -> float:
@@ -73,6 +73,15 @@ def add_switch(p: argparse.ArgumentParser, flag: str, what: str) -> None:
 
 
 JSON_HELP = "print one JSON object"
+RUN_LENGTH_HELP = (
+    "the length of your real training run, which torch.compile's one-off cost is weighed "
+    "against: a time as --budget takes it (2h, 30m, 90s, 1h30m: the work the default launch "
+    "does in that time) or a step count (5000steps, or '5000 steps': optimizer steps of the "
+    "default launch's global batch; built-in workloads only). The recommendation is the launch "
+    "that finishes that run first, its compile included, and the summary, `report` and the "
+    "export header say after how much training compiling pays for itself; a compile that does "
+    f"not pay at this length is named, not recommended (default: {DEFAULT_RUN_LENGTH}, a short "
+    "real run next to compiles of seconds to a few minutes; give yours)")
 
 
 def add_workload_args(p: argparse.ArgumentParser, *,

@@ -37,7 +37,9 @@ import sys
 import time
 
 from ..display import TerminalProgress
-from ..tune import DEFAULT_KEEP_TRIALS, GUIDES, SearchRequest, parse_budget, redact, search
+from ..tune import (DEFAULT_KEEP_TRIALS, GUIDES, SearchRequest, parse_budget, parse_run_length,
+                    redact, search)
+from ._common import RUN_LENGTH_HELP
 from ._common import (ACCURACY_HELP, add_storage_arg, add_switch, add_workload_args, int_at_least,
                       percentage_points, positive_float, script_of)
 from ._hosts import add_host_args, hosts_of, only_task_zero
@@ -51,6 +53,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "so and how long to use (\"4m is too short here: ...; use at least "
                         "7m\"); the search goes on, and the same command with a longer budget "
                         "resumes what it measured")
+    p.add_argument("--run-length", default=None, metavar="TIME|Nsteps", help=RUN_LENGTH_HELP)
     add_workload_args(p, seconds_default=None)
     p.add_argument("--space", metavar="FILE",
                    help="search-space YAML (default: search_spaces/cpu.yaml, gpu.yaml with GPUs)")
@@ -140,11 +143,17 @@ def keep_trials(text: str) -> int | None:
     return value
 
 
+def run_length_of(args: argparse.Namespace) -> dict:
+    """SearchRequest's run_length from --run-length (absent: the request's default)."""
+    return {} if args.run_length is None else {"run_length": parse_run_length(args.run_length)}
+
+
 def run(args: argparse.Namespace) -> int:
     if not only_task_zero("search"):
         return 0
     started = time.monotonic()
     req = SearchRequest(budget_s=parse_budget(args.budget), workload=args.workload,
+                        **run_length_of(args),
                         script=script_of(args), seconds=args.seconds, results=args.results,
                         storage=args.storage, space=args.space,
                         max_accuracy_drop=args.max_accuracy_drop,

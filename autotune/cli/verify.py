@@ -34,8 +34,9 @@ import json
 import time
 
 from ..display import RoundLines
-from ..tune import MAX_ASKED_ROUNDS, MAX_ROUNDS_FACTOR, VerifyRequest, parse_budget, verify
-from ._common import (JSON_HELP, STORED_COMMAND_HELP, add_idle_arg, add_study_args, add_switch,
+from ..tune import (MAX_ASKED_ROUNDS, MAX_ROUNDS_FACTOR, VerifyRequest, parse_budget,
+                    parse_run_length, verify)
+from ._common import (JSON_HELP, RUN_LENGTH_HELP, STORED_COMMAND_HELP, add_idle_arg, add_study_args, add_switch,
                       add_trust_arg, int_at_least, study_of)
 
 
@@ -50,6 +51,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_switch(p, "--quality", "settle the accuracy of the faster launch the search named as "
                "'not shown': paired seeds, a pair at a time, while --budget allows and more "
                "seeds could show it; then verify it against the default launch")
+    p.add_argument("--run-length", default=None, metavar="TIME|Nsteps",
+                   help=RUN_LENGTH_HELP + " (default here: the length the search was given)")
     add_switch(p, "--json", JSON_HELP)
     add_trust_arg(p, "run the study's stored script command or import its module:function "
                      f"workload {STORED_COMMAND_HELP}")
@@ -60,7 +63,8 @@ def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     req = VerifyRequest(budget_s=parse_budget(args.budget), rounds=args.rounds,
                         study=study_of(args), trust_study=args.trust_study,
-                        idle_timeout=args.idle_timeout, quality=args.quality)
+                        idle_timeout=args.idle_timeout, quality=args.quality,
+                        run_length=args.run_length and parse_run_length(args.run_length))
     verified = verify(req, RoundLines(of_rounds=False, quiet=args.json, named=True), started=started)
     print(json.dumps(verified.result.to_json(), indent=2) if args.json else verified.text())
     return 0

@@ -183,7 +183,7 @@ def _recommend(study: optuna.Study, result: SearchResult, evaluate: Evaluate,
     verify the best candidates and store the winner; in a shared search only the last worker
     verifies and the others take what it stored."""
     choose = {"rounds": req.verify_rounds, "max_rounds": req.max_verify_rounds,
-              "script_mode": req.script is not None,
+              "script_mode": req.script is not None, "run_length": req.run_length,
               "time_left": time_left, "progress": progress}
 
     def save(rec: Recommendation | None) -> str | None:

@@ -13,6 +13,7 @@ from ..config.limits import MAX_SAMPLES
 from ..training import MAX_QUALITY_SEEDS
 from ..errors import AutotuneError, WorkloadError
 from ..recommend.verify import Recommendation
+from ..recommend.weigh import DEFAULT_RUN_LENGTH, RUN_LENGTH_FLAG, RunLength, parse_run_length
 from ..run.idle import IDLE_DEADLINE_S
 from ..run.trials_dir import DEFAULT_KEEP as DEFAULT_KEEP_TRIALS
 from ..script.spec import ScriptSpec
@@ -50,6 +51,8 @@ class SearchRequest:
     quiet_numa: bool = False                    # numa_balancing off while searching (run/numa_quiet.py)
     # the hosts --hosts, --hostfile or a SLURM allocation ask for; None: this machine only
     hosts: Hosts | None = None
+    # the user's real training, which a compile's cost is weighed against (recommend/weigh.py)
+    run_length: RunLength = parse_run_length(DEFAULT_RUN_LENGTH)
 
     def __post_init__(self) -> None:
         if not math.isfinite(self.max_accuracy_drop) or not 0 <= self.max_accuracy_drop < 100:
@@ -65,6 +68,10 @@ class SearchRequest:
             raise AutotuneError(f"--keep-trials {self.keep_trials}: keep at least 1 (or 'all')")
         if self.verify_rounds < 1:
             raise AutotuneError(f"--verify-rounds {self.verify_rounds}: must be at least 1")
+        if self.script is not None and self.run_length.steps is not None:
+            raise AutotuneError(f"{RUN_LENGTH_FLAG} {self.run_length.text()}: a script's score "
+                                "is not samples per second, so steps cannot be turned into "
+                                "time; give the run's length as a time, e.g. 2h")
         if self.max_verify_rounds is not None and self.max_verify_rounds < self.verify_rounds:
             raise AutotuneError(f"--max-verify-rounds {self.max_verify_rounds}: must be at least "
                                 f"--verify-rounds ({self.verify_rounds})")

@@ -56,6 +56,7 @@ def describe(study: optuna.Study, req: SearchRequest, job: SearchJob,
                        "quality_seeds": req.quality_seeds, "batchnorm": job.batchnorm,
                        "reference_batch": Config().global_batch}, torch=job.here.torch)
     set_metric_names(study)   # the dashboard's labels of the two objectives
+    A.write_run_length(study, req.run_length.to_json())
     if cluster is not None:
         from ..plan.cluster import cluster_to_json
         A.write_cluster(study, cluster_to_json(cluster))

@@ -16,6 +16,7 @@ from ..probe import probe, torch_build
 from ..progress import SILENT, Progress
 from ..recommend.reverify import (Reverified, reverify, seeded_confirmation,
                                   store_unless_replaced)
+from ..recommend.weigh import RunLength
 from ..run.idle import IDLE_DEADLINE_S
 from ..run.evaluate import live_evaluator
 from ..run.trials_dir import check_results
@@ -37,6 +38,8 @@ class VerifyRequest:
     idle_timeout: float = IDLE_DEADLINE_S
     # settle the accuracy of the faster launch the search could not show, then verify it
     quality: bool = False
+    # the user's run a compile is weighed against (None: the one the search stored)
+    run_length: RunLength | None = None
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,10 @@ def verify(req: VerifyRequest, progress: Progress = SILENT,
         raise ConfigError(f"study {study.study_name} tuned a script: --quality settles a math "
                           "class's accuracy with autotune's own quality runs, which a script "
                           "does not have; its accuracy comes from its own runs")
+    if req.run_length is not None and req.run_length.steps is not None and attrs.script_command:
+        raise ConfigError(f"--run-length {req.run_length.text()}: study {study.study_name} "
+                          "tuned a script, whose score is not samples per second; give the "
+                          "run's length as a time, e.g. 2h")
     if attrs.cluster_json:
         raise ConfigError(f"study {study.study_name} was measured across hosts; `autotune "
                           "verify` measures this machine only")
@@ -90,7 +97,8 @@ def verify(req: VerifyRequest, progress: Progress = SILENT,
         measured = StudyAttrs.of(study).recommendation
         accept = seeded_confirmation(study, evaluate, time_left=time_left, progress=progress)
         result = reverify(study, evaluate, rounds=req.rounds, progress=progress,
-                          time_left=time_left, accept=accept, quality=req.quality)
+                          time_left=time_left, accept=accept, quality=req.quality,
+                          run_length=req.run_length)
         result = store_unless_replaced(
             study, req.study.url, measured, result,
             lambda rec: save_recommendation(study, rec, topology,

@@ -14,6 +14,7 @@ from ..result import Outcome
 from ..search.account import describe as describe_account
 from ..search.budget import format_seconds
 from ..quality.verdict import recommendation_claims
+from ..recommend.compile_words import compile_lines
 from ..config import Config, describe_changes
 from ..study.records import RUN_CPU_WON, RUN_CPU_WORDS, Record, Role, recommends_run_cpu
 from ..measure.contention import describe_outside, disturbed
@@ -218,6 +219,8 @@ class TerminalProgress:
             print(f"  {rec.vs_run_cpu:.2f}x over {RUN_CPU_WORDS}", file=out)
         if recommends_run_cpu(rec.to_json()):
             print(f"  {RUN_CPU_WON}", file=out)
+        for line in compile_lines(rec.to_json()):   # the compiled reference, the weighing
+            print(f"  {line}", file=out)
         claims = recommendation_claims(rec.to_json())
         for line in claims:
             print(f"  {line}", file=out)

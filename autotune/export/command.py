@@ -149,6 +149,7 @@ def _header(cmd: LaunchCommand) -> list[str]:
     if m.get("headline"):
         lines.append(f"# {m['headline']}")
     lines += [f"# {claim}" for claim in m.get("accuracy") or ()]
+    lines += [f"# {line}" for line in m.get("compile") or () if isinstance(line, str)]
     if m.get("fingerprint"):
         lines.append(f"# measured on {m.get('machine', '?')} (topology {m['fingerprint']}), "
                      f"torch {(m.get('library_versions') or {}).get('torch', '?')}")

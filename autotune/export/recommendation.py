@@ -8,6 +8,7 @@ from typing import Any
 from ..config import Config
 from ..probe.topology import Topology
 from ..quality.verdict import recommendation_claims
+from ..recommend.compile_words import compile_lines
 from ..recommend.settle import Verdict
 from ..study.attrs import StudyAttrs, write_recommendation
 from .command import launch_command, render
@@ -38,7 +39,8 @@ def figure_fields(rec: dict[str, Any], config: Config) -> dict[str, Any]:
             "verdict": verdict.value,
             "lower_bound": bound if verdict is Verdict.LOWER_BOUND else None,
             "inconclusive": inconclusive(rec, config), "vs_run_cpu": rec.get("vs_run_cpu"),
-            "accuracy": recommendation_claims(rec)}
+            "vs_default_compiled": rec.get("vs_default_compiled"),
+            "accuracy": recommendation_claims(rec), "compile": compile_lines(rec)}
 
 
 def save_recommendation(study, rec, topology: Topology, workload: str,

@@ -19,11 +19,12 @@ from ..search.lineup import pick_candidates
 from ..study.records import Role, records
 from .rounds import round_limit
 from .verify import Recommendation, trusted_alone, unverified, verify
+from .weigh import RunLength, Weigher
 
 
 def shared_recommendation(workers: Workers, study, result, evaluate, *, rounds: int,
                           script_mode: bool, time_left, progress: Progress,
-                          max_rounds: int | None = None):
+                          max_rounds: int | None = None, run_length: RunLength | None = None):
     """(recommendation, None) when this worker verified, over every worker's measurements;
     (None, stored) when another worker verified for it, after waiting with progress."""
     shown, last_note = "", 0.0
@@ -35,7 +36,7 @@ def shared_recommendation(workers: Workers, study, result, evaluate, *, rounds: 
             default = next((r for r in fresh if r.role == Role.DEFAULT), result.default)
             everyone = dataclasses.replace(result, records=fresh, default=default)
             return recommend(everyone, evaluate, rounds=rounds, max_rounds=max_rounds,
-                             script_mode=script_mode,
+                             script_mode=script_mode, run_length=run_length,
                              time_left=time_left, progress=progress), None
         if what == "read":
             return None, detail
@@ -55,10 +56,12 @@ def judged(r, book, script_mode: bool):
 
 
 def recommend(result, evaluate, *, rounds: int, script_mode: bool, time_left, progress: Progress,
-              max_rounds: int | None = None) -> Recommendation | None:
+              max_rounds: int | None = None,
+              run_length: RunLength | None = None) -> Recommendation | None:
     """The winner of a finished search: its best candidates verified against the default
     launch (interleaved, `rounds` rounds), a winner that changes the math confirmed with seeded
-    quality runs; unverified only when no budget is left and it was measured on a quiet machine."""
+    quality runs; unverified only when no budget is left and it was measured on a quiet machine.
+    With `run_length`, the winner is the soonest to finish that run, a compile included."""
     default = result.default
     if default is None or not default.throughput:
         progress.note("no recommendation: the default launch has no measurement to compare with")
@@ -94,7 +97,9 @@ def recommend(result, evaluate, *, rounds: int, script_mode: bool, time_left, pr
                  time_left=time_left, progress=progress,
                  accept=confirm.verdict if confirm else None,
                  keep_s=(lambda: confirm.reserve([c.config for c in candidates])) if confirm
-                 else 0.0)
+                 else 0.0,
+                 weigh=run_length and Weigher.of(run_length, default.throughput,
+                                                 default.config.global_batch))
     floor = confirm.noise_floor() if confirm else None
     if floor is not None:
         rec = dataclasses.replace(rec, extra={**rec.extra, "noise_floor": floor})

@@ -26,6 +26,7 @@ from ..quality.verdict import QualityStatus, QualityVerdict
 from ..search.lineup import pick_candidates
 from ..study.records import Record, Role, records
 from .verify import Recommendation, verify
+from .weigh import DEFAULT_RUN_LENGTH, RunLength, Weigher, parse_run_length
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -71,19 +72,24 @@ def lineup(study) -> tuple[Record, list[Record]]:
 def reverify(study, evaluate: Evaluate, *, rounds: int, time_left: Callable[[], float],
              progress: Progress = SILENT,
              accept: Callable[[Config], QualityVerdict] | None = None,
-             max_rounds: int | None = None, quality: bool = False) -> Reverified:
+             max_rounds: int | None = None, quality: bool = False,
+             run_length: RunLength | None = None) -> Reverified:
     """Measure the stored recommendation (or, when that is the default launch, the best stored
     candidates) against the default launch again. Speed only for the stored recommendation: its
     quality was confirmed by the search; a candidate that changes the math must pass `accept`
-    (the seeded confirmation) before it is recommended."""
+    (the seeded confirmation) before it is recommended. A compile is weighed against
+    `run_length` (None: the one the search stored, else DEFAULT_RUN_LENGTH)."""
     default, chosen = unproven_lineup(study) if quality else lineup(study)
     stored = StudyAttrs.of(study).recommendation
     if quality:   # the unproven launch's accuracy first: a class not shown is not verified
         settled = settle_quality(study, evaluate, chosen[0].config, time_left=time_left,
                                  progress=progress)
         progress.note(f"accuracy of {chosen[0].config.key()}: {settled.claim}")
+    run = run_length or RunLength.from_json(StudyAttrs.of(study).run_length_json) \
+        or parse_run_length(DEFAULT_RUN_LENGTH)
     rec = verify(chosen, default, evaluate, rounds=rounds, time_left=time_left,
-                 progress=progress, accept=accept, max_rounds=max_rounds)
+                 progress=progress, accept=accept, max_rounds=max_rounds,
+                 weigh=Weigher.of(run, default.throughput, default.config.global_batch))
     if chosen[0].role == "recommended":
         rec = dataclasses.replace(rec, accuracy=stored.get("accuracy"),
                                   default_accuracy=stored.get("default_accuracy"))

@@ -19,6 +19,7 @@ from ..quality.verdict import QualityStatus, QualityVerdict
 from ..study.records import Record, Role
 from .rounds import interleave, round_limit
 from .settle import MIN_GAIN, Settling, Verdict, settle
+from .weigh import Weigher, compile_cost
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -31,6 +32,9 @@ class Verified:
     accuracy: float | None = None
     # per round: the larger share other processes took in its two windows (None: not measured)
     outside: tuple[float | None, ...] = ()
+    # what compiling costs this launch once (recommend/weigh.compile_cost; None: not compiled)
+    compile_s: float | None = None
+    compile_cache: str | None = None
 
     @property
     def settling(self) -> Settling | None:
@@ -70,6 +74,7 @@ class Recommendation:
     rounds: int
     verified: bool
     vs_run_cpu: float | None = None    # median per-round ratio over the run_cpu heuristic
+    vs_default_compiled: float | None = None   # ... over the default launch compiled
     accuracy: float | None = None
     default_accuracy: float | None = None
     default_throughput: float | None = None
@@ -133,6 +138,8 @@ class Recommendation:
     def to_json(self) -> dict[str, Any]:
         return {"config": self.config.to_dict(), "speedup": self.speedup, "spread": self.spread,
                 "rounds": self.rounds, "verified": self.verified, "vs_run_cpu": self.vs_run_cpu,
+                "vs_default_compiled": self.vs_default_compiled,
+                "weighing": self.extra.get("weighing"),
                 "accuracy": self.accuracy, "default_accuracy": self.default_accuracy,
                 "throughput": self.throughput, "default_throughput": self.default_throughput,
                 "headline": self.headline(), "note": self.note, "settled": self.settled,
@@ -144,7 +151,9 @@ class Recommendation:
                                 "search_throughput": v.search_throughput,
                                 "throughputs": list(v.throughputs), "ratios": list(v.ratios),
                                 "outside_share": list(v.outside),
-                                "shrink": v.shrink, "holds": v.holds} for v in self.candidates]}
+                                "shrink": v.shrink, "holds": v.holds,
+                                "compile_s": v.compile_s, "compile_cache": v.compile_cache}
+                               for v in self.candidates]}
 
 
 def verify(candidates: list[Record], default: Record, evaluate: Evaluate, *,
@@ -152,7 +161,8 @@ def verify(candidates: list[Record], default: Record, evaluate: Evaluate, *,
            progress: Progress = SILENT,
            accept: Callable[[Config], QualityVerdict] | None = None,
            max_rounds: int | None = None,
-           keep_s: float | Callable[[], float] = 0.0) -> Recommendation:
+           keep_s: float | Callable[[], float] = 0.0,
+           weigh: Weigher | None = None) -> Recommendation:
     """Interleaved rounds of default + candidates (D A B C, C B A D, ...), `rounds` of them.
     Then `accept(config)` is asked, fastest first, of the candidates that hold up (the seeded
     quality confirmation of one that changes the math, quality/confirm.py, whose verdict's `why`
@@ -162,13 +172,14 @@ def verify(candidates: list[Record], default: Record, evaluate: Evaluate, *,
     the time to the one that can win settles it sooner than rounds of all (issue 35: the first
     command's rounds of candidates its confirmation then refused left run_cpu's settings 3
     rounds, unsettled). While none is accepted, the more rounds are of them all, leaving
-    `keep_s` (asked before each) for a confirmation."""
+    `keep_s` (asked before each) for a confirmation. With `weigh`, "fastest" is the soonest to
+    finish the user's run, a compile included (recommend/weigh.py)."""
     lineup = [default] + list(candidates)
     limit = round_limit(rounds, max_rounds)
     evals = interleave([(r.role, r.config) for r in lineup], evaluate, rounds=rounds,
                        time_left=time_left, progress=progress, max_rounds=rounds)
     done = len(evals[0])
-    winner = _first_accepted(_verified(lineup, evals), accept) if done else None
+    winner = _first_accepted(_verified(lineup, evals), accept, weigh) if done else None
     focus = ([0, 1 + [r.config for r in candidates].index(winner.config)] if winner
              else list(range(len(lineup))))
     if 0 < done < limit:
@@ -189,15 +200,25 @@ def verify(candidates: list[Record], default: Record, evaluate: Evaluate, *,
     results: dict[int, list[float | None]] = {
         i: [ev.throughput if ev.outcome == Outcome.OK else None for ev in evs]
         for i, evs in enumerate(evals)}
-    return _choose(_verified(lineup, evals), default, len(evals[0]), results, accept)
+    return _choose(_verified(lineup, evals), default, len(evals[0]), results, accept, weigh)
 
 
 def _first_accepted(verified: list[Verified],
-                    accept: Callable[[Config], QualityVerdict] | None) -> Verified | None:
+                    accept: Callable[[Config], QualityVerdict] | None,
+                    weigh: Weigher | None = None) -> Verified | None:
     """The fastest candidate that holds up and that `accept` accepts (asking it of each in
     turn, fastest first, until one is), or None."""
-    holding = sorted((v for v in verified if v.holds), key=lambda v: v.ratio.median, reverse=True)
-    return next((v for v in holding if accept is None or accept(v.config).accepted), None)
+    return next((v for v in _holding(verified, weigh)
+                 if accept is None or accept(v.config).accepted), None)
+
+
+def _holding(verified: list[Verified], weigh: Weigher | None) -> list[Verified]:
+    """The candidates that hold up, fastest first; with `weigh`, those that finish the run
+    before the default launch, soonest first."""
+    holding = [v for v in verified if v.holds]
+    if weigh is not None:
+        return weigh.ranked(holding)
+    return sorted(holding, key=lambda v: v.ratio.median, reverse=True)
 
 
 def _verified(lineup: list[Record], evals: list[list[TrialResult]]) -> list[Verified]:
@@ -211,6 +232,7 @@ def _verified(lineup: list[Record], evals: list[list[TrialResult]]) -> list[Veri
         out.append(Verified(
             config=rec.config, role=rec.role, search_throughput=rec.throughput,
             accuracy=rec.accuracy, throughputs=tuple(c.throughput for c, _ in rounds),
+            **dict(zip(("compile_s", "compile_cache"), compile_cost([rec.result, *evs]))),
             baselines=tuple(d.throughput for _, d in rounds),
             outside=tuple(max(shares) if (shares := [s for s in (c.outside_share, d.outside_share)
                                                      if s is not None]) else None
@@ -230,11 +252,11 @@ def _settled_enough(verified: list[Verified]) -> bool:
 
 def _choose(verified: list[Verified], default: Record, rounds: int,
             results: dict[int, list[float | None]],
-            accept: Callable[[Config], QualityVerdict] | None = None) -> Recommendation:
+            accept: Callable[[Config], QualityVerdict] | None = None,
+            weigh: Weigher | None = None) -> Recommendation:
     d_thr = [t for t in results[0] if t]
     d_med = Stats.of(d_thr).median if d_thr else default.throughput
-    run_cpu = next((v for v in verified if v.role == Role.RUN_CPU), None)
-    holding = sorted((v for v in verified if v.holds), key=lambda v: v.ratio.median, reverse=True)
+    holding = _holding(verified, weigh)
     refused: list[str] = []
     unproven: list[dict[str, Any]] = []   # faster than the winner, accuracy not shown
     confirmed = ""
@@ -262,32 +284,42 @@ def _choose(verified: list[Verified], default: Record, rounds: int,
                 if best and best.ratios else "no candidate completed verification")
         if refused:
             note = "; ".join(refused)
+        weighed = {"weighing": weigh.to_json(None, verified)} if weigh else {}
         return Recommendation(config=default.config, speedup=1.0, spread=0.0, rounds=rounds,
                               verified=True, accuracy=default.accuracy,
                               default_accuracy=default.accuracy, default_throughput=d_med,
                               throughput=d_med, candidates=tuple(verified), note=note,
                               default_wins=True, settling=best.settling if best else None,
-                              extra={"unproven": unproven} if unproven else {})
+                              extra={**({"unproven": unproven} if unproven else {}), **weighed})
     win = holding[0]
-    vs_run_cpu = None
-    if run_cpu is not None and run_cpu is not win and run_cpu.throughputs:
-        # the rounds both were measured in: past the asked ones only the winner goes on
-        n = min(len(run_cpu.throughputs), len(win.throughputs))
-        vs_run_cpu = ratio_stats(win.throughputs[:n], run_cpu.throughputs[:n]).median
-    elif run_cpu is win:
-        vs_run_cpu = 1.0
     stats, settling = win.ratio, win.settling
     speedup = (settling.ratio if settling and settling.verdict.verified and settling.ratio
                else stats.median)
     return Recommendation(config=win.config, speedup=speedup, spread=stats.spread,
                           settling=settling,
-                          rounds=rounds, verified=True, vs_run_cpu=vs_run_cpu,
+                          rounds=rounds, verified=True,
+                          vs_run_cpu=_over(win, verified, Role.RUN_CPU),
+                          vs_default_compiled=_over(win, verified, Role.DEFAULT_COMPILED),
                           accuracy=win.accuracy, default_accuracy=default.accuracy,
                           default_throughput=d_med,
                           throughput=Stats.of(list(win.throughputs)).median,
                           candidates=tuple(verified), note="; ".join(refused),
                           extra={**({"quality": confirmed} if confirmed else {}),
-                                 **({"unproven": unproven} if unproven else {})})
+                                 **({"unproven": unproven} if unproven else {}),
+                                 **({"weighing": weigh.to_json(win, verified)} if weigh else {})})
+
+
+def _over(win: Verified, verified: list[Verified], role: str) -> float | None:
+    """The winner's median per-round ratio over a reference it was verified beside (1.0 when it
+    is that reference; None when that reference completed no round)."""
+    ref = next((v for v in verified if v.role == role), None)
+    if ref is win:
+        return 1.0
+    if ref is None or not ref.throughputs:
+        return None
+    # the rounds both were measured in: past the asked ones only the winner goes on
+    n = min(len(ref.throughputs), len(win.throughputs))
+    return ratio_stats(win.throughputs[:n], ref.throughputs[:n]).median
 
 
 def trusted_alone(r: Record) -> bool:

@@ -20,6 +20,7 @@ from ..search.account import describe as describe_account
 from ..measure.contention import DISTURBED_SHARE
 from ..measure.stats import BUSY_CPU_SHARE
 from ..quality.verdict import QualityStatus, recommendation_claims
+from ..recommend.compile_words import compile_lines
 from ..recommend.settle import shown_in
 from ..study.attrs import StudyAttrs
 from ..study.records import (RUN_CPU_WON, RUN_CPU_WORDS, Record, Role, has_record,
@@ -101,6 +102,7 @@ class Report:
                 out.append(f"  {rec['vs_run_cpu']:.2f}x over {RUN_CPU_WORDS}")
             if recommends_run_cpu(rec):
                 out.append(f"  {RUN_CPU_WON}")
+            out += [f"  {line}" for line in compile_lines(rec)]
             out.append(f"  config: {_knobs(changed_knobs(rec.get('config', {})))}")
             out += [f"  {claim}" for claim in recommendation_claims(rec)]
         refs = [f"{role.split(':')[1]} {_num(t)} {self.unit}" for role, t in self.references.items()]
@@ -171,7 +173,7 @@ def build_report(study: optuna.Study, *, top: int = 10) -> Report:
         counts["running"] += running
 
     refs = {role: next((r.throughput for r in fresh if r.role == role), None)
-            for role in (Role.DEFAULT, Role.RUN_CPU)
+            for role in (Role.DEFAULT, Role.RUN_CPU, Role.DEFAULT_COMPILED)
             if any(r.role == role for r in fresh)}
     default_thr = refs.get(Role.DEFAULT)
     rows = _rows(fresh, default_thr, attrs)

@@ -14,11 +14,21 @@ _UNIT = {"h": 3600.0, "m": 60.0, "s": 1.0}
 
 def parse_budget(text: str) -> float:
     """'90s' -> 90.0, '30m' -> 1800.0, '1h30m' -> 5400.0; a bare number means seconds."""
+    seconds = parse_duration(text, "--budget")
+    if seconds > MAX_BUDGET_S:
+        raise BudgetError(f"--budget {text!r}: more than a week; did you mean minutes (m)?")
+    return seconds
+
+
+def parse_duration(text: str, flag: str) -> float:
+    """A positive duration as --budget takes it ('90s', '30m', '1h30m', a bare number of
+    seconds); `flag` names the option in the one-line error."""
     raw = str(text).strip().lower().replace(" ", "")
     if not raw:
-        raise BudgetError("--budget: empty; use e.g. 90s, 30m or 1h30m")
+        raise BudgetError(f"{flag}: empty; use e.g. 90s, 30m or 1h30m")
     if raw.startswith("-"):
-        raise BudgetError(f"--budget {text!r}: budget must be positive; use e.g. 90s, 30m or 1h30m")
+        raise BudgetError(f"{flag} {text!r}: {flag.lstrip('-').replace('-', ' ')} must be "
+                          "positive; use e.g. 90s, 30m or 1h30m")
     if re.fullmatch(r"\d+(\.\d+)?", raw):
         seconds = float(raw)
     else:
@@ -30,11 +40,9 @@ def parse_budget(text: str) -> float:
             seconds += float(m.group(1)) * _UNIT[m.group(2)]
             pos = m.end()
         if pos != len(raw) or not seen or not _order(raw):
-            raise BudgetError(f"--budget {text!r}: not a duration; use e.g. 90s, 30m or 1h30m")
+            raise BudgetError(f"{flag} {text!r}: not a duration; use e.g. 90s, 30m or 1h30m")
     if seconds <= 0:
-        raise BudgetError(f"--budget {text!r}: must be more than zero")
-    if seconds > MAX_BUDGET_S:
-        raise BudgetError(f"--budget {text!r}: more than a week; did you mean minutes (m)?")
+        raise BudgetError(f"{flag} {text!r}: must be more than zero")
     return seconds
 
 

@@ -67,7 +67,7 @@ class _Search(Trials):
     def references(self) -> dict[str, Record | None]:
         """The default launch and the launcher heuristics, measured once (by any worker)."""
         refs: dict[str, Record | None] = {}
-        for role, config in reference_configs(self.topology, self.base):
+        for role, config in reference_configs(self.topology, self.base, self.space):
             rec = self.known.get(self.key(config))
             state, trial = Claim.DONE, None
             if rec is None and self.left() > 0:

@@ -1,5 +1,6 @@
 """What a search starts from: the sampler, its first draws, the default launch and the launcher
-heuristic (torch's run_cpu on CPUs, torchrun's NUMA binding on GPUs) measured as references."""
+heuristic (torch's run_cpu on CPUs, torchrun's NUMA binding on GPUs) measured as references, and,
+where the space offers torch.compile, the default launch compiled."""
 from __future__ import annotations
 
 import random
@@ -72,11 +73,28 @@ def default_launch(space, topology: Topology) -> Config:
     return Config(device="cuda", nproc=gpus, backend=backend, threads=1 if gpus > 1 else None)
 
 
-def reference_configs(topology: Topology, base: Config) -> list[tuple[str, Config]]:
+def reference_configs(topology: Topology, base: Config,
+                      space=None) -> list[tuple[str, Config]]:
     """The default launch, and the launcher heuristic: on CPUs torch.backends.xeon.run_cpu's
     (one process per NUMA node on its physical cores, bound, with the best allocator and OpenMP
     found), on GPUs torchrun's `--numa-binding=node` (each rank on every logical CPU of its GPU's
-    NUMA node, through numactl)."""
+    NUMA node, through numactl). Where `space` offers compile, the default launch compiled: the
+    reference a PyTorch 2 user already has (issue 59)."""
+    compiled = [(Role.DEFAULT_COMPILED, base.with_(compile=True))] \
+        if compile_offered(space) and not base.compile else []
+    return _launchers(topology, base) + compiled
+
+
+def compile_offered(space) -> bool:
+    """Whether the resolved space lets a launch compile (resolution drops compile=true where
+    the machine cannot compile: space/resolve.py)."""
+    if space is None:
+        return False
+    return True in (getattr(space, "knobs", None) or {}).get("compile", ()) or \
+        (getattr(space, "fixed", None) or {}).get("compile") is True
+
+
+def _launchers(topology: Topology, base: Config) -> list[tuple[str, Config]]:
     caps = topology.capabilities
     if base.device == "cuda":
         return [(Role.DEFAULT, base),

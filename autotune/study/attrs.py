@@ -57,6 +57,9 @@ NOISE_FLOOR = "noise_floor"             # the default launch's seeded quality
 QUALITY_PREFIX = "quality:"             # + math class: that class's ClassEvidence JSON
 QUALITY_LENGTH = "quality_run_samples"  # samples of the study's seeded runs (quality/sizing.py)
 BUDGET_ACCOUNT = "budget_account"       # where the last search's budget went (search/account.py)
+# The user's run the last search weighed compiles against (--run-length): {"seconds"} or
+# {"steps"} (recommend/weigh.RunLength); `verify` weighs with it again.
+RUN_LENGTH = "weighed_run_length"
 # A shared search (search/shared.py): the stored-accuracy markers and their claims, each
 # worker's registration, and the verifier's claim.
 ACCURACY_PREFIX = "accuracy:"
@@ -68,7 +71,7 @@ KEYS = (SCHEMA_VERSION, AUTOTUNE_VERSION, TOPOLOGY, FINGERPRINT, HARDWARE, TORCH
         SPACE, SETTINGS, LIBRARY_VERSIONS, CLUSTER, SCRIPT_COMMAND, SCRIPT_METRIC,
         SCRIPT_LOWER_IS_BETTER, SCRIPT_ACCURACY, SCRIPT_SCAN, SCRIPT_WARNING, SCRIPT_OVERRIDES,
         SCRIPT_NOISE_FLOOR, RECOMMENDATION, NOISE_FLOOR, QUALITY_LENGTH, BUDGET_ACCOUNT,
-        VERIFIER)
+        RUN_LENGTH, VERIFIER)
 PREFIXES = (QUALITY_PREFIX, ACCURACY_PREFIX, ACCURACY_CLAIM_PREFIX, WORKER_PREFIX)
 
 
@@ -201,6 +204,11 @@ class StudyAttrs:
         return bounded.budget_account(self.raw.get(BUDGET_ACCOUNT))
 
     @property
+    def run_length_json(self) -> dict[str, Any]:
+        """The stored --run-length (recommend/weigh.RunLength.from_json checks its numbers)."""
+        return self._dict(RUN_LENGTH)
+
+    @property
     def quality_evidence(self) -> list[str]:
         """Every math class's stored evidence (ClassEvidence JSON texts)."""
         return [v for k, v in self.raw.items() if k.startswith(QUALITY_PREFIX)
@@ -290,6 +298,10 @@ def write_quality_length(study: "optuna.Study", samples: int) -> None:
 
 def write_budget_account(study: "optuna.Study", account: dict[str, Any]) -> None:
     study.set_user_attr(BUDGET_ACCOUNT, account)
+
+
+def write_run_length(study: "optuna.Study", run_length: dict[str, Any]) -> None:
+    study.set_user_attr(RUN_LENGTH, run_length)
 
 
 def write_accuracy(study: "optuna.Study", math_key: str, value: float | None) -> None:

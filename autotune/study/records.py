@@ -43,6 +43,9 @@ class Role(StrEnum):
     SEARCH = "search"
     DEFAULT = "reference:default"
     RUN_CPU = "reference:run_cpu"
+    # The default launch with torch.compile, where the space offers compile (issue 59): what a
+    # PyTorch 2 user already has without tuning.
+    DEFAULT_COMPILED = "reference:default_compiled"
     REPEAT = "repeat"
     # A sampled trial whose configuration another worker was measuring: PRUNED, never run.
     DUPLICATE = "duplicate"
@@ -58,9 +61,21 @@ RUN_CPU_WON = ("the recommendation is run_cpu's settings themselves: no configur
                "measured was verified faster (a longer --budget measures more of them)")
 
 
+# What the compiled reference is, wherever a figure over it is printed, and what is said when it
+# is the recommendation itself (as RUN_CPU_WON).
+DEFAULT_COMPILED_WORDS = "the default launch compiled (torch.compile, every other knob default)"
+DEFAULT_COMPILED_WON = ("the recommendation is the default launch compiled: no other "
+                        "configuration the search measured was verified faster to finish the run")
+
+
 def recommends_run_cpu(rec: dict[str, Any]) -> bool:
     """Whether a stored recommendation (its JSON) is the run_cpu reference's configuration."""
-    return any(c.get("role") == Role.RUN_CPU and c.get("config") == rec.get("config")
+    return recommends_reference(rec, Role.RUN_CPU)
+
+
+def recommends_reference(rec: dict[str, Any], role: str) -> bool:
+    """Whether a stored recommendation (its JSON) is that reference's configuration."""
+    return any(isinstance(c, dict) and c.get("role") == role and c.get("config") == rec.get("config")
                for c in rec.get("candidates") or [])
 
 

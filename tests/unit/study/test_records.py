@@ -24,7 +24,7 @@ STORED_KEYS = {
     "overridden", "math_class", "quality", "quality_sd", "quality_n", "quality_verdict",
     "reused_from", "note", "own_share", "outside_share", "median_throughput", "window_s",
     "samples", "stopped_early", "split", "ceiling", "ceiling_split", "fixed", "of_ceiling",
-    "ignored_files"}
+    "ignored_files", "compile_s", "compile_cache", "recompiles"}
 
 # No field at its default: a field added to TrialResult must be given a value here.
 FULL = TrialResult(
@@ -45,7 +45,7 @@ FULL = TrialResult(
     ceiling=151.2, ceiling_split={"step_s": 0.021, "source": "worker", "compute": 0.02},
     fixed={"start": 0.1, "imports": 1.4, "group": 0.1, "model": 0.3, "warmup": 0.5},
     note="rank 1 idle for 30 s after rank 0 exited; ended (it sat in futex_do_wait)",
-    ignored_files=1)
+    ignored_files=1, compile_s=14.2, compile_cache="cold", recompiles=1)
 
 
 def _study(tmp_path) -> optuna.Study:
