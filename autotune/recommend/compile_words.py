@@ -16,19 +16,26 @@ def compile_lines(rec: dict[str, Any]) -> list[str]:
     (the winner's), or why the compiled launch passed over is not recommended. Empty where
     nothing compiled and the compiled reference was not measured."""
     out = []
+    weighing = rec.get("weighing") if isinstance(rec.get("weighing"), dict) else {}
     vs = _num(rec.get("vs_default_compiled"))
     if vs:
-        out.append(f"{vs:.2f}x over {DEFAULT_COMPILED_WORDS}")
+        out.append(f"{vs:.2f}x over {DEFAULT_COMPILED_WORDS}" + _to_finish(weighing))
     if recommends_reference(rec, Role.DEFAULT_COMPILED):
         out.append(DEFAULT_COMPILED_WON)
-    weighing = rec.get("weighing")
-    if not isinstance(weighing, dict):
-        return out
     if isinstance(weighing.get("winner"), dict):
         out.append(_winner(weighing, weighing["winner"]))
     elif isinstance(weighing.get("passed"), dict):
         out.append(_passed(weighing, weighing["passed"]))
     return out
+
+
+def _to_finish(w: dict[str, Any]) -> str:
+    """' at the steady rate; 2.00x to finish a run of 10m00s, its compile included'."""
+    ref, win = _num(w.get("compiled_reference_finish_s")), _num(w.get("finish_s"))
+    if ref is None or not win:
+        return ""
+    return (f" at the steady rate; {ref / win:.2f}x to finish a run of {_run(w)}, its compile "
+            "included")
 
 
 def _winner(w: dict[str, Any], p: dict[str, Any]) -> str:
@@ -39,7 +46,7 @@ def _winner(w: dict[str, Any], p: dict[str, Any]) -> str:
         return f"compiled ({NO_COMPILE_COST}); the run is {run} ({RUN_LENGTH_FLAG})"
     after = _length(w, _num(p.get("break_even_s")))
     return (f"compiling pays for itself after {after} of training ({_cost(p)}) against "
-            f"{against}; the {run} run ({RUN_LENGTH_FLAG}) takes "
+            f"{against}; a run of {run} ({RUN_LENGTH_FLAG}) takes "
             f"{_time(p.get('finish_s'))} compiled, {_time(p.get('against_finish_s'))} with "
             f"{against}")
 

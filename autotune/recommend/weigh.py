@@ -25,6 +25,7 @@ from ..errors import ConfigError
 from ..measure.stats import RatioStats
 from ..result import TrialResult
 from ..search.budget import parse_duration
+from ..study.records import Role
 
 # An hour: a short real training run, next to a compile of seconds to a few minutes (issue 59
 # measured seconds on the built-in workload). At that length a compile that is steadily faster
@@ -107,6 +108,7 @@ def compile_cost(results: Iterable[TrialResult | None]) -> tuple[float | None, s
 class Weighed(Protocol):
     """A verified launch as the weighing reads it (recommend/verify.Verified)."""
     config: Config
+    role: str
     compile_s: float | None
     compile_cache: str | None
 
@@ -163,7 +165,11 @@ class Weigher:
         break-even against the eager launch it beat, and the compiled launch it passed over."""
         verified = [v for v in verified if v.ratios]
         out: dict[str, Any] = {"run_length": self.run.to_json(), "run": self.run.text(),
-                               "default_s": self.default_s, "step_s": self.step_s}
+                               "default_s": self.default_s, "step_s": self.step_s,
+                               "finish_s": self.finish_s(winner) if winner else self.default_s}
+        ref = next((v for v in verified if v.role == Role.DEFAULT_COMPILED), None)
+        if ref is not None and ref.compile_s is not None:
+            out["compiled_reference_finish_s"] = self.finish_s(ref)
         if winner is not None and compiles(winner):
             eager = [v for v in verified if not compiles(v) and v.holds
                      and self.finish_s(v) >= self.finish_s(winner)]

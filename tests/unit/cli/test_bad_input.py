@@ -39,6 +39,20 @@ CASES = {
     "budget_zero": (["--budget", "0"], "--budget '0': must be more than zero"),
     "budget_too_short": (["--budget", "30s"], "--budget 30s is too short"),
     "budget_too_long": (["--budget", "9999h"], "more than a week"),
+    # --run-length (issue 59): a positive duration as --budget takes it, or a step count
+    "run_length_empty": (["--run-length", ""], "--run-length: empty"),
+    "run_length_unit": (["--run-length", "2 hours"], "--run-length '2 hours': not a duration"),
+    "run_length_negative": (["--run-length", "-2h"],
+                            "--run-length '-2h': run length must be positive"),
+    "run_length_zero": (["--run-length", "0"], "--run-length '0': must be more than zero"),
+    "run_length_zero_steps": (["--run-length", "0steps"],
+                              "--run-length '0steps': steps must be from 1"),
+    "run_length_fraction_steps": (["--run-length", "2.5 steps"],
+                                  "--run-length '2.5 steps': steps are a whole number"),
+    "run_length_too_long": (["--run-length", "9999999h"], "more than a year of training"),
+    "run_length_steps_of_a_script": (["--run-length", "5000steps", "--", "python", "train.py"],
+                                     "--run-length 5000 steps: a script's score is not samples "
+                                     "per second"),
     # search-space files
     "space_missing": (["--space", "{tmp}/nope.yaml"], "nope.yaml: search-space file not found"),
     "space_is_a_folder": (["--space", "{tmp}"], "{tmp}: search-space file not found"),
