@@ -1,10 +1,13 @@
 """Search for the fastest launch configuration of a workload on this machine, within a budget.
 
-The search probes the machine, resolves the search space against it, measures two references
-(the default launch, and the settings torch's run_cpu would choose, reproduced by autotune), then
+The search probes the machine, resolves the search space against it, measures the references
+(the default launch, the settings torch's run_cpu would choose, reproduced by autotune, and,
+where the space offers compile, the default launch compiled), then
 lets an Optuna sampler choose real, timed DDP trials until the budget (less verification) is
 spent or the search stagnates. The best few are then re-run interleaved with the default
-launch, and only a configuration that stays faster is recommended. Everything is stored as it happens: Ctrl-C, or running the same command
+launch, and only a configuration that stays faster is recommended; where one compiles, the
+winner is the one that finishes --run-length of training first, its compile included. Everything
+is stored as it happens: Ctrl-C, or running the same command
 again, resumes without re-running what was measured. Several machines running the same command
 with one `--storage postgresql://...` share the study: each configuration runs on one of them,
 and the last to finish verifies and writes the recommendation for all.
@@ -16,6 +19,7 @@ set), the per-trial lines alone; with --quiet, only warnings and the final summa
 examples:
   autotune search --budget 30m
   autotune search --budget 10m --workload transformer --max-accuracy-drop 2
+  autotune search --budget 30m --run-length 5000steps      weigh a compile against your run
   autotune search --budget 1h --storage postgresql://me@db/autotune --space my_space.yaml
       (the same command on several identical machines: one shared search; pip install
       'psycopg[binary]' for the driver)
