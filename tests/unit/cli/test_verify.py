@@ -90,6 +90,8 @@ def test_a_recommendation_of_the_default_launch_with_nothing_else_measured(tmp_p
     (["--rounds", "0"], "'0' must be at least 1"),
     (["--rounds", "1000"], "'1000' must be at most 100"),
     (["--rounds", "many"], "'many' is not a whole number"),
+    (["--run-length", "0steps"], "--run-length '0steps': steps must be from 1"),
+    (["--run-length", "soon"], "--run-length 'soon': not a duration"),
 ])
 def test_bad_options(tmp_path, capsys, argv, expect):
     url, _ = _study(tmp_path, live_topology(), Config(nproc=2, threads=1))
