@@ -64,7 +64,8 @@ def run(args: argparse.Namespace) -> int:
     req = VerifyRequest(budget_s=parse_budget(args.budget), rounds=args.rounds,
                         study=study_of(args), trust_study=args.trust_study,
                         idle_timeout=args.idle_timeout, quality=args.quality,
-                        run_length=args.run_length and parse_run_length(args.run_length))
+                        run_length=None if args.run_length is None
+                        else parse_run_length(args.run_length))
     verified = verify(req, RoundLines(of_rounds=False, quiet=args.json, named=True), started=started)
     print(json.dumps(verified.result.to_json(), indent=2) if args.json else verified.text())
     return 0

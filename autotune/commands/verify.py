@@ -16,6 +16,7 @@ from ..probe import probe, torch_build
 from ..progress import SILENT, Progress
 from ..recommend.reverify import (Reverified, reverify, seeded_confirmation,
                                   store_unless_replaced)
+from ..recommend.compile_words import compile_lines
 from ..recommend.weigh import RunLength
 from ..run.idle import IDLE_DEADLINE_S
 from ..run.evaluate import live_evaluator
@@ -50,6 +51,9 @@ class Verified:
     def text(self) -> str:
         """The new headline, the stored one it replaces, and whether it was stored."""
         out = [printable(self.result.recommendation.headline())]
+        # the compiled reference and the weighing of a compile, as the search's summary says them
+        out += [f"  {printable(line)}" for line in
+                compile_lines(self.result.recommendation.to_json())]
         if self.result.previous:   # the stored headline: shown, never acted on
             out.append(f"  before: {one_line(self.result.previous)}")
         out.append(f"  stored in {self.url}" if self.result.replaces

@@ -92,6 +92,7 @@ def test_a_recommendation_of_the_default_launch_with_nothing_else_measured(tmp_p
     (["--rounds", "many"], "'many' is not a whole number"),
     (["--run-length", "0steps"], "--run-length '0steps': steps must be from 1"),
     (["--run-length", "soon"], "--run-length 'soon': not a duration"),
+    (["--run-length", ""], "--run-length: empty"),
 ])
 def test_bad_options(tmp_path, capsys, argv, expect):
     url, _ = _study(tmp_path, live_topology(), Config(nproc=2, threads=1))
