@@ -145,6 +145,7 @@ class DropBound:
     failed: tuple[tuple[int, str], ...] = ()
     # (seed, why) of the default's runs that gave none: those pairs are left out, and named
     default_failed: tuple[tuple[int, str], ...] = ()
+    spread_pp: float | None = None     # the default's own seed-to-seed sd (points)
     spike_limit_pp: float = math.inf   # a seed's drop past this is a spike (SPIKE_SPREADS)
     spiked: tuple[tuple[int, float], ...] = ()   # (seed, drop) past it, the worst first
     look: int = 0     # the block of seeds it was decided on: 0 the search's, 1.. a look's
@@ -233,10 +234,10 @@ def claim_words(b: DropBound) -> str:
 
 
 def pairs_to_show(b: DropBound, most: int = 30, *, alpha: float | None = None,
-                  inflate: float = 1.0) -> int | None:
+                  inflate: float = 1.0, least_sd: float = 0.0) -> int | None:
     """How many paired seeds in all would show `b`'s class within the tolerance at the level
     `alpha` (b's own when None) if more seeds measured the same mean drop and a spread `inflate`
-    times the one measured (a planning figure, not a promise); None when no number up to `most`
+    times the one measured, `least_sd` at least (a planning figure, not a promise); None when no number up to `most`
     would: the drop itself is at or beyond the tolerance, a seed failed or spiked, or there is no
     spread to plan with."""
     if not b.paired or b.n < 2 or b.diverged or b.failed or b.spiked \
@@ -245,7 +246,7 @@ def pairs_to_show(b: DropBound, most: int = 30, *, alpha: float | None = None,
     a = b.alpha if alpha is None else alpha
     if a == b.alpha and inflate == 1.0 and b.answer == Shown.WITHIN:
         return b.n
-    sd = b.se_pp * math.sqrt(b.n) * inflate
+    sd = max(b.se_pp * math.sqrt(b.n) * inflate, least_sd)
     return next((n for n in range(2, most + 1)
                  if b.drop_pp + t_quantile(1 - a, n - 1) * sd / math.sqrt(n) <= b.tolerance_pp),
                 None)
@@ -292,7 +293,7 @@ def paired(default: dict[int, float], candidate: dict[int, float], tolerance_pp:
         correlation=correlation(a, b),
         se_unpaired_pp=math.sqrt(_sd(a) ** 2 / n + _sd(b) ** 2 / n) if n >= 2 else None,
         diverged=diverged, failed=tuple(sorted(c_bad.items())),
-        default_failed=tuple(sorted(d_bad.items())), spike_limit_pp=limit,
+        default_failed=tuple(sorted(d_bad.items())), spread_pp=spread, spike_limit_pp=limit,
         spiked=tuple(sorted(((s, d) for s, d in zip(both, drops)
                              if d > limit and s not in diverged), key=lambda p: -p[1])))
 

@@ -20,29 +20,36 @@ whatever the selection before and however the looks depend on each other
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Iterable
+from typing import Any, Iterable, Protocol
 
 from .gate import GATE_ALPHA, DropBound, Shown, paired
 
-if TYPE_CHECKING:
-    from .evidence import ClassEvidence
+
+class ClassEvidence(Protocol):
+    """What a judge reads of a class's runs (quality/evidence.ClassEvidence)."""
+    math_class: str
+    runs: dict[int, dict[str, Any]]
+
+    def by_seed(self) -> dict[int, float]: ...
+    def failures(self) -> dict[int, str]: ...
+    def spread_pp(self) -> float | None: ...
 
 LOOK_SEEDS = 100             # seeds per block: block b is seeds b*100 .. b*100+99
 MOST_LOOKS = 4               # looks a study opens in all, over every class
-LOOK_ALPHA = GATE_ALPHA / MOST_LOOKS
+LOOK_ALPHA = 2 * GATE_ALPHA / MOST_LOOKS
 LEAST_LOOK_PAIRS = 4         # a look planned with fewer would rarely show anything
 MOST_LOOK_PAIRS = 9          # the search's confirmation (3 + 9 = the 12 pairs of round 6)
 MOST_SETTLE_PAIRS = 16       # `verify --quality`, which the user gives its own budget
 # A look is planned as if the spread were this much wider than the screening's few seeds
 # measured (3 seeds underestimate it often): fewer looks end not shown for want of pairs.
-PLAN_INFLATE = 1.3
+PLAN_INFLATE = 1.6
 
 
 def block(seed: int) -> int:
     return seed // LOOK_SEEDS
 
 
-def judge(base: "ClassEvidence", ev: "ClassEvidence", tolerance_pp: float, *,
+def judge(base: ClassEvidence, ev: ClassEvidence, tolerance_pp: float, *,
           lower_is_better: bool = False) -> DropBound | None:
     """The class's test against the default's runs: the look that accepts it, else the last
     complete look, else the screening on the search's seeds; with every failed, diverged or
@@ -80,7 +87,7 @@ def _union(a: Iterable[tuple[int, str]], b: Iterable[tuple[int, str]]) -> tuple:
     return tuple(sorted(dict([*a, *b]).items()))
 
 
-def complete_looks(base: "ClassEvidence", ev: "ClassEvidence") -> list[tuple[int, ...]]:
+def complete_looks(base: ClassEvidence, ev: ClassEvidence) -> list[tuple[int, ...]]:
     """The seeds of each look of `ev`'s class that ran all its planned pairs (a run that failed
     counts as run), in block order."""
     out = []
@@ -93,14 +100,14 @@ def complete_looks(base: "ClassEvidence", ev: "ClassEvidence") -> list[tuple[int
     return out
 
 
-def looks_spent(classes: Iterable["ClassEvidence"], default_class: str) -> int:
+def looks_spent(classes: Iterable[ClassEvidence], default_class: str) -> int:
     """Looks a study has opened: each (class, block) with a run of a class that is not the
     default's, past the search's own seeds."""
     return sum(len({block(s) for s in ev.runs} - {0}) for ev in classes
                if ev.math_class != default_class)
 
 
-def next_block(classes: Iterable["ClassEvidence"]) -> int:
+def next_block(classes: Iterable[ClassEvidence]) -> int:
     """The first block no run of the study uses, past the confirmation's (2 at least): the new
     seeds of a `verify --quality` look."""
     return max([2] + [block(s) + 1 for ev in classes for s in ev.runs])
@@ -109,8 +116,10 @@ def next_block(classes: Iterable["ClassEvidence"]) -> int:
 def plan_pairs(pilot: DropBound | None, most: int) -> int:
     """Pairs a look plans from what the class showed so far (`pilot`): the fewest that would show
     its drop within the tolerance at LOOK_ALPHA were its spread PLAN_INFLATE times the measured
-    one, at least LEAST_LOOK_PAIRS, else `most`."""
+    one and no less than the default's own seed-to-seed spread (3 seeds often measure a paired
+    spread far too small: a look planned on it alone ended not shown for want of pairs), at
+    least LEAST_LOOK_PAIRS, else `most`."""
     from .gate import pairs_to_show
-    want = pairs_to_show(pilot, most, alpha=LOOK_ALPHA, inflate=PLAN_INFLATE) \
-        if pilot is not None else None
+    want = pairs_to_show(pilot, most, alpha=LOOK_ALPHA, inflate=PLAN_INFLATE,
+                         least_sd=pilot.spread_pp or 0.0) if pilot is not None else None
     return max(LEAST_LOOK_PAIRS, min(most, want or most))

@@ -63,7 +63,7 @@ def test_the_report_judges_each_stored_class_by_the_paired_test(tmp_path):
     # decided by its confirmation's look (seeds 100-102, stored before looks had plans: judged
     # on the pairs it ran) at the look's level, not pooled with the search's seeds
     assert b.gate.n == 3 and b.gate.look == 1
-    assert b.claim.startswith("within 1 pp (98.75% upper bound of the drop 0.")
+    assert b.claim.startswith("within 1 pp (97.5% upper bound of the drop 0.")
     assert c.claim == "beyond 1 pp: seeds 0, 1, 2 diverged (drop up to 32.0 pp, 3 paired seeds)"
 
 
