@@ -11,9 +11,11 @@ percentage points) over n paired seeds,
 and the answer has three values, not two:
   within     upper <= tolerance: shown to lose at most the tolerance
   beyond     lower > tolerance, or a seed diverged: shown to lose more
-  not shown  neither: the runs cannot tell; nothing is claimed, and the class is not
-             recommended as if it kept accuracy
-A class that truly loses more than the tolerance is accepted in at most 5% of judgements.
+  not shown  neither, or a seed of the class failed (`failed`), or lost more than the tolerance
+             plus SPIKE_SPREADS times the default's own spread (`spiked`): nothing is claimed,
+             and the class is not recommended as if it kept accuracy
+at the one-sided level 1 - alpha of the caller (GATE_ALPHA for one test; a look of new seeds
+uses quality/looks.LOOK_ALPHA, so that a whole study's error stays at 5%).
 
 **Paired.** A class's quality run and the default's of the same seed share the initial weights
 (build_model(seed)), the data order (sample i of seed s) and the held-out examples (one set for
@@ -24,9 +26,9 @@ example: per-example agreement (McNemar) on one pair of trained models says noth
 second seed would train, and its intervals missed the class's true drop far more often than 5%
 (the benchmark measures both; docs/benchmarks.md, "The accuracy gate").
 
-**Diverged.** A seed whose accuracy falls DIVERGED_DROP_PP or more below the default's, or is
-not a number, diverged: the class is beyond whatever its other seeds say (one such seed
-already makes the bound wide; this says why in words).
+**Diverged.** A seed whose accuracy falls DIVERGED_DROP_PP or more below the default's diverged:
+the class is beyond whatever its other seeds say. A seed that gave no number at all is a failed
+seed: the class is not shown at best (it is never averaged away).
 """
 from __future__ import annotations
 
