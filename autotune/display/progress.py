@@ -141,7 +141,9 @@ class TerminalProgress:
             if rec.role == Role.DEFAULT:
                 self.default_thr = rec.throughput
             ratio = rec.throughput / self.default_thr if self.default_thr else None
-            if rec.feasible and (self.best is None or rec.throughput > self.best):
+            # "best" counts a class shown within (or with no accuracy rule), never one not shown
+            if rec.feasible and rec.result.quality in (None, "within") and \
+                    (self.best is None or rec.throughput > self.best):
                 self.best = rec.throughput
                 self.bar.best_config = short(rec.config)
             acc = f", accuracy {rec.accuracy:.3f}" if rec.accuracy is not None else ""

@@ -1,16 +1,18 @@
 """The seeded confirmation of a recommendation that changes the math, and what it costs.
 
-The search judges a class on the seeds the default's runs used (DEFAULT_SEEDS). Before a class
-that trains differently is recommended, default and candidate run new seeds (CONFIRM_SEEDS) side
-by side at the study's one length, and the class is judged on every pair it then has: the search's
-and the new ones. Acceptance needs the pooled test to show the drop within the tolerance, so a
-class that truly loses more is accepted in at most 5% of confirmations however it fared on the
-search's seeds (passing both is rarer than passing the last); the new seeds guard against a class
-that looked good on the seeds it was chosen on.
+The search judges a class on the seeds the default's runs used (DEFAULT_SEEDS): a screening,
+biased by the choice it made on those very seeds, that never recommends. Before a class that
+trains differently is recommended, default and candidate run new seeds side by side at the
+study's one length: one look (quality/looks.py), its number of pairs fixed from the screening
+before the first runs (looks.plan_pairs), judged on the new seeds alone at looks.LOOK_ALPHA, once.
+A study opens at most looks.MOST_LOOKS looks, so a class that truly loses exactly the tolerance
+is accepted in at most 5% of studies, family-wise over its candidates and `verify --quality`
+(benchmarks/accuracy/gate.py measures it, selection included).
 
-A class whose drop already stands beyond the tolerance on the search's seeds is not confirmed:
-more seeds would only say so again. Neither is one the time left cannot hold; both are named, with
-what settling them would cost, and the command that does it.
+A class whose drop already stands beyond the tolerance on the search's seeds, or that failed or
+spiked on one, is not confirmed: more seeds cannot show it. Neither is one the time left cannot
+hold; both are named, with what settling them would cost, and the command that does it when it
+would run.
 """
 from __future__ import annotations
 
@@ -19,32 +21,27 @@ from typing import Callable, Sequence
 
 from ..config import Config, describe_changes
 from ..progress import SILENT, Progress
-from .evidence import CONFIRM_SEEDS, QualityBook
+from .evidence import QualityBook
 from .gate import pairs_to_show
+from .looks import (LEAST_LOOK_PAIRS, LOOK_ALPHA, LOOK_SEEDS, PLAN_INFLATE, MOST_LOOK_PAIRS, MOST_LOOKS, MOST_SETTLE_PAIRS,
+                    block, plan_pairs)
 from .verdict import QualityStatus, QualityVerdict
 
 # What settles a class the confirmation could not show, as the summary names it.
 SETTLE_COMMAND = "autotune verify --quality"
-# The most paired seeds a confirmation grows a class to while more could show it (the search's
-# 3, the 3 new ones, then up to 6 more): at the built-in cnn's 5-minute length this lifted the
-# share of bf16 shown within from 31% to 47%, at its 10-minute length from 97% to 100%, and a
-# class losing 2 pp stayed accepted in 0.4% (benchmarks/accuracy/gate.py, "what_if"; its
-# repeated looks take a class at exactly the tolerance from 5% to 7.6%).
-MOST_PAIRS = 12
+CONFIRM_BLOCK = 1   # the confirmation's new seeds: 100.. (looks.block)
 
 
 def confirm_quality(book: QualityBook, config: Config, *, time_left: Callable[[], float],
                     progress: Progress = SILENT,
-                    base_launch: Config | None = None,
-                    seeds: tuple[int, ...] = CONFIRM_SEEDS, leave_s: float = 0.0,
-                    most_pairs: int = MOST_PAIRS) -> QualityVerdict:
+                    base_launch: Config | None = None, leave_s: float = 0.0,
+                    most_pairs: int = MOST_LOOK_PAIRS) -> QualityVerdict:
     """Confirm, before recommending it, that a configuration which changes the math trains as
-    well as the default launch: `seeds` new seeds, default and candidate side by side (D C D C
-    ...), at the study's length, then the paired test on every seed both sides have. While the
-    class is still not shown and more seeds could show it (gate.pairs_to_show), more pairs follow,
-    up to `most_pairs` in all, as long as the time left holds them and `leave_s` after (the
-    winner's rounds). A configuration with the default's math needs nothing. The verdict's `why`
-    is the line the recommendation shows (accepted or not)."""
+    well as the default launch: one look of new seeds (CONFIRM_BLOCK), default and candidate side
+    by side (D C D C ...), as many pairs as planned from the screening (at most `most_pairs`, as
+    many as the time left holds with `leave_s` after), judged on them alone. A configuration with
+    the default's math needs nothing; a class already decided by a look (a resumed search) is
+    not looked at again. The verdict's `why` is the line the recommendation shows."""
     cls = book.class_of(config)
     changes = describe_changes(config, none="default")
     if cls == book.class_of(book.base):
@@ -53,49 +50,62 @@ def confirm_quality(book: QualityBook, config: Config, *, time_left: Callable[[]
             f"same math as the default launch (quality {d_now.describe()}, {d_now.n} seeds)"
             if d_now else "same math as the default launch"))
     before = book.verdict(config)
-    if before.status == QualityStatus.BEYOND or (before.gate is not None and
-                                                 before.gate.drop_pp > before.gate.tolerance_pp):
+    g = before.gate
+    if g is not None and g.look or before.status in (QualityStatus.BEYOND, QualityStatus.FAILED) \
+            or g is not None and (g.failed or g.spiked or g.drop_pp > g.tolerance_pp):
         return _stated(book, config, before, f"{changes}: accuracy ")
+    plan = _stored_plan(book, config) or plan_pairs(g, most_pairs)
+    seeds = [CONFIRM_BLOCK * LOOK_SEEDS + i for i in range(plan)]
+    opened = any(block(s) == CONFIRM_BLOCK for s in book.evidence(config).runs) \
+        if book.evidence(config) else False
     todo = [s for s in seeds if book.missing_seeds(config, (s,)) or
             book.missing_seeds(book.base, (s,))]
     need = confirmation_cost(book, config, len(todo))
-    if need > time_left():
-        return QualityVerdict(status=QualityStatus.PENDING, math_class=cls, gate=before.gate,
+    why_not = None
+    if not opened and book.looks_spent() >= MOST_LOOKS:
+        why_not = f"the study's {MOST_LOOKS} looks at new seeds are spent"
+    elif need + leave_s > time_left():
+        why_not = (f"{len(todo)} more paired seeds need about {need:.0f}s, more than the budget "
+                   "left")
+    if why_not:
+        return QualityVerdict(status=QualityStatus.PENDING, math_class=cls, gate=g,
                               sample=before.sample, why=(
-            f"{changes} not confirmed: {len(todo)} more paired seeds need about {need:.0f}s, "
-            f"more than the budget left" + (f"; on the search's seeds: {before.claim}"
-                                            if before.gate is not None else "")))
+            f"{changes} not confirmed: {why_not}" + (f"; on the search's seeds: {before.claim}"
+                                                     if g is not None else "")))
     # the default's side runs on the quickest launch of its math (`base_launch`): the same
     # training, in a fraction of the time where the default launch starves (a GPU's data path)
     base = base_launch if base_launch is not None and \
         book.class_of(base_launch) == book.class_of(book.base) else book.base
-    _pairs(book, (base, config), todo, progress)
+    _pairs(book, (base, config), todo, progress, plan)
     after = book.verdict(config)
-    extra = iter(range(max(seeds) + 1, max(seeds) + 1 + most_pairs))
-    while after.status == QualityStatus.NOT_SHOWN and after.gate is not None \
-            and after.gate.n < most_pairs and pairs_to_show(after.gate, most=most_pairs):
-        want = pairs_to_show(after.gate, most=most_pairs) - after.gate.n
-        if confirmation_cost(book, config, want) + leave_s > time_left():
-            break
-        more = [next(extra) for _ in range(want)]
-        _pairs(book, (base, config), more, progress)
-        todo += more
-        after = book.verdict(config)
-    if after.status == QualityStatus.FAILED or after.gate is None:
+    if after.gate is None:
         return QualityVerdict(status=QualityStatus.FAILED, math_class=cls, why=(
             f"{changes} not confirmed: confirmation runs failed"))
     return _stated(book, config, after, "", new=len(todo))
 
 
+def _stored_plan(book: QualityBook, config: Config) -> int | None:
+    """The plan of a confirmation look this class already opened (a search resumed after a
+    crash finishes it as planned)."""
+    ev = book.evidence(config)
+    plans = [int(r["plan"]) for s, r in (ev.runs.items() if ev else ())
+             if block(s) == CONFIRM_BLOCK and r.get("plan")]
+    return max(plans) if plans else None
+
+
 def _pairs(book: QualityBook, sides: tuple[Config, Config], seeds: list[int],
-           progress: Progress) -> None:
+           progress: Progress, plan: int) -> None:
     """Both sides' runs of `seeds`, interleaved (D C D C ...), so a drift in the machine hits
-    both alike; a run already stored is not repeated."""
+    both alike; a run already stored is not repeated. The candidate stops at its first failure
+    (it can no longer be shown)."""
     for seed in seeds:
         for c in sides:
             if book.missing_seeds(c, (seed,)):
                 progress.confirm_start(config=c, seed=seed)
-                book.measure(c, (seed,))
+                book.measure(c, (seed,), plan=plan if c is sides[1] else None)
+        cand = book.evidence(sides[1])
+        if cand is not None and cand.failures():
+            return
 
 
 def _stated(book: QualityBook, config: Config, v: QualityVerdict, head: str,
@@ -110,38 +120,50 @@ def _stated(book: QualityBook, config: Config, v: QualityVerdict, head: str,
     text = (f"{head}accuracy {c.describe() if c else '-'} (default "
             f"{d.describe() if d else '-'}, {v.gate.n if v.gate else 0} paired seeds{length}"
             f"{fresh}{corr}): {v.claim}")
-    if v.status == QualityStatus.NOT_SHOWN:
-        text += f"; to settle it: {SETTLE_COMMAND}"
+    text += settle_advice(book, v)
     return QualityVerdict(status=v.status, math_class=v.math_class, sample=c, gate=v.gate,
                           why=text)
 
 
+def settle_advice(book: QualityBook, v: QualityVerdict) -> str:
+    """'; to settle it: autotune verify --quality' where that command would look at the class
+    (not shown, more seeds could show it, and a look is left), else what stands in its way."""
+    if v.status != QualityStatus.NOT_SHOWN or v.gate is None:
+        return ""
+    if v.gate.failed or v.gate.spiked:
+        return "; no number of paired seeds would show it within the tolerance"
+    if book.looks_spent() >= MOST_LOOKS:
+        return f"; the study's {MOST_LOOKS} looks at new seeds are spent"
+    if pairs_to_show(v.gate, MOST_SETTLE_PAIRS, alpha=LOOK_ALPHA) is None:
+        return "; no number of paired seeds would show it within the tolerance"
+    return f"; to settle it: {SETTLE_COMMAND}"
+
+
 def confirmation_cost(book: QualityBook, lead: Config | None, seeds: int | None = None) -> float:
     """Seconds the confirmation of the leader `lead` would take: `seeds` new paired seeds
-    (CONFIRM_SEEDS' count when None; 0 for the default's math)."""
+    (the least a look plans when None; 0 for the default's math)."""
     if lead is None or book.class_of(lead) == book.class_of(book.base):
         return 0.0
     per_run = (book.run_seconds(book.base) or 0.0) + (book.run_seconds(lead) or 0.0)
-    return per_run * (len(CONFIRM_SEEDS) if seeds is None else seeds)
+    return per_run * (LEAST_LOOK_PAIRS if seeds is None else seeds)
 
 
 def settling_cost(book: QualityBook, config: Config) -> float:
-    """Seconds the paired seeds that would show `config`'s class within the tolerance would take,
-    beyond those it has (gate.pairs_to_show); inf when no number of seeds would (its drop is at
-    or beyond the tolerance)."""
+    """Seconds the look that could show `config`'s class within the tolerance would take (the
+    pairs looks.plan_pairs would plan for it); inf when no number of seeds would (its drop is at
+    or beyond the tolerance, or a seed failed or spiked)."""
     v = book.verdict(config)
-    unconfirmed = len([s for s in CONFIRM_SEEDS if book.missing_seeds(config, (s,))])
     if v.gate is None:
         return confirmation_cost(book, config)
-    want = pairs_to_show(v.gate)   # the new seeds of a confirmation are the least it takes
+    want = pairs_to_show(v.gate, MOST_SETTLE_PAIRS, alpha=LOOK_ALPHA, inflate=PLAN_INFLATE)
     return math.inf if want is None else \
-        confirmation_cost(book, config, max(unconfirmed, want - v.gate.n))
+        confirmation_cost(book, config, max(LEAST_LOOK_PAIRS, want))
 
 
 def confirmation_reserve(book: QualityBook) -> float:
     """What verification rounds past the asked ones must leave for a confirmation: the
     default's side of it and the candidate's, as long as the default's runs."""
-    return 2 * (book.run_seconds(book.base) or 0.0) * len(CONFIRM_SEEDS)
+    return 2 * (book.run_seconds(book.base) or 0.0) * LEAST_LOOK_PAIRS
 
 
 class Confirmation:

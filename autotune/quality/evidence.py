@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -21,7 +22,8 @@ import optuna
 from ..config import Config
 from ..progress import SILENT, Progress
 from ..result import Outcome, SideBySide
-from .gate import DropBound, Sample, paired
+from .gate import DropBound, Sample
+from .looks import judge, looks_spent
 from .goodput import NoiseScale, noise_scale
 from .verdict import QualityStatus, QualityVerdict, status_of
 from .math_class import math_class
@@ -46,16 +48,29 @@ class ClassEvidence:
         return Sample(tuple(vals)) if vals else None
 
     def by_seed(self, seeds: tuple[int, ...] | None = None) -> dict[int, float]:
-        """{seed: quality} of the runs at the study's own length (of `seeds`, when given): what
-        the paired test pairs. Runs of another length (an older study's twice-as-long
-        confirmations) pair only among themselves, when `seeds` names them."""
+        """{seed: quality} of the runs that gave one, at the study's own length (of `seeds`, when
+        given): what the paired test pairs. Runs of another length (an older study's
+        twice-as-long confirmations) pair only among themselves, when `seeds` names them."""
         return {s: float(r["quality"]) for s, r in sorted(self.runs.items())
-                if r.get("quality") is not None and _chosen(s, r, seeds)}
+                if r.get("quality") is not None and not r.get("failure") and _chosen(s, r, seeds)}
+
+    def failures(self, seeds: tuple[int, ...] | None = None) -> dict[int, str]:
+        """{seed: why} of the runs that gave no quality (failed, timed out, not a finite number,
+        or a stored value that is not a quality at all): evidence against the class."""
+        return {s: str(r.get("failure") or r.get("reason") or "quality run failed")
+                for s, r in sorted(self.runs.items())
+                if (r.get("failure") or r.get("quality") is None) and _chosen(s, r, seeds)}
 
     @property
     def failed(self) -> str | None:
-        bad = [r for r in self.runs.values() if r.get("quality") is None]
-        return bad[0].get("reason") or "quality run failed" if bad else None
+        """The first failure's reason (None: every run gave a quality)."""
+        return next(iter(self.failures().values()), None)
+
+    def spread_pp(self) -> float | None:
+        """The seed-to-seed standard deviation of the class's qualities in points (None under
+        2 runs): the default's is what the worst-seed rule measures a spike against."""
+        s = self.sample()
+        return s.sd * 100.0 if s is not None and s.n >= 2 else None
 
     def curves(self, seeds: tuple[int, ...] | None = None) -> list[list[tuple[int, float]]]:
         return [[(int(n), float(q)) for n, q in r.get("curve") or ()]
@@ -92,6 +107,17 @@ class ClassEvidence:
                 if (seed := bounded.integer(_int(k), 0, 2**63 - 1)) is not None
                 and (run := bounded.quality_run(v)) is not None}
         return cls(math_class=d["math_class"], config=d["config"], runs=runs)
+
+
+def failure_of(out: Any) -> str | None:
+    """Why a quality run gave no quality (None: it did): its outcome, or a quality that is not a
+    finite number (a run that diverged to NaN trains "ok" and is the class's failure all the
+    same)."""
+    if out.outcome != Outcome.OK or out.accuracy is None:
+        return f"{out.outcome}: {out.reason}" if out.reason else str(out.outcome)
+    if not math.isfinite(out.accuracy):
+        return f"diverged: its quality is {out.accuracy}"
+    return None
 
 
 def _int(text: str) -> int | None:
@@ -159,24 +185,25 @@ class QualityBook:
             A.write_quality_length(self.study, self.length)
         return self.length
 
-    def verdict(self, config: Config, seeds: tuple[int, ...] | None = None) -> QualityVerdict:
-        """The verdict for `config`'s class on the evidence held now: its paired test on every
-        seed both sides have at the study's length (of `seeds`, when given)."""
-        ev, gated = self.evidence(config), self.gate_result(config, seeds)
+    def verdict(self, config: Config) -> QualityVerdict:
+        """The verdict for `config`'s class on the evidence held now (quality/looks.judge: the
+        same for every reader of the study)."""
+        ev, gated = self.evidence(config), self.gate_result(config)
         cls = self.class_of(config)
-        if ev is not None and ev.failed and gated is None:
-            return QualityVerdict(status=QualityStatus.FAILED, math_class=cls, why=ev.failed)
         if cls == self.class_of(self.base):
             # the default's own math: shown by definition; its seeds are what the other classes
             # pair with, measured when one first needs judging
             return QualityVerdict(status=QualityStatus.WITHIN, math_class=cls,
-                                  sample=ev.sample(seeds) if ev else None,
+                                  sample=ev.sample() if ev else None,
                                   why="same math as the default launch")
+        if ev is not None and ev.failed and (gated is None or not gated.n):
+            return QualityVerdict(status=QualityStatus.FAILED, math_class=cls, gate=gated,
+                                  why=ev.failed)
         if gated is None:
             return self.predicted.get(cls) or QualityVerdict(status=QualityStatus.PENDING,
                                                             math_class=cls)
         return QualityVerdict(status=status_of(gated), math_class=cls,
-                              sample=ev.sample(seeds), gate=gated)
+                              sample=ev.sample(gated.seeds), gate=gated)
 
     def class_of(self, config: Config) -> str:
         return math_class(config, batchnorm=self.batchnorm,
@@ -192,10 +219,13 @@ class QualityBook:
 
     def measure(self, config: Config, seeds: tuple[int, ...] | None = None,
                 progress: Progress = SILENT,
-                samples: int | None = None) -> ClassEvidence:
+                samples: int | None = None, plan: int | None = None) -> ClassEvidence:
         """Run the class's missing seeds (storing each as it finishes: a crash keeps them).
-        `samples` overrides the run length (the confirmation's longer runs use their own seeds).
-        Across hosts, as many seeds run side by side as the configuration has lanes of hosts."""
+        `samples` overrides the run length (the confirmation's longer runs use their own seeds);
+        `plan`: the pairs of the look these seeds belong to (quality/looks.py), stored on each.
+        Across hosts, as many seeds run side by side as the configuration has lanes of hosts.
+        A class other than the default's stops at its first failure (it can no longer be
+        shown); the default's runs every seed (a failure there leaves one pair out)."""
         cls = self.class_of(config)
         self.classes.setdefault(cls, ClassEvidence(math_class=cls, config=config.to_dict()))
         missing = self.missing_seeds(config, seeds)
@@ -204,11 +234,11 @@ class QualityBook:
             if self.claims is not None:   # another worker's run is waited for, not repeated
                 seed = batch[0]
                 self.claims.accuracy(f"{cls}@seed{seed}", lambda seed=seed: self._runs(
-                    config, cls, [seed], progress, samples)[0])
+                    config, cls, [seed], progress, samples, plan)[0])
                 self.refresh()
             else:
-                self._runs(config, cls, batch, progress, samples)
-            if self.classes[cls].failed:
+                self._runs(config, cls, batch, progress, samples, plan)
+            if self.classes[cls].failed and cls != self.class_of(self.base):
                 break   # the class cannot be judged; the rest of its seeds would fail the same way
         ev = self.classes[cls]
         if cls == self.class_of(self.base):
@@ -233,7 +263,7 @@ class QualityBook:
         return max(1, self.evaluate.lanes(config))
 
     def _runs(self, config: Config, cls: str, seeds: list[int], progress: Progress,
-              samples: int | None) -> list[tuple[float | None, float]]:
+              samples: int | None, plan: int | None = None) -> list[tuple[float | None, float]]:
         """Run `seeds` (side by side when several) and store each; (quality, seconds) each."""
         for seed in seeds:
             progress.quality_start(config=config, math_class=cls, seed=seed,
@@ -244,12 +274,12 @@ class QualityBook:
             else [self.evaluate(config, "accuracy", seed=seeds[0], **kw)]
         done = []
         for seed, out in zip(seeds, outs):
-            ok = out.outcome == Outcome.OK and out.accuracy is not None
+            why = failure_of(out)
+            ok = why is None
             self._store(cls, config, seed, {
-                "quality": out.accuracy if ok else None,
-                "reason": None if ok else f"{out.outcome}: {out.reason}",
+                "quality": out.accuracy if ok else None, "failure": why, "reason": why,
                 "curve": [list(p) for p in out.curve] or None, "gns": out.gns,
-                "seconds": round(out.seconds, 2), "samples": samples})
+                "seconds": round(out.seconds, 2), "samples": samples, "plan": plan})
             done.append(((out.accuracy if ok else None), out.seconds))
         return done
 
@@ -262,7 +292,8 @@ class QualityBook:
                 self.refresh()
             ev = self.classes.setdefault(cls, ClassEvidence(math_class=cls,
                                                             config=config.to_dict()))
-            ev.runs[seed] = run
+            # as a reader after a refresh will see it (study/bounded.py): one verdict either way
+            ev.runs[seed] = bounded.quality_run(run)
             A.write_quality_evidence(self.study, cls, ev.to_json())
             # the shared claim's "stored" marker (shared.ConfigClaims.accuracy reads it)
             if self.claims is not None:
@@ -283,16 +314,16 @@ class QualityBook:
         ev = self.evidence(self.base)
         return ev.sample(seeds) if ev else None
 
-    def gate_result(self, config: Config, seeds: tuple[int, ...] | None = None) -> DropBound | None:
-        """The paired test of `config`'s class against the default's on the seeds both have (of
-        `seeds`, when given), or None while they share none, or for the default's own class."""
+    def gate_result(self, config: Config) -> DropBound | None:
+        """The test of `config`'s class against the default's (quality/looks.judge), or None
+        while they share no seed, or for the default's own class."""
         base, ev = self.evidence(self.base), self.evidence(config)
         if base is None or ev is None or self.class_of(config) == self.class_of(self.base):
             return None
-        d, c = base.by_seed(seeds), ev.by_seed(seeds)
-        if not set(d) & set(c):
-            return None
-        return paired(d, c, self.tolerance_pp, lower_is_better=self.lower_is_better)
+        return judge(base, ev, self.tolerance_pp, lower_is_better=self.lower_is_better)
+
+    def looks_spent(self) -> int:
+        return looks_spent(self.classes.values(), self.class_of(self.base))
 
     def b_noise(self) -> float | None:
         ev = self.evidence(self.base)

@@ -74,7 +74,8 @@ class QualityVerdict:
     def violation(self) -> float:
         """The constraint the sampler sees: > 0 exactly when the class may not lead (shown
         beyond, by how far its bound is past the tolerance; not shown with its measured drop past
-        the tolerance, by that much; a failed class by 1), <= 0 otherwise. A class not shown but
+        the tolerance, by that much; a failed class, or one with a failed or spiked seed, by 1 or
+        more), <= 0 otherwise. A class not shown but
         whose drop is inside the tolerance may lead: its confirmation adds the seeds that can
         show it, and it is recommended only if they do."""
         if self.status == QualityStatus.FAILED:
@@ -84,6 +85,8 @@ class QualityVerdict:
         if self.status == QualityStatus.WITHIN:
             return min(0.0, self.gate.margin_pp)
         if self.status == QualityStatus.NOT_SHOWN:
+            if self.gate.failed or self.gate.spiked:   # no number of seeds can show it
+                return self.gate.margin_pp
             return self.gate.drop_pp - self.gate.tolerance_pp
         return max(self.gate.margin_pp, 1e-6)
 

@@ -9,9 +9,8 @@ from ..measure.contention import DISTURBED_SHARE
 from ..measure.stats import BUSY_CPU_SHARE
 from ..progress import Progress
 from ..config import Config, describe_changes
-from ..quality.confirm import SETTLE_COMMAND, Confirmation
-from ..quality.gate import pairs_to_show
-from ..quality.verdict import QualityStatus
+from ..quality.confirm import Confirmation, settle_advice
+from ..quality.verdict import QualityStatus, QualityVerdict, stored_verdict
 from ..result import Outcome
 from ..search.shared import Workers
 from ..search.budget import settling_s
@@ -69,9 +68,8 @@ def recommend(result, evaluate, *, rounds: int, script_mode: bool, time_left, pr
     candidates = pick_candidates(result.records)
     if not candidates:
         return verify([], default, evaluate, rounds=0)
-    if time_left() < 20:   # unconfirmed: only a class already shown within may stand
-        alone = [c for c in candidates if trusted_alone(c) and (
-            script_mode or result.book is None or result.book.verdict(c.config).accepted)]
+    if time_left() < 20:   # unconfirmed: only what needs no confirmation may stand
+        alone = [c for c in candidates if trusted_alone(c) and keeps_accuracy(c, result.book)]
         if not alone:
             progress.note("no recommendation: no budget left to verify, and the best candidates "
                           "were measured while other processes took their cores (over "
@@ -95,7 +93,8 @@ def recommend(result, evaluate, *, rounds: int, script_mode: bool, time_left, pr
             if r.outcome == Outcome.OK and r.throughput and not r.result.stopped_early]))
     rec = verify(candidates, default, evaluate, rounds=rounds, max_rounds=limit,
                  time_left=time_left, progress=progress,
-                 accept=confirm.verdict if confirm else None,
+                 accept=confirm.verdict if confirm else (
+                     script_accept(result.records) if script_mode else None),
                  keep_s=(lambda: confirm.reserve([c.config for c in candidates])) if confirm
                  else 0.0,
                  weigh=run_length and Weigher.of(run_length, default.throughput,
@@ -110,6 +109,35 @@ def recommend(result, evaluate, *, rounds: int, script_mode: bool, time_left, pr
     return rec
 
 
+def keeps_accuracy(candidate, book) -> bool:
+    """May `candidate` be recommended without a confirmation (no budget left for one)? Only with
+    the default's math, or a script's own verdict shown within: a class shown only on the
+    search's seeds was chosen on them, and is not recommended as keeping accuracy."""
+    if book is None:
+        return candidate.result.quality is None \
+            or stored_verdict(candidate.result).status == QualityStatus.WITHIN
+    return book.class_of(candidate.config) == book.class_of(book.base)
+
+
+def script_accept(stored):
+    """A script's recommendation rule: a configuration whose paired runs showed its accuracy
+    within the tolerance, or one measured with no accuracy rule at all (a script that reports
+    none); the others are named, never recommended as keeping accuracy."""
+    by_key = {r.config.key(): r for r in stored}
+
+    def accept(config: Config) -> QualityVerdict:
+        r = by_key.get(config.key())
+        verdict = stored_verdict(r.result) if r is not None else None
+        if r is None or r.result.quality is None or verdict.status == QualityStatus.WITHIN:
+            return QualityVerdict(status=QualityStatus.WITHIN, why="")
+        claim = r.result.quality_verdict or verdict.label
+        return QualityVerdict(status=QualityStatus.NOT_SHOWN, why=(
+            f"{describe_changes(config, none='default')}: accuracy {claim}; to show it: runs of "
+            "it on the default's seeds ({seed} in the script's command), which a search runs "
+            "for a configuration that leads"))
+    return accept
+
+
 def with_unshown(rec: Recommendation, result, default) -> Recommendation:
     """`rec` naming, besides the faster candidates its confirmation could not show, the fastest
     class the search measured faster than the winner whose accuracy was not shown there (its
@@ -117,6 +145,7 @@ def with_unshown(rec: Recommendation, result, default) -> Recommendation:
     search, its verdict, and whether more seeds could show it."""
     book = result.book
     named = {book.class_of(Config.from_dict(u["config"])) for u in rec.extra.get("unproven") or ()}
+    named.add(book.class_of(rec.config))    # never its own recommendation among the not shown
     faster = sorted((r for r in result.records if r.outcome == Outcome.OK and r.throughput
                      and r.throughput / default.throughput > rec.speedup
                      and not r.result.stopped_early
@@ -127,8 +156,7 @@ def with_unshown(rec: Recommendation, result, default) -> Recommendation:
         verdict = book.verdict(r.config)
         if cls in named or verdict.gate is None:
             continue
-        settle = (f"; to settle it: {SETTLE_COMMAND}" if pairs_to_show(verdict.gate) is not None
-                  else "; no number of paired seeds would show it within the tolerance")
+        settle = settle_advice(book, verdict)
         unshown = {"config": r.config.to_dict(), "speedup": r.throughput / default.throughput,
                    "changes": describe_changes(r.config, none="default"), "in_search": True,
                    "why": f"accuracy on the search's seeds: {verdict.claim}{settle}"}

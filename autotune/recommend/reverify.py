@@ -15,13 +15,15 @@ from typing import Any, Callable
 
 from ..config import Config
 from ..progress import SILENT, Progress
-from ..errors import StorageError
+from ..errors import ConfigError, StorageError
 from ..result import Evaluate, Outcome, TrialResult
 from ..study.attrs import StudyAttrs
 from ..training import QUALITY_SAMPLES
 from ..quality.confirm import Confirmation
 from ..quality.evidence import QualityBook
 from ..quality.gate import pairs_to_show
+from ..quality.looks import (LEAST_LOOK_PAIRS, LOOK_ALPHA, LOOK_SEEDS, MOST_LOOKS,
+                             MOST_SETTLE_PAIRS, next_block, plan_pairs)
 from ..quality.verdict import QualityStatus, QualityVerdict
 from ..search.lineup import pick_candidates
 from ..study.records import Record, Role, records
@@ -139,10 +141,6 @@ def store_unless_replaced(study, url: str, measured: dict | None, result: Reveri
     return result
 
 
-# New seeds a settling run adds, past the search's (0..) and the confirmation's (100..).
-SETTLE_SEEDS_FROM = 103
-
-
 def unproven_lineup(study) -> tuple[Record, list[Record]]:
     """(default launch, [the fastest stored launch whose accuracy was not shown, the stored
     recommendation]): what `autotune verify --quality` settles; a recommendation stored by the
@@ -179,27 +177,34 @@ def lineup_or_default(study) -> tuple[Record, list[Record]]:
 
 def settle_quality(study, evaluate: Evaluate, config: Config, *, time_left: Callable[[], float],
                    progress: Progress = SILENT) -> QualityVerdict:
-    """More paired seeds of `config`'s class and the default's, a pair at a time, until its
-    accuracy is shown within or beyond the tolerance, no number of seeds could show it within
-    (its drop is at the tolerance or past it), or the time left holds no more pairs."""
+    """One look (quality/looks.py) at `config`'s class: a block of new seeds no run of the study
+    used, its pairs planned from everything the class showed so far and fixed before the first
+    runs, default and class side by side, judged on those seeds alone. Refused in one line when
+    the study's looks are spent; the class's verdict unchanged when no number of seeds could show
+    it (a failed or spiked seed, a drop at the tolerance or past it) or the time left holds fewer
+    pairs than a look needs."""
     book = _book(study, evaluate)
-    seed = SETTLE_SEEDS_FROM
-    while True:
-        verdict = book.verdict(config)
-        bound = verdict.gate
-        if verdict.status != QualityStatus.NOT_SHOWN or bound is None \
-                or pairs_to_show(bound) is None:
-            return verdict
-        pair_s = (book.run_seconds(book.base) or 0.0) + (book.run_seconds(config) or 0.0)
-        if pair_s > time_left():
-            return verdict
-        while not (book.missing_seeds(config, (seed,)) and book.missing_seeds(book.base, (seed,))):
-            seed += 1
+    verdict = book.verdict(config)
+    if verdict.status != QualityStatus.NOT_SHOWN or verdict.gate is None \
+            or pairs_to_show(verdict.gate, MOST_SETTLE_PAIRS, alpha=LOOK_ALPHA) is None:
+        return verdict
+    if book.looks_spent() >= MOST_LOOKS:
+        raise ConfigError(f"study {study.study_name}: its {MOST_LOOKS} looks at new seeds are "
+                          "spent, so another would raise the stated 5% error rate; its accuracy "
+                          "claim stands as it is")
+    pair_s = (book.run_seconds(book.base) or 0.0) + (book.run_seconds(config) or 0.0)
+    plan = min(plan_pairs(verdict.gate, MOST_SETTLE_PAIRS),
+               int(time_left() // pair_s) if pair_s else MOST_SETTLE_PAIRS)
+    if plan < LEAST_LOOK_PAIRS:
+        return verdict
+    first = next_block(book.classes.values()) * LOOK_SEEDS
+    for seed in range(first, first + plan):
         for c in (book.base, config):
             progress.confirm_start(config=c, seed=seed)
-            book.measure(c, (seed,))
-        if book.evidence(config).failed or book.evidence(book.base).failed:
-            return book.verdict(config)
+            book.measure(c, (seed,), plan=plan if c is config else None)
+        if book.evidence(config).failures():
+            break
+    return book.verdict(config)
 
 
 def _book(study, evaluate: Evaluate) -> QualityBook:

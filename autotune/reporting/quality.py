@@ -18,7 +18,7 @@ from ..result import TrialResult
 from ..study.attrs import StudyAttrs
 from ..study.records import Record
 from ..quality.evidence import ClassEvidence, stored_classes
-from ..quality.gate import paired
+from ..quality.looks import judge
 from ..quality.goodput import efficiency, samples_to_target
 from ..quality.verdict import QualityStatus, QualityVerdict, status_of, stored_verdict
 from .format import _knobs
@@ -54,25 +54,24 @@ def verdict(study_attrs: StudyAttrs | dict[str, Any], result: TrialResult) -> Qu
 
 
 def class_verdict(study_attrs: StudyAttrs | dict[str, Any], cls: str) -> QualityVerdict | None:
-    """The verdict for a stored class, judged by the paired test on the runs stored now (a study
-    of the older rule is judged again here, from its figures; nothing stored changes); None when
-    the class or the default's runs are not stored. (A failed class shows as plain "failed"
-    here: the report has no room for its cause.)"""
+    """The verdict for a stored class, judged on the runs stored now by the one rule every reader
+    uses (quality/looks.judge: a study of the older rule is judged again here, from its figures;
+    nothing stored changes); None when the class or the default's runs are not stored."""
     attrs = StudyAttrs(study_attrs)
     floor = attrs.noise_floor or {}
     classes = stored_classes(study_attrs)
     ev, base = classes.get(cls), classes.get(floor.get("math_class", ""))
     if ev is None or base is None or not floor.get("values"):
         return None
-    if ev.failed and ev.sample() is None:
-        return QualityVerdict(status=QualityStatus.FAILED, math_class=cls)
     if cls == floor.get("math_class"):
         return QualityVerdict(status=QualityStatus.WITHIN, math_class=cls, sample=ev.sample(),
                               why="same math as the default launch")
-    d, c = base.by_seed(), ev.by_seed()
-    if not set(d) & set(c):
+    bound = judge(base, ev, float(attrs.settings.get("max_accuracy_drop", 1.0)))
+    if bound is None:
         return QualityVerdict(status=QualityStatus.PENDING, math_class=cls)
-    bound = paired(d, c, float(attrs.settings.get("max_accuracy_drop", 1.0)))
+    if ev.failed and not bound.n:
+        return QualityVerdict(status=QualityStatus.FAILED, math_class=cls, gate=bound,
+                              why=ev.failed)
     return QualityVerdict(status=status_of(bound), math_class=cls, sample=ev.sample(bound.seeds),
                           gate=bound)
 

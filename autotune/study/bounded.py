@@ -148,18 +148,35 @@ def deadline(value: Any) -> float | None:
 
 def quality_run(raw: Any) -> dict[str, Any] | None:
     """One stored seeded quality run (quality/evidence.py writes them): its quality a finite
-    number or None (failed), its seconds, samples, learning curve and gradient-noise probe within
-    bounds (each one that is not reads as absent); None for what is not a run at all."""
+    number, or None with its `failure` (why it gave none); its seconds, samples, look plan,
+    learning curve and gradient-noise probe within bounds (each one that is not reads as
+    absent); None for what is not a run at all.
+
+    A run that gave no quality is a failure, and stays one however it was written: an explicit
+    marker (`failure`), a None quality (every study: its `reason` says why), a quality that is
+    not a finite number (a run that diverged, stored as NaN), or anything else in its place (a
+    study is data: named, never read as a number). Nothing stored is rewritten."""
     if not isinstance(raw, dict):
         return None
-    run = {"quality": number(raw.get("quality"), -math.inf, math.inf),
-           "reason": raw.get("reason") if isinstance(raw.get("reason"), str) else None,
-           "seconds": number(raw.get("seconds"), 0.0, MAX_ACCOUNT_S) or 0.0,
-           "samples": integer(raw.get("samples"), 1, MAX_SAMPLES),
-           "curve": _curve(raw.get("curve")), "gns": _gns(raw.get("gns"))}
-    if run["quality"] is None and raw.get("quality") is not None and run["reason"] is None:
-        run["reason"] = "stored quality is not a finite number"
-    return run
+    stored = raw.get("quality")
+    quality = number(stored, -math.inf, math.inf)
+    reason = raw.get("reason") if isinstance(raw.get("reason"), str) else None
+    marker = raw.get("failure") if isinstance(raw.get("failure"), str) else None
+    if quality is not None and not marker:
+        failure = None
+    elif marker or stored is None:
+        failure = marker or reason or "quality run failed"
+    elif isinstance(stored, (int, float)) and not isinstance(stored, bool):
+        failure = f"diverged: its stored quality is {stored}"
+    else:
+        failure = (f"its stored quality {str(stored)[:40]!r} is neither a number nor a failure "
+                   "marker")
+    return {"quality": None if failure else quality, "failure": failure,
+            "reason": reason if failure is None or reason else failure,
+            "seconds": number(raw.get("seconds"), 0.0, MAX_ACCOUNT_S) or 0.0,
+            "samples": integer(raw.get("samples"), 1, MAX_SAMPLES),
+            "plan": integer(raw.get("plan"), 1, MAX_QUALITY_SEEDS),
+            "curve": _curve(raw.get("curve")), "gns": _gns(raw.get("gns"))}
 
 
 def _curve(raw: Any) -> list[list[float]] | None:

@@ -15,7 +15,10 @@ at the search's 3 paired seeds and at a confirmation's 6, on the first 2048 held
 (the built-in workloads' evaluation) and on all 16384. A "trial" of the gate is every subset of
 n seeds out of the K (C(K, n) of them: overlapping, so the rates are estimates from K seeds, not
 from C(K, n) independent trials; the table says K). Coverage is how often a bound is at or above
-the class's true drop (its mean over all K seeds on every example): 95% is what a 95% bound owes.
+the class's drop over all K seeds on every example. Both, and the "what_if" columns, take the
+truth from the very seeds the subsets are drawn from: circular, so a correct 95% bound reads
+~99.5% here. They describe these runs; the procedure's operating characteristics (selection,
+looks, several candidates, spikes, failures) are benchmarks/accuracy/procedure.py's.
 
     python3 -m benchmarks.accuracy.gate --run --workload cnn --seeds 8     # the runs (resumable)
     python3 -m benchmarks.accuracy.gate                                    # the table, stored

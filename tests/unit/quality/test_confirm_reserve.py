@@ -8,6 +8,7 @@ from __future__ import annotations
 from autotune.config import Config
 from autotune.quality.confirm import Confirmation
 from autotune.quality.evidence import QualityBook
+from autotune.quality.looks import LEAST_LOOK_PAIRS, LOOK_ALPHA, MOST_LOOKS
 from autotune.recommend.rounds import interleave
 from autotune.result import Outcome, TrialResult
 from autotune.study.storage import open_storage, open_study
@@ -24,15 +25,16 @@ def test_the_reserve_is_kept_only_while_a_confirmation_still_fits(tmp_path):
     left = [1000.0]
     confirm = Confirmation(book, time_left=lambda: left[0])
     bf16, run_cpu = Config(precision="bf16"), Config(binding="numactl", allocator="tcmalloc")
-    assert confirm.reserve([bf16]) == 2 * 40.0 * 3
+    assert confirm.reserve([bf16]) == 2 * 40.0 * LEAST_LOOK_PAIRS
     # the default's math needs no confirmation: nothing to keep for it
     assert confirm.reserve([run_cpu]) == 0.0
-    # bf16's confirmation: 3 seeds of default + bf16 side by side, 80 s each (bf16 unmeasured is
-    # taken as long as the default): with less than 240 s left it cannot run, so nothing is kept
-    left[0] = 239.0
+    # bf16's confirmation: at least 4 new seeds of default + bf16 side by side, 80 s each (bf16
+    # unmeasured is taken as long as the default): with less than 320 s left it cannot run, so
+    # nothing is kept
+    left[0] = 319.0
     assert confirm.reserve([bf16, run_cpu]) == 0.0
-    left[0] = 241.0
-    assert confirm.reserve([bf16, run_cpu]) == 240.0
+    left[0] = 321.0
+    assert confirm.reserve([bf16, run_cpu]) == 320.0
 
 
 def test_rounds_past_the_asked_ones_take_the_time_no_confirmation_can_use():
@@ -66,23 +68,67 @@ def _book(tmp_path, name, quality):
     return book, measured
 
 
-def test_a_confirmation_pools_new_seeds_with_the_searchs_at_the_studys_length(tmp_path):
-    # per-seed drops 0.0, 1.0, 0.2 on the search's seeds: not shown (upper bound 1.6 pp);
-    # the three new seeds drop 0.1, 0.3, 0.2: six pairs show it within 1 pp
-    drops = {0: 0.0, 1: 0.010, 2: 0.002, 100: 0.001, 101: 0.003, 102: 0.002}
-    book, measured = _book(tmp_path, "pool", {("bf16", s): 0.9 - d for s, d in drops.items()})
+def test_a_confirmation_is_one_look_of_planned_new_seeds_judged_on_them_alone(tmp_path):
+    # per-seed drops 0.0, 1.0, 0.2 on the search's seeds: not shown (upper bound 1.6 pp), and a
+    # screening chosen on those very seeds; the new seeds lose 0.1-0.3 pp
+    drops = {0: 0.0, 1: 0.010, 2: 0.002, **{100 + i: 0.001 * (1 + i % 3) for i in range(9)}}
+    book, measured = _book(tmp_path, "look", {("bf16", s): 0.9 - d for s, d in drops.items()})
     bf16 = Config(precision="bf16")
     book.measure(Config())
     book.measure(bf16)
     assert book.verdict(bf16).status == "not shown"
     measured.clear()
-    v = Confirmation(book, time_left=lambda: 1000.0).verdict(bf16)
-    assert v.accepted and v.gate.n == 6
+    v = Confirmation(book, time_left=lambda: 10_000.0).verdict(bf16)
+    # planned from the screening (drop 0.4 pp, sd 0.53 pp x 1.6): 9 pairs, fixed in advance
+    assert v.accepted and v.gate.look == 1 and v.gate.seeds == tuple(range(100, 109))
+    assert v.gate.alpha == LOOK_ALPHA
     # default and candidate alternate, seed by seed, at the study's one length
-    assert measured == [("fp32", 100, 8192), ("bf16", 100, 8192), ("fp32", 101, 8192),
-                        ("bf16", 101, 8192), ("fp32", 102, 8192), ("bf16", 102, 8192)]
-    assert "6 paired seeds x 8192 samples, 3 of them new, side by side" in v.why
-    assert v.why.endswith("within 1 pp (95% upper bound of the drop 0.59 pp, 6 paired seeds)")
+    assert measured[:4] == [("fp32", 100, 8192), ("bf16", 100, 8192), ("fp32", 101, 8192),
+                            ("bf16", 101, 8192)] and len(measured) == 18
+    assert "9 paired seeds x 8192 samples, 9 of them new, side by side" in v.why
+    assert "within 1 pp (97.5% upper bound of the drop" in v.why
+    assert all(r["plan"] == 9 for s, r in book.evidence(bf16).runs.items() if s >= 100)
+    assert book.looks_spent() == 1
+
+
+def test_a_look_that_does_not_show_the_class_is_not_extended(tmp_path):
+    # new seeds losing 0.2-1.2 pp: the 9 planned pairs bound the drop past 1 pp; no tenth
+    drops = {0: 0.0, 1: 0.010, 2: 0.002, **{100 + i: 0.002 + 0.005 * (i % 3) for i in range(20)}}
+    book, measured = _book(tmp_path, "ext", {("bf16", s): 0.9 - d for s, d in drops.items()})
+    bf16 = Config(precision="bf16")
+    book.measure(Config())
+    book.measure(bf16)
+    v = Confirmation(book, time_left=lambda: 10_000.0).verdict(bf16)
+    assert v.status == "not shown" and v.gate.n == 9 and ("bf16", 109, 8192) not in measured
+    assert v.why.endswith("to settle it: autotune verify --quality")
+
+
+def test_a_failed_new_seed_ends_the_look_and_the_class_is_not_shown(tmp_path):
+    quality = {("bf16", 102): float("nan")}     # trains "ok" and diverges to NaN on seed 102
+    book, measured = _book(tmp_path, "nan", quality)
+    bf16 = Config(precision="bf16")
+    book.measure(Config())
+    book.measure(bf16)
+    v = Confirmation(book, time_left=lambda: 10_000.0).verdict(bf16)
+    assert v.status == "not shown" and not v.accepted
+    assert "failed on seed 102 (diverged: its quality is nan)" in v.why
+    assert ("bf16", 103, 8192) not in measured            # nothing more to learn
+    assert "no number of paired seeds would show it" in v.why
+
+
+def test_no_look_is_opened_once_the_studys_looks_are_spent(tmp_path):
+    book, measured = _book(tmp_path, "spent", {})
+    book.measure(Config())
+    for batch in (64, 128, 256, 512):          # four classes, each with a look opened
+        book.measure(Config(global_batch=batch), (0, 1, 2))
+        book.measure(Config(global_batch=batch), (100,), plan=4)
+    assert book.looks_spent() == MOST_LOOKS
+    bf16 = Config(precision="bf16")
+    book.measure(bf16)
+    measured.clear()
+    v = Confirmation(book, time_left=lambda: 10_000.0).verdict(bf16)
+    assert v.status == "pending" and measured == []
+    assert f"the study's {MOST_LOOKS} looks at new seeds are spent" in v.why
 
 
 def test_a_class_beyond_the_tolerance_on_the_searchs_seeds_is_not_confirmed(tmp_path):
@@ -105,31 +151,6 @@ def test_a_confirmation_the_time_left_cannot_hold_is_pending_and_priced(tmp_path
     confirm = Confirmation(book, time_left=lambda: 100.0)
     v = confirm.verdict(bf16)
     assert measured == [] and v.status == "pending" and not v.accepted
-    assert "3 more paired seeds need about 240s" in v.why
-    # equal runs: within already on 3 seeds, so settling it takes the confirmation's 3 new
-    # seeds on both sides, 80 s each
-    assert confirm.unconfirmed == [("precision=bf16", 240.0)]
-
-
-def test_a_confirmation_adds_pairs_while_more_could_show_the_class(tmp_path):
-    # drops 0.0, 1.0, 0.2 on the search's seeds, 1.2, 0.3, 1.3 on the 3 new ones: six pairs
-    # bound the drop at 1.10 pp, not shown; later seeds lose 0.3 each, and the pairs that
-    # gate.pairs_to_show asks for show it within
-    drops = {0: 0.0, 1: 0.010, 2: 0.002, 100: 0.012, 101: 0.003, 102: 0.013}
-    quality = {("bf16", s): 0.9 - d for s, d in drops.items()}
-    quality.update({("bf16", s): 0.897 for s in range(103, 120)})
-    book, measured = _book(tmp_path, "grow", quality)
-    bf16 = Config(precision="bf16")
-    book.measure(Config())
-    book.measure(bf16)
-    v = Confirmation(book, time_left=lambda: 10_000.0).verdict(bf16)
-    assert v.accepted and 6 < v.gate.n <= 12
-    assert ("bf16", 103, 8192) in measured and ("fp32", 103, 8192) in measured
-    # with no time past the 3 new pairs (240 s) and the rounds it must leave, it stops there
-    book2, _ = _book(tmp_path, "short", quality)
-    book2.measure(Config())
-    book2.measure(bf16)
-    short = Confirmation(book2, time_left=lambda: 300.0, leave_s=150.0)
-    v2 = short.verdict(bf16)
-    assert v2.gate.n == 6 and v2.status == "not shown"
-    assert v2.why.endswith("to settle it: autotune verify --quality")
+    assert "4 more paired seeds need about 320s" in v.why
+    # equal runs: a look of the fewest pairs, 4 new seeds on both sides, 80 s each
+    assert confirm.unconfirmed == [("precision=bf16", 320.0)]

@@ -263,7 +263,8 @@ def test_the_fastest_class_not_shown_is_named_beside_the_recommendation(tmp_path
     claims = recommendation_claims(rec.to_json())
     named = [c for c in claims if c.startswith("faster, accuracy not shown: ")]
     assert len(named) == 1 and "precision=bf16" in named[0] and "in the search" in named[0]
-    assert "; accuracy on the search's seeds: not shown within 1 pp (drop 1." in named[0]
+    # (its seed 0 loses 1.8 pp where the default's seeds spread by under 0.2: a spike too)
+    assert "; accuracy on the search's seeds: not shown within 1 pp" in named[0]
     assert named[0].endswith("no number of paired seeds would show it within the tolerance")
 
 
