@@ -1,10 +1,11 @@
-"""optuna-dashboard on a study's storage: metric names, the recommendation as the study's note, and
-a server that binds to loopback unless told otherwise.
+"""optuna-dashboard on a read-only view of a study's storage (ShownStorage: every trial with what
+was measured, reporting/shown.py; the metric names; the recommendation as the study's note, in the
+summary's own lines), and a server that binds to loopback unless told otherwise.
 
-The dashboard can edit studies (notes, user attributes, deleting whole studies) and has no login,
-so whoever can reach its port can change results. 127.0.0.1 keeps other machines out, not other
-users of this one: every local account can connect to a loopback port. So it warns at every start,
-and louder when bound beyond 127.0.0.1 (the user's explicit choice).
+optuna-dashboard has no login and can edit studies (notes, attributes, deleting whole studies);
+the view refuses every write, so what it serves can be read, not changed. 127.0.0.1 keeps other
+machines out, not other users of this one: every local account can connect to a loopback port.
+So it warns at every start, and louder when bound beyond 127.0.0.1 (the user's explicit choice).
 """
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ import ipaddress
 import json
 import os
 import socket
-import string
 import warnings
 from collections.abc import Container
 from typing import Any, Callable
@@ -30,9 +30,9 @@ from .study.attrs import StudyAttrs
 
 METRIC_NAMES = ["throughput (samples/s)", "accuracy"]
 LOCAL_WARNING = ("reachable by every user of this machine: it has no login, and anyone who "
-                 "connects can read and edit the study; stop it (Ctrl-C) when done "
-                 "(docs/security.md)")
-EXPOSED_WARNING = ("exposed to the network: anyone who can reach it can read and edit the study "
+                 "connects can read the study (its edits are refused); stop it (Ctrl-C) when "
+                 "done (docs/security.md)")
+EXPOSED_WARNING = ("exposed to the network: anyone who can reach it can read the study "
                    "(optuna-dashboard has no login)")
 
 
@@ -80,9 +80,12 @@ def note_markdown(study_name: str, rec: dict[str, Any], command: str | None,
 
 
 def _literal(text: str) -> str:
-    """`text` as Markdown shows it word for word: every ASCII punctuation mark escaped
-    (CommonMark's backslash escapes), so `global_batch` or `*` is never read as emphasis."""
-    return "".join(f"\\{c}" if c in string.punctuation else c for c in text)
+    """`text` as Markdown shows it word for word: the marks Markdown acts on inside a line
+    escaped (CommonMark's backslash escapes), so a `*` or `[` is never read as markup."""
+    return "".join(f"\\{c}" if c in _MARKUP else c for c in text)
+
+
+_MARKUP = set("\\`*_[]<>|~")
 
 
 def save_study_note(study: optuna.Study, rec: Any, command: str | None) -> None:

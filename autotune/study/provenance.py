@@ -13,6 +13,7 @@ from typing import Any, Mapping
 
 from ..errors import StorageError
 from ..probe.topology import Topology, TorchBuild
+from . import attrs as A
 from .attrs import StudyAttrs
 
 
@@ -119,10 +120,10 @@ def newer_writer(stored: list[Mapping[str, Any]]) -> str | None:
     from .. import __version__
     from ..probe.topology import SCHEMA_VERSION
     for attrs in stored:
-        schema = attrs.get("schema_version")
+        schema = attrs.get(A.SCHEMA_VERSION)   # the trials' keys are the study's
         if isinstance(schema, int) and not isinstance(schema, bool) and schema > SCHEMA_VERSION:
             return f"schema version {schema} (this autotune reads {SCHEMA_VERSION})"
-        version = attrs.get("autotune_version")
+        version = attrs.get(A.AUTOTUNE_VERSION)
         if isinstance(version, str) and _release(version) > _release(__version__):
             return f"autotune {version} (this is autotune {__version__})"
     return None
