@@ -18,7 +18,6 @@ from optuna.trial import TrialState
 
 from autotune.dashboard import ShownStorage
 from autotune.reporting.report import build_report
-from autotune.study.storage import storage_of
 
 
 def _unmeasured_accuracy_at_zero(trials: list) -> int:
@@ -42,9 +41,10 @@ def dashboard_front(trials: list) -> set[int]:
         for o in ok)}
 
 
-def counts(study: optuna.Study) -> dict[str, Any]:
+def counts(study: optuna.Study, storage: optuna.storages.BaseStorage) -> dict[str, Any]:
+    """The figures of `study`, read from `storage` (its storage) as stored and as shown."""
     stored = study.get_trials(deepcopy=False)
-    view = ShownStorage(storage_of(study))
+    view = ShownStorage(storage)
     shown = view.get_all_trials(view.get_study_id_from_name(study.study_name), deepcopy=False)
     report_front = {r.number for r in build_report(study).pareto}
     return {"trials": len(stored),
@@ -62,8 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--storage", required=True, help="the study's storage URL")
     p.add_argument("--study", default=None, help="its name (default: the storage's only one)")
     args = p.parse_args(argv)
-    study = optuna.load_study(study_name=args.study, storage=args.storage)
-    print(json.dumps(counts(study), indent=2))
+    storage = optuna.storages.RDBStorage(args.storage)
+    study = optuna.load_study(study_name=args.study, storage=storage)
+    print(json.dumps(counts(study, storage), indent=2))
     return 0
 
 

@@ -11,8 +11,8 @@ from results_study import study_copy
 
 def test_what_is_shown_is_what_was_measured(tmp_path, capsys):
     db = study_copy(tmp_path / "results")
-    study = optuna.load_study(study_name=None, storage=f"sqlite:///{db}")
-    got = counts(study)
+    storage = optuna.storages.RDBStorage(f"sqlite:///{db}")
+    got = counts(optuna.load_study(study_name=None, storage=storage), storage)
     assert got["shown"] == {"accuracy_0_unmeasured": 0, "never_ran_drawn": 0}
     assert got["pareto_same"] and got["report_pareto"]
     assert main(["--storage", f"sqlite:///{db}"]) == 0
