@@ -1,33 +1,38 @@
-"""optuna-dashboard on a study's storage: metric names, the recommendation as the study's note, and
-a server that binds to loopback unless told otherwise.
+"""optuna-dashboard on a read-only view of a study's storage (ShownStorage: every trial with what
+was measured, reporting/shown.py; the metric names; the recommendation as the study's note, in the
+summary's own lines), and a server that binds to loopback unless told otherwise.
 
-The dashboard can edit studies (notes, user attributes, deleting whole studies) and has no login,
-so whoever can reach its port can change results. 127.0.0.1 keeps other machines out, not other
-users of this one: every local account can connect to a loopback port. So it warns at every start,
-and louder when bound beyond 127.0.0.1 (the user's explicit choice).
+optuna-dashboard has no login and can edit studies (notes, attributes, deleting whole studies);
+the view refuses every write, so what it serves can be read, not changed. 127.0.0.1 keeps other
+machines out, not other users of this one: every local account can connect to a loopback port.
+So it warns at every start, and louder when bound beyond 127.0.0.1 (the user's explicit choice).
 """
 from __future__ import annotations
 
+import copy
 import ipaddress
+import json
+import os
 import socket
 import warnings
+from collections.abc import Container
 from typing import Any, Callable
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import optuna
+from optuna.trial import FrozenTrial, TrialState
 
-from .quality.verdict import recommendation_claims
-from .recommend.compile_words import compile_lines
 from .config import Config
 from .errors import AutotuneError
+from .recommend.words import recommendation_lines
+from .reporting.shown import shown_trials
 from .study.attrs import StudyAttrs
-from .study.records import RUN_CPU_WORDS
 
 METRIC_NAMES = ["throughput (samples/s)", "accuracy"]
 LOCAL_WARNING = ("reachable by every user of this machine: it has no login, and anyone who "
-                 "connects can read and edit the study; stop it (Ctrl-C) when done "
-                 "(docs/security.md)")
-EXPOSED_WARNING = ("exposed to the network: anyone who can reach it can read and edit the study "
+                 "connects can read the study (its edits are refused); stop it (Ctrl-C) when "
+                 "done (docs/security.md)")
+EXPOSED_WARNING = ("exposed to the network: anyone who can reach it can read the study "
                    "(optuna-dashboard has no login)")
 
 
@@ -41,47 +46,51 @@ def set_metric_names(study: optuna.Study) -> None:
         study.set_metric_names(METRIC_NAMES)
 
 
+# The first line of every note autotune writes: a stored note without it is the user's own.
+NOTE_TITLE = "# autotune: "
+
+
 def note_markdown(study_name: str, rec: dict[str, Any], command: str | None,
                   unit: str = "samples/s") -> str:
-    """The study's note: the headline, the configuration and the command to paste (`unit`:
-    "score" for a user's script, whose score may be 1/time and is never samples/s)."""
+    """The study's note: the recommendation in the summary's own lines (recommend/words.py; the
+    faster launches whose accuracy was not shown among them), its throughput, the configuration
+    and the command that reproduces it (`unit`: "score" for a user's script, whose score may be
+    1/time and is never samples/s)."""
     base = Config().to_dict()
     config = rec.get("config") or {}
-    lines = [f"# autotune: {study_name}", "", f"**{rec.get('headline', 'recommendation')}**", ""]
-    facts = []
+    headline, *said = recommendation_lines(rec)
+    lines = [f"{NOTE_TITLE}{study_name}", "", f"**{_literal(headline)}**", ""]
+    lines += [f"- {_literal(line.strip())}" for line in said]
     if rec.get("throughput"):
         if unit == "samples/s":
-            facts.append(f"- throughput: {rec['throughput']:.1f} samples/s "
+            lines.append(f"- throughput: {rec['throughput']:.1f} samples/s "
                          f"(default launch {rec.get('default_throughput') or 0:.1f})")
         else:
-            facts.append(f"- score: {rec['throughput']:.4g} (default launch "
+            lines.append(f"- score: {rec['throughput']:.4g} (default launch "
                          f"{rec.get('default_throughput') or 0:.4g}; see `autotune report`)")
-    if rec.get("vs_run_cpu"):
-        facts.append(f"- {rec['vs_run_cpu']:.2f}x over {RUN_CPU_WORDS}")
-    facts += [f"- {line}" for line in compile_lines(rec)]
-    if rec.get("accuracy") is not None:
-        facts.append(f"- accuracy: {rec['accuracy']:.4f} (default launch "
-                     f"{_fmt(rec.get('default_accuracy'))})")
-    facts += [f"- {claim}" for claim in recommendation_claims(rec)]
-    if rec.get("rounds"):
-        facts.append(f"- verified in {rec['rounds']} interleaved round(s) against the default launch")
-    lines += facts + ["", "## Configuration", "", "| knob | value | default |", "|---|---|---|"]
+    lines += ["", "## Configuration", "", "| knob | value | default |", "|---|---|---|"]
     for knob, value in config.items():
         mark = "**" if value != base.get(knob) else ""
         lines.append(f"| {knob} | {mark}{value}{mark} | {base.get(knob)} |")
     if command:
         lines += ["", "## Launch command", "", "```sh", command.rstrip(), "```",
-                  "", "`autotune export --format shell|torchrun|json` prints it again."]
+                  "", "`autotune export --format shell|torchrun|json` prints it again; "
+                  "`autotune report` prints these lines again."]
     return "\n".join(lines) + "\n"
 
 
-def _fmt(x: float | None) -> str:
-    return "unknown" if x is None else f"{x:.4f}"
+def _literal(text: str) -> str:
+    """`text` as Markdown shows it word for word: the marks Markdown acts on inside a line
+    escaped (CommonMark's backslash escapes), so a `*` or `[` is never read as markup."""
+    return "".join(f"\\{c}" if c in _MARKUP else c for c in text)
+
+
+_MARKUP = set("\\`*_[]<>|~")
 
 
 def save_study_note(study: optuna.Study, rec: Any, command: str | None) -> None:
-    """Write the recommendation as the study's dashboard note (called after a search, and by
-    `autotune dashboard` for studies that have a recommendation but no note yet)."""
+    """Write the recommendation as the study's dashboard note (after a search, so that
+    optuna-dashboard run on the storage directly shows it too)."""
     from optuna_dashboard import save_note
     data = rec.to_json() if hasattr(rec, "to_json") else dict(rec)
     set_metric_names(study)
@@ -89,18 +98,93 @@ def save_study_note(study: optuna.Study, rec: Any, command: str | None) -> None:
     save_note(study, note_markdown(study.study_name, data, command, unit))
 
 
-def has_note(study: optuna.Study) -> bool:
-    from optuna_dashboard import get_note
-    return bool(get_note(study))
+def shown_system_attrs(study_name: str, attrs: StudyAttrs, stored_note: str
+                       ) -> tuple[dict[str, Any], str | None]:
+    """The study system attributes the view adds: the metric names, and the note derived from the
+    stored recommendation now (unless the stored note is the user's own), with the prefix of the
+    note's keys (None: no note added). Made by the public calls on a scratch in-memory study, so
+    the keys are optuna-dashboard's own."""
+    from optuna_dashboard import save_note
+    store = optuna.storages.InMemoryStorage()
+    scratch = optuna.create_study(storage=store, directions=["maximize", "maximize"])
+    set_metric_names(scratch)
+
+    def added() -> dict[str, Any]:
+        return store.get_study_system_attrs(store.get_study_id_from_name(scratch.study_name))
+    before = set(added())
+    rec = attrs.recommendation
+    if rec and (not stored_note.strip() or stored_note.startswith(NOTE_TITLE)):
+        unit = "score" if attrs.script_command else "samples/s"
+        save_note(scratch, note_markdown(study_name, rec, rec.get("command"), unit))
+    note_keys = [k for k in added() if k not in before]
+    return added(), (os.path.commonprefix(note_keys) or None) if note_keys else None
 
 
-def prepare(study: optuna.Study) -> None:
-    """Metric names, and the note from the stored recommendation when the search could not write
-    one (an older autotune, or optuna-dashboard missing when it ran)."""
-    set_metric_names(study)
-    rec = StudyAttrs.of(study).recommendation
-    if rec and not has_note(study):
-        save_study_note(study, rec, rec.get("command"))
+class ShownStorage(optuna.storages.BaseStorage):
+    """A study storage as `autotune dashboard` shows it, read-only: trials with what was measured
+    (reporting/shown.py), the metric names and the note derived when read. Nothing reaches the
+    stored study: the dashboard's own edits (a note, a new or deleted study) are refused, and a
+    study of any earlier autotune is shown by the same rules without being rewritten."""
+
+    def __init__(self, inner: optuna.storages.BaseStorage):
+        self.inner = inner
+        self._notes: dict[tuple[int, str], tuple[dict[str, Any], str | None]] = {}
+
+    def get_all_studies(self) -> list[Any]:
+        out = []
+        for frozen in self.inner.get_all_studies():
+            shown = copy.copy(frozen)
+            shown.system_attrs = self.get_study_system_attrs(
+                self.inner.get_study_id_from_name(frozen.study_name))
+            out.append(shown)
+        return out
+
+    def get_study_system_attrs(self, study_id: int) -> dict[str, Any]:
+        stored = self.inner.get_study_system_attrs(study_id)
+        name = self.inner.get_study_name_from_id(study_id)
+        attrs = StudyAttrs(self.inner.get_study_user_attrs(study_id))
+        from optuna_dashboard import get_note
+        note = get_note(optuna.load_study(study_name=name, storage=self.inner))
+        key = (study_id, json.dumps([attrs.recommendation, note], sort_keys=True, default=str))
+        if key not in self._notes:
+            self._notes[key] = shown_system_attrs(name, attrs, note)
+        added, prefix = self._notes[key]
+        # the stored study note's own keys give way to the derived ones (a trial's note stays)
+        kept = {k: v for k, v in stored.items() if not (prefix and k.startswith(prefix))}
+        return {**kept, **added}
+
+    def get_all_trials(self, study_id: int, deepcopy: bool = True,
+                       states: Container[TrialState] | None = None) -> list[FrozenTrial]:
+        attrs = StudyAttrs(self.inner.get_study_user_attrs(study_id))
+        shown = shown_trials(self.inner.get_all_trials(study_id, deepcopy=False), attrs)
+        return [t for t in shown if states is None or t.state in states]
+
+    # reads passed through
+    def get_study_id_from_name(self, study_name: str) -> int:
+        return self.inner.get_study_id_from_name(study_name)
+
+    def get_study_name_from_id(self, study_id: int) -> str:
+        return self.inner.get_study_name_from_id(study_id)
+
+    def get_study_directions(self, study_id: int) -> list[Any]:
+        return self.inner.get_study_directions(study_id)
+
+    def get_study_user_attrs(self, study_id: int) -> dict[str, Any]:
+        return self.inner.get_study_user_attrs(study_id)
+
+    def get_trial(self, trial_id: int) -> FrozenTrial:
+        return self.inner.get_trial(trial_id)
+
+    def get_trial_id_from_study_id_trial_number(self, study_id: int, trial_number: int) -> int:
+        return self.inner.get_trial_id_from_study_id_trial_number(study_id, trial_number)
+
+    # every write is refused
+    def _refuse(self, *_args: Any, **_kwargs: Any) -> Any:
+        raise AutotuneError("autotune dashboard shows the study read-only: nothing is changed")
+
+    create_new_study = delete_study = set_study_user_attr = set_study_system_attr = _refuse
+    create_new_trial = set_trial_param = set_trial_state_values = _refuse
+    set_trial_intermediate_value = set_trial_user_attr = set_trial_system_attr = _refuse
 
 
 def is_loopback(host: str) -> bool:

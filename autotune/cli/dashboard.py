@@ -1,8 +1,11 @@
-"""Open the study in optuna-dashboard: every trial with its configuration, outcome and log tail,
-the throughput/accuracy Pareto front, and the recommendation with its launch command as the
-study's note. Binds to 127.0.0.1 unless --host says otherwise. The dashboard has no login and can
-edit studies, and 127.0.0.1 keeps out other machines, not the other users of this one: it warns at
-every start (more loudly beyond 127.0.0.1). Run it on a machine you share only while you look.
+"""Open the study in optuna-dashboard, read-only, as measured: every trial with its configuration,
+outcome and log tail, each at its class's measured accuracy (none where no run measured it; a
+configuration that never ran is pruned, drawn in no chart), its verdict, step split and share of
+the ceiling as columns, the throughput/accuracy Pareto front of `autotune report`, and the
+recommendation in the summary's lines with its launch command as the study's note. Nothing in the
+study is written. Binds to 127.0.0.1 unless --host says otherwise. The dashboard has no login,
+and 127.0.0.1 keeps out other machines, not the other users of this one: it warns at every start
+(more loudly beyond 127.0.0.1). Run it on a machine you share only while you look.
 
 examples:
   autotune dashboard                       then open the printed URL

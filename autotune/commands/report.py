@@ -6,9 +6,13 @@ from dataclasses import dataclass, field
 from typing import Any
 from wsgiref.simple_server import WSGIServer
 
+import optuna
+
 from .. import dashboard
+from ..errors import StorageError
 from ..util.clean import one_line
 from ..reporting.report import Report, build_report
+from ..study.provenance import newer_writer
 from ..study.storage import storage_of
 from .common import StudyRef, open_results
 
@@ -51,14 +55,16 @@ class Dashboard:
 
 
 def open_dashboard(req: DashboardRequest, *, before_serving=lambda notes: None) -> Dashboard:
-    """optuna-dashboard on the study, bound to `host:port` (0: a free port). The study's note is
-    written (its recommendation and launch command) before the server starts; `before_serving`
-    gets the provenance notes first, so they are said before anything else happens."""
+    """optuna-dashboard on a read-only view of the study (dashboard.ShownStorage: what was
+    measured, its note in the summary's lines; nothing written), bound to `host:port` (0: a free
+    port). `before_serving` gets the provenance notes first, so they are said before anything
+    else happens. A study this autotune cannot show (written by a newer one, or unreadable) is
+    a one-line StorageError before anything is served."""
     opened = open_results(req.study)
     study = opened.study
+    storage = dashboard.ShownStorage(storage_of(study))
+    _readable(storage, study, opened.url)
     before_serving(opened.notes)
-    dashboard.prepare(study)
-    storage = storage_of(study)
     server = dashboard.make(storage, req.host, req.port)
     port = server.server_address[1]
     why = dashboard.LOCAL_WARNING if dashboard.is_loopback(req.host) else \
@@ -68,3 +74,22 @@ def open_dashboard(req: DashboardRequest, *, before_serving=lambda notes: None) 
                      f"optuna-dashboard for {one_line(study.study_name)} ({one_line(opened.url)}) "
                      f"at {address}"
                      "\npress Ctrl-C to stop")
+
+
+def _readable(storage: dashboard.ShownStorage, study: optuna.Study, url: str) -> None:
+    """Every trial of `study` shown once before serving: what cannot be read is said now, in one
+    line with what to do, not as a broken page."""
+    name = one_line(study.study_name)
+    stored = [study.user_attrs] + [t.user_attrs for t in study.get_trials(deepcopy=False)]
+    newer = newer_writer(stored)
+    if newer:
+        raise StorageError(f"dashboard: study {name!r} ({url}) was written by a newer autotune "
+                           f"({newer}): upgrade autotune to show it")
+    study_id = storage.get_study_id_from_name(study.study_name)
+    try:
+        storage.get_all_trials(study_id, deepcopy=False)
+        storage.get_study_system_attrs(study_id)
+    except Exception as exc:   # a stored value of a shape no autotune writes
+        raise StorageError(f"dashboard: study {name!r} ({url}) cannot be read: "
+                           f"{one_line(str(exc) or type(exc).__name__)}; it was not written by "
+                           "autotune or is damaged: open another study with --study") from None

@@ -13,14 +13,12 @@ from ..util.clean import one_line, printable
 from ..result import Outcome
 from ..search.account import describe as describe_account
 from ..search.budget import format_seconds
-from ..quality.verdict import recommendation_claims
-from ..recommend.compile_words import compile_lines
 from ..config import Config, describe_changes
-from ..study.records import RUN_CPU_WON, RUN_CPU_WORDS, Record, Role, recommends_run_cpu
+from ..study.records import Record, Role
 from ..measure.contention import describe_outside, disturbed
 from ..measure.split import ceiling_words, split_from
 from ..measure.stats import busy
-from ..recommend.settle import shown_in
+from ..recommend.words import recommendation_lines
 from .live import BarState, LiveBar, wanted
 
 
@@ -212,20 +210,9 @@ class TerminalProgress:
         if rec is None:
             print("no recommendation (see messages above)", file=out)
             return
-        print(rec.headline(), file=out)
-        # a winner's figure is in the headline; the line is for the default launch's win,
-        # where the figure is the best candidate's
-        if rec.settling is not None and not shown_in(rec.headline(), rec.settling.describe()):
-            print(f"  verification: {rec.settling.describe()}", file=out)
-        if rec.vs_run_cpu:
-            print(f"  {rec.vs_run_cpu:.2f}x over {RUN_CPU_WORDS}", file=out)
-        if recommends_run_cpu(rec.to_json()):
-            print(f"  {RUN_CPU_WON}", file=out)
-        for line in compile_lines(rec.to_json()):   # the compiled reference, the weighing
-            print(f"  {line}", file=out)
-        claims = recommendation_claims(rec.to_json())
-        for line in claims:
-            print(f"  {line}", file=out)
+        # the lines `report` and the dashboard's note state it with (recommend/words.py)
+        for line in recommendation_lines(rec.to_json()):
+            print(line, file=out)
         if not rec.extra.get("quality") and rec.accuracy is not None \
                 and rec.default_accuracy is not None:
             print(f"  accuracy {rec.accuracy:.3f} (default launch {rec.default_accuracy:.3f})",

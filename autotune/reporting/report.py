@@ -19,12 +19,10 @@ from ..config import Config, changed_knobs
 from ..search.account import describe as describe_account
 from ..measure.contention import DISTURBED_SHARE
 from ..measure.stats import BUSY_CPU_SHARE
-from ..quality.verdict import QualityStatus, recommendation_claims
-from ..recommend.compile_words import compile_lines
-from ..recommend.settle import shown_in
+from ..quality.verdict import QualityStatus
+from ..recommend.words import recommendation_lines
 from ..study.attrs import StudyAttrs
-from ..study.records import (RUN_CPU_WON, RUN_CPU_WORDS, Record, Role, has_record,
-                             recommends_run_cpu, record_of)
+from ..study.records import READ_STATES, Record, Role, has_record, record_of
 from . import quality as QR
 from .format import _clip, _knobs, _machine, _num, _table
 from ..quality.evidence import stored_classes
@@ -93,18 +91,8 @@ class Report:
             out = ["", "no recommendation stored (the search was interrupted, or has not "
                    "finished verifying)"]
         else:
-            out = ["", rec.get("headline") or "recommendation stored"]
-            settling = (rec.get("settling") or {}).get("text")
-            # the winner's headline already holds its figure: one range per figure, not two
-            if settling and not shown_in(rec.get("headline") or "", settling):
-                out.append(f"  verification: {settling}")
-            if rec.get("vs_run_cpu"):
-                out.append(f"  {rec['vs_run_cpu']:.2f}x over {RUN_CPU_WORDS}")
-            if recommends_run_cpu(rec):
-                out.append(f"  {RUN_CPU_WON}")
-            out += [f"  {line}" for line in compile_lines(rec)]
-            out.append(f"  config: {_knobs(changed_knobs(rec.get('config', {})))}")
-            out += [f"  {claim}" for claim in recommendation_claims(rec)]
+            out = ["", *recommendation_lines(rec),
+                   f"  config: {_knobs(changed_knobs(rec.get('config', {})))}"]
         refs = [f"{role.split(':')[1]} {_num(t)} {self.unit}" for role, t in self.references.items()]
         out.append("references: " + (", ".join(refs) if refs else "none measured"))
         return out + [f"  {note}" for note in self.script_notes]
@@ -164,7 +152,7 @@ class Report:
 def build_report(study: optuna.Study, *, top: int = 10) -> Report:
     attrs = StudyAttrs.of(study)
     trials = study.get_trials(deepcopy=False)
-    recs = [record_of(t) for t in trials if t.state == TrialState.COMPLETE and has_record(t)]
+    recs = [record_of(t) for t in trials if t.state in READ_STATES and has_record(t)]
     fresh = [r for r in recs if r.role != Role.REPEAT]
     failed = [record_of(t) for t in trials if t.state == TrialState.FAIL and has_record(t)]
     counts = Counter(r.outcome for r in fresh + failed)
@@ -200,7 +188,7 @@ def _rows(recs: list[Record], default_thr: float | None, attrs: StudyAttrs) -> l
         if r.config.key() in seen:
             continue
         seen.add(r.config.key())
-        tolerance = _tolerance(r, QR.verdict(attrs, r.result))
+        tolerance = tolerance_of(r, QR.verdict(attrs, r.result))
         rows.append(Row(number=r.number, role=r.role, throughput=r.throughput,
                         x_default=r.throughput / default_thr if default_thr else None,
                         accuracy=accuracy_of(r, attrs), feasible=tolerance == "ok",
@@ -211,7 +199,7 @@ def _rows(recs: list[Record], default_thr: float | None, attrs: StudyAttrs) -> l
     return rows
 
 
-def _tolerance(r: Record, verdict) -> str:
+def tolerance_of(r: Record, verdict) -> str:
     """The row's "tol" word: what its accuracy verdict showed (Row.tolerance)."""
     if not r.feasible or verdict.status in (QualityStatus.BEYOND, QualityStatus.FAILED):
         return "no"

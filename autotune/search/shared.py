@@ -29,8 +29,8 @@ from ..config import Config
 from ..result import StrEnum
 from ..study.owners import owner_alive, this_process
 from ..study import attrs as A
-from ..study.records import (Record, Role, claim_of, duplicate_attrs, has_record, record_of,
-                             write_claim)
+from ..study.records import (READ_STATES, Record, Role, claim_of, duplicate_attrs, has_record,
+                             record_of, write_claim)
 from .study_lock import StudyLock
 
 
@@ -104,7 +104,7 @@ class ConfigClaims:
         # RUNNING first: a trial that completes between the two reads is then seen in the second
         # (claims themselves cannot appear meanwhile: they are written under the lock we hold).
         busy = any(c["key"] == want for c in self._live_claims())
-        for t in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+        for t in self.study.get_trials(deepcopy=False, states=READ_STATES):
             if t.number not in self._done:   # a finished trial's attributes no longer change
                 r = record_of(t) if has_record(t) else None
                 self._done[t.number] = ((self.key(r.config), r)

@@ -13,6 +13,7 @@ from typing import Any, Mapping
 
 from ..errors import StorageError
 from ..probe.topology import Topology, TorchBuild
+from . import attrs as A
 from .attrs import StudyAttrs
 
 
@@ -110,3 +111,29 @@ def not_resumed(storage, here: Here, *, workload: str, space: str) -> list[tuple
     import optuna
     summaries = optuna.get_all_study_summaries(storage, include_best_trial=False)
     return not_used(summaries, here, workload=workload, space=space)
+
+
+def newer_writer(stored: list[Mapping[str, Any]]) -> str | None:
+    """What in a study's attributes (the study's own, then each trial's) says a newer autotune
+    wrote it: a schema version above this one's, or a later autotune version (None: nothing).
+    Such a study may hold fields this version would misread."""
+    from .. import __version__
+    from ..probe.topology import SCHEMA_VERSION
+    for attrs in stored:
+        schema = attrs.get(A.SCHEMA_VERSION)   # the trials' keys are the study's
+        if isinstance(schema, int) and not isinstance(schema, bool) and schema > SCHEMA_VERSION:
+            return f"schema version {schema} (this autotune reads {SCHEMA_VERSION})"
+        version = attrs.get(A.AUTOTUNE_VERSION)
+        if isinstance(version, str) and _release(version) > _release(__version__):
+            return f"autotune {version} (this is autotune {__version__})"
+    return None
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """'0.2.1.dev3' -> (0, 2, 1): the release numbers, up to the first part that is not one."""
+    out = []
+    for part in version.split("."):
+        if not part.isdigit():
+            break
+        out.append(int(part))
+    return tuple(out)

@@ -15,8 +15,10 @@ wall_seconds (rounded seconds of a launched run) and metric_note (what metric_so
 Reading takes the keys it knows and ignores the rest (a claim, keys of other versions).
 
 Every stored trial carries the schema version, autotune version and full config, so a study can
-be read a year later. A failed trial is stored as a result with a violated constraint (TPE learns
-to avoid it); only interruptions are stored as FAIL.
+be read a year later. A trial without a measurement (ruled out before launch, crashed, ...) is
+stored PRUNED with a violated constraint (TPE learns to avoid it; the dashboard draws no point
+at 0 samples/s for it); studies written before stored it COMPLETE at (0.0, 0.0), and read the
+same. Only interruptions are stored as FAIL.
 """
 from __future__ import annotations
 
@@ -123,20 +125,12 @@ def record_trial(study: optuna.Study, *, config: Config, result: TrialResult,
                  trial: optuna.Trial | None = None, params: dict[str, Any] | None = None,
                  distributions: dict[str, CategoricalDistribution] | None = None) -> Record:
     """Store one result (on `trial`, or as a new trial) and return it as the search sees it.
-    A failed trial is stored as a result with a violated constraint (so the sampler learns to
-    avoid it: TPE ignores FAIL trials); only interruptions are stored as FAIL."""
+    A failed trial is stored PRUNED with a violated constraint (so the sampler learns to avoid it:
+    TPE ignores FAIL trials); only interruptions are stored as FAIL (`stored_state`)."""
     result = replace(result, reason=result.reason[:REASON_LIMIT],
                      log_tail=result.log_tail[-LOG_TAIL_LIMIT:])
     user = _user_attrs(config, result, role)
-    ok = result.ok and result.throughput is not None
-    if result.outcome == Outcome.INTERRUPTED:
-        state, values, constraint = TrialState.FAIL, None, None
-    else:
-        state = TrialState.COMPLETE
-        acc = result.accuracy
-        acc = acc if acc is not None and math.isfinite(acc) else 0.0
-        values = [float(result.throughput), float(acc)] if ok else [0.0, 0.0]
-        constraint = float(violation) if ok else 1.0
+    state, values, constraint = stored_state(result, violation)
     if trial is None:
         frozen = optuna.trial.create_trial(
             state=state, values=values, params=params or {}, distributions=distributions or {},
@@ -158,10 +152,36 @@ def record_trial(study: optuna.Study, *, config: Config, result: TrialResult,
                   feasible=constraint is not None and constraint <= 0)
 
 
+# A placeholder for the sampler, never a reading: Optuna needs a number for every objective of a
+# COMPLETE trial (it refuses NaN; +-inf makes the hypervolume multi-objective TPE breaks ties
+# with infinite, and the GP sampler's standardised values NaN), and the value is frozen when told while its class is often judged later. The user
+# attribute "accuracy" stays None, and `autotune dashboard` and `report` show the class's
+# measured quality instead (reporting/shown.py, docs/dashboard.md).
+UNMEASURED_ACCURACY = 0.0
+# What a trial without a measurement (ruled out before launch, crashed, ...) is stored as: PRUNED
+# with a violated constraint. TPE reads COMPLETE and PRUNED trials and puts every one with a
+# violated constraint in its infeasible group, so it learns from it exactly as from the
+# [0.0, 0.0] COMPLETE trial stored before; the dashboard draws no point for it.
+UNMEASURED = TrialState.PRUNED
+READ_STATES = (TrialState.COMPLETE, TrialState.PRUNED)
+
+
+def stored_state(result: TrialResult, violation: float
+                 ) -> tuple[TrialState, list[float] | None, float | None]:
+    """(state, values, constraint) a result is told to Optuna with (see UNMEASURED)."""
+    if result.outcome == Outcome.INTERRUPTED:
+        return TrialState.FAIL, None, None
+    if not (result.ok and result.throughput is not None):
+        return UNMEASURED, None, 1.0
+    acc = result.accuracy
+    acc = acc if acc is not None and math.isfinite(acc) else UNMEASURED_ACCURACY
+    return TrialState.COMPLETE, [float(result.throughput), float(acc)], float(violation)
+
+
 def records(study: optuna.Study) -> list[Record]:
     """Every stored evaluation, oldest first (interrupted and running ones excluded)."""
-    return [record_of(t) for t in study.get_trials(deepcopy=False)
-            if t.state == TrialState.COMPLETE and has_record(t)]
+    return [record_of(t) for t in study.get_trials(deepcopy=False, states=READ_STATES)
+            if has_record(t)]
 
 
 def has_record(t: FrozenTrial) -> bool:

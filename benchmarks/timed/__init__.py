@@ -25,4 +25,6 @@ Communication:
   hosts_startup        what a trial across hosts costs before it measures: one host against two
 And:
   machine              the machine a result was measured on, for its file
+  dashboard_shown      what `autotune dashboard` shows of a study against what it stores: no
+                       accuracy no run gave, nothing that never ran drawn, report's Pareto front
 """

@@ -168,7 +168,7 @@ def test_warns_when_exposed_to_the_network(db):
         warning = server._readline(server.proc.stderr, 30)
     finally:
         server.stop()
-    assert "exposed to the network: anyone who can reach it can read and edit the study" in warning
+    assert "exposed to the network: anyone who can reach it can read the study" in warning
     assert server.host == socket.gethostname()
 
 
@@ -190,15 +190,26 @@ def test_note_and_metric_names_written_by_the_search(db):
     assert study.metric_names == dashboard.METRIC_NAMES
 
 
-def test_prepare_writes_a_missing_note_once(db):
+def test_the_view_derives_the_note_and_writes_nothing(db):
+    """Issue 63, item 5: the dashboard serves a read-only view. A study whose note an older
+    autotune wrote (or none) is shown with the note derived now; a user's own note is kept; the
+    study file is not changed, and an edit through the view is refused."""
     from optuna_dashboard import get_note, save_note
+    from optuna_dashboard._note import get_note_from_system_attrs
+    from results_study import sha256
     study = optuna.load_study(study_name=None, storage=f"sqlite:///{db}")
-    save_note(study, "")
-    dashboard.prepare(study)
-    assert study.user_attrs["recommendation"]["headline"] in get_note(study)
+    save_note(study, "# autotune: an older note\n\nold words")
+    before = sha256(db)
+    view = dashboard.ShownStorage(optuna.storages.RDBStorage(f"sqlite:///{db}"))
+    sid = view.get_study_id_from_name(study.study_name)
+    shown = get_note_from_system_attrs(view.get_study_system_attrs(sid), None)["body"]
+    assert study.user_attrs["recommendation"]["headline"] in shown and "old words" not in shown
+    with pytest.raises(Exception, match="read-only"):
+        view.set_study_system_attr(sid, "dashboard:note_ver", 9)
+    assert sha256(db) == before
     save_note(study, "my own words")
-    dashboard.prepare(study)                                     # a user's note is kept
-    assert get_note(study) == "my own words"
+    shown = get_note_from_system_attrs(view.get_study_system_attrs(sid), None)["body"]
+    assert shown == "my own words" and get_note(study) == "my own words"
 
 
 @pytest.mark.parametrize("host, loopback", [("127.0.0.1", True), ("localhost", True),
@@ -264,3 +275,101 @@ def test_the_note_and_a_trial_state_what_the_accuracy_runs_showed(db, tmp_path):
     finally:
         rc, err = server.stop()
     assert rc == 0 and "Traceback" not in err
+
+
+SHORT_SPACE = ("name: shown\nknobs:\n  threads: [1, 3, 4]\n  precision: [fp32, bf16]\n"
+               "fixed:\n  nproc: 1\nconstraints:\n  - threads <= 2\n")
+
+
+@pytest.fixture(scope="module")
+def searched(tmp_path_factory):
+    """A short real search (real DDP trials on this machine, the default's quality runs): its
+    study file and the summary it printed. Its rule rules out all but two configurations: once
+    those are measured, the search stores the others as never run."""
+    folder = tmp_path_factory.mktemp("shown")
+    space = folder / "shown.yaml"
+    space.write_text(SHORT_SPACE)
+    done = subprocess.run(
+        [sys.executable, "-m", "autotune", "search", "--workload", "mlp", "--space", str(space),
+         "--results", str(folder / "results"), "--budget", "150s", "--seconds", "1",
+         "--quality-seeds", "2", "--quality-samples", "1024", "--verify-rounds", "1",
+         "--max-trials", "5", "--allow-concurrent", "--quiet"],
+        cwd=REPO, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return folder / "results" / "autotune.db", done.stdout
+
+
+def _api(port: int, study_id: int) -> dict:
+    import http.client
+    import json
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        conn.request("GET", f"/api/studies/{study_id}", headers={"Host": f"127.0.0.1:{port}"})
+        return json.loads(conn.getresponse().read())
+    finally:
+        conn.close()
+
+
+@pytest.mark.slow
+def test_a_real_search_is_shown_as_measured(searched, tmp_path):
+    """Issue 63: on a study a real search made, the default launch's point sits at its measured
+    accuracy, no point sits at an accuracy no run gave, no trial that never ran is drawn, and
+    the note says the summary's own lines."""
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"{CHROMIUM} is missing (setup.sh installs Debian's chromium for this test)")
+    from autotune.reporting.report import build_report
+    from autotune.recommend.words import recommendation_lines
+    from autotune.study.attrs import StudyAttrs
+    db, summary = searched
+    study = optuna.load_study(study_name=None, storage=f"sqlite:///{db}")
+    attrs = StudyAttrs.of(study)
+    # the default launch's class, measured on every seed the search and its confirmation ran
+    from autotune.quality.evidence import stored_classes
+    floor = stored_classes(attrs)[attrs.noise_floor["math_class"]].sample().mean
+    assert floor > 0
+    ruled_out = {t.number for t in study.trials if t.user_attrs.get("outcome") == "infeasible"}
+    assert ruled_out, "the search proposed no configuration its rule rules out"
+    server = Dashboard(f"sqlite:///{db}")
+    try:
+        shown = {t["number"]: t for t in _api(server.port, server.study_id)["trials"]}
+        # the default launch at its measured quality, which the rendered trial page says too
+        assert shown[0]["state"] == "Complete" and shown[0]["values"][1] == pytest.approx(floor)
+        page = page_text(f"{server.url}/trials?numbers=0", tmp_path, "default")
+        assert "Trial 0 Complete" in page and f"accuracy {floor}" in page
+        # nothing at an accuracy no run gave: each value is a class's measured mean, or none
+        measured = {round(v, 12) for v in _class_means(attrs)}
+        for t in shown.values():
+            if t["state"] == "Complete":
+                acc = t["values"][1]
+                assert acc == "-inf" or round(acc, 12) in measured, t
+        # what never ran has no point: pruned, without values, never in the history
+        assert all(shown[n]["state"] == "Pruned" and "values" not in shown[n]
+                   for n in ruled_out)
+        history = page_text(server.url + "/analytics", tmp_path, "history")
+        assert "History" in history
+        # the dashboard's Pareto front (feasible, non-dominated) is report's
+        report_front = {r.number for r in build_report(study).pareto}
+        assert _front(shown.values()) == report_front
+        # the note: the summary's own lines, word for word
+        note = " ".join(page_text(server.url + "/note", tmp_path, "note").split())
+        rec = attrs.recommendation
+        for line in recommendation_lines(rec):
+            assert line.strip() in summary
+            assert " ".join(line.split()) in note, line
+    finally:
+        rc, err = server.stop()
+    assert rc == 0 and "Traceback" not in err
+
+
+def _class_means(attrs) -> list[float]:
+    from autotune.quality.evidence import stored_classes
+    return [ev.sample().mean for ev in stored_classes(attrs).values() if ev.sample()]
+
+
+def _front(trials) -> set[int]:
+    """The feasible non-dominated trials, as the dashboard's Pareto chart computes them."""
+    ok = [t for t in trials if t["state"] == "Complete" and all(c <= 0 for c in t["constraints"])
+          and t["values"][1] != "-inf"]
+    return {t["number"] for t in ok if not any(
+        o["values"][0] >= t["values"][0] and o["values"][1] >= t["values"][1]
+        and o["values"] != t["values"] for o in ok)}

@@ -278,3 +278,44 @@ def test_password_never_reaches_the_terminal_from_a_real_process():
                           cwd=REPO, capture_output=True, text=True, timeout=120)
     _one_line_error(done.returncode, done.stderr, "postgresql://alice:***@127.0.0.1:1/autotune")
     assert done.stdout == ""
+
+
+def _stored_by(db: Path, **attrs) -> None:
+    """Set study attributes, or (trial=N) one trial's, in the stored SQLite study as a newer or
+    foreign writer would have left them (SQL: Optuna cannot change a finished trial)."""
+    import json
+    import sqlite3
+    trial = attrs.pop("trial", None)
+    con = sqlite3.connect(db)
+    try:
+        for key, value in attrs.items():
+            if trial is None:
+                con.execute("UPDATE study_user_attributes SET value_json=? WHERE key=?",
+                            (json.dumps(value), key))
+            else:
+                con.execute("UPDATE trial_user_attributes SET value_json=? WHERE key=? AND "
+                            "trial_id=(SELECT trial_id FROM trials WHERE number=?)",
+                            (json.dumps(value), key, trial))
+        con.commit()
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize("change, expect", [
+    ({"schema_version": 99}, "written by a newer autotune (schema version 99"),
+    ({"autotune_version": "9.0.0"}, "written by a newer autotune (autotune 9.0.0"),
+    ({"trial": 3, "autotune_version": "9.0.0"}, "written by a newer autotune (autotune 9.0.0"),
+    ({"trial": 3, "config": {"nproc": "many"}}, "cannot be read: "),
+], ids=["newer schema", "newer autotune", "a trial of a newer autotune", "unreadable trial"])
+def test_dashboard_refuses_a_study_it_cannot_show_in_one_line(tmp_path, capsys, change, expect):
+    """Issue 63: a study written by a newer autotune, or one whose trials cannot be read, is
+    named with what to do, exit 2, before anything is served; nothing is written."""
+    good = study_copy(tmp_path)
+    _stored_by(good, **change)
+    before = good.read_bytes()
+    rc = main(["dashboard", "--storage", f"sqlite:///{good}", "--port", "0"])
+    err = capsys.readouterr().err
+    _one_line_error(rc, err, expect)
+    assert "dashboard: study 'autotune-cnn-" in err
+    assert "upgrade autotune" in err or "open another study with --study" in err
+    assert good.read_bytes() == before
