@@ -20,8 +20,8 @@ from ..probe.topology import Topology
 from ..training import QUALITY_SAMPLES
 from .feasible import infeasible_reason
 from .gpu import CUDA_ENV, cuda_env
-from .launch_plan import (KILL_GRACE_S, TARGET_SECONDS, TRIAL_TIMEOUT_S, WARMUP_STEPS,
-                          LaunchPlan, RankExpect, RankPlan, WorkerRequest)
+from .launch_plan import (KILL_GRACE_S, RENDEZVOUS_ENV, RENDEZVOUS_FILE, TARGET_SECONDS,
+                          TRIAL_TIMEOUT_S, WARMUP_STEPS, LaunchPlan, RankExpect, RankPlan, WorkerRequest)
 from .memory import MemPlacement, rank_memory
 from ..probe.parse import format_cpulist
 from .placement import Placement, rank_placements
@@ -35,7 +35,7 @@ JEMALLOC_CONF = ("oversize_threshold:1,background_thread:true,metadata_thp:auto,
 # Variables the plan owns: inherited values would silently change what a trial measures.
 OWNED_ENV = ("LD_PRELOAD", "MALLOC_CONF", "OMP_NUM_THREADS", "KMP_AFFINITY", "KMP_BLOCKTIME",
              "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-             *CCL_ENV, "GOMP_CPU_AFFINITY",
+             RENDEZVOUS_ENV, *CCL_ENV, "GOMP_CPU_AFFINITY",
              "GROUP_RANK", "ROLE_RANK", "ROLE_NAME", "GROUP_WORLD_SIZE", "ROLE_WORLD_SIZE",
              "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
              *CUDA_ENV)
@@ -155,6 +155,8 @@ def _rank_env(launch: _Launch, rank: int, pl: Placement, ccl: dict[str, str]) ->
                AUTOTUNE_REPORT=os.path.join(workdir, f"rank{rank}.report.json"))
     if launch.script:
         env.update(torchrun_env(rank, config.nproc, launch.trial_id))
+    else:   # the ranks of one machine meet in the trial folder (worker/rendezvous.py)
+        env[RENDEZVOUS_ENV] = RENDEZVOUS_FILE
     if config.backend == "ccl":
         env.update(ccl)
         if launch.script:   # `import oneccl_bindings_for_pytorch` finds autotune's stand-in

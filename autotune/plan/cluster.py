@@ -26,7 +26,7 @@ from ..config import Config
 from ..errors import ConfigError
 from .hosts import LAUNCHERS, Host, check_argument
 from .build import build_plan
-from .launch_plan import KILL_GRACE_S, TRIAL_TIMEOUT_S, LaunchPlan, RankPlan
+from .launch_plan import KILL_GRACE_S, RENDEZVOUS_ENV, TRIAL_TIMEOUT_S, LaunchPlan, RankPlan
 from ..util.channel import LIFELINE_ENV, TOKEN_FILE, TOKEN_FILE_ENV
 from ..probe.parse import format_cpulist
 from ..probe.topology import Topology
@@ -37,6 +37,8 @@ FORWARD = ("PATH", "PYTHONPATH", "VIRTUAL_ENV", "HOME", "LANG")
 _LAUNCHER_OWNED = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "AUTOTUNE_RESULT",
                    "MASTER_ADDR", "MASTER_PORT",
                    "AUTOTUNE_REPORT",
+                   # one machine's ranks meet in the trial folder; across hosts at MASTER_ADDR
+                   RENDEZVOUS_ENV,
                    # a host's plan says "lo"; across hosts collective_env names the real interface,
                    # or the backend picks the one that reaches MASTER_ADDR (comm/ccl/env.py)
                    "CCL_KVS_IFACE", "FI_TCP_IFACE")
