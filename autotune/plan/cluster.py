@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from ..util.child_python import python_module
 from ..config import Config
 from ..errors import ConfigError
-from .hosts import LAUNCHERS, Host, check_argument
+from .hosts import LAUNCHERS, Host, check_argument, check_network
 from .build import build_plan
 from .launch_plan import KILL_GRACE_S, RENDEZVOUS_ENV, TRIAL_TIMEOUT_S, LaunchPlan, RankPlan
 from ..util.channel import LIFELINE_ENV, TOKEN_FILE, TOKEN_FILE_ENV
@@ -100,6 +100,7 @@ class Cluster:
         check_argument("ssh config", self.ssh_config)   # what reaches an option's place
         check_argument("python", self.python, spaces_allowed=True)
         check_argument("folder", self.cwd, spaces_allowed=True)
+        check_network(self.iface, self.subnet, self.addresses)
 
     def ssh(self, host: str, *remote: str, cwd: str | None = None) -> tuple[str, ...]:
         """argv that runs the command `remote` on `host` (quoted here for the remote shell)."""

@@ -109,7 +109,7 @@ def probe_cluster(hosts: tuple[Host, ...], *, launcher: str = "ssh", ssh_config:
     env = {k: os.environ[k] for k in FORWARD if k in os.environ}
     pending = Cluster(hosts=hosts, addresses=("0.0.0.0",) * len(hosts),
                       topologies=(None,) * len(hosts), launcher=launcher,  # type: ignore[arg-type]
-                      ssh_config=ssh_config, python=python, cwd=cwd, env=env,
+                      ssh_config=ssh_config, python=python, cwd=cwd, env=env, iface=iface,
                       control_dir=ssh_control_dir() if launcher != "srun" else None)
     addresses = tuple(address_of(pending, h.name) for h in hosts)
     probes = {}
