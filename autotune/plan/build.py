@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from ..bind import command as bind_command
 from ..util.child_python import python_module
+from ..util.search_path import clean as clean_search_paths
 from ..comm.ccl.env import CCL_ENV
 from ..comm.ccl.env import rank_env as ccl_rank_env
 from ..comm.ccl.env import script_env as ccl_script_env
@@ -145,7 +146,8 @@ def _rank(launch: _Launch, rank: int, pl: Placement) -> tuple[RankExpect, RankPl
 def _rank_env(launch: _Launch, rank: int, pl: Placement, ccl: dict[str, str]) -> dict[str, str]:
     """A rank's whole environment: the inherited one less what the plan owns, then the plan's."""
     config, workdir = launch.config, launch.workdir
-    env = {**{k: v for k, v in launch.base_env.items() if k not in OWNED_ENV}, **launch.env_delta}
+    inherited = clean_search_paths(launch.base_env)   # no '' or '.' on a rank's search paths
+    env = {**{k: v for k, v in inherited.items() if k not in OWNED_ENV}, **launch.env_delta}
     if pl.threads is not None:
         env["OMP_NUM_THREADS"] = str(pl.threads)
     env.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(config.nproc),

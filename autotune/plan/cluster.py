@@ -22,6 +22,7 @@ import shlex
 from dataclasses import dataclass, field, replace
 
 from ..util.child_python import python_module
+from ..util.search_path import clean as clean_search_paths
 from ..config import Config
 from ..errors import ConfigError
 from .hosts import LAUNCHERS, Host, check_argument, check_network
@@ -185,7 +186,8 @@ def build_cluster_plan(config: Config, cluster: Cluster, *, workdir: str, master
     owned = _LAUNCHER_OWNED + (("AUTOTUNE_TRIAL_ID",) if export else ())
     ranks_env = [{k: v for k, v in e.items() if k not in owned} for e in ranks_env]
     common = {k: v for k, v in ranks_env[0].items() if all(e.get(k) == v for e in ranks_env)}
-    common.update({k: base_env[k] for k in FORWARD if k in base_env})
+    forwarded = clean_search_paths(base_env)   # PATH and PYTHONPATH, as on this machine's ranks
+    common.update({k: forwarded[k] for k in FORWARD if k in forwarded})
     common.update(collective_env(cluster.iface))
     # A trial's ranks read the launch's token from its folder, and end with the runner's end
     # of the launch (util/channel.py, worker/lifeline.py): neither reaches an export.

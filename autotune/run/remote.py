@@ -32,6 +32,7 @@ from ..plan.hosts import (Host, differences, interface_of, kept_refusal, network
                           node_address, ssh_hostname)
 from ..plan.cluster import FORWARD, MARKER, Cluster
 from ..util.private_files import private_dir
+from ..util.search_path import child_env
 
 _SSH_ERRORS = (  # (pattern in ssh's stderr, what to tell the user)
     (r"Connection refused", "ssh refused the connection (no sshd listening?)"),
@@ -61,7 +62,7 @@ def run_on(cluster: Cluster, host: str, *cmd: str, timeout: float = 60.0) -> str
     argv = cluster.remote(host, *cmd)
     try:
         p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
-                           stdin=subprocess.DEVNULL)
+                           stdin=subprocess.DEVNULL, env=child_env())
     except subprocess.TimeoutExpired:
         raise HostError(f"host {host}: no answer within {timeout:g}s ({' '.join(cmd[:3])} ...)") \
             from None
@@ -106,7 +107,8 @@ def probe_cluster(hosts: tuple[Host, ...], *, launcher: str = "ssh", ssh_config:
     from ..probe.topology import Topology
     _launcher_missing(launcher)
     cwd = cwd or os.getcwd()
-    env = {k: os.environ[k] for k in FORWARD if k in os.environ}
+    here = child_env()
+    env = {k: here[k] for k in FORWARD if k in here}
     pending = Cluster(hosts=hosts, addresses=("0.0.0.0",) * len(hosts),
                       topologies=(None,) * len(hosts), launcher=launcher,  # type: ignore[arg-type]
                       ssh_config=ssh_config, python=python, cwd=cwd, env=env, iface=iface,

@@ -18,6 +18,7 @@ import time
 from typing import Any
 
 from ..plan.cluster import MARKER
+from ..util.search_path import child_env
 from ..plan.launch_plan import LaunchPlan, WorkerRequest
 from ..result import Outcome
 from .outcome import RunResult
@@ -57,7 +58,7 @@ class SpanningLaunch:
         for _host, argv, log in self.plan.launchers:
             with open(self.files.open_file(log), "wb") as f:
                 self.procs.append(subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT,
-                                                   stdin=subprocess.PIPE,
+                                                   stdin=subprocess.PIPE, env=child_env(),
                                                    start_new_session=True))
 
     def ask(self, request: WorkerRequest, timeout_s: float) -> None:
