@@ -32,6 +32,7 @@ from .script.spec import ScriptSpec, script_from_flags
 from .search.budget import parse_budget
 from .search.options import GUIDES
 from .study.storage import holds_password, redact
+from .util.search_path import relative_entry
 
 __all__ = [
     "CompareRequest", "Compared", "Dashboard", "DashboardRequest", "ExportRequest", "Hosts",
@@ -42,5 +43,5 @@ __all__ = [
     "report", "run", "search", "verify",
     "DEFAULT_KEEP_TRIALS", "DEFAULT_RUN_LENGTH", "FORMATS", "GUIDES", "IDLE_DEADLINE_S", "LAUNCHERS",
     "MAX_ASKED_ROUNDS", "MAX_ROUNDS_FACTOR", "STANDALONE_SECONDS", "TARGET_SECONDS", "holds_password", "parse_budget", "redact",
-    "parse_run_length", "script_from_flags",
+    "parse_run_length", "relative_entry", "script_from_flags",
 ]

@@ -9,6 +9,7 @@ import sys
 import traceback
 
 from ..errors import AutotuneError
+from ..tune import relative_entry
 
 # Subcommand name -> module under autotune.cli that defines add_arguments(parser) and run(args).
 COMMANDS = {
@@ -22,6 +23,10 @@ COMMANDS = {
     "verify": ("verify", "measure the recommendation against the default launch again"),
     "dashboard": ("dashboard", "open the study in optuna-dashboard"),
 }
+
+# The commands that start no process of their own (the dashboard's server is optuna's): every
+# other one refuses a relative search-path entry first (util/search_path.py).
+_STARTS_NOTHING = ("report", "export", "dashboard")
 
 EPILOG = """\
 typical session on a new machine:
@@ -85,6 +90,9 @@ def main(argv: list[str] | None = None) -> int:
         _refuse_misplaced_flags(parser, args, script)
         args.script = tuple(script) if script is not None else None
     _warn_password_in_argv(getattr(args, "storage", None))
+    if args.command not in _STARTS_NOTHING and (why := relative_entry(os.environ)):
+        print(f"autotune: error: {why}", file=sys.stderr)   # before anything starts
+        return 2
     try:
         code = int(args._run(args) or 0)
         sys.stdout.flush()   # a reader that left shows here, not in Python's flush at exit

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from ..bind import command as bind_command
 from ..util.child_python import python_module
+from ..util.search_path import clean as clean_search_paths
 from ..comm.ccl.env import CCL_ENV
 from ..comm.ccl.env import rank_env as ccl_rank_env
 from ..comm.ccl.env import script_env as ccl_script_env
@@ -20,8 +21,8 @@ from ..probe.topology import Topology
 from ..training import QUALITY_SAMPLES
 from .feasible import infeasible_reason
 from .gpu import CUDA_ENV, cuda_env
-from .launch_plan import (KILL_GRACE_S, TARGET_SECONDS, TRIAL_TIMEOUT_S, WARMUP_STEPS,
-                          LaunchPlan, RankExpect, RankPlan, WorkerRequest)
+from .launch_plan import (KILL_GRACE_S, RENDEZVOUS_ENV, RENDEZVOUS_FILE, TARGET_SECONDS,
+                          TRIAL_TIMEOUT_S, WARMUP_STEPS, LaunchPlan, RankExpect, RankPlan, WorkerRequest)
 from .memory import MemPlacement, rank_memory
 from ..probe.parse import format_cpulist
 from .placement import Placement, rank_placements
@@ -35,7 +36,7 @@ JEMALLOC_CONF = ("oversize_threshold:1,background_thread:true,metadata_thp:auto,
 # Variables the plan owns: inherited values would silently change what a trial measures.
 OWNED_ENV = ("LD_PRELOAD", "MALLOC_CONF", "OMP_NUM_THREADS", "KMP_AFFINITY", "KMP_BLOCKTIME",
              "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-             *CCL_ENV, "GOMP_CPU_AFFINITY",
+             RENDEZVOUS_ENV, *CCL_ENV, "GOMP_CPU_AFFINITY",
              "GROUP_RANK", "ROLE_RANK", "ROLE_NAME", "GROUP_WORLD_SIZE", "ROLE_WORLD_SIZE",
              "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
              *CUDA_ENV)
@@ -145,7 +146,8 @@ def _rank(launch: _Launch, rank: int, pl: Placement) -> tuple[RankExpect, RankPl
 def _rank_env(launch: _Launch, rank: int, pl: Placement, ccl: dict[str, str]) -> dict[str, str]:
     """A rank's whole environment: the inherited one less what the plan owns, then the plan's."""
     config, workdir = launch.config, launch.workdir
-    env = {**{k: v for k, v in launch.base_env.items() if k not in OWNED_ENV}, **launch.env_delta}
+    inherited = clean_search_paths(launch.base_env)   # no '' or '.' on a rank's search paths
+    env = {**{k: v for k, v in inherited.items() if k not in OWNED_ENV}, **launch.env_delta}
     if pl.threads is not None:
         env["OMP_NUM_THREADS"] = str(pl.threads)
     env.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(config.nproc),
@@ -155,6 +157,8 @@ def _rank_env(launch: _Launch, rank: int, pl: Placement, ccl: dict[str, str]) ->
                AUTOTUNE_REPORT=os.path.join(workdir, f"rank{rank}.report.json"))
     if launch.script:
         env.update(torchrun_env(rank, config.nproc, launch.trial_id))
+    else:   # the ranks of one machine meet in the trial folder (worker/rendezvous.py)
+        env[RENDEZVOUS_ENV] = RENDEZVOUS_FILE
     if config.backend == "ccl":
         env.update(ccl)
         if launch.script:   # `import oneccl_bindings_for_pytorch` finds autotune's stand-in

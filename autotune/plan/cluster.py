@@ -22,11 +22,12 @@ import shlex
 from dataclasses import dataclass, field, replace
 
 from ..util.child_python import python_module
+from ..util.search_path import clean as clean_search_paths
 from ..config import Config
 from ..errors import ConfigError
-from .hosts import LAUNCHERS, Host, check_argument
+from .hosts import LAUNCHERS, Host, check_argument, check_network
 from .build import build_plan
-from .launch_plan import KILL_GRACE_S, TRIAL_TIMEOUT_S, LaunchPlan, RankPlan
+from .launch_plan import KILL_GRACE_S, RENDEZVOUS_ENV, TRIAL_TIMEOUT_S, LaunchPlan, RankPlan
 from ..util.channel import LIFELINE_ENV, TOKEN_FILE, TOKEN_FILE_ENV
 from ..probe.parse import format_cpulist
 from ..probe.topology import Topology
@@ -37,6 +38,8 @@ FORWARD = ("PATH", "PYTHONPATH", "VIRTUAL_ENV", "HOME", "LANG")
 _LAUNCHER_OWNED = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "AUTOTUNE_RESULT",
                    "MASTER_ADDR", "MASTER_PORT",
                    "AUTOTUNE_REPORT",
+                   # one machine's ranks meet in the trial folder; across hosts at MASTER_ADDR
+                   RENDEZVOUS_ENV,
                    # a host's plan says "lo"; across hosts collective_env names the real interface,
                    # or the backend picks the one that reaches MASTER_ADDR (comm/ccl/env.py)
                    "CCL_KVS_IFACE", "FI_TCP_IFACE")
@@ -98,6 +101,7 @@ class Cluster:
         check_argument("ssh config", self.ssh_config)   # what reaches an option's place
         check_argument("python", self.python, spaces_allowed=True)
         check_argument("folder", self.cwd, spaces_allowed=True)
+        check_network(self.iface, self.subnet, self.addresses)
 
     def ssh(self, host: str, *remote: str, cwd: str | None = None) -> tuple[str, ...]:
         """argv that runs the command `remote` on `host` (quoted here for the remote shell)."""
@@ -182,7 +186,8 @@ def build_cluster_plan(config: Config, cluster: Cluster, *, workdir: str, master
     owned = _LAUNCHER_OWNED + (("AUTOTUNE_TRIAL_ID",) if export else ())
     ranks_env = [{k: v for k, v in e.items() if k not in owned} for e in ranks_env]
     common = {k: v for k, v in ranks_env[0].items() if all(e.get(k) == v for e in ranks_env)}
-    common.update({k: base_env[k] for k in FORWARD if k in base_env})
+    forwarded = clean_search_paths(base_env)   # PATH and PYTHONPATH, as on this machine's ranks
+    common.update({k: forwarded[k] for k in FORWARD if k in forwarded})
     common.update(collective_env(cluster.iface))
     # A trial's ranks read the launch's token from its folder, and end with the runner's end
     # of the launch (util/channel.py, worker/lifeline.py): neither reaches an export.

@@ -28,17 +28,54 @@ class Host:
             raise ConfigError(f"host {self.name}: slots={self.slots!r} must be a positive integer")
 
 
+# What a shell reads as code even inside double quotes (Open MPI hands every --mca value to each
+# remote daemon that way), or as the end of a command: never in a value that reaches one.
+SHELL_CHARS = "$`'\"\\;"
+_IFACE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,14}$")   # Linux: 15 characters at most
+
+
 def check_argument(what: str, value: str | None, *, spaces_allowed: bool = False) -> None:
     """A value that reaches ssh's or mpirun's command line, typed or stored with a study: one
     starting with '-' is read as an option, and mpirun splits plm_rsh_args at spaces, so an ssh
-    config of `x -oProxyCommand=CMD` would have ssh run CMD. Refused (one line). Control
+    config of `x -oProxyCommand=CMD` would have ssh run CMD; and it reaches the remote hosts'
+    shells (under mpirun, in double quotes), so none of SHELL_CHARS. Refused (one line). Control
     characters are refused where stored values are shown (study/stored_code.py)."""
-    spaced = any(c.isspace() and c.isprintable() for c in value or "")
-    if value is None or not (value.startswith("-") or (spaced and not spaces_allowed)):
+    if value is None:
         return
-    raise ConfigError(f"{what} {one_line(value)!r}: refused, a value that starts with '-'"
-                      f"{'' if spaces_allowed else ' or holds a space'} would reach ssh or "
-                      "mpirun as an option; give a plain path or name")
+    spaced = any(c.isspace() and c.isprintable() for c in value)
+    if value.startswith("-") or (spaced and not spaces_allowed):
+        raise ConfigError(f"{what} {one_line(value)!r}: refused, a value that starts with '-'"
+                          f"{'' if spaces_allowed else ' or holds a space'} would reach ssh or "
+                          "mpirun as an option; give a plain path or name")
+    if shell := sorted({c for c in value if c in SHELL_CHARS}):
+        raise ConfigError(f"{what} {one_line(value)!r}: refused, {' '.join(shell)} would reach "
+                          "a remote shell as code; give a plain path")
+
+
+def check_network(iface: str | None, subnet: str | None, addresses: tuple[str, ...]) -> None:
+    """The values of a cluster that reach every host's shell (mpirun's --mca values, the ranks'
+    MASTER_ADDR and *_SOCKET_IFNAME), each as what it is: an interface name, a network in CIDR
+    form, IP addresses. Refused otherwise (one line, ConfigError)."""
+    import ipaddress
+    if iface is not None and (not isinstance(iface, str) or not _IFACE.match(iface)):
+        raise ConfigError(f"iface {one_line(str(iface))!r}: refused, not an interface name (1 to "
+                          "15 letters, digits, '_', '.', ':' or '-', not starting with one of "
+                          "the last four)")
+    if subnet is not None:
+        try:
+            ipaddress.ip_network(subnet, strict=False)
+            ok = isinstance(subnet, str) and "/" in subnet
+        except ValueError:
+            ok = False
+        if not ok:
+            raise ConfigError(f"subnet {one_line(str(subnet))!r}: refused, not a network in CIDR "
+                              "form (like 10.0.0.0/24)")
+    for address in addresses:
+        try:
+            ipaddress.ip_address(address)
+        except ValueError:
+            raise ConfigError(f"address {one_line(str(address))!r}: refused, not an IP "
+                              "address") from None
 
 
 def parse_hosts(text: str) -> tuple[Host, ...]:

@@ -39,6 +39,12 @@ EXIT_BAD_CONFIG = 78
 EXIT_BACKEND_UNAVAILABLE = 79
 # Exit code a worker uses when the workload itself is broken (import error, wrong return type).
 EXIT_WORKLOAD_ERROR = 80
+# Exit code of a rank whose launch has a stranger in it (worker/rendezvous.py): nothing measured.
+EXIT_STRANGER = 82
+# How a trial's ranks meet (worker/rendezvous.py): RENDEZVOUS_FILE, the plan of one machine says,
+# is a file store in the trial folder; unset, rank 0's store on MASTER_ADDR (across hosts).
+RENDEZVOUS_ENV = "AUTOTUNE_RENDEZVOUS"
+RENDEZVOUS_FILE = "file"
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -18,6 +18,7 @@ import subprocess
 from dataclasses import dataclass
 
 from ..errors import ProbeError
+from ..util.search_path import child_env
 from .parse import format_cpulist
 
 LIVE_SYSFS = "/sys"
@@ -205,7 +206,8 @@ def _ancestors(mount: str, path: str) -> list[str]:
 
 def _run(argv, *, timeout: float) -> tuple[int, str, str]:
     try:
-        p = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout)
+        p = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout,
+                           env=child_env())
         return p.returncode, p.stdout, p.stderr
     except subprocess.TimeoutExpired:
         return 124, "", f"timed out after {timeout:g}s"

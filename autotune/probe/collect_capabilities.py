@@ -20,6 +20,7 @@ import time
 from typing import Any
 
 from ..util.child_python import python_code, python_module
+from ..util.search_path import child_env
 
 _LIB_NAME = re.compile(r"^lib(jemalloc|tcmalloc|tcmalloc_minimal|iomp5|gomp)\.so(\.\d+)*$")
 MULTIARCH_DIRS = ("/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu",
@@ -128,7 +129,7 @@ def _run_parallel(jobs: dict[str, list[str]], *, timeout: float) -> dict[str, di
         try:
             procs[name] = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                            stdin=subprocess.DEVNULL, text=True,
-                                           start_new_session=True)
+                                           start_new_session=True, env=child_env())
         except OSError as exc:
             out[name] = {"rc": 127, "stdout": "", "stderr": str(exc)}
     deadline = time.monotonic() + timeout   # all run at once: one deadline, not one per job

@@ -17,6 +17,7 @@ from dataclasses import asdict
 from typing import Any
 
 from ..util.child_python import python_module
+from ..util.search_path import child_env
 from ..errors import WorkloadError
 from ..measure.script import ScriptMetric, last_match_end, script_metric
 
@@ -25,8 +26,9 @@ _PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
 
 
 def _in_worker(task: str, kwargs: dict[str, Any], patterns: str, deadline_s: float) -> Any:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [_PACKAGE_ROOT, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))])}
+    env = child_env()
+    env["PYTHONPATH"] = os.pathsep.join([_PACKAGE_ROOT, *filter(None, env.get("PYTHONPATH", "")
+                                                                .split(os.pathsep))])
     try:
         done = subprocess.run(python_module("autotune.run.bounded"), env=env,
                               input=json.dumps({"task": task, "kwargs": kwargs}),

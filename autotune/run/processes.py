@@ -47,6 +47,12 @@ def _peek_exit(pid: int) -> int | None:
     return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
 
 
+def exit_of(proc: subprocess.Popen) -> int | None:
+    """A child's exit status, Popen-style, without reaping it (poll() would): until the caller
+    reaps it with wait(), its pid, and the process group it leads, stay ours."""
+    return proc.returncode if proc.returncode is not None else _peek_exit(proc.pid)
+
+
 def alive(p: psutil.Process) -> bool:
     try:
         return p.is_running() and p.status() != psutil.STATUS_ZOMBIE

@@ -17,7 +17,6 @@ import os
 import re
 import shutil
 import socket
-import stat
 import subprocess
 import sys
 import tempfile
@@ -31,7 +30,8 @@ from ..errors import AutotuneError
 from ..plan.hosts import (Host, differences, interface_of, kept_refusal, network_of,
                           node_address, ssh_hostname)
 from ..plan.cluster import FORWARD, MARKER, Cluster
-from ..util.private_files import private_dir
+from ..util.checked_folder import CheckedFolder, FolderRefused, open_private
+from ..util.search_path import child_env
 
 _SSH_ERRORS = (  # (pattern in ssh's stderr, what to tell the user)
     (r"Connection refused", "ssh refused the connection (no sshd listening?)"),
@@ -61,7 +61,7 @@ def run_on(cluster: Cluster, host: str, *cmd: str, timeout: float = 60.0) -> str
     argv = cluster.remote(host, *cmd)
     try:
         p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
-                           stdin=subprocess.DEVNULL)
+                           stdin=subprocess.DEVNULL, env=child_env())
     except subprocess.TimeoutExpired:
         raise HostError(f"host {host}: no answer within {timeout:g}s ({' '.join(cmd[:3])} ...)") \
             from None
@@ -106,11 +106,12 @@ def probe_cluster(hosts: tuple[Host, ...], *, launcher: str = "ssh", ssh_config:
     from ..probe.topology import Topology
     _launcher_missing(launcher)
     cwd = cwd or os.getcwd()
-    env = {k: os.environ[k] for k in FORWARD if k in os.environ}
+    here = child_env()
+    env = {k: here[k] for k in FORWARD if k in here}
     pending = Cluster(hosts=hosts, addresses=("0.0.0.0",) * len(hosts),
                       topologies=(None,) * len(hosts), launcher=launcher,  # type: ignore[arg-type]
-                      ssh_config=ssh_config, python=python, cwd=cwd, env=env,
-                      control_dir=ssh_control_dir() if launcher != "srun" else None)
+                      ssh_config=ssh_config, python=python, cwd=cwd, env=env, iface=iface,
+                      control_dir=ssh_control_dir(say) if launcher != "srun" else None)
     addresses = tuple(address_of(pending, h.name) for h in hosts)
     probes = {}
     for h in hosts:
@@ -158,17 +159,26 @@ def _kept_refusal(cluster: Cluster, results: str | None, say) -> str:
     return refusal
 
 
-def ssh_control_dir() -> str | None:
+# The ssh control folder, held open while this process lives (ssh_control_dir)
+_CONTROL: list[CheckedFolder] = []
+
+
+def ssh_control_dir(say=lambda _line: None) -> str | None:
     """This user's folder for ssh's shared connections (0700, under the temp folder: a control
-    socket's path must stay under ~100 bytes), or None when it cannot be trusted (another
-    user's, or open to others): then every ssh makes its own connection, as before."""
+    socket's path must stay under ~100 bytes), judged as a trial folder is (every folder from the
+    root down, once: util/checked_folder.py) and then used through its descriptor: the path ssh
+    is given, /proc/PID/fd/N, resolves through this process's open folder whatever is renamed
+    later. None, said in one line, where others could rename it: then every ssh makes its own
+    connection, as before."""
+    if _CONTROL:
+        return f"/proc/{os.getpid()}/fd/{_CONTROL[0].fd}"
     path = os.path.join(tempfile.gettempdir(), f"autotune-ssh-{os.getuid()}")
-    with contextlib.suppress(OSError):
-        private_dir(path)
-        st = os.lstat(path)
-        if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o077:
-            return path
-    return None
+    try:
+        _CONTROL.append(open_private(path, create=True))
+    except (FolderRefused, OSError) as exc:
+        say(f"ssh connections are not shared between calls: {exc}")
+        return None
+    return f"/proc/{os.getpid()}/fd/{_CONTROL[0].fd}"
 
 
 def free_port_on(cluster: Cluster) -> int:

@@ -18,9 +18,11 @@ import time
 from typing import Any
 
 from ..plan.cluster import MARKER
+from ..util.search_path import child_env
 from ..plan.launch_plan import LaunchPlan, WorkerRequest
 from ..result import Outcome
 from .outcome import RunResult
+from .processes import exit_of
 from .runner import (EXIT_LINGER_S, POLL_S, classify, ignored_note, open_trial, root_cause,
                      script_output)
 from .trial_files import TrialFiles
@@ -57,7 +59,7 @@ class SpanningLaunch:
         for _host, argv, log in self.plan.launchers:
             with open(self.files.open_file(log), "wb") as f:
                 self.procs.append(subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT,
-                                                   stdin=subprocess.PIPE,
+                                                   stdin=subprocess.PIPE, env=child_env(),
                                                    start_new_session=True))
 
     def ask(self, request: WorkerRequest, timeout_s: float) -> None:
@@ -72,7 +74,7 @@ class SpanningLaunch:
 
     def running(self) -> bool:
         """Every launcher still runs (a kept launch's window can still be served)."""
-        return self.stopped is None and all(p.poll() is None for p in self.procs)
+        return self.stopped is None and all(exit_of(p) is None for p in self.procs)
 
     def over(self) -> bool:
         """Whether window `n` is over: every rank's result is in and ok (`served`, for a kept
@@ -80,7 +82,7 @@ class SpanningLaunch:
         results are in and the launchers had their time to exit."""
         if self.stopped is not None:
             return True
-        codes = [p.poll() for p in self.procs]
+        codes = [exit_of(p) for p in self.procs]
         if any(c not in (None, 0) for c in codes) or all(c is not None for c in codes) or \
                 (self.kept and any(c is not None for c in codes)):
             return True
@@ -108,7 +110,7 @@ class SpanningLaunch:
         a cause), then nothing of the launch is left on any host."""
         if self.stopped is not None:
             return
-        self.stopped = {i for i, p in enumerate(self.procs) if p.poll() is None}
+        self.stopped = {i for i, p in enumerate(self.procs) if exit_of(p) is None}
         self.served = None
         old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
         try:
@@ -168,7 +170,7 @@ def _classified(plan: LaunchPlan, files: TrialFiles, procs: list[subprocess.Pope
                 window: int = 0) -> RunResult:
     """The trial's (or the kept launch's window's) outcome from its launchers' exit codes and
     its ranks' results and logs."""
-    codes = [p.returncode for p in procs]
+    codes = [exit_of(p) for p in procs]
     per_host = len(plan.ranks) // max(1, len(procs))
     host_of = [min(r // per_host, len(codes) - 1) for r in range(len(plan.ranks))]
     rank_codes = [codes[h] for h in host_of]
@@ -210,14 +212,14 @@ def _teardown(plan: LaunchPlan, procs: list[subprocess.Popen[bytes]]) -> None:
     death does not reach what it started remotely (the ranks' lifeline ends them too, once the
     launchers' stdin is closed)."""
     for p in procs:
-        if p.poll() is None:
+        if exit_of(p) is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(p.pid, signal.SIGTERM)
         if p.stdin is not None:
             with contextlib.suppress(OSError):
                 p.stdin.close()
     deadline = time.monotonic() + plan.grace_s
-    while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
+    while any(exit_of(p) is None for p in procs) and time.monotonic() < deadline:
         time.sleep(POLL_S)
     killers = [subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
@@ -233,7 +235,8 @@ def _teardown(plan: LaunchPlan, procs: list[subprocess.Popen[bytes]]) -> None:
         if k.returncode != 0:   # the host was not reached: owed until it is (run/unreached.py)
             OWED.owe(host, marker, argv)
     OWED.retry()
-    for p in procs:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(p.pid, signal.SIGKILL)
+    for p in procs:   # none reaped yet (exit_of): each pid still names our launcher's group
+        if p.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGKILL)
         p.wait()

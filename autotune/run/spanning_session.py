@@ -22,7 +22,7 @@ from ..plan.launch_plan import STOP_REQUEST, LaunchPlan, WorkerRequest
 from ..result import Outcome
 from ..util.checked_folder import FolderRefused
 from .outcome import RunResult, folder_refused
-from .processes import POLL_S, signals_held
+from .processes import POLL_S, exit_of, signals_held
 from .session import IDLE_SHARE
 from .spanning import SPAN_POLL_S, SpanningLaunch
 
@@ -132,7 +132,7 @@ class SpanningSession:
         if self.alive and launch is not None and launch.running() and launch.served is not None:
             launch.files.write_request(launch.n + 1, STOP_REQUEST)
             deadline = time.monotonic() + CLOSE_GRACE_S
-            while time.monotonic() < deadline and any(p.poll() is None for p in launch.procs):
+            while time.monotonic() < deadline and any(exit_of(p) is None for p in launch.procs):
                 time.sleep(POLL_S)
         self._end()
         if launch is not None:

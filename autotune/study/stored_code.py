@@ -28,12 +28,16 @@ def workload_code(workload: str | None) -> StoredCode:
 
 def cluster_code(cluster: Any) -> StoredCode:
     """What a study across hosts stores and an export passes on to every host: whom ssh or
-    mpirun reach, with which ssh config, which python in which folder, with which PATH,
-    PYTHONPATH and kin."""
+    mpirun reach, at which addresses, over which interface and network, with which ssh config,
+    which python in which folder, with which PATH, PYTHONPATH and kin."""
     items = [("hosts", ",".join(h.name for h in cluster.hosts)), ("python", cluster.python),
              ("folder", cluster.cwd)]
     if cluster.ssh_config:
         items.append(("ssh config", cluster.ssh_config))
+    # what reaches each host's shell and the ranks' rendezvous (mpirun's --mca values too)
+    items.append(("addresses", ",".join(cluster.addresses)))
+    items += [(what, value) for what, value in (("iface", cluster.iface),
+                                                ("subnet", cluster.subnet)) if value]
     items += [(f"env {key}", value) for key, value in sorted(cluster.env.items())]
     return StoredCode(tuple(items))
 

@@ -30,11 +30,12 @@ _TORCH_AT = time.time()
 from ..util.atomic_json import write_json  # noqa: E402
 from ..comm.ccl.shm import remove_own  # noqa: E402
 from ..plan.launch_plan import (EXIT_BACKEND_UNAVAILABLE, EXIT_BAD_CONFIG,  # noqa: E402
-                                STANDALONE_SECONDS, RankExpect, WorkerRequest)
+                                EXIT_STRANGER, STANDALONE_SECONDS, RankExpect,
+                                WorkerRequest)
 from ..util.channel import (FOLDER_ENV, TOKEN_ENV, TOKEN_FILE_ENV, Channel,  # noqa: E402
                             read_token_file)
 from ..util.checked_folder import FolderRefused, NotOurs, open_private  # noqa: E402
-from . import lifeline  # noqa: E402
+from . import lifeline, rendezvous  # noqa: E402
 from .bounds import request_problem  # noqa: E402
 from ..result import Outcome  # noqa: E402
 from . import device as _device  # noqa: E402
@@ -76,25 +77,31 @@ def write_result(path: str, result: dict[str, Any]) -> None:
     write_json(path, result, indent=1)
 
 
-def _init_group(backend: str, rank: int, world_size: int) -> None:
+def _init_group(backend: str, rank: int, world_size: int, channel: Channel | None,
+                comm: torch.device) -> None:
+    """The process group, met through the trial's own store, and every peer's proof that it
+    is this launch's, before any other collective (worker/rendezvous.py)."""
     problem = backend_problem(backend)
     if problem:
         raise _Stop(EXIT_BACKEND_UNAVAILABLE, Outcome.UNAVAILABLE, f"backend {backend}: {problem}")
     timeout = timedelta(seconds=float(os.environ.get("AUTOTUNE_INIT_TIMEOUT", "300")))
     # A standalone single rank started by hand has no rendezvous variables; a private TCP store
     # on a free port serves it without touching os.environ.
-    init = "env://"
-    if world_size == 1 and "MASTER_ADDR" not in os.environ:
+    init, store = "env://", rendezvous.trial_store(channel, backend, rank, world_size, timeout)
+    if store is None and world_size == 1 and "MASTER_ADDR" not in os.environ:
         import socket
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             init = f"tcp://127.0.0.1:{s.getsockname()[1]}"
     try:
-        dist.init_process_group(backend, init_method=init, rank=rank, world_size=world_size,
-                                timeout=timeout)
+        dist.init_process_group(backend, init_method=None if store else init, store=store,
+                                rank=rank, world_size=world_size, timeout=timeout)
     except (ValueError, NotImplementedError) as exc:
         raise _Stop(EXIT_BACKEND_UNAVAILABLE, Outcome.UNAVAILABLE,
                     f"backend {backend}: {type(exc).__name__}: {exc}") from exc
+    if store is not None and channel is not None and \
+            (stranger := rendezvous.prove(channel.token, rank, world_size, comm)):
+        raise _Stop(EXIT_STRANGER, Outcome.CRASH, stranger)
 
 
 def run(req: WorkerRequest, rank: int, world_size: int, window: Window, *,
@@ -119,7 +126,9 @@ def run(req: WorkerRequest, rank: int, world_size: int, window: Window, *,
     except _device.DeviceProblem as exc:
         raise _Stop(EXIT_BACKEND_UNAVAILABLE, Outcome.UNAVAILABLE, str(exc)) from exc
     _say(rank, f"init {cfg.get('backend', 'gloo')} group, world size {world_size}, {setup.name}")
-    _init_group(cfg.get("backend", "gloo"), rank, world_size)
+    backend = cfg.get("backend", "gloo")
+    _init_group(backend, rank, world_size, window.channel,
+                _device.collective_device(setup, backend))
     window.res["group_at"] = time.time()
     ctx = RankContext(rank=rank, world_size=world_size, local_rank=local_rank,
                       plan_index=plan_index, request_path=request_name,

@@ -219,7 +219,8 @@ def _cluster_study(tmp_path: Path, **fields) -> Path:
     db = study_copy(tmp_path / "shared")
     study = open_only(db)
     topo = study.user_attrs["topology"]
-    write_cluster(study, {"hosts": [{"name": "a"}, {"name": "b"}], "addresses": ["a", "b"],
+    write_cluster(study, {"hosts": [{"name": "a"}, {"name": "b"}],
+                          "addresses": ["10.0.0.1", "10.0.0.2"],
                           "launcher": "ssh", "python": "python3", "cwd": ".", "env": {},
                           "topologies": [topo, topo], **fields})
     rec = study.user_attrs["recommendation"]

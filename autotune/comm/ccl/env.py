@@ -12,6 +12,8 @@ import os
 import socket
 from pathlib import Path
 
+from ...util.search_path import clean as clean_search_paths
+
 # The knobs' values live in autotune/config.py (CCL_YIELDS, CCL_WORKER_AFFINITIES). CCL_YIELD:
 # oneCCL's default, pause, busy-waits: with ranks and workers sharing cores a 4 KB all-reduce
 # took 16 ms instead of 0.1 ms on 2 cores, so sched_yield is autotune's default.
@@ -90,5 +92,6 @@ def script_env(environ: dict[str, str]) -> dict[str, str]:
     """PYTHONPATH with the shim first, for ranks running a user's script (not the built-in
     trainer, which registers the backend itself). Intel's package, where installed, is found
     first by the shim itself, which then steps aside."""
-    parts = [str(shim_dir())] + [p for p in environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    parts = [str(shim_dir()),
+             *filter(None, clean_search_paths(environ).get("PYTHONPATH", "").split(os.pathsep))]
     return {"PYTHONPATH": os.pathsep.join(dict.fromkeys(parts))}

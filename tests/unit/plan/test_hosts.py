@@ -197,7 +197,7 @@ def test_an_ssh_config_that_would_add_ssh_options_is_refused_before_any_ssh(tmp_
     assert not (tmp_path / "r").exists()
     topo = probe(str(MACHINES / "xeon-2s-icx"), collect_capabilities=False)
     with pytest.raises(ConfigError, match="python '-Sx': refused"):
-        Cluster(hosts=(Host(name="a"),), addresses=("a",), topologies=(topo,), python="-Sx")
+        Cluster(hosts=(Host(name="a"),), addresses=("10.0.0.1",), topologies=(topo,), python="-Sx")
 
 
 def test_a_node_outside_the_allocation_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):

@@ -24,7 +24,7 @@ def here(cluster: Cluster, host: str, *argv: str) -> str:
 
 
 def two_hosts() -> Cluster:
-    return Cluster(hosts=(Host(name="h1"), Host(name="h2")), addresses=("a", "b"),
+    return Cluster(hosts=(Host(name="h1"), Host(name="h2")), addresses=("10.0.0.1", "10.0.0.2"),
                    topologies=(None, None), python=sys.executable)  # type: ignore[arg-type]
 
 

@@ -12,6 +12,7 @@ import pytest
 from autotune.util.clean import one_line, printable
 from autotune.cli import PASSWORD_WARNING, main
 from autotune.config import Config
+from autotune.errors import ConfigError
 from autotune.export.cluster import torchrun_hosts
 from autotune.plan.cluster import Cluster
 from autotune.plan.hosts import Host
@@ -66,7 +67,7 @@ def _cluster_study(tmp_path, address: str):
     db = study_copy(tmp_path / "r")
     study = open_only(db)
     topo = study.user_attrs["topology"]
-    write_cluster(study, {"hosts": [{"name": "a"}, {"name": "b"}], "addresses": [address, "b"],
+    write_cluster(study, {"hosts": [{"name": "a"}, {"name": "b"}], "addresses": [address, "10.0.0.2"],
                           "launcher": "ssh", "python": "python3", "cwd": ".", "env": {},
                           "topologies": [topo, topo]})
     rec = study.user_attrs["recommendation"]
@@ -80,11 +81,14 @@ def test_a_stored_rendezvous_address_cannot_add_a_command(tmp_path, capsys):
     rc, out, err = _export(capsys, db, "--format", "torchrun")
     assert rc == 2 and out == "" and err.count("\n") == 1
     assert "stored address 10.0.0.1\\ntouch /tmp/owned" in err and "control character" in err
-    topo = live_topology()   # the comment itself, built directly: the address stays inside it
-    cluster = Cluster(hosts=(Host(name="a"), Host(name="b")), addresses=("1.2.3.4\ntouch x", "b"),
+    topo = live_topology()   # a cluster is never built with it (issue 61: addresses are IPs)
+    with pytest.raises(ConfigError, match="not an IP address"):
+        Cluster(hosts=(Host(name="a"), Host(name="b")), addresses=("1.2.3.4\ntouch x", "b"),
+                topologies=(topo, topo), launcher="ssh")
+    cluster = Cluster(hosts=(Host(name="a"), Host(name="b")), addresses=("1.2.3.4", "1.2.3.5"),
                       topologies=(topo, topo), launcher="ssh")
     first = torchrun_hosts(Config(nproc=2, nnodes=2), cluster, ("true",)).splitlines()[0]
-    assert first.startswith("# 2 host(s), c10d rendezvous at 1.2.3.4\\ntouch x:")
+    assert first.startswith("# 2 host(s), c10d rendezvous at 1.2.3.4:")
 
 
 def _with_stored_library(tmp_path, path: str):
