@@ -15,11 +15,13 @@ from typing import Any
 import torch
 
 from ..config import REFERENCE_GLOBAL_BATCH
+from ..measure.compile_cost import failed_reason
 from ..plan.launch_plan import EXIT_BACKEND_UNAVAILABLE, EXIT_WORKLOAD_ERROR, WorkerRequest
 from ..result import Outcome
 from ..training import lr_at, lr_scale, split_batch
 from . import data, device as _device
 from .agree import held_out_accuracy
+from .compiled import CompileWatch, compile_error, forget
 from .phases import PhaseClock, tell_allreduce_apart
 from .workloads import rank_slice
 
@@ -62,6 +64,7 @@ class Trainer:
     clock: PhaseClock
     facts: dict[str, Any]         # what every window's report says of this trainer
     index: int = 0                # the next global step
+    watch: CompileWatch | None = None   # this window's, when compiled (worker/compiled.py)
 
     @classmethod
     def build(cls, req: WorkerRequest, spec, model: torch.nn.Module, rank: int,
@@ -104,12 +107,14 @@ class Trainer:
             # up, then cosine decay to zero): at a constant rate the last iterate oscillates,
             # and its held-out accuracy varied by 12 points between neighbouring checkpoints.
             warmup=math.ceil(0.1 * total_steps) if scale > 1 else 0)
-        run.attach(req, res)
+        run.attach(req, res, built=True)
         return run
 
-    def attach(self, req: WorkerRequest, res: dict[str, Any]) -> None:
-        """Serve the window `req`, reporting into `res` (a kept trainer's next window)."""
+    def attach(self, req: WorkerRequest, res: dict[str, Any], *, built: bool = False) -> None:
+        """Serve the window `req`, reporting into `res` (a kept trainer's next window; `built`:
+        this window built it, and compiles it in its first step)."""
         self.req, self.res = req, res
+        self.watch = CompileWatch(built=built) if self.facts["compiled"] else None
         res.update(self.facts)
         if self.facts.get("ipex_version") and isinstance(res.get("in_force"), dict):
             res["in_force"]["ipex"] = self.facts["ipex_version"]
@@ -178,8 +183,11 @@ class Trainer:
         except MemoryError:
             raise
         except Exception as exc:  # noqa: BLE001
-            if _device.is_oom(exc) or self.req.config.get("compile"):
-                raise  # out of memory or a compiler failure: not the workload's fault
+            if _device.is_oom(exc):
+                raise
+            if self.watch is not None and compile_error(exc):   # the compiler's, not the workload's
+                traceback.print_exc()
+                raise Stop(1, Outcome.CRASH, failed_reason(str(exc))) from exc
             traceback.print_exc()
             raise Stop(EXIT_WORKLOAD_ERROR, Outcome.WORKLOAD_ERROR,
                        f"workload {self.req.workload!r} failed in its first step: "
@@ -196,6 +204,8 @@ class Trainer:
         if close is not None:
             close()
         self.ddp = self.step_model = self.opt = self.next_batch = None
+        if self.facts["compiled"]:
+            forget()   # the next trainer compiles afresh, not as a recompile of this one
         if self.setup.index is not None:
             torch.cuda.empty_cache()
 
