@@ -9,6 +9,14 @@ computation, the communication. The ceiling is the same step with its batches al
 (on the GPU for GPUs, pre-made in memory for CPUs): what the device does for this workload and
 math with nothing to wait for. "N% of the ceiling" is a launch's throughput over it.
 
+A compiled launch (torch.compile, issue 59) is split the same way: data, copy and the optimizer
+are timed around the compiled model as for eager, so what its fused kernels do shows as compute.
+Its all-reduce wait is not told apart (worker/phases.py registers no comm hook under compile) and
+stays inside compute. Its ceiling is timed the same way, and as compiling keeps the default's
+math, a compiled launch's ceiling is its class's: where compiling is offered, the first compiled
+launch of a class times it (search/trials.py), and every launch of the class is a share of the
+highest one, capped at "at the ceiling".
+
 This module is the one owner of those names: the worker writes them, the study stores them, the
 report, the summary and the guide read them through here and never read raw timers.
 """

@@ -130,6 +130,12 @@ class Trials(Judging, Spending):
         return highest_ceilings((self.book.class_of(r.config), r.result.ceiling)
                                 for r in self.known.values()).get(self.book.class_of(config))
 
+    def compiled_ceiling(self, config: Config) -> bool:
+        """Whether a compiled launch of `config`'s math class has had its ceiling timed."""
+        cls = self.book.class_of(config)
+        return any(r.config.compile and r.result.ceiling and self.book.class_of(r.config) == cls
+                   for r in self.known.values())
+
     def leader(self) -> float:
         return max((r.throughput for r in self.known.values() if r.feasible and r.throughput),
                    default=0.0)
@@ -175,6 +181,10 @@ class Trials(Judging, Spending):
         kw: dict[str, Any] = {"leader": lead} if lead else {}
         if self.options.ceiling:   # the class's first ceiling, or a higher one
             kw["ceiling_above"] = self.ceiling_of(config) or 0.0
+            if config.compile and not self.compiled_ceiling(config):
+                # a class's ceiling is its compiled one where compiling is offered (issue 59):
+                # the first compiled launch of a class times it, whatever eager's ceiling was
+                kw["ceiling_above"] = 0.0
         try:
             ev = self.evaluate(config, "throughput", **kw)
         except KeyboardInterrupt:
