@@ -30,14 +30,15 @@ from typing import Any, Mapping, Sequence
 # A rank's reason for a compile that failed starts with this (worker/trainer.py writes it).
 COMPILE_FAILED = "torch.compile failed"
 # dynamo's advice appended to every error, never what broke
-_BOILERPLATE = ("Set TORCHDYNAMO_VERBOSE", "For even more developer context", "You can suppress")
+_BOILERPLATE = ("Set TORCHDYNAMO_VERBOSE", "For even more developer context", "You can suppress",
+                "Use tlparse", "While executing", "Original traceback")
 
 
 def failed_reason(message: str) -> str:
     """'torch.compile failed: <the compiler's last line>' from an exception's text (inductor's
     errors carry the whole compiler output; its last non-empty line says what broke)."""
     lines = [ln.strip() for ln in str(message).splitlines()
-             if ln.strip() and not any(ln.lstrip().startswith(b) for b in _BOILERPLATE)]
+             if ln.strip() not in ("", "None") and not ln.strip().startswith(_BOILERPLATE)]
     return f"{COMPILE_FAILED}: {lines[-1][:300] if lines else 'no message'}"
 
 

@@ -79,6 +79,16 @@ def compile_error(exc: BaseException) -> bool:
     return isinstance(exc, BackendCompilerFailed)
 
 
+def compile_message(exc: BaseException) -> str:
+    """What broke, from the innermost error a compile failure wraps (dynamo wraps inductor's,
+    which wraps the compiler's: InvalidCxxCompiler, CppCompileError with its output), named by
+    its type: measure/compile_cost.failed_reason takes its last line."""
+    inner: BaseException = exc
+    while isinstance(getattr(inner, "inner_exception", None), BaseException):
+        inner = inner.inner_exception   # type: ignore[attr-defined]
+    return f"{type(inner).__name__}: {inner}"
+
+
 def forget() -> None:
     """Drop every compiled graph this process holds (the module doc says why)."""
     torch.compiler.reset()

@@ -21,6 +21,7 @@ from typing import Any, Callable
 import torch
 
 from ..config import Config, launch_part
+from ..measure.compile_cost import COMPILE_FAILED
 from ..plan.launch_plan import (EXIT_BACKEND_UNAVAILABLE, EXIT_BAD_CONFIG, EXIT_WORKLOAD_ERROR,
                                 STOP_REQUEST, WorkerRequest, idle_report_path,
                                 window_request_path, window_result_path)
@@ -158,7 +159,8 @@ def _check_compile_cache(ctx: RankContext) -> None:
     that stopped."""
     problem = gather_problems([p] if (p := cache_problem(os.environ)) else [], ctx.world_size)
     if problem:
-        raise Stop(EXIT_BACKEND_UNAVAILABLE, Outcome.UNAVAILABLE, f"torch.compile: {problem}")
+        # named as a failed compile: the search stops offering compiled launches after it
+        raise Stop(EXIT_BACKEND_UNAVAILABLE, Outcome.UNAVAILABLE, f"{COMPILE_FAILED}: {problem}")
 
 
 def _drop_trainer(ctx: RankContext) -> None:

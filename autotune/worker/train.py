@@ -224,7 +224,7 @@ def _held_out(run: Trainer) -> None:
     res["accuracy"] = res["curve"][-1][1] if res["curve"] else run.evaluate()
     probes = [_joined(run.rank_batches(run.index + k), run.prepare, run.setup)
               for k in range(req.gns_probes)]
-    res["gns"] = gradnoise.probe(run.ddp.module, probes, run.spec.loss_fn, run.amp,
+    res["gns"] = gradnoise.probe(run.model, probes, run.spec.loss_fn, run.amp,
                                  run.world_size, device=run.comm) if req.gns_probes else None
     say(run.rank, f"held-out {run.spec.metric}: {res['accuracy']:.4f}; curve {res['curve']}")
 

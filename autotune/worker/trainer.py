@@ -21,7 +21,7 @@ from ..result import Outcome
 from ..training import lr_at, lr_scale, split_batch
 from . import data, device as _device
 from .agree import held_out_accuracy
-from .compiled import CompileWatch, compile_error, forget
+from .compiled import CompileWatch, compile_error, compile_message, forget
 from .phases import PhaseClock, tell_allreduce_apart
 from .workloads import rank_slice
 
@@ -49,7 +49,7 @@ class Trainer:
     setup: _device.DeviceSetup
     comm: torch.device            # where collectives' tensors live
     ddp: Any
-    step_model: Any               # ddp, compiled when asked
+    step_model: Any               # ddp (of the compiled model, when asked)
     opt: torch.optim.Optimizer
     scaler: Any
     next_batch: Any
@@ -86,15 +86,23 @@ class Trainer:
                                  "compiled": bool(cfg.get("compile"))}
         if cfg.get("ipex") == "on":
             model, opt = _with_ipex(model, opt, cfg, facts)
+        if facts["compiled"]:
+            # The model is compiled, then wrapped: torch.compile(ddp) on torch 2.13 breaks the
+            # graph at DDP's _inside_ddp_forward (dynamo skips it) and compiled nothing at all
+            # (no inductor graph, on 1 rank of the mlp), while DDP(torch.compile(model)) compiles
+            # the whole model; DDP's reducer stays eager, so its comm hook still tells the
+            # all-reduce apart. Its buckets then all-reduce after the compiled backward, not
+            # overlapped with it, which the split shows as all-reduce.
+            model = torch.compile(model)
         ddp = DDP(model, **_device.ddp_kwargs(setup))
         clock = PhaseClock(cuda=setup.index is not None, enabled=req.time_phases)
-        tell_allreduce_apart(ddp, clock, world_size=world_size, compiled=facts["compiled"])
+        tell_allreduce_apart(ddp, clock, world_size=world_size)
         quality = req.mode == "accuracy"
         total_steps = max(1, math.ceil(req.accuracy_samples / global_batch)) if quality else 0
         run = cls(
             req=req, spec=spec, rank=rank, world_size=world_size, res=res, amp=amp, setup=setup,
             comm=_device.collective_device(setup, cfg.get("backend", "gloo")), ddp=ddp,
-            step_model=torch.compile(ddp) if cfg.get("compile") else ddp,
+            step_model=ddp,
             # fp16 gradients underflow without loss scaling; bf16 has fp32's range, needs none.
             opt=opt, scaler=_device.grad_scaler(setup),
             # Global step `index` covers samples [index*G, (index+1)*G) however it is split, so
@@ -187,14 +195,20 @@ class Trainer:
                 raise
             if self.watch is not None and compile_error(exc):   # the compiler's, not the workload's
                 traceback.print_exc()
-                raise Stop(1, Outcome.CRASH, failed_reason(str(exc))) from exc
+                raise Stop(1, Outcome.CRASH, failed_reason(compile_message(exc))) from exc
             traceback.print_exc()
             raise Stop(EXIT_WORKLOAD_ERROR, Outcome.WORKLOAD_ERROR,
                        f"workload {self.req.workload!r} failed in its first step: "
                        f"{type(exc).__name__}: {exc}") from exc
 
+    @property
+    def model(self) -> torch.nn.Module:
+        """The trained model itself, eager: held-out evaluation and the gradient-noise probe
+        run it as it is (the compiled one would compile their no_grad graphs too)."""
+        return getattr(self.ddp.module, "_orig_mod", self.ddp.module)
+
     def evaluate(self, limit: int | None = None) -> float:
-        return held_out_accuracy(self.spec, self.ddp.module, self.rank, self.world_size,
+        return held_out_accuracy(self.spec, self.model, self.rank, self.world_size,
                                  self.prepare, self.amp, self.comm, limit=limit)
 
     def close(self) -> None:
