@@ -35,6 +35,15 @@ def _settings(tmp_path: Path) -> TrialSettings:
                          results_dir=str(tmp_path / "results"))
 
 
+def _one_compiled_trial(topology, tmp_path: Path):
+    """One fresh launch of a compiled configuration, its result."""
+    ev = live_evaluator(topology, _settings(tmp_path), warm=False)
+    try:
+        return ev(Config(compile=True, threads=1), "throughput")
+    finally:
+        ev.close()
+
+
 def test_a_compiled_launch_compiles_before_its_window_and_keeps_its_graph(topology, tmp_path,
                                                                           monkeypatch):
     monkeypatch.setenv("AUTOTUNE_CACHE", str(tmp_path / "cache"))
@@ -68,11 +77,7 @@ def test_a_compiler_that_fails_ends_the_trial_with_its_last_line(topology, tmp_p
     bad.chmod(0o755)
     monkeypatch.setenv("AUTOTUNE_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("CXX", str(bad))   # after the probe: it passed this machine's compiler
-    ev = live_evaluator(topology, _settings(tmp_path), warm=False)
-    try:
-        out = ev(Config(compile=True, threads=1), "throughput")
-    finally:
-        ev.close()
+    out = _one_compiled_trial(topology, tmp_path)
     assert out.outcome == Outcome.CRASH
     assert "torch.compile failed: InvalidCxxCompiler: No working C++ compiler found in " \
            f"torch._inductor.config.cpp.cxx: (None, '{bad}')" in out.reason
@@ -87,11 +92,7 @@ def test_a_co_users_compile_cache_folder_is_refused_before_anything_compiles(
         other_user.run("mkdir", "-m", "0777", "-p", f"{shared}/compile/inductor",
                        f"{shared}/compile/triton")
         monkeypatch.setenv("AUTOTUNE_CACHE", str(shared))
-        ev = live_evaluator(topology, _settings(tmp_path), warm=False)
-        try:
-            out = ev(Config(compile=True, threads=1), "throughput")
-        finally:
-            ev.close()
+        out = _one_compiled_trial(topology, tmp_path)
         assert out.outcome == Outcome.UNAVAILABLE
         assert (f"torch.compile failed: refusing torch.compile's cache {shared}/compile/inductor: "
                 f"{shared}/compile/inductor belongs to uid {other_user.uid}, not to you or root"
