@@ -43,7 +43,7 @@ def failed_reason(message: str) -> str:
 
 
 def is_compile_failure(reason: str | None) -> bool:
-    """Whether a trial's reason is a compile that failed (it names the rank first: 'rank 0: ...')."""
+    """Whether a trial's reason is a compile that failed (the runner names the rank first)."""
     return bool(reason) and COMPILE_FAILED in str(reason)
 
 

@@ -109,6 +109,10 @@ def build_capabilities(raw: dict[str, Any], *, num_gpus: int = 0
     numactl, membind, taskset, warned_binding = _binding_tools(raw, results)
     cxx = raw.get("cxx") if _ok(results.get("cxx")) else None
     compile_problem, triton_problem = _compile_problems(cxx, results, num_gpus)
+    if cxx is None and raw.get("cxx"):   # found, but `--version` failed
+        compile_problem = (f"the C++ compiler {raw['cxx']} does not run "
+                           f"({_tail(results.get('cxx'))}); fix: apt-get install g++, or set "
+                           "CXX to a working one")
     warned_cxx = [f"torch.compile not offered on CPUs: {compile_problem}"] if compile_problem \
         else []
     if triton_problem:

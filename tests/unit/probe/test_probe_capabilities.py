@@ -149,6 +149,10 @@ def test_a_compiler_that_exists_but_cannot_build_inductors_code_is_no_compiler()
         "the C++ compiler /usr/bin/c++ cannot build what torch.compile builds (<command-line>: "
         "fatal error: Python.h: No such file or directory); fix: apt-get install g++ python3-dev")
     assert any(w.startswith("torch.compile not offered on CPUs: the C++ compiler") for w in warnings)
+    broken, _ = build_capabilities(raw(results={"cxx": fail("badcxx: error: refuses")}))
+    assert broken.cxx_compiler is None and broken.compile_problem == (
+        "the C++ compiler /usr/bin/c++ does not run (badcxx: error: refuses); fix: apt-get "
+        "install g++, or set CXX to a working one")
     working, _ = build_capabilities(raw(results={"cxx_build": ok()}))
     assert working.compile_problem is None and working.triton_problem is None
 
