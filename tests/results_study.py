@@ -34,8 +34,8 @@ def live_topology() -> Topology:
 
 
 class Landscape:
-    """Two ranks, one thread each, bf16 and tcmalloc help; a batch of 64 costs accuracy; some
-    combinations fail the way real trials fail."""
+    """Two ranks, one thread each, bf16, tcmalloc and torch.compile (where the probe offers it)
+    help; a batch of 64 costs accuracy; some combinations fail the way real trials fail."""
 
     def __init__(self):
         self.t = 0.0
@@ -48,6 +48,7 @@ class Landscape:
         s *= {"tcmalloc": 1.15, "jemalloc": 1.05}.get(c.allocator, 1.0)
         s *= 1.3 if c.nproc == 2 else 1.0
         s *= 1.0 if c.threads in (None, 2 // c.nproc) else 0.6
+        s *= 1.2 if c.compile else 1.0
         return s * (1.1 if c.global_batch == 64 else 1.0) * (1.04 if c.binding != "none" else 1.0)
 
     def __call__(self, c: Config, mode: str, seed: int = 0,

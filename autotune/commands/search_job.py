@@ -8,6 +8,7 @@ from ..config import DEFAULT_WORKLOAD
 from ..plan.cluster import Cluster
 from ..probe.topology import Topology
 from ..run.trial import MIN_TRIAL_TIMEOUT_S, TrialSettings
+from ..script.scan import entry_point_compiles
 from ..script.template import freeze, placeholders, restrict_space, takes_seed
 from ..search.budget import BudgetPlan, plan_budget
 from ..search.options import SearchOptions
@@ -92,6 +93,11 @@ def _space(req: SearchRequest, topology: Topology,
     space = resolve(spec, topology, pipeline=pipeline)
     if notes:   # the workload's samples cannot be made in a worker: no workers, GPU or CPU
         space, _ = freeze(space, ["dataloader_workers"])
+    compiles = None if req.script else entry_point_compiles(req.workload or DEFAULT_WORKLOAD)
+    if compiles and "compile" in space.knobs:   # never offered twice (issue 59)
+        space, _ = freeze(space, ["compile"])
+        notes = [*notes, f"compile not offered: the workload compiles its model itself "
+                         f"({compiles})"]
     if cluster is not None:
         space = space.across(len(cluster.hosts))
     if req.script:

@@ -95,7 +95,9 @@ KNOB_TABLE: dict[str, Knob] = {
                     addresses=()),
     "precision": Knob("str", PRECISIONS, in_process=True, trainer_flag=True, window=True),
     "channels_last": Knob("bool", in_process=True, trainer_flag=True, window=True),
-    "compile": Knob("bool", in_process=True, trainer_flag=True, window=True),
+    # offered only where this machine compiles (space/resolve.py drops true, plan/feasible.py)
+    "compile": Knob("bool", in_process=True, trainer_flag=True, window=True,
+                    only_where_it_varies=True),
     "ipex": Knob("str", IPEX_MODES, in_process=True, trainer_flag=True),
     "device": Knob("str", DEVICES, trainer_flag=True),
     "numa_binding": Knob("str", NUMA_BINDINGS, addresses=("compute", "data")),

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..util.child_python import python_module
 from ..util.clean import one_line
+from ..util.compile_cache import INDUCTOR_ENV, TRITON_ENV
 from ..config import (DEFAULT_WORKLOAD, TRAINER_FLAGS, Config, changed_knobs,
                       describe_changes)
 from ..errors import ConfigError
@@ -155,6 +156,10 @@ def _header(cmd: LaunchCommand) -> list[str]:
                      f"torch {(m.get('library_versions') or {}).get('torch', '?')}")
     for knob, why in cmd.overridden.items():
         lines.append(f"# {knob}: not set here, the script sets its own ({why})")
+    cache = cmd.env.get(INDUCTOR_ENV)
+    if cache:   # the trials compiled into it: a compiled first run starts warm
+        lines.append(f"# torch.compile's cache: {cache} (and {TRITON_ENV}), private to you, "
+                     "where the trials compiled this launch's graphs: its first run starts warm")
     if cmd.config.mem_policy == "weighted" and cmd.topology is not None:
         from ..plan.memory import wanted_weights, weight_commands
         wanted = wanted_weights(cmd.topology)

@@ -9,6 +9,16 @@ computation, the communication. The ceiling is the same step with its batches al
 (on the GPU for GPUs, pre-made in memory for CPUs): what the device does for this workload and
 math with nothing to wait for. "N% of the ceiling" is a launch's throughput over it.
 
+A compiled launch (torch.compile, issue 59) is split the same way: data, copy and the optimizer
+are timed around the compiled model as for eager, so what its fused kernels do shows as compute,
+and the model is compiled inside DDP, whose reducer stays eager, so the comm hook tells its
+all-reduce apart too (worker/phases.py). What the split cannot separate under compile is forward
+from backward (neither can it for eager), nor kernels inductor fused across them. Its ceiling
+is timed the same way, and as compiling keeps the default's math, a compiled launch's ceiling is
+its class's: where compiling is offered, the first compiled launch of a class times it
+(search/trials.py), and every launch of the class is a share of the highest one, capped at "at
+the ceiling".
+
 This module is the one owner of those names: the worker writes them, the study stores them, the
 report, the summary and the guide read them through here and never read raw timers.
 """

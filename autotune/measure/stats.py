@@ -10,6 +10,7 @@ import statistics
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
+from .compile_cost import launch_compile_cost
 from .split import fixed_costs, split_of_report
 
 if TYPE_CHECKING:
@@ -91,7 +92,9 @@ def aggregate(rank_results: Sequence[dict[str, Any]], launched_at: float) -> "Tr
                             sum(r0["step_times"]) / len(r0["step_times"]))
     ceiling_split = split_of_report(r0.get("ceiling_phases"), int(r0.get("ceiling_steps") or 0),
                                     float(r0.get("ceiling_step_s") or 0.0))
+    compile_s, compile_cache, recompiles = launch_compile_cost(rank_results)
     return TrialResult(
+        compile_s=compile_s, compile_cache=compile_cache, recompiles=recompiles,
         split=split.to_json() if split else None,
         ceiling=float(r0["ceiling"]) if r0.get("ceiling") else None,
         ceiling_split=ceiling_split.to_json() if ceiling_split else None,

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from ..bind import command as bind_command
 from ..util.child_python import python_module
 from ..util.search_path import clean as clean_search_paths
+from ..util.compile_cache import COMPILE_CACHE_ENV, compile_cache_env
 from ..comm.ccl.env import CCL_ENV
 from ..comm.ccl.env import rank_env as ccl_rank_env
 from ..comm.ccl.env import script_env as ccl_script_env
@@ -39,7 +40,7 @@ OWNED_ENV = ("LD_PRELOAD", "MALLOC_CONF", "OMP_NUM_THREADS", "KMP_AFFINITY", "KM
              RENDEZVOUS_ENV, *CCL_ENV, "GOMP_CPU_AFFINITY",
              "GROUP_RANK", "ROLE_RANK", "ROLE_NAME", "GROUP_WORLD_SIZE", "ROLE_WORLD_SIZE",
              "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
-             *CUDA_ENV)
+             *CUDA_ENV, *COMPILE_CACHE_ENV)
 
 
 def build_plan(config: Config, topology: Topology, *, workload: str = DEFAULT_WORKLOAD,
@@ -71,7 +72,9 @@ def build_plan(config: Config, topology: Topology, *, workload: str = DEFAULT_WO
     bound = config.binding != "none" and (not gpu or config.numa_binding != "none")
     memory = tuple(rank_memory(config, topology, pl, bound) for pl in placements)
     launch = _Launch(
-        config=config, placements=tuple(placements), env_delta=env_for(config, topology),
+        config=config, placements=tuple(placements),
+        # a script may compile itself: its ranks get the private compile cache too
+        env_delta={**env_for(config, topology), **(compile_cache_env() if script else {})},
         base_env=base_env, workdir=workdir, request_path=os.path.join(workdir, "request.json"),
         master_port=master_port, trial_id=trial_id, python=python, program=program,
         script=script, local_rank_arg=local_rank_arg, gpu=gpu,
@@ -193,6 +196,8 @@ def env_for(config: Config, topology: Topology) -> dict[str, str]:
         env["LD_PRELOAD"] = ":".join(preload)
     if config.device == "cuda":
         env.update(cuda_env(config, topology))
+    if config.compile:   # never torch's default under /tmp (util/compile_cache.py)
+        env.update(compile_cache_env())
     return env
 
 

@@ -50,8 +50,8 @@ def infeasible_reason(config: Config, topology: Topology) -> str | None:
         return why
     if config.ipex == "on" and not caps.ipex_version:
         return f"ipex on: {caps.ipex_problem or 'intel-extension-for-pytorch is not installed'}"
-    if config.compile and not caps.cxx_compiler:
-        return "compile: torch.compile needs a C++ compiler and none was found"
+    if config.compile and (why := compile_problem(config.device, topology)):
+        return f"compile: {why}"
     why = gpu_problem(config, topology) or dataloader_problem(config, topology)
     if why or config.device == "cuda":
         return why or memory_problem(config, topology, [])
@@ -135,3 +135,13 @@ def precision_problem(precision: str, device: str, topology: Topology) -> str | 
         return (f"precision {precision}: this CPU has no native {precision} training (amx_fp16; "
                 "with avx512_fp16 alone, fp16 convolution gradients run oneDNN's reference kernel)")
     return None
+
+
+def compile_problem(device: str, topology: Topology) -> str | None:
+    """Why torch.compile cannot run on `device` here (the probe's one line), or None: inductor
+    builds C++ on CPUs and Triton kernels on GPUs."""
+    caps = topology.capabilities
+    if device == "cuda":
+        return caps.triton_problem
+    return caps.compile_problem or (None if caps.cxx_compiler
+                                    else "no C++ compiler found; fix: apt-get install g++")

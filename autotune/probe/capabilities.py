@@ -108,13 +108,21 @@ def build_capabilities(raw: dict[str, Any], *, num_gpus: int = 0
     warned_ipex = [f"IPEX not usable: {ipex_problem}"] if ipex_problem else []
     numactl, membind, taskset, warned_binding = _binding_tools(raw, results)
     cxx = raw.get("cxx") if _ok(results.get("cxx")) else None
-    warned_cxx = [] if cxx is not None else [
-        "no C++ compiler: apt-get install g++ (torch.compile needs one)"]
+    compile_problem, triton_problem = _compile_problems(cxx, results, num_gpus)
+    if cxx is None and raw.get("cxx"):   # found, but `--version` failed
+        compile_problem = (f"the C++ compiler {raw['cxx']} does not run "
+                           f"({_tail(results.get('cxx'))}); fix: apt-get install g++, or set "
+                           "CXX to a working one")
+    warned_cxx = [f"torch.compile not offered on CPUs: {compile_problem}"] if compile_problem \
+        else []
+    if triton_problem:
+        warned_cxx.append(f"torch.compile not offered on GPUs: {triton_problem}")
     torchvision, warned_tv = _torchvision(results, torch_version)
     caps = Capabilities(allocators=allocators, omp_runtimes=_omp_runtimes(raw, lib_files, ldconfig),
                         backends=backends, torch_version=torch_version, ipex_version=ipex_version,
                         ipex_problem=ipex_problem, ccl_problem=ccl_problem, numactl=numactl,
                         numactl_membind=numactl and membind, taskset=taskset, cxx_compiler=cxx,
+                        compile_problem=compile_problem, triton_problem=triton_problem,
                         numactl_weighted=numactl and membind
                         and _ok(results.get("numactl_weighted")),
                         torchvision=torchvision,
@@ -122,6 +130,26 @@ def build_capabilities(raw: dict[str, Any], *, num_gpus: int = 0
     warnings = (warned_alloc + warned_torch + warned_backends + warned_ipex + warned_binding
                 + warned_cxx + warned_tv)
     return caps, tuple(warnings)
+
+
+def _compile_problems(cxx: str | None, results: dict[str, Any], num_gpus: int
+                      ) -> tuple[str | None, str | None]:
+    """Why torch.compile cannot run on this machine's CPUs (a C++ compiler that builds what
+    inductor builds) and on its GPUs (Triton imports), each None where it can; one line each."""
+    build = results.get("cxx_build")
+    if cxx is None:
+        cpu = "no C++ compiler found; fix: apt-get install g++"
+    elif build is not None and not _ok(build):   # a capture from before the check: not judged
+        cpu = (f"the C++ compiler {cxx} cannot build what torch.compile builds ({_tail(build)}); "
+               "fix: apt-get install g++ python3-dev")
+    else:
+        cpu = None
+    gpu = None
+    if num_gpus:
+        triton = results.get("import:triton")
+        gpu = ("Triton is not installed; fix: pip install triton" if triton is None
+               else None if _ok(triton) else f"Triton fails to import: {_tail(triton)}")
+    return cpu, gpu
 
 
 def _allocators(lib_files: list[str], ldconfig: dict[str, str]

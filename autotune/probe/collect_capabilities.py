@@ -16,6 +16,8 @@ import shutil
 import site
 import subprocess
 import sys
+import sysconfig
+import tempfile
 import time
 from typing import Any
 
@@ -38,6 +40,7 @@ OPTIONAL_MODULES = {  # import name -> distribution name (for its version withou
     "intel_extension_for_pytorch": "intel_extension_for_pytorch",
     "oneccl_bindings_for_pytorch": "oneccl_bind_pt",
     "torchvision": "torchvision",
+    "triton": "triton",          # torch.compile's GPU code generator
 }
 
 
@@ -96,7 +99,13 @@ def _collect_capabilities(cpu: int, node: int, _env_key: tuple) -> dict[str, Any
     cxx = _find_cxx()
     if cxx:
         jobs["cxx"] = [cxx, "--version"]
-    results = _run_parallel(jobs, timeout=IMPORT_TIMEOUT_S)
+        scratch = tempfile.mkdtemp(prefix="autotune-cxx-")   # 0700, removed below
+        jobs["cxx_build"] = cxx_build_check(cxx, os.path.join(scratch, "check.so"))
+    try:
+        results = _run_parallel(jobs, timeout=IMPORT_TIMEOUT_S)
+    finally:
+        if cxx:
+            shutil.rmtree(scratch, ignore_errors=True)
     torch_spec = importlib.util.find_spec("torch")
     torch_lib = (os.path.join(list(torch_spec.submodule_search_locations)[0], "lib")
                  if torch_spec and torch_spec.submodule_search_locations else None)
@@ -112,6 +121,16 @@ def _collect_capabilities(cpu: int, node: int, _env_key: tuple) -> dict[str, Any
                             if torch_lib and os.path.isdir(torch_lib) else []),
         "numactl_target": {"cpu": cpu, "node": node},
     }
+
+
+def cxx_build_check(cxx: str, output: str) -> list[str]:
+    """A compiler that exists may still not build what inductor builds: a shared library with
+    OpenMP that includes Python.h (python3-dev missing is the usual failure). This builds an
+    empty one of those into `output` (a private scratch folder: a compiler removes its output
+    when it fails, which must never be /dev/null), in well under a second."""
+    include = sysconfig.get_paths().get("include") or ""
+    return [cxx, "-shared", "-fPIC", "-fopenmp", f"-I{include}", "-include", "Python.h",
+            "-x", "c++", os.devnull, "-o", output]
 
 
 def _find_cxx() -> str | None:

@@ -112,7 +112,13 @@ def _capability_lines(t: Topology) -> list[str]:
     numactl = ("works" if caps.numactl_membind else "cpu binding only (--membind blocked)"
                if caps.numactl else "not usable")
     out.append(f"binding      numactl {numactl}; taskset {'works' if caps.taskset else 'not usable'}")
-    out.append(f"compiler     {caps.cxx_compiler or 'none (torch.compile unavailable)'}")
+    out.append(f"compiler     {caps.cxx_compiler or 'none'}; torch.compile: "
+               + (f"not offered ({caps.compile_problem})" if caps.compile_problem
+                  else "offered on CPUs"))
+    if t.gpus:
+        out.append("             torch.compile on GPUs: "
+                   + (f"not offered ({caps.triton_problem})" if caps.triton_problem
+                      else "offered (Triton)"))
     return out
 
 

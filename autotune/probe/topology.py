@@ -103,6 +103,10 @@ class Capabilities:
     numactl_weighted: bool = False       # --weighted-interleave works (numactl 2.0.19+)
     taskset: bool = False
     cxx_compiler: str | None = None
+    # Why torch.compile cannot run here, one line with its fix (None: it can): on the CPUs, a
+    # C++ compiler that builds what inductor builds; on the GPUs, Triton (probe/capabilities.py)
+    compile_problem: str | None = None
+    triton_problem: str | None = None
     torchvision: bool = False
     cuda: bool = False                   # torch can use the GPUs found (a CUDA build, a driver)
 
@@ -241,6 +245,8 @@ class Topology:
             "numactl_weighted": caps.numactl_weighted,
             "taskset": caps.taskset,
             "cxx_compiler": caps.cxx_compiler,
+            "compile_problem": caps.compile_problem,
+            "triton_problem": caps.triton_problem,
             "torchvision": caps.torchvision,
             "cuda": caps.cuda,
             "warnings": list(self.warnings),
@@ -267,6 +273,10 @@ class Topology:
             numactl_membind=d.get("numactl_membind", False), taskset=d.get("taskset", False),
             numactl_weighted=d.get("numactl_weighted", False),
             cxx_compiler=d.get("cxx_compiler"), torchvision=d.get("torchvision", False),
+            compile_problem=d.get("compile_problem"),
+            # a GPU machine stored before the Triton check: not known to compile
+            triton_problem=d.get("triton_problem", "not checked (probed before autotune checked "
+                                                   "Triton)" if d.get("gpus") else None),
             cuda=d.get("cuda", False))
         isa = d.get("isa", {})
         return cls(

@@ -270,8 +270,11 @@ class QualityBook:
                                    **({"side_by_side": len(seeds)} if len(seeds) > 1 else {}))
         length = samples or self.length   # a confirmation's own length, else the study's
         kw = {"samples": length} if length else {}
-        outs = self.evaluate.at_once(config, "accuracy", list(seeds), **kw) if len(seeds) > 1 \
-            else [self.evaluate(config, "accuracy", seed=seeds[0], **kw)]
+        # compiled is its eager twin's math (quality/math_class.py): run the seeds eager, with
+        # no compile to pay per seed
+        run_as = config.with_(compile=False) if config.compile else config
+        outs = self.evaluate.at_once(run_as, "accuracy", list(seeds), **kw) if len(seeds) > 1 \
+            else [self.evaluate(run_as, "accuracy", seed=seeds[0], **kw)]
         done = []
         for seed, out in zip(seeds, outs):
             why = failure_of(out)

@@ -2,11 +2,17 @@
 autotune/training.py's).
 
 - **Math classes.** Configurations that train identically share one quality measurement. The
-  global batch, its learning-rate rule, precision, torch.compile, IPEX and channels_last change
-  the numbers; with BatchNorm, so does the batch each BatchNorm layer sees (DDP keeps BatchNorm
-  statistics per rank, and gradient accumulation splits them further). Ranks, threads, binding,
-  allocator, OpenMP runtime and a CPU rank's DataLoader workers (they make its own batches) do
-  not: at an equal global batch the all-reduced gradient is the mean over the same samples.
+  global batch, its learning-rate rule, precision, IPEX and channels_last change the numbers;
+  with BatchNorm, so does the batch each BatchNorm layer sees (DDP keeps BatchNorm statistics per
+  rank, and gradient accumulation splits them further). Ranks, threads, binding, allocator,
+  OpenMP runtime and a CPU rank's DataLoader workers (they make its own batches) do not: at an
+  equal global batch the all-reduced gradient is the mean over the same samples.
+- **torch.compile is the default's math** (issue 59). Inductor fuses and reorders the same
+  operations (a sum's order, an fma for a multiply-add): rounding differs in the last bits, the
+  recipe does not (no precision, batch or learning-rate change). Paired quality runs, compiled
+  against eager at the same seeds, agree within the default's own seed-to-seed spread
+  (benchmarks/accuracy/compile_same_math.py; docs/benchmarks.md). So a compiled launch shares its
+  eager twin's class and quality runs, and its ceiling too (measure/split.py).
 """
 from __future__ import annotations
 
@@ -22,7 +28,7 @@ def math_class(config: Config, *, batchnorm: bool,
     parts = [f"global_batch={config.global_batch}", f"precision={config.precision}"]
     if config.global_batch != reference_batch:
         parts.append(f"lr_rule={config.lr_rule}")
-    parts += [f"{k}={v}" for k, v in (("compile", config.compile), ("ipex", config.ipex),
+    parts += [f"{k}={v}" for k, v in (("ipex", config.ipex),
                                       ("channels_last", config.channels_last))
               if v != getattr(_DEFAULT, k)]
     if config.augmented_batches:   # crop/flip (GPU trials): other data, other quality

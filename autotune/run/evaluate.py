@@ -17,6 +17,11 @@ from .unreached import unreached_line
 from .warm import WarmLaunches
 
 
+# A cold torch.compile of a built-in model took 30 s on 2 busy cores; a large model can take
+# minutes. Until one was measured, a compiled trial gets this much more than an eager one.
+COMPILE_ALLOWANCE_S = 240.0
+
+
 class LiveEvaluator:
     """`evaluate(config, mode, seed=, samples=, leader=, ceiling_above=)` (result.Evaluate) with
     real trials. The per-trial timeout follows from the first good trial's duration unless
@@ -33,6 +38,10 @@ class LiveEvaluator:
         self.warm = WarmLaunches() if warm and settings.script is None else None
         self.timeout = settings.timeout_s
         self.speed: dict[str, float] = {}   # config key -> samples/s, to size quality timeouts
+        # what a compiled trial may take beyond the timeout an eager one learned (its compile):
+        # COMPILE_ALLOWANCE_S until a compile was measured, then 3x the longest one
+        self.compile_allowance = COMPILE_ALLOWANCE_S
+        self.compiled = False   # a compile was measured
         self.script_accuracy: dict[str, float | None] = {}
 
     def __call__(self, config: Config, mode: str, *, seed: int = 0, samples: int | None = None,
@@ -88,6 +97,8 @@ class LiveEvaluator:
             # gradient noise probe): its length follows from the speed.
             timeout = 60.0 + 3.0 * (samples or self.settings.accuracy_samples) \
                 / self.speed[config.key()]
+        if config.compile and mode == "throughput" and self.adapt_timeout:
+            timeout += self.compile_allowance
         timeout = max(5.0, min(timeout, self.time_left()))
         return replace(self.settings, timeout_s=timeout,
                        accuracy_samples=samples or self.settings.accuracy_samples,
@@ -98,6 +109,10 @@ class LiveEvaluator:
             self.script_accuracy[config.key()] = out.accuracy if out.ok else None
         if out.ok and mode == "throughput":
             self.speed[config.key()] = out.throughput
+            if out.compile_s:
+                self.compile_allowance = max(60.0, 3.0 * out.compile_s,
+                                             self.compile_allowance if self.compiled else 0.0)
+                self.compiled = True
             if self.adapt_timeout and self.timeout == self.settings.timeout_s:
                 # 4x the first good trial (at least 30 s): a slow config still finishes, a hung
                 # one does not eat the budget.

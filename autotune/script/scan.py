@@ -33,6 +33,8 @@ _SPAWN = re.compile(r"\b(?:mp|multiprocessing|torch\.multiprocessing)\.(?:spawn|
 _WORKER_ARG = re.compile(r"""add_argument\s*\(\s*['"](--(?:nproc|nprocs|nproc[-_]per[-_]node|"""
                          r"""world[-_]size|num[-_]procs|num[-_]workers[-_]per[-_]node))['"]""")
 _LOCAL_RANK_ARG = re.compile(r"""add_argument\s*\(\s*['"](--local[-_]rank)['"]""")
+# torch.compile(model), @torch.compile, model.compile(): code that compiles itself (issue 59)
+_COMPILES = re.compile(r"\btorch\.compile\b\s*[(@]?|\.compile\s*\(\s*\)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -145,6 +147,10 @@ def scan_text(text: str, path: str) -> ScriptScan:
                                  overrides=True))
         if (m := _LOCAL_RANK_ARG.search(line)):
             local_rank = m.group(1)
+        if _COMPILES.search(line):   # its ranks get the private compile cache all the same
+            found.append(Finding(path=path, line=n, knob="compile", what="compiles itself",
+                                 fix="fine: autotune offers its compile knob only through a "
+                                     "{compile} placeholder, never twice", overrides=False))
     return ScriptScan(path=path, findings=tuple(found), local_rank_arg=local_rank)
 
 
@@ -162,3 +168,22 @@ def scan_command(command: tuple[str, ...]) -> ScriptScan:
         return ScriptScan(path=path)
     scan = scan_text(head[:SCAN_BYTES].decode("utf-8", errors="replace"), path)
     return replace(scan, cut=len(head) > SCAN_BYTES)
+
+
+def entry_point_compiles(workload: str) -> str | None:
+    """'mymodel.py:12' where a `module:function` workload's module compiles its model itself
+    (the built-in trainer would compile it a second time), else None; a module not found on
+    the path, or a built-in workload, says nothing. Only the module's own file is read."""
+    module = workload.split(":", 1)[0] if ":" in workload else None
+    if not module:
+        return None
+    try:
+        import importlib.util
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        return None
+    scan = scan_command(("python", spec.origin))
+    hit = next((f for f in scan.findings if f.knob == "compile"), None)
+    return hit.where if hit else None

@@ -33,6 +33,11 @@ class Account:
     configurations: set[str] = field(default_factory=set)
     # files in trial folders that were not their launch's (planted or corrupt), ignored
     ignored_files: int = 0
+    # torch.compile: seconds spent compiling (inside the fixed costs' warm-ups, shown apart:
+    # measure/compile_cost.py), and the runs that compiled by inductor's cache state
+    compile_s: float = 0.0
+    compiled: dict[str, int] = field(default_factory=lambda: {"cold": 0, "warm": 0})
+    recompiles: int = 0
 
     def book(self, kind: str, out: TrialResult, key: str) -> None:
         self.seconds[kind] += out.seconds
@@ -41,6 +46,10 @@ class Account:
         if ran_warm(out.fixed):
             self.warm[kind] += 1
         self.ignored_files += out.ignored_files
+        if out.compile_cache in self.compiled:
+            self.compiled[out.compile_cache] += 1
+            self.compile_s += out.compile_s or 0.0
+            self.recompiles += out.recompiles or 0
         if kind == "trials":
             self.configurations.add(key)
 
@@ -56,6 +65,8 @@ class Account:
                 "runs": dict(self.runs), "fixed_s": round(self.fixed_s, 1),
                 "warm_runs": self.warm_runs, "warm": dict(self.warm),
                 "ignored_files": self.ignored_files,
+                "compile_s": round(self.compile_s, 1), "compiled": dict(self.compiled),
+                "recompiles": self.recompiles,
                 "other_s": round(max(0.0, elapsed_s - spent), 1),
                 "configurations": len(self.configurations), "next_step": next_step,
                 "settle": list(settle or ())}
@@ -75,6 +86,7 @@ def describe(account: dict[str, Any]) -> list[str]:
              f" of it; {account.get('warm_runs', 0)} of {total_runs} runs were windows of a "
              f"launch already running{_warm_by_kind(account, runs)}; "
              f"{account.get('configurations', 0)} configurations measured"]
+    lines += _compile_line(account)
     ignored = account.get("ignored_files")
     if isinstance(ignored, int) and ignored > 0:
         lines.append(f"  {ignored} file(s) in trial folders were not their launch's (planted or "
@@ -138,6 +150,20 @@ class Accounted:
         for out in outs:
             self.account.book(self._kind(mode), out, config.key())
         return outs
+
+
+def _compile_line(account: dict[str, Any]) -> list[str]:
+    """'  compiling (torch.compile) 41 s of the fixed costs: 3 run(s) compiled cold, 5 warm
+    (...), 0 recompile(s)'; nothing for an account without compiled runs (or stored before)."""
+    compiled = account.get("compiled")
+    if not isinstance(compiled, dict) or not any(isinstance(v, int) and v > 0
+                                                 for v in compiled.values()):
+        return []
+    cold, warm = int(compiled.get("cold") or 0), int(compiled.get("warm") or 0)
+    return [f"  compiling (torch.compile) {format_seconds(float(account.get('compile_s') or 0))} "
+            f"of the fixed costs: {cold} run(s) compiled cold, {warm} warm (from the cache, or "
+            "a compiled model kept), "
+            f"{int(account.get('recompiles') or 0)} recompile(s)"]
 
 
 def _warm_by_kind(account: dict[str, Any], runs: dict[str, int]) -> str:

@@ -13,6 +13,7 @@ import optuna
 from optuna.distributions import CategoricalDistribution
 
 from ..config import Config
+from ..measure.compile_cost import is_compile_failure
 from ..measure.contention import describe_outside, disturbed
 from ..measure.split import highest_ceilings, of_ceiling, ran_warm
 from ..plan.feasible import ruled_out
@@ -24,6 +25,7 @@ from ..quality.verdict import QualityStatus
 from ..result import Evaluate, Outcome, TrialResult
 from ..study import attrs as A
 from ..study.records import Record, Role, record_trial, records
+from ..util.clean import one_line
 from .options import Clock, SearchOptions
 from .references import default_launch
 from .judging import Judging
@@ -66,6 +68,7 @@ class Trials(Judging, Spending):
         self.durations: list[float] = []  # seconds of this run's successful trials
         self.windows: list[float] = []    # ... of those that were windows of a running launch
         self.costed: set[int] = set()     # host counts whose trial cost the budget note measured
+        self.stop_compiling()
 
     # ---- configurations and the space ----------------------------------------------------------
 
@@ -86,6 +89,20 @@ class Trials(Judging, Spending):
         self.distributions = self._distributions()
         for knob in held:
             self.progress.knob_held(knob=knob, why=self.overrides[knob])
+
+    def stop_compiling(self) -> None:
+        """After a compile that failed (no working compiler, an operator inductor cannot build),
+        compiled launches are not tried again: the compiler fails alike for every launch of this
+        workload. The search goes on eager (changes `space`, `distributions`)."""
+        failed = next((r for r in self.known.values()
+                       if r.config.compile and is_compile_failure(r.reason)), None)
+        if failed is None or "compile" not in self.space.knobs:
+            return
+        from ..script.template import freeze
+        self.space, _ = freeze(self.space, ["compile"])
+        self.distributions = self._distributions()
+        self.progress.note(f"compile=true is not tried again: trial {failed.number} failed to "
+                           f"compile ({one_line(failed.reason)[:200]})")
 
     def take(self, config: Config, trial) -> tuple[Claim, Record | None, optuna.Trial | None]:
         """(MINE, None, trial) to run it; (DONE, record, None) when measured (by any worker);
@@ -112,6 +129,12 @@ class Trials(Judging, Spending):
         """The highest ceiling measured in `config`'s math class (None: none yet)."""
         return highest_ceilings((self.book.class_of(r.config), r.result.ceiling)
                                 for r in self.known.values()).get(self.book.class_of(config))
+
+    def compiled_ceiling(self, config: Config) -> bool:
+        """Whether a compiled launch of `config`'s math class has had its ceiling timed."""
+        cls = self.book.class_of(config)
+        return any(r.config.compile and r.result.ceiling and self.book.class_of(r.config) == cls
+                   for r in self.known.values())
 
     def leader(self) -> float:
         return max((r.throughput for r in self.known.values() if r.feasible and r.throughput),
@@ -145,6 +168,8 @@ class Trials(Judging, Spending):
             self.say_budget(self.floor_left())
         if ev.overridden:
             self.hold(ev.overridden)
+        if config.compile and is_compile_failure(ev.reason):
+            self.stop_compiling()
         return rec
 
     def _measure(self, config: Config, role: str, trial) -> TrialResult:
@@ -156,6 +181,10 @@ class Trials(Judging, Spending):
         kw: dict[str, Any] = {"leader": lead} if lead else {}
         if self.options.ceiling:   # the class's first ceiling, or a higher one
             kw["ceiling_above"] = self.ceiling_of(config) or 0.0
+            if config.compile and not self.compiled_ceiling(config):
+                # a class's ceiling is its compiled one where compiling is offered (issue 59):
+                # the first compiled launch of a class times it, whatever eager's ceiling was
+                kw["ceiling_above"] = 0.0
         try:
             ev = self.evaluate(config, "throughput", **kw)
         except KeyboardInterrupt:

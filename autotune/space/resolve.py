@@ -22,7 +22,7 @@ from ..config import (ALLOCATORS, BACKENDS, BINDINGS, CCL_WORKER_AFFINITIES, KNO
                       PRECISIONS, Config)
 from ..errors import ConfigError, SpaceError
 from ..plan.gpu import gpu_node
-from ..plan.feasible import cpu_precision, precision_problem
+from ..plan.feasible import compile_problem, cpu_precision, precision_problem
 from ..plan.memory import offered as offered_mem_policies, policy_unavailable
 from ..probe.topology import Topology
 
@@ -177,8 +177,8 @@ def _unavailable(knob: str, value: Any, topology: Topology, names: Mapping[str, 
         return "nvidia-smi gives no NUMA node for some GPU, so no CPUs are known to be near it"
     if knob == "mem_policy":
         return policy_unavailable(value, topology)
-    if knob == "compile" and value and not topology.gpus and not caps.cxx_compiler:
-        return "torch.compile on CPU needs a C++ compiler (apt-get install g++)"
+    if knob == "compile" and value:
+        return compile_problem("cuda" if topology.gpus else "cpu", topology)
     return None
 
 

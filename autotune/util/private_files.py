@@ -86,3 +86,30 @@ def foreign_folder(path: str | os.PathLike[str]) -> str | None:
     return (f"{path} belongs to uid {st.st_uid} and is open to others "
             f"({stat.filemode(st.st_mode)}): autotune does not change the permissions of a "
             "folder it does not own; what it writes inside is 0700/0600, but names are visible")
+
+
+def autotune_cache() -> Path:
+    """Where autotune keeps what it builds once and reuses (the oneCCL module, torch.compile's
+    caches): $AUTOTUNE_CACHE, else ~/.cache/autotune."""
+    return Path(os.environ.get("AUTOTUNE_CACHE")
+                or os.path.join(os.path.expanduser("~"), ".cache", "autotune"))
+
+
+def untrusted(path: str | os.PathLike[str]) -> str | None:
+    """Why loading `path` would run code somebody else can change, or None: it, or a folder
+    above it, belongs to another user (not root) or is writable by group or others (a folder
+    with the sticky bit owned by root, such as /tmp, protects the names in it and is fine).
+    A shared or planted cache folder would otherwise give its writer every rank that loads it."""
+    me = os.getuid()
+    real = Path(path).resolve()
+    for p in (real, *real.parents):
+        try:
+            st = os.stat(p)
+        except OSError as exc:
+            return f"{p} cannot be checked ({exc.strerror})"
+        if st.st_uid not in (me, 0):
+            return f"{p} belongs to uid {st.st_uid}, not to you or root"
+        sticky_root = p.is_dir() and st.st_uid == 0 and st.st_mode & stat.S_ISVTX
+        if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not sticky_root:
+            return f"{p} is writable by {'others' if st.st_mode & stat.S_IWOTH else 'its group'}"
+    return None

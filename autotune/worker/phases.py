@@ -80,13 +80,12 @@ class PhaseClock:
         return {p: round(s, 6) for p, s in self.totals.items()} if self.enabled else None
 
 
-def tell_allreduce_apart(ddp: Any, clock: PhaseClock, *, world_size: int,
-                         compiled: bool) -> None:
+def tell_allreduce_apart(ddp: Any, clock: PhaseClock, *, world_size: int) -> None:
     """Register the comm hook that marks each bucket's hand-over to the all-reduce (DDP's own
     allreduce hook does the work, the same sum-then-average as its built-in path). Not with one
-    rank (nothing to wait for) or torch.compile (its DDP optimizer splits the graph at buckets);
-    there the wait stays inside compute and the split says nothing of the all-reduce."""
-    if not clock.enabled or world_size < 2 or compiled:
+    rank (nothing to wait for). A compiled launch compiles the model inside DDP (worker/
+    trainer.py), whose reducer stays eager: its hook marks the buckets as for eager."""
+    if not clock.enabled or world_size < 2:
         return
     from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 

@@ -12,6 +12,7 @@ launch this process is not.
 from __future__ import annotations
 
 import gc
+import os
 import time
 import traceback
 from dataclasses import dataclass, field, replace
@@ -20,11 +21,13 @@ from typing import Any, Callable
 import torch
 
 from ..config import Config, launch_part
+from ..measure.compile_cost import COMPILE_FAILED
 from ..plan.launch_plan import (EXIT_BACKEND_UNAVAILABLE, EXIT_BAD_CONFIG, EXIT_WORKLOAD_ERROR,
                                 STOP_REQUEST, WorkerRequest, idle_report_path,
                                 window_request_path, window_result_path)
 from ..result import Outcome
 from ..util.channel import Channel
+from ..util.compile_cache import cache_problem
 from . import device as _device
 from . import in_force
 from .bounds import request_problem
@@ -129,6 +132,8 @@ def _keeps(trainer: Trainer | None, req: WorkerRequest) -> bool:
 
 def _build(ctx: RankContext, req: WorkerRequest, res: dict[str, Any],
            setup: _device.DeviceSetup, amp) -> Trainer:
+    if req.config.get("compile"):
+        _check_compile_cache(ctx)
     model = error = None
     try:
         if ctx.spec is None:
@@ -146,6 +151,16 @@ def _build(ctx: RankContext, req: WorkerRequest, res: dict[str, Any],
                    f"workload {req.workload!r}: {problem}")
     assert model is not None
     return Trainer.build(req, ctx.spec, model, ctx.rank, ctx.world_size, res, amp, setup)
+
+
+def _check_compile_cache(ctx: RankContext) -> None:
+    """Every rank's compile cache is this user's own before any rank compiles (issue 59: never
+    torch's default under /tmp; util/compile_cache.py); agreed, so no rank waits for a peer
+    that stopped."""
+    problem = gather_problems([p] if (p := cache_problem(os.environ)) else [], ctx.world_size)
+    if problem:
+        # named as a failed compile: the search stops offering compiled launches after it
+        raise Stop(EXIT_BACKEND_UNAVAILABLE, Outcome.UNAVAILABLE, f"{COMPILE_FAILED}: {problem}")
 
 
 def _drop_trainer(ctx: RankContext) -> None:

@@ -40,19 +40,45 @@ def train(run: Trainer) -> None:
         _held_out(run)
     elif _wants_ceiling(run):
         _ceiling(run)
+    if run.watch is not None and not run.quality:   # what compiling cost (measure/compile_cost)
+        res["compile"] = run.watch.report()
     res["status"] = Outcome.OK
 
 
+# A compiled run warms up past its warm-up steps while any rank still compiles (a recompile in
+# step 2 of a model whose first micro-batch ran under no_sync), at most this many steps more.
+MORE_WARMUP_WHILE_COMPILING = 4
+
+
 def _warmup(run: Trainer) -> int:
-    """The untimed warmup steps; returns the timed steps every rank agreed on."""
+    """The untimed warmup steps; returns the timed steps every rank agreed on. A compiled run
+    compiles here on every rank (in its first step, which DDP's all-reduce makes every rank
+    finish before any goes on), so the window, which opens on a barrier, times none of it."""
     req = run.req
     say(run.rank, f"warmup {req.warmup_steps} steps")
-    for _ in range(req.warmup_steps):
+    n = 0
+    while n < req.warmup_steps or _still_compiling(run, n):
         t = time.perf_counter()
         run.step(run.index)
         run.index += 1
         run.res["warmup_times"].append(time.perf_counter() - t)
+        if run.watch is not None:
+            run.watch.warmup_step()
+        n += 1
     return agree_steps(req, run.res["warmup_times"], run.comm)
+
+
+def _still_compiling(run: Trainer, n: int) -> bool:
+    """Whether a compiled run takes one more warm-up step: none taken yet, or any rank compiled
+    in the last one (a collective every rank reaches after the same steps)."""
+    if run.watch is None or n >= run.req.warmup_steps + MORE_WARMUP_WHILE_COMPILING:
+        return False
+    if n == 0:
+        return True
+    flag = torch.tensor([1 if run.watch.frames_by_step[-1] else 0], dtype=torch.int64,
+                        device=run.comm)
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    return bool(flag.item())
 
 
 def _timed_window(run: Trainer, chunk: int) -> Any:
@@ -67,6 +93,8 @@ def _timed_window(run: Trainer, chunk: int) -> Any:
     # 2 busy cores); load average and CPU time actually received let a reader spot such trials.
     load0, cpu0 = os.getloadavg()[0], time.process_time()
     run.clock.reset()
+    if run.watch is not None:
+        run.watch.window_start()
     t0, res["timed_start_at"] = time.perf_counter(), time.time()
     loss, done, n_steps = None, False, 0
     race = _Race(req.leader_throughput, run.global_batch) if run.rank == 0 else None
@@ -91,6 +119,8 @@ def _timed_window(run: Trainer, chunk: int) -> Any:
         chunk = min(chunk, req.max_steps - n_steps) or 1
     dist.barrier()
     window, res["timed_end_at"] = time.perf_counter() - t0, time.time()
+    if run.watch is not None:
+        run.watch.window_end()
     res["contention"] = {"loadavg_start": load0, "loadavg_end": os.getloadavg()[0],
                          "cpu_seconds": time.process_time() - cpu0}
     res["phases"] = run.clock.report()
@@ -194,7 +224,7 @@ def _held_out(run: Trainer) -> None:
     res["accuracy"] = res["curve"][-1][1] if res["curve"] else run.evaluate()
     probes = [_joined(run.rank_batches(run.index + k), run.prepare, run.setup)
               for k in range(req.gns_probes)]
-    res["gns"] = gradnoise.probe(run.ddp.module, probes, run.spec.loss_fn, run.amp,
+    res["gns"] = gradnoise.probe(run.model, probes, run.spec.loss_fn, run.amp,
                                  run.world_size, device=run.comm) if req.gns_probes else None
     say(run.rank, f"held-out {run.spec.metric}: {res['accuracy']:.4f}; curve {res['curve']}")
 

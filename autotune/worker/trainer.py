@@ -15,11 +15,13 @@ from typing import Any
 import torch
 
 from ..config import REFERENCE_GLOBAL_BATCH
+from ..measure.compile_cost import failed_reason
 from ..plan.launch_plan import EXIT_BACKEND_UNAVAILABLE, EXIT_WORKLOAD_ERROR, WorkerRequest
 from ..result import Outcome
 from ..training import lr_at, lr_scale, split_batch
 from . import data, device as _device
 from .agree import held_out_accuracy
+from .compiled import CompileWatch, compile_error, compile_message, forget
 from .phases import PhaseClock, tell_allreduce_apart
 from .workloads import rank_slice
 
@@ -47,7 +49,7 @@ class Trainer:
     setup: _device.DeviceSetup
     comm: torch.device            # where collectives' tensors live
     ddp: Any
-    step_model: Any               # ddp, compiled when asked
+    step_model: Any               # ddp (of the compiled model, when asked)
     opt: torch.optim.Optimizer
     scaler: Any
     next_batch: Any
@@ -62,6 +64,7 @@ class Trainer:
     clock: PhaseClock
     facts: dict[str, Any]         # what every window's report says of this trainer
     index: int = 0                # the next global step
+    watch: CompileWatch | None = None   # this window's, when compiled (worker/compiled.py)
 
     @classmethod
     def build(cls, req: WorkerRequest, spec, model: torch.nn.Module, rank: int,
@@ -83,15 +86,23 @@ class Trainer:
                                  "compiled": bool(cfg.get("compile"))}
         if cfg.get("ipex") == "on":
             model, opt = _with_ipex(model, opt, cfg, facts)
+        if facts["compiled"]:
+            # The model is compiled, then wrapped: torch.compile(ddp) on torch 2.13 breaks the
+            # graph at DDP's _inside_ddp_forward (dynamo skips it) and compiled nothing at all
+            # (no inductor graph, on 1 rank of the mlp), while DDP(torch.compile(model)) compiles
+            # the whole model; DDP's reducer stays eager, so its comm hook still tells the
+            # all-reduce apart. Its buckets then all-reduce after the compiled backward, not
+            # overlapped with it, which the split shows as all-reduce.
+            model = torch.compile(model)
         ddp = DDP(model, **_device.ddp_kwargs(setup))
         clock = PhaseClock(cuda=setup.index is not None, enabled=req.time_phases)
-        tell_allreduce_apart(ddp, clock, world_size=world_size, compiled=facts["compiled"])
+        tell_allreduce_apart(ddp, clock, world_size=world_size)
         quality = req.mode == "accuracy"
         total_steps = max(1, math.ceil(req.accuracy_samples / global_batch)) if quality else 0
         run = cls(
             req=req, spec=spec, rank=rank, world_size=world_size, res=res, amp=amp, setup=setup,
             comm=_device.collective_device(setup, cfg.get("backend", "gloo")), ddp=ddp,
-            step_model=torch.compile(ddp) if cfg.get("compile") else ddp,
+            step_model=ddp,
             # fp16 gradients underflow without loss scaling; bf16 has fp32's range, needs none.
             opt=opt, scaler=_device.grad_scaler(setup),
             # Global step `index` covers samples [index*G, (index+1)*G) however it is split, so
@@ -104,12 +115,14 @@ class Trainer:
             # up, then cosine decay to zero): at a constant rate the last iterate oscillates,
             # and its held-out accuracy varied by 12 points between neighbouring checkpoints.
             warmup=math.ceil(0.1 * total_steps) if scale > 1 else 0)
-        run.attach(req, res)
+        run.attach(req, res, built=True)
         return run
 
-    def attach(self, req: WorkerRequest, res: dict[str, Any]) -> None:
-        """Serve the window `req`, reporting into `res` (a kept trainer's next window)."""
+    def attach(self, req: WorkerRequest, res: dict[str, Any], *, built: bool = False) -> None:
+        """Serve the window `req`, reporting into `res` (a kept trainer's next window; `built`:
+        this window built it, and compiles it in its first step)."""
         self.req, self.res = req, res
+        self.watch = CompileWatch(built=built) if self.facts["compiled"] else None
         res.update(self.facts)
         if self.facts.get("ipex_version") and isinstance(res.get("in_force"), dict):
             res["in_force"]["ipex"] = self.facts["ipex_version"]
@@ -178,15 +191,24 @@ class Trainer:
         except MemoryError:
             raise
         except Exception as exc:  # noqa: BLE001
-            if _device.is_oom(exc) or self.req.config.get("compile"):
-                raise  # out of memory or a compiler failure: not the workload's fault
+            if _device.is_oom(exc):
+                raise
+            if self.watch is not None and compile_error(exc):   # the compiler's, not the workload's
+                traceback.print_exc()
+                raise Stop(1, Outcome.CRASH, failed_reason(compile_message(exc))) from exc
             traceback.print_exc()
             raise Stop(EXIT_WORKLOAD_ERROR, Outcome.WORKLOAD_ERROR,
                        f"workload {self.req.workload!r} failed in its first step: "
                        f"{type(exc).__name__}: {exc}") from exc
 
+    @property
+    def model(self) -> torch.nn.Module:
+        """The trained model itself, eager: held-out evaluation and the gradient-noise probe
+        run it as it is (the compiled one would compile their no_grad graphs too)."""
+        return getattr(self.ddp.module, "_orig_mod", self.ddp.module)
+
     def evaluate(self, limit: int | None = None) -> float:
-        return held_out_accuracy(self.spec, self.ddp.module, self.rank, self.world_size,
+        return held_out_accuracy(self.spec, self.model, self.rank, self.world_size,
                                  self.prepare, self.amp, self.comm, limit=limit)
 
     def close(self) -> None:
@@ -196,6 +218,8 @@ class Trainer:
         if close is not None:
             close()
         self.ddp = self.step_model = self.opt = self.next_batch = None
+        if self.facts["compiled"]:
+            forget()   # the next trainer compiles afresh, not as a recompile of this one
         if self.setup.index is not None:
             torch.cuda.empty_cache()
 

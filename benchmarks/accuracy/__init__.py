@@ -9,4 +9,6 @@ resumes); the verdicts are autotune/quality's own arithmetic on them.
   gate_replay     which recorded verdicts change under the paired rule of round 6, and why
   quality_length  the built-in cnn's spread over seeds, and the gate's noise, at several run
                   lengths
+  compile_same_math  compiled against eager in seed-paired quality runs on the built-in
+                  workloads, against eager's own seed-to-seed spread (issue 59)
 """

@@ -18,6 +18,8 @@ The knobs:
                        best launch by hand (issue 51)
   fp16_conv_grad       why fp16 is ruled out on a CPU without amx_fp16
   intel_ab             `autotune compare` under another interpreter: IPEX, libiomp5, KMP_BLOCKTIME
+  compile_cost         torch.compile against eager per built-in workload, and its compile seconds
+                       cold and warm (issue 59)
   run_worker           the worker as a plain script: the train.py a run_cpu user would write
 Communication:
   backends             ccl against gloo: all-reduce and whole DDP steps (backend_ranks: one rank)

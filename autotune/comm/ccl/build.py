@@ -18,14 +18,13 @@ import importlib.machinery
 import importlib.util
 import os
 import shutil
-import stat
 import subprocess
 import sys
 import sysconfig
 from pathlib import Path
 
 from ...errors import AutotuneError
-from ...util.private_files import private_dir
+from ...util.private_files import autotune_cache, private_dir, untrusted
 from ...util.file_lock import open_lock_file, wait_flock
 
 SOURCE = Path(__file__).with_name("backend.cpp")
@@ -77,8 +76,7 @@ def runtime_problem() -> str | None:
 
 
 def cache_root() -> Path:
-    base = os.environ.get("AUTOTUNE_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "autotune")
-    return Path(base) / "ccl"
+    return autotune_cache() / "ccl"
 
 
 def cache_key() -> str:
@@ -121,26 +119,6 @@ def cached_extension() -> Path | None:
                              f"{path.parent} && python -m autotune.comm.ccl build (or set "
                              "AUTOTUNE_CACHE to a folder only you can write)")
     return path
-
-
-def untrusted(path: Path) -> str | None:
-    """Why loading `path` would run code somebody else can change, or None: it, or a folder
-    above it, belongs to another user (not root) or is writable by group or others (a folder
-    with the sticky bit owned by root, such as /tmp, protects the names in it and is fine).
-    A shared or planted cache folder would otherwise give its writer every ccl rank."""
-    me = os.getuid()
-    real = path.resolve()
-    for p in (real, *real.parents):
-        try:
-            st = os.stat(p)
-        except OSError as exc:
-            return f"{p} cannot be checked ({exc.strerror})"
-        if st.st_uid not in (me, 0):
-            return f"{p} belongs to uid {st.st_uid}, not to you or root"
-        sticky_root = p.is_dir() and st.st_uid == 0 and st.st_mode & stat.S_ISVTX
-        if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not sticky_root:
-            return f"{p} is writable by {'others' if st.st_mode & stat.S_IWOTH else 'its group'}"
-    return None
 
 
 def load_extension():

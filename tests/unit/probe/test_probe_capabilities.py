@@ -134,7 +134,39 @@ def test_blocked_numactl_and_missing_tools():
     assert not (caps.numactl or caps.taskset or caps.cxx_compiler)
     assert "numactl not found: apt-get install numactl" in warnings
     assert "taskset not found: apt-get install util-linux" in warnings
-    assert any(w.startswith("no C++ compiler") for w in warnings)
+    assert "torch.compile not offered on CPUs: no C++ compiler found; fix: apt-get install g++" \
+        in warnings
+    assert caps.compile_problem.startswith("no C++ compiler")
+
+
+def test_a_compiler_that_exists_but_cannot_build_inductors_code_is_no_compiler():
+    """issue 59: a compiler found is checked by building what inductor builds (a shared library
+    with OpenMP that includes Python.h); its failure is the probe's one line, with the fix."""
+    caps, warnings = build_capabilities(raw(results={
+        "cxx_build": fail("<command-line>: fatal error: Python.h: No such file or directory")}))
+    assert caps.cxx_compiler == "/usr/bin/c++"
+    assert caps.compile_problem == (
+        "the C++ compiler /usr/bin/c++ cannot build what torch.compile builds (<command-line>: "
+        "fatal error: Python.h: No such file or directory); fix: apt-get install g++ python3-dev")
+    assert any(w.startswith("torch.compile not offered on CPUs: the C++ compiler") for w in warnings)
+    broken, _ = build_capabilities(raw(results={"cxx": fail("badcxx: error: refuses")}))
+    assert broken.cxx_compiler is None and broken.compile_problem == (
+        "the C++ compiler /usr/bin/c++ does not run (badcxx: error: refuses); fix: apt-get "
+        "install g++, or set CXX to a working one")
+    working, _ = build_capabilities(raw(results={"cxx_build": ok()}))
+    assert working.compile_problem is None and working.triton_problem is None
+
+
+def test_gpus_compile_with_triton_only():
+    caps, warnings = build_capabilities(raw(), num_gpus=2)
+    assert caps.triton_problem == "Triton is not installed; fix: pip install triton"
+    assert "torch.compile not offered on GPUs: Triton is not installed; fix: pip install triton" \
+        in warnings
+    caps, _ = build_capabilities(raw(results={"import:triton": ok()}), num_gpus=2)
+    assert caps.triton_problem is None
+    caps, _ = build_capabilities(raw(results={"import:triton": fail("ImportError: libcuda.so.1")}),
+                                 num_gpus=2)
+    assert caps.triton_problem == "Triton fails to import: ImportError: libcuda.so.1"
 
 
 def test_broken_torchvision_and_torch():

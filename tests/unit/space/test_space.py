@@ -4,6 +4,7 @@ from __future__ import annotations
 from paths import REPO
 import itertools
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -114,12 +115,13 @@ def test_cpu_yaml_on_this_machine_exact_choices():
     assert space.knobs == {
         "ranks_per_numa_node": (1, 2), "threads": (1, 2, None), "binding": ("none", "taskset", "numactl"),
         "allocator": ("default", "jemalloc", "tcmalloc"), "omp_runtime": ("libgomp", "libiomp5"),
-        "ipex": ("off",), "precision": ("fp32", "bf16"), "global_batch": (32, 64, 128),
-        "backend": ("gloo",), **NO_CCL}
-    assert space.fixed == {"lr_rule": "linear", "compile": False, "channels_last": False}
-    assert space.size() == 648
+        "ipex": ("off",), "precision": ("fp32", "bf16"), "compile": (False, True),
+        "global_batch": (32, 64, 128), "backend": ("gloo",), **NO_CCL}
+    # compile is offered where the machine compiles (a C++ compiler here; issue 59)
+    assert space.fixed == {"lr_rule": "linear", "channels_last": False}
+    assert space.size() == 648 * 2
     feasible = [p for p in space.grid() if not space.violations(p)]
-    assert len(feasible) == 540  # 2 ranks x 2 threads oversubscribes 2 cores (auto is not judged)
+    assert len(feasible) == 540 * 2  # 2 ranks x 2 threads oversubscribes 2 cores (auto is not judged)
     assert space.notes == ()
 
 
@@ -158,7 +160,8 @@ def test_cpu_yaml_on_gpu_box_excludes_nccl():
     assert space.knobs["ranks_per_numa_node"] == tuple(range(1, 25))
     assert space.knobs["threads"] == (1, 2, 3, 4, 6, 8, 12, 16, 24, 48, None)
     assert space.knobs["precision"] == ("fp32",)  # this CPU has no native bf16/fp16
-    assert space.size() == 24 * 11 * 5 * 1 * 1 * 1 * 3 * 1
+    assert space.knobs["compile"] == (False, True)
+    assert space.size() == 24 * 11 * 5 * 1 * 1 * 1 * 3 * 1 * 2
 
 
 def test_gpu_yaml_on_gpu_box_exact_choices():
@@ -170,12 +173,18 @@ def test_gpu_yaml_on_gpu_box_exact_choices():
         "backend": ("nccl", "gloo"), "precision": ("fp32", "bf16", "fp16"),
         "global_batch": (32, 64, 128), "channels_last": (False, True),
         # up to the cores a GPU's rank has besides its own thread: 48 cores / 8 GPUs - 1
-        "dataloader_workers": (0, 1, 2, 4, 5), "pin_memory": (False, True)}
+        "dataloader_workers": (0, 1, 2, 4, 5), "pin_memory": (False, True),
+        "compile": (False, True)}
     # no L3 groups in this hand-made topology: core-complex is dropped, saying why
     assert any(n.startswith("numa_binding=core-complex dropped") for n in space.notes)
-    assert space.fixed == {"device": "cuda", "allocator": "default", "omp_runtime": "libgomp",
-                           "compile": False}
-    assert space.size() == 4 * 3 * 4 * 5 * 2 * 3 * 3 * 2 * 5 * 2
+    assert space.fixed == {"device": "cuda", "allocator": "default", "omp_runtime": "libgomp"}
+    assert space.size() == 4 * 3 * 4 * 5 * 2 * 3 * 3 * 2 * 5 * 2 * 2
+    # without Triton, GPUs do not compile: the knob is left out and the note says why
+    no_triton = resolve(load_space(GPU_YAML), replace(DGX, capabilities=replace(
+        DGX.capabilities, triton_problem="Triton is not installed; fix: pip install triton")))
+    assert "compile" not in no_triton.knobs
+    assert "compile=true dropped: Triton is not installed; fix: pip install triton" \
+        in no_triton.notes
     assert space.to_config({"nproc": 8, "threads": 4}).ranks_per_numa_node is None
     assert space.violations({"nproc": 8, "threads": 4}) == []
     assert space.violations({"nproc": 8, "threads": 4, "dataloader_workers": 4}) == \
@@ -315,8 +324,8 @@ def test_smt_bindings_dropped_without_siblings_and_precisions_by_the_planner_rul
     assert emulated.knobs["precision"] == ("fp32", "bf16")
     assert any(n.startswith("precision=bf16 kept: this CPU has no native bf16") for n in emulated.notes)
     no_cxx = space_of("knobs:\n  compile: [false, true]\n", EPYC)
-    assert no_cxx.knobs["compile"] == (False,)
-    assert no_cxx.notes == ("compile=true dropped: torch.compile on CPU needs a C++ compiler (apt-get install g++)",)
+    assert "compile" not in no_cxx.knobs   # not offered where it cannot run (issue 59)
+    assert no_cxx.notes == ("compile=true dropped: no C++ compiler found; fix: apt-get install g++",)
 
 
 # ---- grid, derivation, constraints -------------------------------------------------------------

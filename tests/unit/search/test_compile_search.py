@@ -1,0 +1,69 @@
+"""The compile knob in a search (issue 59): guessed early, a compile that fails is not tried
+again while the search goes on eager, and the account shows the compile seconds on a line of
+their own. On the simulated 2-core machine (tests/unit/search/test_search.py's Sim) with a
+working C++ compiler probed."""
+from __future__ import annotations
+
+import dataclasses
+
+from test_search import Sim, new_study
+from two_core import topo  # noqa: F401 - fixture
+
+from autotune.result import Outcome, TrialResult
+from autotune.search.account import Account, describe
+from autotune.search.loop import run_search
+from autotune.search.options import SearchOptions
+from autotune.space.resolve import find_space, load_space, resolve
+from autotune.study.records import records
+
+FAILED = ("rank 0 exited with code 1: torch.compile failed: InvalidCxxCompiler: No working C++ "
+          "compiler found in torch._inductor.config.cpp.cxx: (None, '/opt/bad/c++')")
+
+
+class BrokenCompiler(Sim):
+    """Compiling fails in every trial (a compiler the probe passed, that inductor cannot use);
+    eager trials run as Sim's, compiled ones would run 1.5x."""
+
+    def __call__(self, c, mode, seed=0, samples=None, **kw):
+        if c.compile and mode == "throughput":
+            self.calls.append((c.key(), mode))
+            self.t += 5.0
+            return TrialResult(outcome=Outcome.CRASH, reason=FAILED, seconds=5.0)
+        return super().__call__(c, mode, seed=seed, samples=samples)
+
+
+def compiling(topo):
+    topo = dataclasses.replace(topo, capabilities=dataclasses.replace(
+        topo.capabilities, cxx_compiler="/usr/bin/c++"))
+    return topo, resolve(load_space(find_space("cpu")), topo)
+
+
+def test_a_compile_that_fails_is_not_tried_again_and_the_search_goes_on(tmp_path, topo):
+    topo, space = compiling(topo)
+    assert space.knobs["compile"] == (False, True)
+    sim = BrokenCompiler()
+    study = new_study(tmp_path)
+    res = run_search(study, space=space, topology=topo, evaluate=sim, clock=sim,
+                     options=SearchOptions(budget_s=400, min_trial_s=10, patience=100))
+    recs = records(study)
+    tried = [r for r in recs if r.config.compile]
+    assert len(tried) == 1 and tried[0].reason == FAILED   # the guess, then never again
+    assert sum(1 for r in recs if not r.config.compile and r.outcome == Outcome.OK) >= 5
+    assert res.stop_reason == "budget"
+
+
+def test_the_account_shows_compiling_on_its_own_line():
+    account = Account()
+    for cache, seconds, recompiles in (("cold", 14.2, 0), ("warm", 3.1, 1), ("warm", 0.0, 0)):
+        account.book("trials", TrialResult(outcome=Outcome.OK, seconds=30.0, compile_s=seconds,
+                                           compile_cache=cache, recompiles=recompiles,
+                                           fixed={"start": 1.0, "warmup": seconds + 0.5}), "k")
+    account.book("trials", TrialResult(outcome=Outcome.OK, seconds=20.0), "eager")
+    stored = account.to_json(elapsed_s=200.0, budget_s=300.0)
+    assert (stored["compile_s"], stored["compiled"], stored["recompiles"]) == \
+        (17.3, {"cold": 1, "warm": 2}, 1)
+    assert "  compiling (torch.compile) 00:17 of the fixed costs: 1 run(s) compiled cold, 2 warm " \
+           "(from the cache, or a compiled model kept), 1 recompile(s)" in describe(stored)
+    # an account stored before compiling was counted, or with nothing compiled, says nothing
+    assert not any("torch.compile" in line for line in describe(Account().to_json(
+        elapsed_s=1.0, budget_s=300.0)))
