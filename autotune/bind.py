@@ -1,5 +1,5 @@
 """`python -m autotune.bind [--tool numactl --cpus '0-3;4-7'] [--mem 'interleave:0,4;interleave:1,5']
-    [--env K=a;b] [--rank-log F] -- CMD ...`
+    [--env K=a;b] [--env-all K=V] [--rank-log F] -- CMD ...`
 
 A launcher (torchrun, mpirun, srun) starts every rank with the same command and cannot give ranks
 different cores or environments. This shim runs as that command: it finds which planned rank it
@@ -9,9 +9,11 @@ with numactl/taskset running CMD, so launched ranks bind like the measured trial
 Which planned rank: `--node-rank N` (torchrun across hosts, whose rendezvous may number ranks
 otherwise) gives N * LOCAL_WORLD_SIZE + LOCAL_RANK; under mpirun or srun the global rank they
 assign (ranks are mapped by node, in host order); under plain torchrun LOCAL_RANK. Per-rank lists
-(`;`-separated) are indexed by that number. The rank variables torchrun sets (RANK, LOCAL_RANK,
-WORLD_SIZE, LOCAL_WORLD_SIZE) are filled in from mpirun's or srun's own, so one worker serves all
-launchers. `{rank}` in an --env value or --rank-log is replaced by the planned rank.
+(`;`-separated) are indexed by that number; an --env-all value is the same for every rank and
+taken whole (the trial folder's paths, which may hold a `;`). The rank variables torchrun sets
+(RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE) are filled in from mpirun's or srun's own, so one
+worker serves all launchers. `{rank}` in an --env or --env-all value or --rank-log is replaced by
+the planned rank.
 
 `--local-ranks N` (with --node-rank) makes the shim the launcher itself: it starts this host's N
 ranks, each with the variables torchrun would give it, and exits with the first failure (ending
@@ -172,6 +174,20 @@ def _keep_output_open() -> None:
     os.set_inheritable(kept, True)
 
 
+def _rank_variables(p: argparse.ArgumentParser, args: argparse.Namespace,
+                    index: int) -> dict[str, str]:
+    """The variables --env (this rank's of a ';'-separated list) and --env-all (one value for
+    all) give the planned rank `index`, with {rank} filled in."""
+    out = {}
+    for item, whole in [(i, False) for i in args.env] + [(i, True) for i in args.env_all]:
+        key, sep, values = item.partition("=")
+        if not sep:
+            p.error(f"--env{'-all' if whole else ''} {item!r}: expected KEY=VALUE")
+        value = values if whole else pick(values, index, f"values of {key}")
+        out[key] = value.replace("{rank}", str(index))
+    return out
+
+
 def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m autotune.bind", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -182,6 +198,9 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
                                  "'weighted:0,2'), separated by ';'")
     p.add_argument("--env", action="append", default=[], metavar="KEY=VALUES",
                    help="a variable for the rank: one value per rank separated by ';', or one for all")
+    p.add_argument("--env-all", action="append", default=[], metavar="KEY=VALUE",
+                   help="a variable with one value for every rank, taken whole: never split at "
+                        "';' (a path may hold one); {rank} allowed")
     p.add_argument("--node-rank", type=int, help="this host's place in the host list (torchrun)")
     p.add_argument("--local-ranks", type=int, metavar="N",
                    help="start this host's N ranks here (needs --node-rank): no torchrun agent")
@@ -202,11 +221,7 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
     env.update(rank_env(env))
     index = plan_index(env, args.node_rank)
     env["AUTOTUNE_PLAN_INDEX"] = str(index)
-    for item in args.env:
-        key, sep, values = item.partition("=")
-        if not sep:
-            p.error(f"--env {item!r}: expected KEY=VALUE")
-        env[key] = pick(values, index, f"values of {key}").replace("{rank}", str(index))
+    env.update(_rank_variables(p, args, index))
     full = cmd
     if args.cpus or args.mem:
         nodes = pick(args.membind, index, "NUMA nodes") if args.membind else None

@@ -4,7 +4,8 @@
     autotune.report_metrics(samples_per_sec=img_per_s, accuracy=val_acc)
 
 Each rank started by a trial has AUTOTUNE_REPORT in its environment: a JSON file this writes
-(atomically; later calls update earlier keys). Outside autotune the variable is absent and the
+(atomically; later calls update earlier keys), with the launch's token (util/channel.py: from the
+environment, or across hosts from the token file of the trial folder). Outside autotune the variable is absent and the
 call does nothing, so a script keeps working unchanged under torchrun or plain python.
 No torch import here: the call must cost nothing and work in any script.
 """
@@ -14,7 +15,8 @@ import math
 import os
 
 from .util.atomic_json import read_json_file, write_json
-from .util.channel import TOKEN_ENV
+from .util.channel import FOLDER_ENV, TOKEN_ENV, TOKEN_FILE_ENV, read_token_file
+from .util.checked_folder import FolderRefused, NotOurs, open_private
 from .result import PHASES
 
 REPORT_ENV = "AUTOTUNE_REPORT"
@@ -58,10 +60,31 @@ def report_metrics(*, samples_per_sec: float | None = None, accuracy: float | No
         data[key] = value
     # the launch's token (util/channel.py): the runner takes a report only with it
     data.pop("token", None)
-    if os.environ.get(TOKEN_ENV):
-        data["token"] = os.environ[TOKEN_ENV]
+    if (token := _launch_token(path)) is not None:
+        data["token"] = token
     write_json(path, data)
     return True
+
+
+_TOKENS: dict[str, str] = {}   # across hosts: the token file read once per trial folder
+
+
+def _launch_token(report: str) -> str | None:
+    """The launch's token (util/channel.py): in the environment on the runner's machine; across
+    hosts in the file the environment names, in the trial folder, read there as a rank reads
+    it (the folder checked first). None: a report without it, which the runner ignores."""
+    if os.environ.get(TOKEN_ENV):
+        return os.environ[TOKEN_ENV]
+    name, folder_path = os.environ.get(TOKEN_FILE_ENV), os.path.dirname(os.path.abspath(report))
+    if not name:
+        return None
+    if folder_path not in _TOKENS:
+        try:
+            with open_private(folder_path, identity=os.environ.get(FOLDER_ENV)) as folder:
+                _TOKENS[folder_path] = read_token_file(folder, name)
+        except (FolderRefused, NotOurs, OSError):
+            return None
+    return _TOKENS[folder_path]
 
 
 def _checked_split(split: dict[str, float]) -> dict[str, float]:

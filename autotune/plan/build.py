@@ -23,7 +23,8 @@ from ..training import QUALITY_SAMPLES
 from .feasible import infeasible_reason
 from .gpu import CUDA_ENV, cuda_env
 from .launch_plan import (KILL_GRACE_S, RENDEZVOUS_ENV, RENDEZVOUS_FILE, TARGET_SECONDS,
-                          TRIAL_TIMEOUT_S, WARMUP_STEPS, LaunchPlan, RankExpect, RankPlan, WorkerRequest)
+                          TRIAL_TIMEOUT_S, WARMUP_STEPS, LaunchPlan, RankExpect, RankPlan, WorkerRequest,
+                          rank_files_env)
 from .memory import MemPlacement, rank_memory
 from ..probe.parse import format_cpulist
 from .placement import Placement, rank_placements
@@ -156,8 +157,7 @@ def _rank_env(launch: _Launch, rank: int, pl: Placement, ccl: dict[str, str]) ->
     env.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(config.nproc),
                LOCAL_WORLD_SIZE=str(config.nproc), MASTER_ADDR="127.0.0.1",
                MASTER_PORT=str(launch.master_port), AUTOTUNE_TRIAL_ID=launch.trial_id,
-               AUTOTUNE_RESULT=os.path.join(workdir, f"rank{rank}.json"),
-               AUTOTUNE_REPORT=os.path.join(workdir, f"rank{rank}.report.json"))
+               **rank_files_env(workdir, rank))
     if launch.script:
         env.update(torchrun_env(rank, config.nproc, launch.trial_id))
     else:   # the ranks of one machine meet in the trial folder (worker/rendezvous.py)

@@ -27,7 +27,8 @@ from ..config import Config
 from ..errors import ConfigError
 from .hosts import LAUNCHERS, Host, check_argument, check_network
 from .build import build_plan
-from .launch_plan import KILL_GRACE_S, RENDEZVOUS_ENV, TRIAL_TIMEOUT_S, LaunchPlan, RankPlan
+from .launch_plan import (KILL_GRACE_S, RENDEZVOUS_ENV, TRIAL_TIMEOUT_S, LaunchPlan, RankPlan,
+                          rank_files_env)
 from ..util.channel import LIFELINE_ENV, TOKEN_FILE, TOKEN_FILE_ENV
 from ..probe.parse import format_cpulist
 from ..probe.topology import Topology
@@ -199,7 +200,10 @@ def build_cluster_plan(config: Config, cluster: Cluster, *, workdir: str, master
     shim = _bind_shim(config, python, workdir, export, per_rank, ranks_env, flat)
     launchers = _launchers(config, cluster, shim, list(program), common, master_port, trial_id,
                            workdir, export)
-    ranks = tuple(RankPlan(rank=i, argv=tuple(shim + ["--", *program]), env={**common, **e},
+    # The shim gives each rank its files (above); the plan says so too, where the runner reads
+    # a script's report (run/runner.py).
+    ranks = tuple(RankPlan(rank=i, argv=tuple(shim + ["--", *program]),
+                           env={**common, **e, **({} if export else rank_files_env(workdir, i))},
                            cpus=r.cpus, mem_node=r.mem_node, mem_policy=r.mem_policy,
                            log_path=os.path.join(workdir, f"rank{i}.log"),
                            result_path=os.path.join(workdir, f"rank{i}.json"))
@@ -227,9 +231,10 @@ def _bind_shim(config: Config, python: str, workdir: str, export: bool, per_rank
     variables that differ by rank, and each rank's CPUs and memory node (autotune/bind.py)."""
     shim = list(python_module("autotune.bind", python=python))
     if not export:
+        # whole, never split at ';' as per-rank lists are: the folder's path may hold one
         shim += ["--rank-log", os.path.join(workdir, "rank{rank}.log"),
-                 "--env", "AUTOTUNE_RESULT=" + os.path.join(workdir, "rank{rank}.json"),
-                 "--env", "AUTOTUNE_REPORT=" + os.path.join(workdir, "rank{rank}.report.json")]
+                 *(a for k, v in rank_files_env(workdir, "{rank}").items()
+                   for a in ("--env-all", f"{k}={v}"))]
     shim += [a for k in per_rank for a in ("--env", f"{k}=" + ";".join(e.get(k, "")
                                                                       for e in ranks_env))]
     if config.binding != "none":

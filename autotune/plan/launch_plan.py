@@ -11,6 +11,7 @@ In script mode (`LaunchPlan.script`) the ranks run the user's command instead: i
 """
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -116,6 +117,13 @@ def window_request_path(request_path: str, n: int) -> str:
 
 def window_result_path(result_path: str, n: int) -> str:
     return result_path if n == 0 else f"{result_path.removesuffix('.json')}.window{n}.json"
+
+
+def rank_files_env(workdir: str, rank: int | str) -> dict[str, str]:
+    """Where a rank writes its result and a script its report (autotune.report_metrics), in the
+    trial's folder. `rank` "{rank}": the template the shim fills in (autotune/bind.py)."""
+    return {"AUTOTUNE_RESULT": os.path.join(workdir, f"rank{rank}.json"),
+            "AUTOTUNE_REPORT": os.path.join(workdir, f"rank{rank}.report.json")}
 
 
 def idle_report_path(result_path: str) -> str:

@@ -10,6 +10,7 @@ import contextlib
 import os
 import re
 import shutil
+import stat
 
 import psutil
 
@@ -32,6 +33,7 @@ def check_results(results_dir: str) -> None:
     aside and put their own trial folders in its place, which the ranks of a running launch
     would then read and write (issue 52). Asked before anything is written; the runner checks
     each trial folder again when it opens it (run/trial_files.py)."""
+    _refuse_a_link(results_dir)
     try:
         why = renamable(trials_folder(results_dir))
     except OSError as exc:
@@ -45,6 +47,35 @@ def check_results(results_dir: str) -> None:
         f"--results {one_line(results_dir)}: someone else could move its trial folders aside "
         f"and put their own in their place: {one_line(why)}; {fix}give --results a folder only "
         "you can write, all the way up (such as ~/autotune-results); nothing was written")
+
+
+def _refuse_a_link(results_dir: str) -> None:
+    """Refuse a results folder reached through a symbolic link: the runner and every rank reach
+    a trial's files through the folder they walked to (its real path) and accept only the paths
+    the plan gave directly in it, so a plan made of the link's path failed every trial."""
+    if (link := _first_link(trials_folder(results_dir))) is None:
+        return
+    trials = os.path.abspath(trials_folder(results_dir))
+    fix = ("put a folder in its place" if link[0] == trials else
+           f"give --results {one_line(os.path.realpath(results_dir))}, the real folder")
+    raise FolderRefused(
+        f"--results {one_line(results_dir)}: {one_line(link[0])} is a symbolic link (to "
+        f"{one_line(link[1])}); a trial's files are reached by their real path only: {fix}; "
+        "nothing was written")
+
+
+def _first_link(path: str) -> tuple[str, str] | None:
+    """(the first symbolic link on the way to `path`, its target), or None; what does not exist
+    yet ends the search."""
+    walked = "/"
+    for part in os.path.abspath(path).split("/"):
+        walked = os.path.join(walked, part)
+        try:
+            if stat.S_ISLNK(os.lstat(walked).st_mode):
+                return walked, os.readlink(walked)
+        except FileNotFoundError:
+            return None
+    return None
 
 
 def settle(trials_dir: str, keep: int | None = DEFAULT_KEEP) -> list[str]:

@@ -234,3 +234,25 @@ def _spanning(study) -> int:
     return next(t.number for t in sorted(study.trials, key=lambda t: t.number)
                 if t.user_attrs.get("config", {}).get("nnodes") == 2
                 and t.user_attrs.get("outcome") == "ok")
+
+
+def test_a_scripts_report_across_hosts_is_read_from_a_results_folder_holding_a_semicolon(
+        hosts, tmp_path, capsys):
+    """Issue 61: across hosts a script's autotune.report_metrics() was never read (the plan
+    dropped AUTOTUNE_REPORT from its ranks), and a ';' in --results split the trial's paths in
+    the shim. A real script on th1 and th2 reports; rank 0's report is the score."""
+    script = tmp_path / "reporting.py"
+    script.write_text("import os, autotune\n"
+                      "assert os.environ['WORLD_SIZE'] == '2'\n"
+                      "autotune.report_metrics(samples_per_sec=100.0 + int(os.environ['RANK']),"
+                      " accuracy=0.9)\n")
+    results = tmp_path / "a;b"
+    rc, out = run_json(capsys, "--hosts", "th1:1,th2:1", "--ssh-config", hosts,
+                       "--set", "nnodes=2", "--set", "nproc=2", "--timeout", "90",
+                       "--results", str(results), "--", sys.executable, str(script))
+    assert rc == 0 and out["outcome"] == "ok", out
+    assert out["metric_source"] == "report" and out["accuracy"] == 0.9, out
+    assert out["measurement"]["throughput"] == 100.0
+    reports = sorted(results.glob("trials/*/rank[01].report.json"))
+    assert [json.loads(p.read_text())["samples_per_sec"] for p in reports] == [100.0, 101.0]
+    assert leftovers() == {ns: [] for ns in NAMESPACES}

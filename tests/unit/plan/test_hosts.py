@@ -3,7 +3,11 @@ from __future__ import annotations
 
 from paths import TESTS
 import dataclasses
+import json
+import os
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -456,3 +460,50 @@ def test_every_python_a_cluster_trial_starts_drops_the_current_folder(launcher):
     bootstrap = python_module("m", python="/v/bin/python")[2]
     assert len(starts) >= 3 * (1 if launcher != "ssh" else 2)
     assert all(words[i + 1:i + 3] == ["-c", bootstrap] for i in starts), words
+
+
+@pytest.mark.parametrize("launcher", ["ssh", "mpirun", "srun"])
+def test_a_scripts_ranks_across_hosts_get_their_report_and_the_plan_says_where(launcher):
+    """Issue 61: in script mode across hosts the plan dropped AUTOTUNE_REPORT from its ranks'
+    environment, so the runner never read a script's report_metrics(). Every launcher's command
+    gives each rank its report (through the shim, whole) and the plan names it, rank by rank;
+    an export, which writes no trial files, carries neither."""
+    config = Config(nproc=4, nnodes=2, binding="none")
+    p = cplan(config, cluster(launcher), program=("python3", "train.py"), script=True)
+    assert [r.env["AUTOTUNE_REPORT"] for r in p.ranks] == [f"/r/t1/rank{i}.report.json"
+                                                           for i in range(4)]
+    assert [r.env["AUTOTUNE_RESULT"] for r in p.ranks] == [r.result_path for r in p.ranks]
+    for _host, argv, _log in p.launchers:
+        words = shlex.split(argv[-1]) if launcher == "ssh" else list(argv)
+        i = words.index("AUTOTUNE_REPORT=/r/t1/rank{rank}.report.json")
+        assert words[i - 1] == "--env-all" and words.index("autotune.bind") < i
+    export = cplan(config, cluster(launcher), program=("python3", "train.py"), script=True,
+                   export=True)
+    assert not any("AUTOTUNE_REPORT" in r.env for r in export.ranks)
+    assert not any("AUTOTUNE_REPORT" in w for _h, argv, _l in export.launchers for w in argv)
+
+
+def test_a_trial_folder_with_a_semicolon_reaches_each_rank_whole_through_the_real_shim(tmp_path):
+    """Issue 61: the shim splits a per-rank list at ';', and the trial's file paths went through
+    the same --env, so a --results holding a ';' gave rank 0 the path's first half and rank 1
+    its second. Each rank's command from the plan, run for real as mpirun starts it (the rank
+    in OMPI's variables): every rank finds its own files, whole."""
+    folder = tmp_path / "a;b" / "t1"
+    folder.mkdir(parents=True)
+    folder.chmod(0o700)
+    show = ("import json, os; print(json.dumps({k: os.environ[k] for k in "
+            "('AUTOTUNE_RESULT', 'AUTOTUNE_REPORT', 'CCL_LOCAL_RANK')}))")
+    c = dataclasses.replace(cluster("mpirun"), python=sys.executable)
+    p = build_cluster_plan(Config(nproc=4, nnodes=2, binding="none", backend="ccl"), c,
+                           workdir=str(folder), master_port=29555, base_env={}, trial_id="t1",
+                           program=(sys.executable, "-c", show), script=True)
+    assert any(a.startswith("CCL_LOCAL_RANK=") and ";" in a for a in p.ranks[0].argv)  # a list
+    for i, rank in enumerate(p.ranks):
+        ompi = {"OMPI_COMM_WORLD_RANK": str(i), "OMPI_COMM_WORLD_SIZE": "4",
+                "OMPI_COMM_WORLD_LOCAL_RANK": str(i % 2), "OMPI_COMM_WORLD_LOCAL_SIZE": "2"}
+        subprocess.run(rank.argv, env={**os.environ, **ompi}, check=True, timeout=60)
+        got = json.loads((folder / f"rank{i}.log").read_text())
+        assert got == {"AUTOTUNE_RESULT": str(folder / f"rank{i}.json"),
+                       "AUTOTUNE_REPORT": str(folder / f"rank{i}.report.json"),
+                       "CCL_LOCAL_RANK": str(i % 2)}
+        assert {k: rank.env[k] for k in got} == got    # as the plan says

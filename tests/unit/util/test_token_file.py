@@ -60,3 +60,25 @@ def test_a_token_file_others_may_read_or_that_holds_no_token_is_refused(folder, 
 def test_no_token_file_is_refused(folder):
     with pytest.raises(NotOurs, match="no such file"):
         read_token_file(folder, TOKEN_FILE)
+
+
+def test_a_scripts_report_across_hosts_carries_the_token_of_the_file(folder, monkeypatch):
+    """Issue 61: across hosts a script's rank has no token in its environment, only the name of
+    the token's file; autotune.report_metrics() reads it there, so the runner takes the report.
+    Without the file (or where the folder is not the runner's), the report goes without a token
+    and the runner ignores it, as it ignores anyone else's."""
+    import autotune
+    token = new_token()
+    write_token_file(folder, token)
+    report = os.path.join(folder.path, "rank0.report.json")
+    monkeypatch.delenv("AUTOTUNE_LAUNCH_TOKEN", raising=False)
+    monkeypatch.setenv("AUTOTUNE_LAUNCH_TOKEN_FILE", TOKEN_FILE)
+    monkeypatch.setenv("AUTOTUNE_TRIAL_FOLDER", folder.identity)
+    monkeypatch.setenv("AUTOTUNE_REPORT", report)
+    assert autotune.report_metrics(samples_per_sec=12.5) is True
+    runner = Channel(folder, token)
+    assert runner.receive("rank0.report.json") == {"samples_per_sec": 12.5}
+    monkeypatch.setenv("AUTOTUNE_TRIAL_FOLDER", "0:0")    # another folder than the runner's
+    monkeypatch.setattr("autotune.client._TOKENS", {})
+    assert autotune.report_metrics(accuracy=0.5) is True
+    assert runner.receive("rank0.report.json") is None and runner.ignored == 1
