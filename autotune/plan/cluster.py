@@ -168,9 +168,12 @@ def build_cluster_plan(config: Config, cluster: Cluster, *, workdir: str, master
                        timeout_s: float = TRIAL_TIMEOUT_S, grace_s: float = KILL_GRACE_S,
                        program: tuple[str, ...] | None = None,
                        script: bool = False, export: bool = False,
+                       script_env: dict[str, str] | None = None,
                        **worker: object) -> LaunchPlan:
     """The launch of one trial over the first `config.nnodes` hosts. Raises ConfigError.
-    `export`: the command a user runs (no trial marker, logs or result files)."""
+    `export`: the command a user runs (no trial marker, logs or result files). `script_env`:
+    what every rank of a user's script is given beside the plan's own (its seed): on one machine
+    the trial adds it to each rank, here it must travel in the launchers' command."""
     if (why := infeasible_on_cluster(config, cluster)) is not None:
         raise ConfigError(why)
     nn, per_host = config.nnodes, config.nproc // config.nnodes
@@ -190,6 +193,8 @@ def build_cluster_plan(config: Config, cluster: Cluster, *, workdir: str, master
     forwarded = clean_search_paths(base_env)   # PATH and PYTHONPATH, as on this machine's ranks
     common.update({k: forwarded[k] for k in FORWARD if k in forwarded})
     common.update(collective_env(cluster.iface))
+    if script and not export:
+        common.update(script_env or {})
     # A trial's ranks read the launch's token from its folder, and end with the runner's end
     # of the launch (util/channel.py, worker/lifeline.py): neither reaches an export.
     common.update(MASTER_ADDR=cluster.addresses[0], MASTER_PORT=str(master_port),

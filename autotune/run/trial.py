@@ -93,7 +93,9 @@ def plan_trial(config: Config, topology: Topology, settings: TrialSettings, *,
             workload_args=settings.workload_args, mode=mode,
             target_seconds=settings.target_seconds, warmup_steps=settings.warmup_steps,
             accuracy_samples=settings.accuracy_samples, seed=seed,
-            leader_throughput=settings.leader_throughput)
+            leader_throughput=settings.leader_throughput,
+            # a script reads its seed from the environment when its command has no {seed}
+            script_env={SEED_ENV: str(seed)})
         return _with_window_fields(plan, settings, mode)
     plan = build_plan(config, topology, workload=settings.workload, program=program,
                       script=program is not None,

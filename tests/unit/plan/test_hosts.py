@@ -483,6 +483,23 @@ def test_a_scripts_ranks_across_hosts_get_their_report_and_the_plan_says_where(l
     assert not any("AUTOTUNE_REPORT" in w for _h, argv, _l in export.launchers for w in argv)
 
 
+@pytest.mark.parametrize("launcher", ["ssh", "mpirun", "srun"])
+def test_a_scripts_seed_reaches_every_rank_across_hosts(launcher):
+    """A script whose command has no {seed} reads $AUTOTUNE_SEED. On one machine the trial adds it
+    to each rank; across hosts only what the launchers' command carries reaches a rank, so the
+    seed travels there (the paired accuracy gate pairs seeds: an unseeded script pairs nothing).
+    An export, a user's own run, carries none."""
+    config = Config(nproc=4, nnodes=2, binding="none")
+    p = cplan(config, cluster(launcher), program=("python3", "train.py"), script=True,
+              script_env={"AUTOTUNE_SEED": "7"})
+    assert all(r.env["AUTOTUNE_SEED"] == "7" for r in p.ranks)
+    for _host, argv, _log in p.launchers:
+        assert any("AUTOTUNE_SEED=7" in w for w in argv)
+    export = cplan(config, cluster(launcher), program=("python3", "train.py"), script=True,
+                   export=True, script_env={"AUTOTUNE_SEED": "7"})
+    assert not any("AUTOTUNE_SEED" in w for _h, argv, _l in export.launchers for w in argv)
+
+
 def test_a_trial_folder_with_a_semicolon_reaches_each_rank_whole_through_the_real_shim(tmp_path):
     """Issue 61: the shim splits a per-rank list at ';', and the trial's file paths went through
     the same --env, so a --results holding a ';' gave rank 0 the path's first half and rank 1

@@ -86,9 +86,13 @@ def test_report_on_a_recorded_study(db):
     # importances: a normalised ranking of the sampler's knobs
     assert rep.importances and set(rep.importances) <= set(Config().to_dict())
     assert sum(rep.importances.values()) == pytest.approx(1.0, abs=1e-6)
-    # the landscape ignores the backend (gloo alone, or gloo and ccl where ccl is built) and the
-    # OpenMP runtime: neither leads
-    assert next(iter(rep.importances)) not in ("backend", "omp_runtime")
+    # the landscape ignores the OpenMP runtime: it does not lead, and knobs the landscape rewards
+    # are among the first three. The backend is not held to that: ccl runs only with several
+    # ranks, so among few trials it carries the ranks' effect (PED-ANOVA sees co-occurrence)
+    ranked = list(rep.importances)
+    assert ranked[0] != "omp_runtime"
+    assert set(ranked[:3]) & {"ranks_per_numa_node", "global_batch", "precision", "allocator",
+                              "compile", "threads", "binding"}
     # failures grouped by outcome, each with a real example reason
     fails = {f.outcome: f for f in rep.failures}
     assert {Outcome.TIMEOUT, Outcome.INTERRUPTED} <= set(fails)
