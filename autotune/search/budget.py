@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, Sequence
 
 from ..config.limits import MAX_BUDGET_S
 from ..errors import BudgetError
+from .reserve import RunCosts, plan_reserve
 
 _PART = re.compile(r"(\d+(?:\.\d+)?)([hms])")
 _UNIT = {"h": 3600.0, "m": 60.0, "s": 1.0}
@@ -138,38 +139,33 @@ def settling_s(trial_s: float) -> float:
 
 
 class Reserve(NamedTuple):
-    """What the search keeps back for after it, and how much of that is for confirmations."""
+    """What the search keeps back for after it, how much of that is for confirmations, and the
+    margin inside it (the predicted costs' spread)."""
     total_s: float
     confirm_s: float
+    margin_s: float = 0.0
 
 
-def verify_reserve(*, durations: list[float], lineup: int, confirm_s: float, rounds: int,
-                   floor_s: float, budget_s: float,
-                   windows: list[float] | None = None) -> Reserve:
-    """Seconds the search keeps for after it: `rounds` rounds of `lineup` trials (the default
-    launch and the candidates) of the typical length in `durations`, between `floor_s` and 40%
-    of the budget; SETTLE_ROUNDS more rounds of two, at most 15% of it; and room for two seeded
-    confirmations of `confirm_s` (a class that fails its confirmation hands over to the next)
-    when they fit in 25% of it, else for one when it fits in 40%, else none: time kept for a
-    confirmation that cannot run is lost to the trials (an 8-minute search over two hosts kept
-    2 minutes for a 246 s one, never ran it, and ended with 2m41s unused), and a search whose
-    leader changes the math but is never confirmed can only recommend the default's math (the
-    same search, with nothing kept, sampled 18 trials, led at 3.9x across two hosts, and
-    recommended run_cpu's 1.24x: the 171 s confirmation did not fit). Before any trial:
-    `floor_s`, none of it for a confirmation."""
-    if not durations:
+def verify_reserve(*, costs: RunCosts | None, running: Sequence[bool], confirm_s: float,
+                   rounds: int, floor_s: float, budget_s: float) -> Reserve:
+    """Seconds the search keeps for after it (search/reserve.py): `rounds` rounds of the lineup
+    (the default launch and the candidates; `running`: whether each one's launch is running
+    now, so that its first round is a window, not a start), at most 40% of the budget;
+    SETTLE_ROUNDS more rounds of two, at most 15% of it; room for two seeded confirmations of
+    `confirm_s` (a class that fails its confirmation hands over to the next) when they fit in
+    25% of it, else for one when it fits in 40%, else none: time kept for a confirmation that
+    cannot run is lost to the trials (an 8-minute search over two hosts kept 2 minutes for a
+    246 s one, never ran it, and ended with 2m41s unused), and a search whose leader changes the
+    math but is never confirmed can only recommend the default's math (the same search, with
+    nothing kept, sampled 18 trials, led at 3.9x across two hosts, and recommended run_cpu's
+    1.24x: the 171 s confirmation did not fit); and a margin of the predicted runs' spread.
+    Each run is priced at what this search measured for its kind (`costs`: a start or a window
+    of a running launch). Before any trial: `floor_s`, none of it for a confirmation."""
+    if costs is None:
         return Reserve(floor_s, 0.0)
-    typical = sorted(durations)[len(durations) // 2]
-    # `windows`: the trials that ran as windows of a launch already running (run/session.py):
-    # verification's rounds after its first are such windows (its lineup stays running); a
-    # 5-minute search reserved rounds at a start's cost, 3.3 s each took, and ended 1m49s early
-    window = sorted(windows)[len(windows) // 2] if windows else typical
-    rounds_s = lineup * (typical + (rounds - 1) * window)
-    # the floor was sized for trials that start their processes: windows shrink it alike
-    verify = max(floor_s * min(1.0, window / typical), min(0.4 * budget_s, rounds_s))
-    verify += min(0.15 * budget_s, settling_s(window))
-    confirm = confirmation_reserve(confirm_s, budget_s)
-    return Reserve(verify + confirm, confirm)
+    plan = plan_reserve(costs, running=running, rounds=rounds, settle_rounds=SETTLE_ROUNDS,
+                        confirm_s=confirmation_reserve(confirm_s, budget_s), budget_s=budget_s)
+    return Reserve(plan.total_s, plan.confirm_s, plan.margin_s)
 
 
 def confirmation_reserve(confirm_s: float, budget_s: float) -> float:

@@ -100,7 +100,7 @@ class _Search(Trials):
 
     def _stop_reason(self, state: _Sampling) -> str | None:
         o = self.options
-        if self.left() < o.min_trial_s:
+        if self.left() < self.next_trial_s():
             return "budget"
         if o.max_trials is not None and self.measured >= o.max_trials:
             return "max_trials"

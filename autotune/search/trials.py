@@ -65,6 +65,7 @@ class Trials(Judging, Spending):
         self.measured = 0                 # configurations launched by this run
         self.durations: list[float] = []  # seconds of this run's successful trials
         self.windows: list[float] = []    # ... of those that were windows of a running launch
+        self.starts: list[float] = []     # ... of those that started their launch
         self.costed: set[int] = set()     # host counts whose trial cost the budget note measured
 
     # ---- configurations and the space ----------------------------------------------------------
@@ -169,8 +170,8 @@ class Trials(Judging, Spending):
             ev = self.remeasure(config, ev)
         if ev.ok and not ev.stopped_early:   # a whole trial's length, for the reserve
             self.durations.append(ev.seconds)
-            if ran_warm(ev.fixed):   # no start: a window of a running launch
-                self.windows.append(ev.seconds)
+            # no start: a window of a running launch
+            (self.windows if ran_warm(ev.fixed) else self.starts).append(ev.seconds)
         return ev
 
     def remeasure(self, config: Config, first: TrialResult) -> TrialResult:

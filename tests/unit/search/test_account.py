@@ -81,10 +81,16 @@ def test_the_next_step_buys_what_this_budget_left_undone_in_order():
 
 def test_verification_kept_for_windows_of_running_launches_costs_what_windows_do():
     from autotune.search.budget import verify_reserve
-    started = verify_reserve(durations=[7.5] * 6, lineup=3, confirm_s=48.0, rounds=3,
-                             floor_s=75.0, budget_s=300.0)
-    warm = verify_reserve(durations=[7.5] * 6, lineup=3, confirm_s=48.0, rounds=3,
-                          floor_s=75.0, budget_s=300.0, windows=[3.3] * 4)
-    # a 5-minute search on the 2-core EPYC kept 168 s and used 78 (windows of 3.3 s)
-    assert round(started.total_s) == 168
-    assert round(warm.total_s) == 123 and warm.confirm_s == started.confirm_s == 48.0
+    from autotune.search.reserve import run_costs
+    started = verify_reserve(costs=run_costs([7.5] * 6, []), running=[True, True, False],
+                             confirm_s=48.0, rounds=3, floor_s=75.0, budget_s=300.0)
+    warm = verify_reserve(costs=run_costs([7.5] * 6, [3.3] * 4), running=[True, True, False],
+                          confirm_s=48.0, rounds=3, floor_s=75.0, budget_s=300.0)
+    # a 5-minute search on the 2-core EPYC kept 168 s and used 78 (windows of 3.3 s); priced
+    # as starts where nothing ran as a window, 9 starts of 7.5 s, the settling rounds capped at
+    # 15% of the budget (45 s), one confirmation of 48 s and a margin of 4.2 s
+    assert round(started.total_s, 1) == 164.7
+    # the default launch and the leader running, run_cpu's settings not: 33.9 s of rounds,
+    # 33 s of settling windows, the confirmation and 3.3 s of margin
+    assert round(warm.total_s, 1) == 118.2 and warm.confirm_s == started.confirm_s == 48.0
+    assert round(warm.margin_s, 2) == 3.31
