@@ -441,10 +441,10 @@ def test_time_is_kept_only_for_confirmations_that_fit_where_they_are_kept():
     which then did not fit, and ended with 2m41s of its budget unused."""
     def kept(confirm_s):
         costs = run_costs([8.0], [])
-        return verify_reserve(costs=costs, running=[False] * 3, confirm_s=confirm_s, rounds=3,
-                              floor_s=0.0, budget_s=480.0).total_s - verify_reserve(
-            costs=costs, running=[False] * 3, confirm_s=0.0, rounds=3, floor_s=0.0,
-            budget_s=480.0).total_s
+        return round(verify_reserve(costs=costs, running=[False] * 3, confirm_s=confirm_s,
+                                    rounds=3, floor_s=0.0, budget_s=480.0).total_s
+                     - verify_reserve(costs=costs, running=[False] * 3, confirm_s=0.0, rounds=3,
+                                      floor_s=0.0, budget_s=480.0).total_s, 6)
     assert kept(50.0) == 100.0
     assert kept(100.0) == 100.0          # two would be 200 s, over a quarter of 480 s
     assert kept(171.0) == 171.0          # one, within 40% (192 s)
