@@ -216,6 +216,8 @@ class TerminalProgress:
             print(f"  verification: {rec.settling.describe()}", file=out)
         if rec.vs_run_cpu:
             print(f"  {rec.vs_run_cpu:.2f}x over {RUN_CPU_WORDS}", file=out)
+        for line in rec.extra.get("references") or ():   # a faster reference, and why not it
+            print(f"  {line}", file=out)
         if recommends_run_cpu(rec.to_json()):
             print(f"  {RUN_CPU_WON}", file=out)
         claims = recommendation_claims(rec.to_json())

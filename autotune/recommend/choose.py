@@ -17,6 +17,7 @@ from ..search.shared import Workers
 from ..search.budget import settling_s
 from ..search.lineup import pick_candidates
 from ..study.records import Role, records
+from .fit import lineup_that_settles
 from .rounds import round_limit
 from .verify import Recommendation, trusted_alone, unverified, verify
 
@@ -77,7 +78,13 @@ def recommend(result, evaluate, *, rounds: int, script_mode: bool, time_left, pr
             return None
         return unverified(alone[0], default, "no budget left to verify")
     limit = round_limit(rounds, max_rounds)
-    more = f", then up to {limit} while the speedup is unsettled" if limit > rounds else ""
+    candidates = _fitted(candidates, result, default, evaluate, rounds=rounds,
+                         time_s=time_left(), progress=progress)
+    # a search stopped by its budget wanted more time: what a settled figure leaves goes to
+    # more rounds of it (docs/how-it-works.md, "Budget")
+    spend = getattr(result, "stop_reason", "") == "budget"
+    more = (f", then up to {limit} while the speedup is unsettled"
+            + (" or time is left" if spend else "")) if limit > rounds else ""
     progress.note(f"verifying {len(candidates)} candidate(s) against the default launch, "
                   f"interleaved: {rounds} round(s){more}")
     # A winner that changes the math is confirmed on new seeds (a script's accuracy is judged
@@ -94,7 +101,7 @@ def recommend(result, evaluate, *, rounds: int, script_mode: bool, time_left, pr
                  time_left=time_left, progress=progress,
                  accept=confirm.verdict if confirm else None,
                  keep_s=(lambda: confirm.reserve([c.config for c in candidates])) if confirm
-                 else 0.0)
+                 else 0.0, spend=spend)
     floor = confirm.noise_floor() if confirm else None
     if floor is not None:
         rec = dataclasses.replace(rec, extra={**rec.extra, "noise_floor": floor})
@@ -103,6 +110,25 @@ def recommend(result, evaluate, *, rounds: int, script_mode: bool, time_left, pr
     if confirm is not None:
         rec = with_unshown(rec, result, default)
     return rec
+
+
+def _fitted(candidates, result, default, evaluate, *, rounds: int, time_s: float,
+            progress: Progress):
+    """The candidates the time left can settle (recommend/fit.py), the leader first; the cut
+    said."""
+    running = getattr(evaluate, "running", None)
+
+    def up(r) -> bool:
+        return bool(running and running(r.config))
+    costs = getattr(result, "costs", None)
+    kept = lineup_that_settles(candidates, running=up, default_running=up(default), costs=costs,
+                               time_s=time_s, rounds=rounds)
+    if len(kept) < len(candidates):
+        progress.note(f"verifying {len(kept)} of {len(candidates)} candidates, the fastest "
+                      f"first: the {time_s:.0f} s left hold {rounds} rounds of no more (a start "
+                      f"~{costs.start_s:.0f} s, a window ~{costs.window_s:.0f} s); rounds "
+                      "before breadth")
+    return kept
 
 
 def with_unshown(rec: Recommendation, result, default) -> Recommendation:

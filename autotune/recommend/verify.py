@@ -17,6 +17,7 @@ from ..measure.contention import disturbed
 from ..measure.stats import RatioStats, Stats, busy, ratio_stats
 from ..quality.verdict import QualityStatus, QualityVerdict
 from ..study.records import Record, Role
+from .references import reference_check
 from .rounds import interleave, round_limit
 from .settle import MIN_GAIN, Settling, Verdict, settle
 
@@ -139,6 +140,7 @@ class Recommendation:
                 "verdict": self.verdict.value, "inconclusive": self.inconclusive,
                 "accuracy_claim": self.extra.get("quality"),
                 "unproven": self.extra.get("unproven") or [],
+                "references": self.extra.get("references") or [],
                 "settling": self.settling.to_json() if self.settling else None,
                 "candidates": [{"config": v.config.to_dict(), "role": v.role,
                                 "search_throughput": v.search_throughput,
@@ -152,7 +154,7 @@ def verify(candidates: list[Record], default: Record, evaluate: Evaluate, *,
            progress: Progress = SILENT,
            accept: Callable[[Config], QualityVerdict] | None = None,
            max_rounds: int | None = None,
-           keep_s: float | Callable[[], float] = 0.0) -> Recommendation:
+           keep_s: float | Callable[[], float] = 0.0, spend: bool = False) -> Recommendation:
     """Interleaved rounds of default + candidates (D A B C, C B A D, ...), `rounds` of them.
     Then `accept(config)` is asked, fastest first, of the candidates that hold up (the seeded
     quality confirmation of one that changes the math, quality/confirm.py, whose verdict's `why`
@@ -162,7 +164,8 @@ def verify(candidates: list[Record], default: Record, evaluate: Evaluate, *,
     the time to the one that can win settles it sooner than rounds of all (issue 35: the first
     command's rounds of candidates its confirmation then refused left run_cpu's settings 3
     rounds, unsettled). While none is accepted, the more rounds are of them all, leaving
-    `keep_s` (asked before each) for a confirmation."""
+    `keep_s` (asked before each) for a confirmation. `spend`: a settled figure goes on to more
+    rounds while the time and the round limit allow (what the budget would otherwise leave)."""
     lineup = [default] + list(candidates)
     limit = round_limit(rounds, max_rounds)
     evals = interleave([(r.role, r.config) for r in lineup], evaluate, rounds=rounds,
@@ -182,7 +185,8 @@ def verify(candidates: list[Record], default: Record, evaluate: Evaluate, *,
                           max_rounds=limit, start=done, keep_s=0.0 if winner else keep_s,
                           round_s=max(sum(evals[i][r].seconds for i in focus)
                                       for r in range(done)),
-                          enough=lambda evs: _settled_enough(
+                          spare_rounds=1.1 if spend else 2.0,
+                          enough=lambda evs: not spend and _settled_enough(
                               [v for i, v in enumerate(_verified(lineup, merged(evs)), 1)
                                if i in focus]))
         evals = merged(more)
@@ -268,7 +272,8 @@ def _choose(verified: list[Verified], default: Record, rounds: int,
                               throughput=d_med, candidates=tuple(verified), note=note,
                               default_wins=True, settling=best.settling if best else None,
                               extra={"unproven": unproven} if unproven else {})
-    win = holding[0]
+    # never below a reference it measured: a faster one that holds up is the pick, or is named
+    win, beside = reference_check(holding[0], verified, accept, _reference_name)
     vs_run_cpu = None
     if run_cpu is not None and run_cpu is not win and run_cpu.throughputs:
         # the rounds both were measured in: past the asked ones only the winner goes on
@@ -287,7 +292,13 @@ def _choose(verified: list[Verified], default: Record, rounds: int,
                           throughput=Stats.of(list(win.throughputs)).median,
                           candidates=tuple(verified), note="; ".join(refused),
                           extra={**({"quality": confirmed} if confirmed else {}),
-                                 **({"unproven": unproven} if unproven else {})})
+                                 **({"unproven": unproven} if unproven else {}),
+                                 **({"references": beside} if beside else {})})
+
+
+def _reference_name(role: str) -> str:
+    return "run_cpu's settings" if role == Role.RUN_CPU else \
+        f"the {role.split(':', 1)[-1].replace('_', ' ')} reference"
 
 
 def trusted_alone(r: Record) -> bool:
