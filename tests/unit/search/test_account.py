@@ -34,17 +34,22 @@ def test_each_call_is_booked_by_phase_and_mode():
                                "verification": 4.0}
     assert account.runs == {"trials": 2, "quality": 1, "confirmation": 1, "verification": 1}
     assert account.warm_runs == 4 and len(account.configurations) == 2
-    stored = account.to_json(elapsed_s=40.0, budget_s=300.0, next_step="x")
-    assert stored["other_s"] == 8.0 and stored["fixed_s"] == 3.5
+    stored = account.to_json(elapsed_s=40.0, budget_s=300.0, next_step="x",
+                             unused_why="the search stopped by itself")
+    assert stored["other_s"] == 8.0 and stored["fixed_s"] == 3.5 and stored["unused_s"] == 260.0
     lines = describe(stored)
     assert lines[0] == ("where the budget went: trials 00:08 (2 trials), quality 00:10 (1 quality "
                         "runs), confirmation 00:10 (1 confirmation runs), verification 00:04 "
-                        "(1 verification windows); other 00:08")
+                        "(1 verification windows); other 00:08; unused 04:20")
+    assert lines[2] == "  unused 04:20: the search stopped by itself"
+    lines.pop(2)
     assert account.warm == {"trials": 1, "quality": 1, "confirmation": 1, "verification": 1}
     assert ("4 of 5 runs were windows of a launch already running (trials 1/2, quality 1/1, "
             "confirmation 1/1, verification 1/1)") in lines[1]
     del stored["warm"]   # an account stored before runs were told apart by kind
     assert "4 of 5 runs were windows of a launch already running;" in describe(stored)[1]
+    del stored["unused_s"]   # ... or before its unused time had a row
+    assert describe(stored)[0].endswith("; other 00:08")
     assert lines[2] == "  x"
 
 

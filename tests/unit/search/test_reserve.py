@@ -1,0 +1,65 @@
+"""The reserve predicted from a search's own runs (search/reserve.py), with literal numbers."""
+from __future__ import annotations
+
+import pytest
+
+from autotune.search.budget import verify_reserve
+from autotune.search.reserve import (FALLBACK_SPREAD, STORE_S, Predicted, plan_reserve,
+                                     rounds_cost, rounds_that_fit, run_costs)
+
+
+def test_a_start_and_a_window_are_priced_apart_with_their_spread():
+    costs = run_costs([8.0, 7.0, 9.0, 8.5, 12.0], [3.3, 3.2, 3.4, 3.3])
+    assert costs.start_s == 8.5 and costs.window_s == pytest.approx(3.3) and costs.windows
+    # the spread from the interquartile range (IQR / 1.35), robust to the one slow start
+    assert costs.start_sd == pytest.approx((9.0 - 8.0) / 1.35)
+    assert costs.window_sd == pytest.approx(max(0.1 / 1.35, 0.05 * 3.3))
+    # fewer than four: a quarter of the median, the safe side of the 18% a quiet re-run moved
+    few = run_costs([10.0], [])
+    assert (few.start_s, few.start_sd) == (10.0, FALLBACK_SPREAD * 10.0)
+    assert not few.windows and few.of(True) == few.of(False) == (10.0, 6.25)
+    assert run_costs([], []) is None
+    # windows only: a start is no cheaper than the dearest window seen
+    assert run_costs([], [3.0, 4.0]).start_s == 4.0
+
+
+def test_a_running_launch_costs_its_rounds_in_windows():
+    costs = run_costs([8.0] * 4, [3.0] * 4)   # spreads: 5% of the median (0.4 and 0.15)
+    # default and leader running, run_cpu's settings not: 3 rounds
+    got = rounds_cost(costs, [True, True, False], 3)
+    assert got.mean_s == pytest.approx(3.0 * 3 + 3.0 * 3 + 8.0 + 2 * 3.0)
+    assert got.var == pytest.approx(8 * 0.15 ** 2 + 0.4 ** 2)
+    assert got.margin_s == pytest.approx(1.65 * got.var ** 0.5 + STORE_S)
+    assert rounds_cost(costs, [], 3) == Predicted() == rounds_cost(costs, [True], 0)
+
+
+def test_across_hosts_a_lineup_already_running_is_not_priced_as_starts():
+    """Issue 54's 8-minute 2-host search: every start ~40 s dearer, all four lineup members
+    running; reserving a start for each stopped sampling at 4:03 and left 2:15 unused."""
+    costs = run_costs([52.0, 50.0, 55.0, 51.0], [6.0, 5.5, 6.5, 6.0, 6.0])
+    running = verify_reserve(costs=costs, running=[True] * 4, confirm_s=0.0, rounds=3,
+                             floor_s=0.0, budget_s=480.0)
+    started = verify_reserve(costs=costs, running=[False] * 4, confirm_s=0.0, rounds=3,
+                             floor_s=0.0, budget_s=480.0)
+    # 12 windows of 6 s and 10 settling windows, against 4 starts of 51.5 s and 8 windows (254 s,
+    # capped at 40% of the budget)
+    assert running.total_s - running.margin_s == pytest.approx(12 * 6.0 + 10 * 6.0)
+    assert started.total_s - started.margin_s == pytest.approx(0.4 * 480.0 + 10 * 6.0)
+    assert running.margin_s < 6.0
+
+
+def test_the_reserve_is_capped_by_share_of_the_budget():
+    slow = run_costs([15.0] * 4, [])     # a script: no windows, each run a start of 15 s
+    plan = plan_reserve(slow, running=[False] * 4, rounds=3, settle_rounds=5, confirm_s=0.0,
+                        budget_s=240.0)
+    assert plan.verification.mean_s == pytest.approx(0.4 * 240.0)    # 12 starts: 180 s
+    assert plan.settling.mean_s == pytest.approx(0.15 * 240.0)       # 10 starts: 150 s
+    assert plan.total_s == pytest.approx(96.0 + 36.0 + plan.margin_s)
+
+
+def test_rounds_that_fit_count_the_margin():
+    costs = run_costs([15.0] * 4, [])    # sd 0.75 a start
+    # a leader and the default: 30 s a round
+    assert rounds_that_fit(costs, [False, False], 95.1) == 3     # 90 s + 1.65*sqrt(6*.5625)+2
+    assert rounds_that_fit(costs, [False, False], 95.0) == 2
+    assert rounds_that_fit(costs, [False, False], 10.0) == 0
