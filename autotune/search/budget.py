@@ -1,6 +1,7 @@
 """Time budgets: parse `90s`, `30m`, `1h30m`, and plan how a budget is spent (pure)."""
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import NamedTuple, Sequence
@@ -67,14 +68,40 @@ def plan_budget(total_s: float, *, startup_s: float = 4.0) -> BudgetPlan:
     A trial costs start-up (about 3 s here from launch to the first step) plus warmup plus the
     window; below ~2 s of window, start-up dominates and step-time noise grows.
     """
-    if total_s < 60:
-        raise BudgetError(f"--budget {total_s:.0f}s is too short: one trial takes ~10s and the "
-                          "search needs references and verification; use at least 60s")
     window = 2.0 if total_s < 300 else 3.0 if total_s < 1200 else 5.0
     trial_s = startup_s + 1.0 + window
+    if (why := too_short_to_verify(total_s, trial_s, measured=False)) is not None:
+        raise BudgetError(why)
     reserve = min(0.25 * total_s, 4 * 3 * trial_s)  # up to 3 rounds x (3 candidates + default)
     return BudgetPlan(total_s=total_s, target_seconds=window, verify_reserve_s=reserve,
                       min_trial_s=trial_s * 1.5)
+
+
+# The least budget a search is started with, whatever the model of its costs says: a trial of the
+# default launch and one verification round of it beside a candidate fit in it on a quiet 2-core
+# machine with room to spare (the tests' and CI's shortest real searches run 60 s).
+LEAST_BUDGET_S = 60.0
+# What the least budget allows beyond its runs: a start slower than the one measured or modelled.
+LEAST_BUDGET_SLACK = 1.5
+
+
+def least_budget(trial_s: float) -> float:
+    """The least budget that can verify anything: one trial of the default launch and one
+    verification round of it beside a candidate (three runs of `trial_s`, each with half again
+    for a slower start), and the store; LEAST_BUDGET_S at least."""
+    return max(LEAST_BUDGET_S, math.ceil(3 * trial_s * LEAST_BUDGET_SLACK + 2.0))
+
+
+def too_short_to_verify(total_s: float, trial_s: float, *, measured: bool) -> str | None:
+    """"--budget 30s is too short to verify anything on this machine: ..." or None."""
+    least = least_budget(trial_s)
+    if total_s >= least:
+        return None
+    how = "as this study measured it" if measured else "estimated: nothing has run yet"
+    return (f"--budget {total_s:.0f}s is too short to verify anything on this machine: one "
+            f"trial of the default launch (~{trial_s:.0f} s, {how}) and one verification round "
+            f"of it beside a candidate need at least {least:.0f}s; use --budget {least:.0f}s or "
+            "more")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -63,3 +63,33 @@ def test_rounds_that_fit_count_the_margin():
     assert rounds_that_fit(costs, [False, False], 95.1) == 3     # 90 s + 1.65*sqrt(6*.5625)+2
     assert rounds_that_fit(costs, [False, False], 95.0) == 2
     assert rounds_that_fit(costs, [False, False], 10.0) == 0
+
+
+def test_a_resumed_study_refuses_a_budget_below_what_its_own_default_costs(tmp_path):
+    """Bad input: one line naming the least budget that can verify anything here, from the
+    study's own measured default trial (a script whose launch takes 30 s), else the model."""
+    import optuna
+
+    from autotune.commands.search_study import check_least_budget
+    from autotune.config import Config
+    from autotune.errors import BudgetError
+    from autotune.result import Outcome, TrialResult
+    from autotune.search.budget import least_budget, plan_budget
+    from autotune.study.records import Role, record_trial
+    from autotune.study.storage import open_study
+
+    study = open_study(optuna.storages.RDBStorage(f"sqlite:///{tmp_path}/s.db"), "s")
+    check_least_budget(study, 60.0)          # nothing measured: the model's floor stood already
+    record_trial(study, config=Config(), role=Role.DEFAULT, result=TrialResult(
+        outcome=Outcome.OK, throughput=10.0, seconds=30.0))
+    assert least_budget(30.0) == 137.0       # 3 runs x 30 s x 1.5 + 2 s to store
+    with pytest.raises(BudgetError) as refused:
+        check_least_budget(study, 90.0)
+    assert str(refused.value) == (
+        "--budget 90s is too short to verify anything on this machine: one trial of the default "
+        "launch (~30 s, as this study measured it) and one verification round of it beside a "
+        "candidate need at least 137s; use --budget 137s or more")
+    check_least_budget(study, 137.0)
+    assert plan_budget(60.0).total_s == 60.0   # the tests' and CI's shortest searches still run
+    with pytest.raises(BudgetError, match="need at least 60s"):
+        plan_budget(59.0)
