@@ -46,7 +46,7 @@ def test_a_short_search_samples_until_its_reserve_is_due_and_shows_what_it_left(
     repo = Path(__file__).resolve().parents[2]
     env = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONUNBUFFERED": "1",
            "PYTHONPATH": f"{repo}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    p = subprocess.run([sys.executable, "-m", "autotune", "search", "--budget", "75s",
+    p = subprocess.run([sys.executable, "-m", "autotune", "search", "--budget", "90s",
                         "--workload", "mlp", "--seconds", "1", "--quality-samples", "2048",
                         "--results", str(tmp_path / "results")], cwd=repo, env=env,
                        capture_output=True, text=True, timeout=300)
@@ -56,7 +56,8 @@ def test_a_short_search_samples_until_its_reserve_is_due_and_shows_what_it_left(
     assert m, went
     unused = int(m[1]) * 60 + int(m[2])
     stopped = re.search(r"search stopped \((\w+)\)", p.stdout)[1]
-    if stopped == "budget":   # sampled until the reserve was due: little left (a shared box)
+    if stopped == "budget" and "verification windows" in went:
+        # sampled until the reserve was due, then verified: little left (on a shared box too)
         assert unused <= 25, p.stdout
     if unused >= 1:           # whatever was left, the summary says why
         assert re.search(rf"^\s+unused {m[1]}:{m[2]}: \S", p.stdout, re.M), p.stdout
