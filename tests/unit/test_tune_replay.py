@@ -94,3 +94,22 @@ def test_a_short_budget_stops_on_the_simulated_clock_and_keeps_the_default(tmp_p
     assert "best candidate measured 0.99x" in tuned.recommendation.headline()
     assert "a 10-minute budget would also measure the quality of" in s["budget"]["next_step"]
     assert "the default launch is the best configuration found" in s["command"]
+
+
+def test_slow_starts_get_rounds_before_breadth(tmp_path, monkeypatch):
+    """Issue 62: a script whose launch takes ~15 s keeps no window; a 4-minute search spent one
+    round over several candidates and said "one round cannot say". Replayed with every trial
+    stretched to 15 s (the default's) and no launch kept: the lineup is cut to what the time
+    left holds, the leader first, and it gets at least 3 rounds."""
+    from benchmarks.replay.at_scale import with_trial_seconds
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    land = with_trial_seconds(synthetic("formula", seed=0), 15.0)
+    clock = SimClock()
+    req = SearchRequest(budget_s=240.0, results=str(tmp_path), seed=0)
+    tuned = search(req, label="cnn", topology=land.topology(), evaluate=land.evaluator(clock),
+                   clock=clock)
+    rec, s = tuned.recommendation, tuned.summary
+    assert s["stop_reason"] == "budget" and clock.t <= req.budget_s
+    assert len(rec.candidates) == 1 and rec.rounds >= 3    # 4 rounds of the leader here
+    assert rec.settling is not None and rec.settling.rounds == rec.rounds
+    assert s["budget"]["unused_s"] < 2 * 15.0 * 1.1 + 1   # less than another round of 2 starts
