@@ -56,12 +56,29 @@ def _median_sd(values: Sequence[float]) -> tuple[float, float]:
     return med, max((q3 - q1) / 1.35, 0.05 * med)
 
 
-def run_costs(starts: Sequence[float], windows: Sequence[float]) -> RunCosts | None:
-    """The costs of a start and of a window from those measured; None before any. With windows
-    only (every run so far came back to a running launch), a start is taken as the dearest
-    window: no cheaper than what was seen."""
+# The stages of a start that a window of a running launch does not repeat (measure/split.py's
+# fixed costs: process start, imports, process group); model and warm-up it repeats.
+START_ONLY = ("start", "imports", "group")
+
+
+def window_of_start(seconds: float, fixed: dict[str, float] | None) -> float | None:
+    """What a window of this start's launch will cost: the start less the stages only a start
+    pays (None: its stages were not measured, as for a script's run)."""
+    if not fixed or any(k not in fixed for k in START_ONLY):
+        return None
+    return max(0.0, seconds - sum(fixed[k] for k in START_ONLY))
+
+
+def run_costs(starts: Sequence[float], windows: Sequence[float],
+              estimated: Sequence[float] = ()) -> RunCosts | None:
+    """The costs of a start and of a window from those measured; None before any. Before any
+    window ran, the windows `estimated` from the starts' own stages (window_of_start) stand for
+    them (a 90-second search priced its first verification rounds as starts and left 35 s).
+    With windows only (every run so far came back to a running launch), a start is taken as the
+    dearest window: no cheaper than what was seen."""
     if not starts and not windows:
         return None
+    windows = windows or estimated
     w_med, w_sd = _median_sd(windows) if windows else (0.0, 0.0)
     s_med, s_sd = _median_sd(starts) if starts else (max(windows), FALLBACK_SPREAD * max(windows))
     if not windows:

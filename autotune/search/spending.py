@@ -43,7 +43,7 @@ class Spending:
 
     def run_costs(self) -> RunCosts | None:
         """What a start and a window cost in this search so far (None before any trial)."""
-        return run_costs(self.starts, self.windows)
+        return run_costs(self.starts, self.windows, self.estimated)
 
     def next_trial_s(self) -> float:
         """What the next sampled trial is expected to cost: the median of this search's trials

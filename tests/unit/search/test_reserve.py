@@ -93,3 +93,15 @@ def test_a_resumed_study_refuses_a_budget_below_what_its_own_default_costs(tmp_p
     assert plan_budget(60.0).total_s == 60.0   # the tests' and CI's shortest searches still run
     with pytest.raises(BudgetError, match="need at least 60s"):
         plan_budget(59.0)
+
+
+def test_before_any_window_ran_a_window_is_the_start_less_what_only_a_start_pays():
+    from autotune.search.reserve import window_of_start
+    fixed = {"start": 0.4, "imports": 3.1, "group": 0.5, "model": 0.6, "warmup": 0.4}
+    assert window_of_start(8.0, fixed) == pytest.approx(4.0)
+    assert window_of_start(8.0, None) is None                 # a script's run: not measured
+    assert window_of_start(8.0, {"wait": 0.0, "model": 0.3}) is None
+    costs = run_costs([8.0], [], estimated=[4.0])
+    assert costs.windows and costs.of(True)[0] == 4.0 and costs.of(False)[0] == 8.0
+    # once windows ran, they stand, not the estimate
+    assert run_costs([8.0], [3.3], estimated=[4.0]).window_s == 3.3
