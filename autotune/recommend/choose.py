@@ -78,15 +78,6 @@ def recommend(result, evaluate, *, rounds: int, script_mode: bool, time_left, pr
             return None
         return unverified(alone[0], default, "no budget left to verify")
     limit = round_limit(rounds, max_rounds)
-    candidates = _fitted(candidates, result, default, evaluate, rounds=rounds,
-                         time_s=time_left(), progress=progress)
-    # a search stopped by its budget wanted more time: what a settled figure leaves goes to
-    # more rounds of it (docs/how-it-works.md, "Budget")
-    spend = getattr(result, "stop_reason", "") == "budget"
-    more = (f", then up to {limit} while the speedup is unsettled"
-            + (" or time is left" if spend else "")) if limit > rounds else ""
-    progress.note(f"verifying {len(candidates)} candidate(s) against the default launch, "
-                  f"interleaved: {rounds} round(s){more}")
     # A winner that changes the math is confirmed on new seeds (a script's accuracy is judged
     # per trial), after the asked rounds and before the rounds that settle its ratio, which the
     # confirmation's length leaves time for; while none is confirmed, those rounds must not eat
@@ -97,6 +88,17 @@ def recommend(result, evaluate, *, rounds: int, script_mode: bool, time_left, pr
         base_launch=result.book.quickest(default.config, [
             (r.config, r.throughput) for r in result.records
             if r.outcome == Outcome.OK and r.throughput and not r.result.stopped_early]))
+    # the asked rounds of the lineup that fits leave the time a confirmation takes
+    keep = confirm.reserve([c.config for c in candidates]) if confirm else 0.0
+    candidates = _fitted(candidates, result, default, evaluate, rounds=rounds,
+                         time_s=time_left() - keep, progress=progress)
+    # a search stopped by its budget wanted more time: what a settled figure leaves goes to
+    # more rounds of it (docs/how-it-works.md, "The reserve")
+    spend = getattr(result, "stop_reason", "") == "budget"
+    more = (f", then up to {limit} while the speedup is unsettled"
+            + (" or time is left" if spend else "")) if limit > rounds else ""
+    progress.note(f"verifying {len(candidates)} candidate(s) against the default launch, "
+                  f"interleaved: {rounds} round(s){more}")
     rec = verify(candidates, default, evaluate, rounds=rounds, max_rounds=limit,
                  time_left=time_left, progress=progress,
                  accept=confirm.verdict if confirm else None,
