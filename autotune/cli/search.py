@@ -56,7 +56,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "cover the noise floor, a few trials and verification, a warning says "
                         "so and how long to use (\"4m is too short here: ...; use at least "
                         "7m\"); the search goes on, and the same command with a longer budget "
-                        "resumes what it measured")
+                        "resumes what it measured. It samples until what verification will "
+                        "need, predicted from its own runs (a window of a launch kept running, "
+                        "a start where none is), is due; below what one trial and one "
+                        "verification round need (60s, more when a resumed study measured a "
+                        "slower default launch) it refuses, naming the least")
     p.add_argument("--run-length", default=None, metavar="TIME|Nsteps", help=RUN_LENGTH_HELP)
     add_workload_args(p, seconds_default=None)
     p.add_argument("--space", metavar="FILE",

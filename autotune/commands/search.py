@@ -32,7 +32,8 @@ from ..search.lock import MachineLock, machine_key
 from ..search.loop import run_search
 from ..search.account import Account, Accounted
 from ..search.options import Clock, SearchResult
-from .search_next import settle_words, what_next
+from .search_next import settle_words, unused_words, what_next
+from ..recommend.rounds import round_limit
 from ..search.shared import Workers
 from ..study import attrs as A
 from ..study.owners import fail_stale_running
@@ -130,9 +131,12 @@ def _opened(study: optuna.Study, req: SearchRequest, job: SearchJob, progress: P
 def _account(study: optuna.Study, result: SearchResult, rec: Recommendation | None,
              account: Account, req: SearchRequest, clock: Clock) -> dict[str, object]:
     """Where the budget went and what the next step would buy, stored on the study."""
-    out = account.to_json(elapsed_s=clock.elapsed(), budget_s=req.budget_s,
+    elapsed = clock.elapsed()
+    out = account.to_json(elapsed_s=elapsed, budget_s=req.budget_s,
                           next_step=what_next(result, rec, account, req.budget_s),
-                          settle=settle_words(rec))
+                          settle=settle_words(rec), unused_why=unused_words(
+                              result, rec, req.budget_s - elapsed,
+                              round_limit(req.verify_rounds, req.max_verify_rounds)))
     A.write_budget_account(study, out)
     return out
 

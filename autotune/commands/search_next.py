@@ -63,3 +63,26 @@ def settle_words(rec: Recommendation | None) -> list[str]:
             out.append(f"settling the accuracy of {what} takes about {float(seconds):.0f} s of "
                        f"paired quality runs: {SETTLE_COMMAND} --budget {minutes}m")
     return out
+
+
+# The search's own stops, and why they leave time: a longer budget would not have bought more.
+_STOPPED_BY_ITSELF = {
+    "stagnated": "the search stopped by itself: its last trials gained less than 1% (its "
+                 "patience), so more of the budget would have bought nothing it was finding",
+    "exhausted": "every configuration of the space was measured",
+    "max_trials": "--max-trials was reached"}
+
+
+def unused_words(result: SearchResult, rec: Recommendation | None, unused_s: float,
+                 round_limit: int) -> str:
+    """Why `unused_s` of the budget was left ('' for less than a second)."""
+    if unused_s < 1:
+        return ""
+    if result.stop_reason in _STOPPED_BY_ITSELF:
+        return _STOPPED_BY_ITSELF[result.stop_reason]
+    if rec is None or not rec.rounds:
+        return "nothing was left to verify in the time"
+    if rec.rounds >= round_limit:
+        return f"verification ran its most rounds ({round_limit}; --max-verify-rounds)"
+    return ("less than another verification round fit in what was left: the reserve's margin "
+            "for the spread of this search's runs, and the last round's remainder")

@@ -7,14 +7,18 @@ import contextlib
 import optuna
 
 from ..config import Config
+from ..errors import BudgetError
 from ..dashboard import set_metric_names
 from ..plan.cluster import Cluster
 from ..progress import Progress
 from ..script.spec import ScriptSpec
+from ..result import Outcome
+from ..search.budget import too_short_to_verify
 from ..search.references import make_sampler
 from ..search.shared import StudyLock, Workers
 from ..study import attrs as A
 from ..study.provenance import check_resumable, not_resumed
+from ..study.records import Role, records
 from ..study.storage import describe_study, open_study
 from .search_job import SearchJob
 from .search_request import SearchRequest
@@ -32,6 +36,7 @@ def open_search_study(storage: optuna.storages.BaseStorage, req: SearchRequest, 
     registered on `held` to be given back, whatever happens next."""
     study = open_study(storage, job.name, sampler=make_sampler(req.seed))
     check_resumable(study, job.here)
+    check_least_budget(study, req.budget_s)
     if not (req.allow_concurrent or not req.url.startswith(("sqlite:", "journal:"))):
         return study, None, None, 0
     study_lock = StudyLock(req.url, job.name)
@@ -43,6 +48,15 @@ def open_search_study(storage: optuna.storages.BaseStorage, req: SearchRequest, 
     if others:  # the same seed would make every worker propose the same trials
         study = open_study(storage, job.name, sampler=make_sampler(req.seed + others))
     return study, study_lock, workers, others
+
+
+def check_least_budget(study: optuna.Study, budget_s: float) -> None:
+    """A resumed study knows what its default launch's trial cost here: a budget below the
+    least that can verify anything at that cost is refused in one line (search/budget.py)."""
+    cost = next((r.result.seconds for r in records(study) if r.role == Role.DEFAULT
+                 and r.outcome == Outcome.OK and r.result.seconds), None)
+    if cost is not None and (why := too_short_to_verify(budget_s, cost, measured=True)):
+        raise BudgetError(why)
 
 
 def describe(study: optuna.Study, req: SearchRequest, job: SearchJob,

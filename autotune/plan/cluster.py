@@ -189,17 +189,8 @@ def build_cluster_plan(config: Config, cluster: Cluster, *, workdir: str, master
     ranks_env = [r.env for hp in hosts for r in hp.ranks]
     owned = _LAUNCHER_OWNED + (("AUTOTUNE_TRIAL_ID",) if export else ())
     ranks_env = [{k: v for k, v in e.items() if k not in owned} for e in ranks_env]
-    common = {k: v for k, v in ranks_env[0].items() if all(e.get(k) == v for e in ranks_env)}
-    forwarded = clean_search_paths(base_env)   # PATH and PYTHONPATH, as on this machine's ranks
-    common.update({k: forwarded[k] for k in FORWARD if k in forwarded})
-    common.update(collective_env(cluster.iface))
-    if script and not export:
-        common.update(script_env or {})
-    # A trial's ranks read the launch's token from its folder, and end with the runner's end
-    # of the launch (util/channel.py, worker/lifeline.py): neither reaches an export.
-    common.update(MASTER_ADDR=cluster.addresses[0], MASTER_PORT=str(master_port),
-                  **({} if export else {MARKER: trial_id, TOKEN_FILE_ENV: TOKEN_FILE,
-                                        LIFELINE_ENV: "1"}))
+    common = _common_env(ranks_env, cluster, base_env, master_port, trial_id, export=export,
+                         script_env=script_env if script else None)
     per_rank = sorted({k for e in ranks_env for k, v in e.items() if common.get(k) != v})
     flat = [r for hp in hosts for r in hp.ranks]
     shim = _bind_shim(config, python, workdir, export, per_rank, ranks_env, flat)
@@ -228,6 +219,26 @@ def build_cluster_plan(config: Config, cluster: Cluster, *, workdir: str, master
                           for h in cluster.hosts[:nn]),
                       kill_hosts=tuple(h.name for h in cluster.hosts[:nn]),
                       master_addr=cluster.addresses[0])
+
+
+def _common_env(ranks_env: list[dict[str, str]], cluster: Cluster, base_env: dict[str, str],
+                master_port: int, trial_id: str, *, export: bool,
+                script_env: dict[str, str] | None) -> dict[str, str]:
+    """What every rank of the launch is given alike: what all the hosts' plans agree on, the
+    forwarded search paths, the collectives' interface, the rendezvous and (not in an export) a
+    script's own variables, the trial's marker, token file and lifeline."""
+    common = {k: v for k, v in ranks_env[0].items() if all(e.get(k) == v for e in ranks_env)}
+    forwarded = clean_search_paths(base_env)   # PATH and PYTHONPATH, as on this machine's ranks
+    common.update({k: forwarded[k] for k in FORWARD if k in forwarded})
+    common.update(collective_env(cluster.iface))
+    if not export:
+        common.update(script_env or {})
+    # A trial's ranks read the launch's token from its folder, and end with the runner's end
+    # of the launch (util/channel.py, worker/lifeline.py): neither reaches an export.
+    common.update(MASTER_ADDR=cluster.addresses[0], MASTER_PORT=str(master_port),
+                  **({} if export else {MARKER: trial_id, TOKEN_FILE_ENV: TOKEN_FILE,
+                                        LIFELINE_ENV: "1"}))
+    return common
 
 
 def _bind_shim(config: Config, python: str, workdir: str, export: bool, per_rank: list[str],

@@ -16,6 +16,7 @@ from ..search.shared import Workers
 from ..search.budget import settling_s
 from ..search.lineup import pick_candidates
 from ..study.records import Role, records
+from .fit import lineup_that_settles
 from .rounds import round_limit
 from .verify import Recommendation, trusted_alone, unverified, verify
 from .weigh import RunLength, Weigher
@@ -69,34 +70,30 @@ def recommend(result, evaluate, *, rounds: int, script_mode: bool, time_left, pr
     if not candidates:
         return verify([], default, evaluate, rounds=0)
     if time_left() < 20:   # unconfirmed: only what needs no confirmation may stand
-        alone = [c for c in candidates if trusted_alone(c) and keeps_accuracy(c, result.book)]
-        if not alone:
-            progress.note("no recommendation: no budget left to verify, and the best candidates "
-                          "were measured while other processes took their cores (over "
-                          f"{DISTURBED_SHARE:.0%}, or cpu_share below {BUSY_CPU_SHARE}); run "
-                          "the same command again to verify them")
-            return None
-        return unverified(alone[0], default, "no budget left to verify")
+        return _unconfirmed(candidates, result, default, progress)
     limit = round_limit(rounds, max_rounds)
-    more = f", then up to {limit} while the speedup is unsettled" if limit > rounds else ""
-    progress.note(f"verifying {len(candidates)} candidate(s) against the default launch, "
-                  f"interleaved: {rounds} round(s){more}")
     # A winner that changes the math is confirmed on new seeds (a script's accuracy is judged
     # per trial), after the asked rounds and before the rounds that settle its ratio, which the
     # confirmation's length leaves time for; while none is confirmed, those rounds must not eat
     # the time a confirmation takes.
-    confirm = None if script_mode or result.book is None else Confirmation(
-        result.book, time_left=time_left, progress=progress,
-        leave_s=settling_s(default.result.seconds or 0.0),
-        base_launch=result.book.quickest(default.config, [
-            (r.config, r.throughput) for r in result.records
-            if r.outcome == Outcome.OK and r.throughput and not r.result.stopped_early]))
+    confirm = None if script_mode else _confirmation(result, default, time_left, progress)
+    # the asked rounds of the lineup that fits leave the time a confirmation takes
+    keep = confirm.reserve([c.config for c in candidates]) if confirm else 0.0
+    candidates = _fitted(candidates, result, default, evaluate, rounds=rounds,
+                         time_s=time_left() - keep, progress=progress)
+    # a search stopped by its budget wanted more time: what a settled figure leaves goes to
+    # more rounds of it (docs/how-it-works.md, "The reserve")
+    spend = getattr(result, "stop_reason", "") == "budget"
+    more = (f", then up to {limit} while the speedup is unsettled"
+            + (" or time is left" if spend else "")) if limit > rounds else ""
+    progress.note(f"verifying {len(candidates)} candidate(s) against the default launch, "
+                  f"interleaved: {rounds} round(s){more}")
     rec = verify(candidates, default, evaluate, rounds=rounds, max_rounds=limit,
                  time_left=time_left, progress=progress,
                  accept=confirm.verdict if confirm else (
                      script_accept(result.records) if script_mode else None),
                  keep_s=(lambda: confirm.reserve([c.config for c in candidates])) if confirm
-                 else 0.0,
+                 else 0.0, spend=spend,
                  weigh=run_length and Weigher.of(run_length, default.throughput,
                                                  default.config.global_batch))
     floor = confirm.noise_floor() if confirm else None
@@ -107,6 +104,32 @@ def recommend(result, evaluate, *, rounds: int, script_mode: bool, time_left, pr
     if confirm is not None:
         rec = with_unshown(rec, result, default)
     return rec
+
+
+def _unconfirmed(candidates, result, default, progress: Progress) -> Recommendation | None:
+    """No budget left to verify: the best candidate that needs no confirmation, measured on a
+    quiet machine, unverified; None (said) when there is none."""
+    alone = [c for c in candidates if trusted_alone(c) and keeps_accuracy(c, result.book)]
+    if not alone:
+        progress.note("no recommendation: no budget left to verify, and the best candidates "
+                      "were measured while other processes took their cores (over "
+                      f"{DISTURBED_SHARE:.0%}, or cpu_share below {BUSY_CPU_SHARE}); run "
+                      "the same command again to verify them")
+        return None
+    return unverified(alone[0], default, "no budget left to verify")
+
+
+def _confirmation(result, default, time_left, progress: Progress) -> Confirmation | None:
+    """The seeded confirmation of a winner that changes the math, from the search's quality
+    book (None without one)."""
+    if result.book is None:
+        return None
+    return Confirmation(
+        result.book, time_left=time_left, progress=progress,
+        leave_s=settling_s(default.result.seconds or 0.0),
+        base_launch=result.book.quickest(default.config, [
+            (r.config, r.throughput) for r in result.records
+            if r.outcome == Outcome.OK and r.throughput and not r.result.stopped_early]))
 
 
 def keeps_accuracy(candidate, book) -> bool:
@@ -136,6 +159,25 @@ def script_accept(stored):
             "it on the default's seeds ({seed} in the script's command), which a search runs "
             "for a configuration that leads"))
     return accept
+
+
+def _fitted(candidates, result, default, evaluate, *, rounds: int, time_s: float,
+            progress: Progress):
+    """The candidates the time left can settle (recommend/fit.py), the leader first; the cut
+    said."""
+    running = getattr(evaluate, "running", None)
+
+    def up(r) -> bool:
+        return bool(running and running(r.config))
+    costs = getattr(result, "costs", None)
+    kept = lineup_that_settles(candidates, running=up, default_running=up(default), costs=costs,
+                               time_s=time_s, rounds=rounds)
+    if len(kept) < len(candidates):
+        progress.note(f"verifying {len(kept)} of {len(candidates)} candidates, the fastest "
+                      f"first: the {time_s:.0f} s left hold {rounds} rounds of no more (a start "
+                      f"~{costs.start_s:.0f} s, a window ~{costs.window_s:.0f} s); rounds "
+                      "before breadth")
+    return kept
 
 
 def with_unshown(rec: Recommendation, result, default) -> Recommendation:

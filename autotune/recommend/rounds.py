@@ -21,11 +21,11 @@ def interleave(lineup: list[tuple[str, Config]], evaluate: Evaluate, *, rounds: 
                progress: Progress = SILENT, max_rounds: int | None = None,
                enough: Callable[[list[list[TrialResult]]], bool] = lambda results: True,
                keep_s: float | Callable[[], float] = 0.0, start: int = 0,
-               round_s: float = 0.0) -> list[list[TrialResult]]:
+               round_s: float = 0.0, spare_rounds: float = 2.0) -> list[list[TrialResult]]:
     """Rounds of every (role, config) in turn, the order reversed every other round (A B C,
     C B A, ...: position effects cancel over pairs of rounds); stops early when another round
     won't fit. After `rounds` rounds, more (up to `max_rounds`) until `enough(results)`, each
-    only while two rounds' time is left beyond `keep_s` (asked anew before each). `start`
+    only while `spare_rounds` rounds' time is left beyond `keep_s` (asked anew before each). `start`
     rounds were measured before (numbering and order go on from them; `round_s`: what one of
     this lineup's rounds took then). Returns, per lineup entry, its evaluation in each round
     completed here. Verification and `autotune compare` both measure through this."""
@@ -35,7 +35,7 @@ def interleave(lineup: list[tuple[str, Config]], evaluate: Evaluate, *, rounds: 
         if (done or round_s) and time_left() < round_s * 1.1:
             break
         keep = keep_s() if callable(keep_s) else keep_s
-        if rnd >= rounds and (enough(results) or time_left() - keep < round_s * 2):
+        if rnd >= rounds and (enough(results) or time_left() - keep < round_s * spare_rounds):
             break
         order = list(range(len(lineup)))
         if rnd % 2:

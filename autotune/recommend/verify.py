@@ -17,6 +17,7 @@ from ..measure.contention import disturbed
 from ..measure.stats import RatioStats, Stats, busy, ratio_stats
 from ..quality.verdict import QualityStatus, QualityVerdict
 from ..study.records import Record, Role
+from .references import over, reference_check
 from .rounds import interleave, round_limit
 from .settle import MIN_GAIN, Settling, Verdict, settle
 from .weigh import Weigher, compile_cost
@@ -146,6 +147,7 @@ class Recommendation:
                 "verdict": self.verdict.value, "inconclusive": self.inconclusive,
                 "accuracy_claim": self.extra.get("quality"),
                 "unproven": self.extra.get("unproven") or [],
+                "references": self.extra.get("references") or [],
                 "settling": self.settling.to_json() if self.settling else None,
                 "candidates": [{"config": v.config.to_dict(), "role": v.role,
                                 "search_throughput": v.search_throughput,
@@ -162,7 +164,7 @@ def verify(candidates: list[Record], default: Record, evaluate: Evaluate, *,
            accept: Callable[[Config], QualityVerdict] | None = None,
            max_rounds: int | None = None,
            keep_s: float | Callable[[], float] = 0.0,
-           weigh: Weigher | None = None) -> Recommendation:
+           weigh: Weigher | None = None, spend: bool = False) -> Recommendation:
     """Interleaved rounds of default + candidates (D A B C, C B A D, ...), `rounds` of them.
     Then `accept(config)` is asked, fastest first, of the candidates that hold up (the seeded
     quality confirmation of one that changes the math, quality/confirm.py, whose verdict's `why`
@@ -173,7 +175,9 @@ def verify(candidates: list[Record], default: Record, evaluate: Evaluate, *,
     command's rounds of candidates its confirmation then refused left run_cpu's settings 3
     rounds, unsettled). While none is accepted, the more rounds are of them all, leaving
     `keep_s` (asked before each) for a confirmation. With `weigh`, "fastest" is the soonest to
-    finish the user's run, a compile included (recommend/weigh.py)."""
+    finish the user's run, a compile included (recommend/weigh.py). `spend`: a settled figure
+    goes on to more rounds while the time and the round limit allow (what the budget would
+    otherwise leave)."""
     lineup = [default] + list(candidates)
     limit = round_limit(rounds, max_rounds)
     evals = interleave([(r.role, r.config) for r in lineup], evaluate, rounds=rounds,
@@ -193,7 +197,8 @@ def verify(candidates: list[Record], default: Record, evaluate: Evaluate, *,
                           max_rounds=limit, start=done, keep_s=0.0 if winner else keep_s,
                           round_s=max(sum(evals[i][r].seconds for i in focus)
                                       for r in range(done)),
-                          enough=lambda evs: _settled_enough(
+                          spare_rounds=1.1 if spend else 2.0,
+                          enough=lambda evs: not spend and _settled_enough(
                               [v for i, v in enumerate(_verified(lineup, merged(evs)), 1)
                                if i in focus]))
         evals = merged(more)
@@ -261,21 +266,7 @@ def _choose(verified: list[Verified], default: Record, rounds: int,
     unproven: list[dict[str, Any]] = []   # faster than the winner, accuracy not shown
     confirmed = ""
     if accept is not None:
-        kept = []
-        for v in holding:
-            answer = accept(v.config)
-            if answer.accepted:
-                kept.append(v)
-                confirmed = answer.why
-                break
-            if answer.why not in refused:   # a class's verdict, once for all its candidates
-                refused.append(answer.why)
-                if answer.status in (QualityStatus.NOT_SHOWN, QualityStatus.PENDING) \
-                        and v.ratio.median > 1.0:
-                    unproven.append({"config": v.config.to_dict(), "speedup": v.ratio.median,
-                                     "changes": describe_changes(v.config, none="default"),
-                                     "why": answer.why})
-        holding = kept
+        holding, confirmed = _accepted(holding, accept, refused, unproven)
     if not holding:
         best = max(verified, key=lambda v: v.ratio.median if v.ratios else 0, default=None)
         note = (f"best candidate measured {best.ratio.median:.2f}x (lower quartile "
@@ -291,7 +282,10 @@ def _choose(verified: list[Verified], default: Record, rounds: int,
                               throughput=d_med, candidates=tuple(verified), note=note,
                               default_wins=True, settling=best.settling if best else None,
                               extra={**({"unproven": unproven} if unproven else {}), **weighed})
-    win = holding[0]
+    # never below a reference it measured: a faster one that holds up is the pick, or is named
+    # (with a run length, faster is sooner to finish it)
+    win, beside = reference_check(holding[0], verified, accept, _reference_name,
+                                  finish=weigh.finish_s if weigh else None)
     stats, settling = win.ratio, win.settling
     speedup = (settling.ratio if settling and settling.verdict.verified and settling.ratio
                else stats.median)
@@ -306,7 +300,32 @@ def _choose(verified: list[Verified], default: Record, rounds: int,
                           candidates=tuple(verified), note="; ".join(refused),
                           extra={**({"quality": confirmed} if confirmed else {}),
                                  **({"unproven": unproven} if unproven else {}),
-                                 **({"weighing": weigh.to_json(win, verified)} if weigh else {})})
+                                 **({"weighing": weigh.to_json(win, verified)} if weigh else {}),
+                                 **({"references": beside} if beside else {})})
+
+
+def _accepted(holding: list[Verified], accept: Callable[[Config], QualityVerdict],
+              refused: list[str], unproven: list[dict[str, Any]]) -> tuple[list[Verified], str]:
+    """([the first candidate whose quality is accepted] or [], its verdict's words), fastest
+    first; each class refused on the way adds its words to `refused` once, and a faster one
+    whose accuracy was not shown is named in `unproven`."""
+    for v in holding:
+        answer = accept(v.config)
+        if answer.accepted:
+            return [v], answer.why
+        if answer.why not in refused:   # a class's verdict, once for all its candidates
+            refused.append(answer.why)
+            if answer.status in (QualityStatus.NOT_SHOWN, QualityStatus.PENDING) \
+                    and v.ratio.median > 1.0:
+                unproven.append({"config": v.config.to_dict(), "speedup": v.ratio.median,
+                                 "changes": describe_changes(v.config, none="default"),
+                                 "why": answer.why})
+    return [], ""
+
+
+def _reference_name(role: str) -> str:
+    return "run_cpu's settings" if role == Role.RUN_CPU else \
+        f"the {role.split(':', 1)[-1].replace('_', ' ')} reference"
 
 
 def _over(win: Verified, verified: list[Verified], role: str) -> float | None:
@@ -315,11 +334,7 @@ def _over(win: Verified, verified: list[Verified], role: str) -> float | None:
     ref = next((v for v in verified if v.role == role), None)
     if ref is win:
         return 1.0
-    if ref is None or not ref.throughputs:
-        return None
-    # the rounds both were measured in: past the asked ones only the winner goes on
-    n = min(len(ref.throughputs), len(win.throughputs))
-    return ratio_stats(win.throughputs[:n], ref.throughputs[:n]).median
+    return None if ref is None else over(win, ref)
 
 
 def trusted_alone(r: Record) -> bool:

@@ -24,6 +24,7 @@ def recommendation_lines(rec: dict[str, Any]) -> list[str]:
         out.append(f"  verification: {settling}")
     if rec.get("vs_run_cpu"):
         out.append(f"  {rec['vs_run_cpu']:.2f}x over {RUN_CPU_WORDS}")
+    out += [f"  {line}" for line in rec.get("references") or ()]  # a faster reference, why not it
     if recommends_run_cpu(rec):
         out.append(f"  {RUN_CPU_WON}")
     out += [f"  {line}" for line in compile_lines(rec)]   # the compiled reference, the weighing

@@ -66,6 +66,10 @@ class LiveEvaluator:
             return unreached_line(owed)
         return None
 
+    def running(self, config: Config) -> bool:
+        """Whether `config`'s launch is kept running: its next run is a window of it."""
+        return self.warm is not None and self.warm.running(config)
+
     def lanes(self, config: Config) -> int:
         """How many runs of `config` fit side by side on disjoint hosts (1: one at a time, as
         on one machine or for a script, whose quality is not rerun)."""

@@ -101,6 +101,12 @@ class WarmLaunches:
             self._keep(key, session)
         return [(run, warm) for run, (_k, _s, _e, warm) in zip(runs, begun)]
 
+    def running(self, config: Config) -> bool:
+        """Whether a launch of `config` is kept running (on any hosts): its next run is a
+        window, not a start (what the search's reserve prices it at, search/reserve.py)."""
+        part = launch_part(config).key()
+        return any(key.split("@", 1)[0] == part for key in self.open)
+
     def _held(self, key: str) -> AnySession | None:
         """The healthy session of this launch, taken out of the kept ones (None: start one;
         an unhealthy one has ended)."""

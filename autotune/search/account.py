@@ -58,7 +58,7 @@ class Account:
         return sum(self.warm.values())
 
     def to_json(self, *, elapsed_s: float, budget_s: float, next_step: str = "",
-                settle: list[str] | None = None) -> dict[str, Any]:
+                settle: list[str] | None = None, unused_why: str = "") -> dict[str, Any]:
         spent = sum(self.seconds.values())
         return {"budget_s": round(budget_s, 1), "elapsed_s": round(elapsed_s, 1),
                 "seconds": {k: round(v, 1) for k, v in self.seconds.items()},
@@ -68,6 +68,8 @@ class Account:
                 "compile_s": round(self.compile_s, 1), "compiled": dict(self.compiled),
                 "recompiles": self.recompiles,
                 "other_s": round(max(0.0, elapsed_s - spent), 1),
+                # the budget never used, and why any was left (commands/search_next.py)
+                "unused_s": round(max(0.0, budget_s - elapsed_s), 1), "unused_why": unused_why,
                 "configurations": len(self.configurations), "next_step": next_step,
                 "settle": list(settle or ())}
 
@@ -81,12 +83,17 @@ def describe(account: dict[str, Any]) -> list[str]:
              for k in KINDS if secs.get(k)]
     total_runs = sum(runs.values()) or 1
     lines = [f"where the budget went: {', '.join(parts) or 'nothing measured'}; "
-             f"other {format_seconds(account.get('other_s', 0.0))}",
+             f"other {format_seconds(account.get('other_s', 0.0))}"
+             + (f"; unused {format_seconds(account['unused_s'])}" if "unused_s" in account
+                else ""),
              f"  fixed costs (starts, models, warm-ups) {format_seconds(account.get('fixed_s', 0))}"
              f" of it; {account.get('warm_runs', 0)} of {total_runs} runs were windows of a "
              f"launch already running{_warm_by_kind(account, runs)}; "
              f"{account.get('configurations', 0)} configurations measured"]
     lines += _compile_line(account)
+    if account.get("unused_why") and account.get("unused_s", 0) >= 1:   # a stored string
+        lines.append(f"  unused {format_seconds(account['unused_s'])}: "
+                     f"{one_line(account['unused_why'])}")
     ignored = account.get("ignored_files")
     if isinstance(ignored, int) and ignored > 0:
         lines.append(f"  {ignored} file(s) in trial folders were not their launch's (planted or "
@@ -140,6 +147,10 @@ class Accounted:
         out = self.inner(config, mode, **kw)
         self.account.book(self._kind(mode), out, config.key())
         return out
+
+    def running(self, config) -> bool:
+        running = getattr(self.inner, "running", None)
+        return bool(running and running(config))
 
     def lanes(self, config) -> int:
         lanes = getattr(self.inner, "lanes", None)

@@ -1,12 +1,14 @@
 """Time budgets: parse `90s`, `30m`, `1h30m`, and plan how a budget is spent (pure)."""
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, Sequence
 
 from ..config.limits import MAX_BUDGET_S
 from ..errors import BudgetError
+from .reserve import RunCosts, plan_reserve
 
 _PART = re.compile(r"(\d+(?:\.\d+)?)([hms])")
 _UNIT = {"h": 3600.0, "m": 60.0, "s": 1.0}
@@ -74,14 +76,40 @@ def plan_budget(total_s: float, *, startup_s: float = 4.0) -> BudgetPlan:
     A trial costs start-up (about 3 s here from launch to the first step) plus warmup plus the
     window; below ~2 s of window, start-up dominates and step-time noise grows.
     """
-    if total_s < 60:
-        raise BudgetError(f"--budget {total_s:.0f}s is too short: one trial takes ~10s and the "
-                          "search needs references and verification; use at least 60s")
     window = 2.0 if total_s < 300 else 3.0 if total_s < 1200 else 5.0
     trial_s = startup_s + 1.0 + window
+    if (why := too_short_to_verify(total_s, trial_s, measured=False)) is not None:
+        raise BudgetError(why)
     reserve = min(0.25 * total_s, 4 * 3 * trial_s)  # up to 3 rounds x (3 candidates + default)
     return BudgetPlan(total_s=total_s, target_seconds=window, verify_reserve_s=reserve,
                       min_trial_s=trial_s * 1.5)
+
+
+# The least budget a search is started with, whatever the model of its costs says: a trial of the
+# default launch and one verification round of it beside a candidate fit in it on a quiet 2-core
+# machine with room to spare (the tests' and CI's shortest real searches run 60 s).
+LEAST_BUDGET_S = 60.0
+# What the least budget allows beyond its runs: a start slower than the one measured or modelled.
+LEAST_BUDGET_SLACK = 1.5
+
+
+def least_budget(trial_s: float) -> float:
+    """The least budget that can verify anything: one trial of the default launch and one
+    verification round of it beside a candidate (three runs of `trial_s`, each with half again
+    for a slower start), and the store; LEAST_BUDGET_S at least."""
+    return max(LEAST_BUDGET_S, math.ceil(3 * trial_s * LEAST_BUDGET_SLACK + 2.0))
+
+
+def too_short_to_verify(total_s: float, trial_s: float, *, measured: bool) -> str | None:
+    """"--budget 30s is too short to verify anything on this machine: ..." or None."""
+    least = least_budget(trial_s)
+    if total_s >= least:
+        return None
+    how = "as this study measured it" if measured else "estimated: nothing has run yet"
+    return (f"--budget {total_s:.0f}s is too short to verify anything on this machine: one "
+            f"trial of the default launch (~{trial_s:.0f} s, {how}) and one verification round "
+            f"of it beside a candidate need at least {least:.0f}s; use --budget {least:.0f}s or "
+            "more")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -146,38 +174,33 @@ def settling_s(trial_s: float) -> float:
 
 
 class Reserve(NamedTuple):
-    """What the search keeps back for after it, and how much of that is for confirmations."""
+    """What the search keeps back for after it, how much of that is for confirmations, and the
+    margin inside it (the predicted costs' spread)."""
     total_s: float
     confirm_s: float
+    margin_s: float = 0.0
 
 
-def verify_reserve(*, durations: list[float], lineup: int, confirm_s: float, rounds: int,
-                   floor_s: float, budget_s: float,
-                   windows: list[float] | None = None) -> Reserve:
-    """Seconds the search keeps for after it: `rounds` rounds of `lineup` trials (the default
-    launch and the candidates) of the typical length in `durations`, between `floor_s` and 40%
-    of the budget; SETTLE_ROUNDS more rounds of two, at most 15% of it; and room for two seeded
-    confirmations of `confirm_s` (a class that fails its confirmation hands over to the next)
-    when they fit in 25% of it, else for one when it fits in 40%, else none: time kept for a
-    confirmation that cannot run is lost to the trials (an 8-minute search over two hosts kept
-    2 minutes for a 246 s one, never ran it, and ended with 2m41s unused), and a search whose
-    leader changes the math but is never confirmed can only recommend the default's math (the
-    same search, with nothing kept, sampled 18 trials, led at 3.9x across two hosts, and
-    recommended run_cpu's 1.24x: the 171 s confirmation did not fit). Before any trial:
-    `floor_s`, none of it for a confirmation."""
-    if not durations:
+def verify_reserve(*, costs: RunCosts | None, running: Sequence[bool], confirm_s: float,
+                   rounds: int, floor_s: float, budget_s: float) -> Reserve:
+    """Seconds the search keeps for after it (search/reserve.py): `rounds` rounds of the lineup
+    (the default launch and the candidates; `running`: whether each one's launch is running
+    now, so that its first round is a window, not a start), at most 40% of the budget;
+    SETTLE_ROUNDS more rounds of two, at most 15% of it; room for two seeded confirmations of
+    `confirm_s` (a class that fails its confirmation hands over to the next) when they fit in
+    25% of it, else for one when it fits in 40%, else none: time kept for a confirmation that
+    cannot run is lost to the trials (an 8-minute search over two hosts kept 2 minutes for a
+    246 s one, never ran it, and ended with 2m41s unused), and a search whose leader changes the
+    math but is never confirmed can only recommend the default's math (the same search, with
+    nothing kept, sampled 18 trials, led at 3.9x across two hosts, and recommended run_cpu's
+    1.24x: the 171 s confirmation did not fit); and a margin of the predicted runs' spread.
+    Each run is priced at what this search measured for its kind (`costs`: a start or a window
+    of a running launch). Before any trial: `floor_s`, none of it for a confirmation."""
+    if costs is None:
         return Reserve(floor_s, 0.0)
-    typical = sorted(durations)[len(durations) // 2]
-    # `windows`: the trials that ran as windows of a launch already running (run/session.py):
-    # verification's rounds after its first are such windows (its lineup stays running); a
-    # 5-minute search reserved rounds at a start's cost, 3.3 s each took, and ended 1m49s early
-    window = sorted(windows)[len(windows) // 2] if windows else typical
-    rounds_s = lineup * (typical + (rounds - 1) * window)
-    # the floor was sized for trials that start their processes: windows shrink it alike
-    verify = max(floor_s * min(1.0, window / typical), min(0.4 * budget_s, rounds_s))
-    verify += min(0.15 * budget_s, settling_s(window))
-    confirm = confirmation_reserve(confirm_s, budget_s)
-    return Reserve(verify + confirm, confirm)
+    plan = plan_reserve(costs, running=running, rounds=rounds, settle_rounds=SETTLE_ROUNDS,
+                        confirm_s=confirmation_reserve(confirm_s, budget_s), budget_s=budget_s)
+    return Reserve(plan.total_s, plan.confirm_s, plan.margin_s)
 
 
 def confirmation_reserve(confirm_s: float, budget_s: float) -> float:

@@ -47,7 +47,7 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
         return next((r for r in settled if r.role == role), refs.get(role))   # floor came later)
     return SearchResult(records=settled, default=final(Role.DEFAULT), book=search.book,
                         run_cpu=final(Role.RUN_CPU), stop_reason=stop_reason,
-                        measured=search.measured)
+                        measured=search.measured, costs=search.run_costs())
 
 
 @dataclass
@@ -100,7 +100,7 @@ class _Search(Trials):
 
     def _stop_reason(self, state: _Sampling) -> str | None:
         o = self.options
-        if self.left() < o.min_trial_s:
+        if self.left() < self.next_trial_s():
             return "budget"
         if o.max_trials is not None and self.measured >= o.max_trials:
             return "max_trials"

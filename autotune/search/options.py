@@ -8,6 +8,7 @@ from ..quality.evidence import QualityBook
 from ..training import QUALITY_SAMPLES
 from ..study.records import Record
 from .references import STARTUP_TRIALS
+from .reserve import RunCosts
 
 
 GUIDES = ("descent", "guess", "none")
@@ -79,3 +80,6 @@ class SearchResult:
     stop_reason: str
     measured: int      # configurations actually launched (this run)
     book: QualityBook | None = None
+    # what a start and a window cost in this search (search/reserve.py): verification's lineup
+    # is cut to what the time left can settle at these costs (recommend/fit.py)
+    costs: RunCosts | None = None

@@ -11,6 +11,7 @@ from ..quality.verdict import QualityStatus
 from ..result import Outcome, TrialResult
 from ..study import attrs as A
 from .budget import Reserve, budget_note, phase_costs, too_short, trial_costs, verify_reserve
+from .reserve import RunCosts, run_costs
 from .lineup import pick_candidates
 
 
@@ -22,17 +23,34 @@ class Spending:
 
     def reserved(self) -> Reserve:
         """What verification and a confirmation will need (budget.verify_reserve), from the
-        trials measured so far: the default launch and today's candidates (search/lineup.py),
-        and the contending leader's seeded confirmation (quality/confirm.py)."""
+        runs measured so far: a start or a window each, as this search measured them
+        (search/reserve.py); the lineup is the default launch and today's candidates
+        (search/lineup.py), each a window when its launch is running now (the evaluator's
+        `running`, where it keeps launches), and the contending leader's seeded confirmation
+        (quality/confirm.py)."""
         o = self.options
         lead = max((r for r in self.known.values() if r.feasible and r.throughput
                     and r.result.quality in (QualityStatus.WITHIN, QualityStatus.NOT_SHOWN)),
                    key=lambda r: r.throughput, default=None)
-        return verify_reserve(durations=self.durations, lineup=1 + len(pick_candidates(
-                                  self.known.values(), n=o.verify_configs - 1)),
+        lineup = [self.base] + [r.config for r in pick_candidates(
+            self.known.values(), n=o.verify_configs - 1)]
+        running = getattr(self.evaluate, "running", None)
+        return verify_reserve(costs=self.run_costs(),
+                              running=[bool(running and running(c)) for c in lineup],
                               confirm_s=confirmation_cost(self.book, lead.config if lead else None),
                               rounds=o.verify_rounds, floor_s=o.verify_reserve_s,
-                              budget_s=o.budget_s, windows=self.windows)
+                              budget_s=o.budget_s)
+
+    def run_costs(self) -> RunCosts | None:
+        """What a start and a window cost in this search so far (None before any trial)."""
+        return run_costs(self.starts, self.windows, self.estimated)
+
+    def next_trial_s(self) -> float:
+        """What the next sampled trial is expected to cost: the median of this search's trials
+        (windows and starts as they came), the plan's least trial before any."""
+        if not self.durations:
+            return self.options.min_trial_s
+        return sorted(self.durations)[len(self.durations) // 2]
 
     def left(self) -> float:
         return self.options.budget_s - self.clock.elapsed() - self.reserve()

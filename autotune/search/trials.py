@@ -29,6 +29,7 @@ from ..util.clean import one_line
 from .options import Clock, SearchOptions
 from .references import default_launch
 from .judging import Judging
+from .reserve import window_of_start
 from .shared import Claim, ConfigClaims, StudyLock
 from .spending import Spending
 
@@ -67,6 +68,8 @@ class Trials(Judging, Spending):
         self.measured = 0                 # configurations launched by this run
         self.durations: list[float] = []  # seconds of this run's successful trials
         self.windows: list[float] = []    # ... of those that were windows of a running launch
+        self.starts: list[float] = []     # ... of those that started their launch
+        self.estimated: list[float] = []  # ... what a window of each start's launch would cost
         self.costed: set[int] = set()     # host counts whose trial cost the budget note measured
         self.stop_compiling()
 
@@ -198,8 +201,10 @@ class Trials(Judging, Spending):
             ev = self.remeasure(config, ev)
         if ev.ok and not ev.stopped_early:   # a whole trial's length, for the reserve
             self.durations.append(ev.seconds)
-            if ran_warm(ev.fixed):   # no start: a window of a running launch
-                self.windows.append(ev.seconds)
+            # no start: a window of a running launch
+            (self.windows if ran_warm(ev.fixed) else self.starts).append(ev.seconds)
+            if not ran_warm(ev.fixed) and (w := window_of_start(ev.seconds, ev.fixed)):
+                self.estimated.append(w)
         return ev
 
     def remeasure(self, config: Config, first: TrialResult) -> TrialResult:

@@ -13,4 +13,6 @@ the trial cost. A whole search takes about a second, so strategies are compared 
                     few-dozen-row table answered by the model fitted on it
   memory_placement  what the mem_policy knob costs and gains a simulated 30-minute search
   data_stage        a simulated data-bound GPU machine: does the guide find its feed first
+  short_budgets     5-, 10- and 30-minute searches, verification included, launches kept: trials,
+                    trials to 95%, the verified share of the best and the budget left unused
 """

@@ -96,6 +96,8 @@ def search(version: str, root: str, argv: list[str], work: Path, slow: str | Non
             # the search's own count (its account), else the study's
             "configurations": account.get("configurations", _configurations(summary, results)),
             "recommendation": summary.get("recommendation"),
+            # the budget never used, and why (issue 62; None from a version without the row)
+            "unused_s": account.get("unused_s"), "unused_why": account.get("unused_why"),
             "windows": f"{account.get('warm_runs')} of {sum(account.get('runs', {}).values())} "
                        "runs" if account else None,
             # per kind: the trials, quality runs and verification rounds that were windows

@@ -34,17 +34,22 @@ def test_each_call_is_booked_by_phase_and_mode():
                                "verification": 4.0}
     assert account.runs == {"trials": 2, "quality": 1, "confirmation": 1, "verification": 1}
     assert account.warm_runs == 4 and len(account.configurations) == 2
-    stored = account.to_json(elapsed_s=40.0, budget_s=300.0, next_step="x")
-    assert stored["other_s"] == 8.0 and stored["fixed_s"] == 3.5
+    stored = account.to_json(elapsed_s=40.0, budget_s=300.0, next_step="x",
+                             unused_why="the search stopped by itself")
+    assert stored["other_s"] == 8.0 and stored["fixed_s"] == 3.5 and stored["unused_s"] == 260.0
     lines = describe(stored)
     assert lines[0] == ("where the budget went: trials 00:08 (2 trials), quality 00:10 (1 quality "
                         "runs), confirmation 00:10 (1 confirmation runs), verification 00:04 "
-                        "(1 verification windows); other 00:08")
+                        "(1 verification windows); other 00:08; unused 04:20")
+    assert lines[2] == "  unused 04:20: the search stopped by itself"
+    lines.pop(2)
     assert account.warm == {"trials": 1, "quality": 1, "confirmation": 1, "verification": 1}
     assert ("4 of 5 runs were windows of a launch already running (trials 1/2, quality 1/1, "
             "confirmation 1/1, verification 1/1)") in lines[1]
     del stored["warm"]   # an account stored before runs were told apart by kind
     assert "4 of 5 runs were windows of a launch already running;" in describe(stored)[1]
+    del stored["unused_s"]   # ... or before its unused time had a row
+    assert describe(stored)[0].endswith("; other 00:08")
     assert lines[2] == "  x"
 
 
@@ -81,10 +86,16 @@ def test_the_next_step_buys_what_this_budget_left_undone_in_order():
 
 def test_verification_kept_for_windows_of_running_launches_costs_what_windows_do():
     from autotune.search.budget import verify_reserve
-    started = verify_reserve(durations=[7.5] * 6, lineup=3, confirm_s=48.0, rounds=3,
-                             floor_s=75.0, budget_s=300.0)
-    warm = verify_reserve(durations=[7.5] * 6, lineup=3, confirm_s=48.0, rounds=3,
-                          floor_s=75.0, budget_s=300.0, windows=[3.3] * 4)
-    # a 5-minute search on the 2-core EPYC kept 168 s and used 78 (windows of 3.3 s)
-    assert round(started.total_s) == 168
-    assert round(warm.total_s) == 123 and warm.confirm_s == started.confirm_s == 48.0
+    from autotune.search.reserve import run_costs
+    started = verify_reserve(costs=run_costs([7.5] * 6, []), running=[True, True, False],
+                             confirm_s=48.0, rounds=3, floor_s=75.0, budget_s=300.0)
+    warm = verify_reserve(costs=run_costs([7.5] * 6, [3.3] * 4), running=[True, True, False],
+                          confirm_s=48.0, rounds=3, floor_s=75.0, budget_s=300.0)
+    # a 5-minute search on the 2-core EPYC kept 168 s and used 78 (windows of 3.3 s); priced
+    # as starts where nothing ran as a window, 9 starts of 7.5 s, the settling rounds capped at
+    # 15% of the budget (45 s), one confirmation of 48 s and a margin of 4.2 s
+    assert round(started.total_s, 1) == 164.7
+    # the default launch and the leader running, run_cpu's settings not: 33.9 s of rounds,
+    # 33 s of settling windows, the confirmation and 3.3 s of margin
+    assert round(warm.total_s, 1) == 118.2 and warm.confirm_s == started.confirm_s == 48.0
+    assert round(warm.margin_s, 2) == 3.31

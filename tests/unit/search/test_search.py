@@ -21,6 +21,7 @@ from autotune.probe import probe
 from autotune.quality.math_class import math_class
 from autotune.recommend.verify import verify
 from autotune.search.budget import SETTLE_ROUNDS, verify_reserve
+from autotune.search.reserve import run_costs
 from autotune.search.lineup import pick_candidates
 from autotune.search.loop import run_search
 from autotune.search.options import SearchOptions
@@ -423,8 +424,9 @@ def test_the_search_keeps_back_verification_rounds_for_its_lineup_only(tmp_path,
         search = _Search(study, space=space, topology=topo, evaluate=sim, clock=sim,
                          options=SearchOptions(budget_s=1800), progress=Silent(),
                          lock=None, deadline=None)
-        search.durations = [60.0]
-        return search.reserve()
+        search.durations = search.starts = [60.0]
+        kept = search.reserved()
+        return kept.total_s - kept.margin_s   # the margin is the spread's (test_reserve.py)
 
     # default + leader, 3 rounds of 60 s; and the rounds that settle the winner's ratio
     # (SETTLE_ROUNDS of two), at most 15% of the budget whatever the lineup
@@ -439,10 +441,11 @@ def test_time_is_kept_only_for_confirmations_that_fit_where_they_are_kept():
     when none does: an 8-minute search over two hosts kept 2 minutes for a 246 s confirmation,
     which then did not fit, and ended with 2m41s of its budget unused."""
     def kept(confirm_s):
-        return verify_reserve(durations=[8.0], lineup=3, confirm_s=confirm_s, rounds=3,
-                              floor_s=0.0, budget_s=480.0).total_s - verify_reserve(
-            durations=[8.0], lineup=3, confirm_s=0.0, rounds=3, floor_s=0.0,
-            budget_s=480.0).total_s
+        costs = run_costs([8.0], [])
+        return round(verify_reserve(costs=costs, running=[False] * 3, confirm_s=confirm_s,
+                                    rounds=3, floor_s=0.0, budget_s=480.0).total_s
+                     - verify_reserve(costs=costs, running=[False] * 3, confirm_s=0.0, rounds=3,
+                                      floor_s=0.0, budget_s=480.0).total_s, 6)
     assert kept(50.0) == 100.0
     assert kept(100.0) == 100.0          # two would be 200 s, over a quarter of 480 s
     assert kept(171.0) == 171.0          # one, within 40% (192 s)

@@ -1,0 +1,76 @@
+"""Rounds before breadth (recommend/fit.py) and never below a reference (recommend/references.py),
+with literal numbers."""
+from __future__ import annotations
+
+from autotune.config import Config
+from autotune.quality.verdict import QualityStatus, QualityVerdict
+from autotune.recommend.fit import lineup_that_settles
+from autotune.recommend.references import is_reference, over, reference_check
+from autotune.recommend.verify import Verified
+from autotune.search.reserve import run_costs
+from autotune.study.records import Role
+
+
+def test_slow_starts_verify_the_leader_first_with_its_rounds():
+    """nanoGPT: each launch ~15 s, none kept; 4 minutes spent one round on several candidates."""
+    slow = run_costs([15.0] * 4, [])
+    cands = ["leader", "second", "third", "run_cpu"]
+    fit = dict(running=lambda c: False, default_running=False, costs=slow, rounds=3)
+    # 3 rounds of default + leader: 90 s and the margin (5 s); of two candidates: 135 s and 5.7
+    assert lineup_that_settles(cands, time_s=100.0, **fit) == ["leader"]
+    assert lineup_that_settles(cands, time_s=140.0, **fit) == ["leader"]
+    assert lineup_that_settles(cands, time_s=141.0, **fit) == ["leader", "second"]
+    assert lineup_that_settles(cands, time_s=300.0, **fit) == cands
+    # not even the leader's 3 rounds fit: the leader alone, with the rounds that do
+    assert lineup_that_settles(cands, time_s=40.0, **fit) == ["leader"]
+    # windows of running launches: 3.3 s each, all fit
+    warm = run_costs([8.0] * 4, [3.3] * 6)
+    assert lineup_that_settles(cands, time_s=60.0, running=lambda c: True, default_running=True,
+                               costs=warm, rounds=3) == cands
+    # nothing priced yet: all of them, as before
+    assert lineup_that_settles(cands, time_s=1.0, running=lambda c: False,
+                               default_running=False, costs=None, rounds=3) == cands
+
+
+def _v(config: Config, role: str, thr: tuple[float, ...], base: tuple[float, ...]) -> Verified:
+    return Verified(config=config, role=role, search_throughput=thr[0], throughputs=thr,
+                    baselines=base)
+
+
+def _accept(why: str = "same math", ok: bool = True):
+    def accept(config):
+        return QualityVerdict(status=QualityStatus.WITHIN if ok else QualityStatus.NOT_SHOWN,
+                              math_class="x", why=why)
+    return accept
+
+
+def test_a_faster_reference_that_holds_up_is_the_recommendation():
+    base = (100.0, 100.0, 100.0)
+    pick = _v(Config(threads=2), Role.SEARCH, (130.0, 128.0, 131.0), base)
+    run_cpu = _v(Config(nproc=2), Role.RUN_CPU, (140.0, 139.0, 141.0), base)
+    assert is_reference(Role.RUN_CPU) and not is_reference(Role.DEFAULT)
+    assert is_reference("reference:default_compiled") and not is_reference(Role.SEARCH)
+    assert round(over(pick, run_cpu), 3) == round(130.0 / 140.0, 3)
+    chosen, lines = reference_check(pick, [pick, run_cpu], _accept(), lambda r: "run_cpu's")
+    assert chosen is run_cpu and lines == []
+    # a slower reference changes nothing
+    slow = _v(Config(nproc=2), Role.RUN_CPU, (120.0, 121.0, 119.0), base)
+    assert reference_check(pick, [pick, slow], _accept(), str) == (pick, [])
+
+
+def test_a_faster_reference_not_recommended_is_named_with_why():
+    base = (100.0, 100.0, 100.0, 100.0)
+    pick = _v(Config(threads=2), Role.SEARCH, (130.0, 128.0, 131.0, 129.0), base)
+    ref = _v(Config(compile=True), "reference:default_compiled", (140.0, 139.0, 141.0, 138.0),
+             base)
+    chosen, lines = reference_check(pick, [pick, ref], _accept("drop 2 pp", ok=False),
+                                    lambda r: "the default compiled")
+    assert chosen is pick
+    assert lines == ["the default compiled ran 1.08x the pick over 4 round(s), but its accuracy "
+                     "was not accepted (drop 2 pp)"]
+    # one that does not hold up against the default launch in 3 of 4 rounds
+    pick = _v(Config(threads=2), Role.SEARCH, (103.0, 103.0, 103.0, 103.0), base)
+    shaky = _v(Config(nproc=2), Role.RUN_CPU, (140.0, 99.0, 140.0, 99.5), base)
+    assert pick.holds and not shaky.holds and over(pick, shaky) < 1.0
+    chosen, lines = reference_check(pick, [pick, shaky], _accept(), lambda r: "run_cpu's")
+    assert chosen is pick and "did not hold up against the default launch" in lines[0]
