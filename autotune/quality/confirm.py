@@ -7,7 +7,7 @@ study's one length: one look (quality/looks.py), its number of pairs fixed from 
 before the first runs (looks.plan_pairs), judged on the new seeds alone at looks.LOOK_ALPHA, once.
 A study opens at most looks.MOST_LOOKS looks, so a class that truly loses exactly the tolerance
 is accepted in at most 5% of studies, family-wise over its candidates and `verify --quality`
-(benchmarks/accuracy/gate.py measures it, selection included).
+(benchmarks/accuracy/procedure.py measures it, selection included).
 
 A class whose drop already stands beyond the tolerance on the search's seeds, or that failed or
 spiked on one, is not confirmed: more seeds cannot show it. Neither is one the time left cannot
