@@ -46,7 +46,12 @@ def trial_store(channel: Channel | None, backend: str, rank: int, world_size: in
         return None
     if os.environ.get(RENDEZVOUS_ENV) == RENDEZVOUS_FILE:
         # /proc/self/fd/N/NAME resolves through the checked folder's descriptor, never its path
-        path = f"/proc/self/fd/{channel.folder.fd}/{store_name(channel.token)}"
+        name = store_name(channel.token)
+        # made here first, private whatever the umask (torch's store creates it 0666 & ~umask);
+        # every rank does so before the store opens it, so the file's first creator is this
+        os.close(os.open(name, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
+                         dir_fd=channel.folder.fd))
+        path = f"/proc/self/fd/{channel.folder.fd}/{name}"
         return dist.PrefixStore(_PREFIX, dist.FileStore(path, world_size))
     host, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
     if rank != 0:

@@ -183,6 +183,10 @@ def test_rendezvous_port_in_use_on_the_first_host_is_one_line(hosts, tmp_path, c
     finally:
         holder.kill()
         holder.wait()
+        # the ssh client's end does not end the holder on th1 (its `timeout 40` would): a test
+        # after this one checks the hosts hold nothing of ours
+        subprocess.run(["ssh", "-F", hosts, "th1", "--", "pkill", "-f", f"'s.bind.*{port}'"],
+                       capture_output=True, timeout=30)
 
 
 @pytest.mark.scenario
