@@ -13,12 +13,12 @@ from typing import Any
 
 from ..util.child_python import python_module
 from ..util.clean import one_line
-from ..util.compile_cache import INDUCTOR_ENV, TRITON_ENV
+from ..util.compile_cache import COMPILE_CACHE_ENV, INDUCTOR_ENV, TRITON_ENV
 from ..config import (DEFAULT_WORKLOAD, TRAINER_FLAGS, Config, changed_knobs,
                       describe_changes)
 from ..errors import ConfigError
 from ..plan.build import build_plan
-from ..plan.launch_plan import STANDALONE_SECONDS
+from ..plan.launch_plan import RENDEZVOUS_ENV, STANDALONE_SECONDS
 from ..probe.parse import format_cpulist
 from ..probe.topology import Topology
 
@@ -90,6 +90,8 @@ def launch_command(config: Config, topology: Topology, *, workload: str = DEFAUL
                       base_env={}, program=program, python=python, script=script,
                       local_rank_arg=local_rank_arg, trial_id="autotune")
     dropped = {v for k in overridden for v in _OVERRIDE_ENV.get(k, ())}
+    # a user's launch meets through env:// (no trial folder), and compiles only when it does
+    dropped |= {RENDEZVOUS_ENV} | (set() if config.compile or script else set(COMPILE_CACHE_ENV))
     envs = [{k: v for k, v in r.env.items() if k not in _TRIAL_ONLY and k not in dropped}
             for r in plan.ranks]
     common = {k: v for k, v in envs[0].items() if k not in _PER_RANK

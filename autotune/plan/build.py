@@ -162,6 +162,9 @@ def _rank_env(launch: _Launch, rank: int, pl: Placement, ccl: dict[str, str]) ->
         env.update(torchrun_env(rank, config.nproc, launch.trial_id))
     else:   # the ranks of one machine meet in the trial folder (worker/rendezvous.py)
         env[RENDEZVOUS_ENV] = RENDEZVOUS_FILE
+        # a launch kept running may serve a compiled window though it started eager (compile is
+        # a window knob): its ranks hold the private cache from the start (util/compile_cache.py)
+        env.update(compile_cache_env())
     if config.backend == "ccl":
         env.update(ccl)
         if launch.script:   # `import oneccl_bindings_for_pytorch` finds autotune's stand-in

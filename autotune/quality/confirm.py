@@ -54,7 +54,8 @@ def confirm_quality(book: QualityBook, config: Config, *, time_left: Callable[[]
     if g is not None and g.look or before.status in (QualityStatus.BEYOND, QualityStatus.FAILED) \
             or g is not None and (g.failed or g.spiked or g.drop_pp > g.tolerance_pp):
         return _stated(book, config, before, f"{changes}: accuracy ")
-    plan = _stored_plan(book, config) or plan_pairs(g, most_pairs)
+    plan = _stored_plan(book, config) or _fitted_plan(
+        book, config, plan_pairs(g, most_pairs), time_left() - leave_s)
     seeds = [CONFIRM_BLOCK * LOOK_SEEDS + i for i in range(plan)]
     opened = any(block(s) == CONFIRM_BLOCK for s in book.evidence(config).runs) \
         if book.evidence(config) else False
@@ -82,6 +83,18 @@ def confirm_quality(book: QualityBook, config: Config, *, time_left: Callable[[]
         return QualityVerdict(status=QualityStatus.FAILED, math_class=cls, why=(
             f"{changes} not confirmed: confirmation runs failed"))
     return _stated(book, config, after, "", new=len(todo))
+
+
+def _fitted_plan(book: QualityBook, config: Config, want: int, time_s: float) -> int:
+    """The pairs a new look plans: `want`, or as many as `time_s` holds when fewer, but at least
+    LEAST_LOOK_PAIRS. Decided before its first run from the time alone, never from what its
+    runs show, so the look's error stays LOOK_ALPHA; a shorter look only shows less often (a
+    5-minute search's look of 8 pairs that did not fit left the class unconfirmed, and its
+    time went to rounds of launches in the default's math)."""
+    per_pair = confirmation_cost(book, config, 1)
+    if per_pair <= 0 or confirmation_cost(book, config, want) <= time_s:
+        return want
+    return max(LEAST_LOOK_PAIRS, min(want, int(time_s // per_pair)))
 
 
 def _stored_plan(book: QualityBook, config: Config) -> int | None:

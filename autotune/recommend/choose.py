@@ -76,7 +76,10 @@ def recommend(result, evaluate, *, rounds: int, script_mode: bool, time_left, pr
     # per trial), after the asked rounds and before the rounds that settle its ratio, which the
     # confirmation's length leaves time for; while none is confirmed, those rounds must not eat
     # the time a confirmation takes.
-    confirm = None if script_mode else _confirmation(result, default, time_left, progress)
+    running = getattr(evaluate, "running", None)
+    confirm = None if script_mode else _confirmation(
+        result, default, time_left, progress,
+        default_running=bool(running and running(default.config)))
     # the asked rounds of the lineup that fits leave the time a confirmation takes
     keep = confirm.reserve([c.config for c in candidates]) if confirm else 0.0
     candidates = _fitted(candidates, result, default, evaluate, rounds=rounds,
@@ -119,14 +122,19 @@ def _unconfirmed(candidates, result, default, progress: Progress) -> Recommendat
     return unverified(alone[0], default, "no budget left to verify")
 
 
-def _confirmation(result, default, time_left, progress: Progress) -> Confirmation | None:
+def _confirmation(result, default, time_left, progress: Progress,
+                  default_running: bool = False) -> Confirmation | None:
     """The seeded confirmation of a winner that changes the math, from the search's quality
-    book (None without one)."""
+    book (None without one). What it leaves for the rounds that settle the ratio after it is
+    priced as those rounds will run: windows of the launches kept running, where they are (a
+    fresh trial's seconds, start included, when this search measured no windows)."""
     if result.book is None:
         return None
+    costs = getattr(result, "costs", None)
+    per_run = costs.of(default_running)[0] if costs is not None else None
     return Confirmation(
         result.book, time_left=time_left, progress=progress,
-        leave_s=settling_s(default.result.seconds or 0.0),
+        leave_s=settling_s(per_run or default.result.seconds or 0.0),
         base_launch=result.book.quickest(default.config, [
             (r.config, r.throughput) for r in result.records
             if r.outcome == Outcome.OK and r.throughput and not r.result.stopped_early]))

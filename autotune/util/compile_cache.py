@@ -54,4 +54,22 @@ def cache_problem(env: Mapping[str, str]) -> str | None:
         if why is not None:
             return (f"refusing torch.compile's cache {path}: {why}; fix: set AUTOTUNE_CACHE to a "
                     "folder only you can write")
+        _tighten(path)
     return None
+
+
+def _tighten(path: str) -> None:
+    """The cache folder and the one above it are 0700 when they are this user's: torch makes a
+    missing cache folder 0777 & ~umask (0755: compiled graphs readable by others), and a folder
+    made before this check (an eager window of the same launch) would keep that mode."""
+    for folder in (path, os.path.dirname(path)):
+        try:   # through a descriptor of the folder itself, never a link in its place
+            fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            st = os.fstat(fd)
+            if st.st_uid == os.geteuid() and st.st_mode & 0o077:
+                os.fchmod(fd, 0o700)
+        finally:
+            os.close(fd)

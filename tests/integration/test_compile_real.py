@@ -49,12 +49,17 @@ def test_a_compiled_launch_compiles_before_its_window_and_keeps_its_graph(topolo
     monkeypatch.setenv("AUTOTUNE_CACHE", str(tmp_path / "cache"))
     ev = live_evaluator(topology, _settings(tmp_path))
     try:
+        # the launch starts eager, as a search's default launch does; compile is a window knob,
+        # so its compiled windows are served by the same ranks (a fresh clone's first search
+        # lost its compiled reference here: the eager launch's ranks had no compile cache)
+        eager = ev(Config(nproc=2, threads=1), "throughput")
         first = ev(Config(nproc=2, threads=1, compile=True), "throughput")
         kept = ev(Config(nproc=2, threads=1, compile=True), "throughput")
         other_batch = ev(Config(nproc=2, threads=1, compile=True, global_batch=64), "throughput")
     finally:
         ev.close()
-    runs = (first, kept, other_batch)
+    runs = (eager, first, kept, other_batch)
+    assert eager.compile_s is None
     assert all(r.outcome == Outcome.OK for r in runs), [r.reason for r in runs]
     # the first window compiled on both ranks in its warm-up, cold (a fresh private cache)
     assert first.compile_s and first.compile_s > 0 and first.compile_cache == "cold"

@@ -25,7 +25,12 @@ def epyc(**caps):
         backends=("gloo",), cxx_compiler="/usr/bin/c++", **caps))
 
 
-def test_every_compiling_rank_gets_the_private_cache_and_no_other_does(tmp_path, monkeypatch):
+def test_every_rank_of_autotune_gets_the_private_cache_never_the_users(tmp_path, monkeypatch):
+    """Compile is a window knob: a launch started eager may serve a compiled window (the first
+    10-minute search on a fresh clone: the default launch compiled, a window of the default's
+    launch, failed for want of the cache), so every rank of the built-in worker holds the
+    private cache from its start, never a folder it inherited; a user's export gets it only when
+    it compiles (tests/unit/export)."""
     monkeypatch.setenv("AUTOTUNE_CACHE", str(tmp_path))
     topo = epyc()
     base = {"PATH": "/usr/bin", INDUCTOR_ENV: "/tmp/torchinductor_someone"}
@@ -35,9 +40,13 @@ def test_every_compiling_rank_gets_the_private_cache_and_no_other_does(tmp_path,
         assert rank.env[INDUCTOR_ENV] == str(tmp_path / "compile" / "inductor")
         assert rank.env[TRITON_ENV] == str(tmp_path / "compile" / "triton")
     assert compiled.env_delta[INDUCTOR_ENV] == str(tmp_path / "compile" / "inductor")
-    # an inherited cache folder is the plan's to set: an eager rank does not get the user's
+    # an inherited cache folder is the plan's to set: an eager rank gets the private one too
     eager = build_plan(Config(nproc=2), topo, workdir="/w", master_port=1, base_env=base)
-    assert all(INDUCTOR_ENV not in r.env for r in eager.ranks)
+    assert all(r.env[INDUCTOR_ENV] == str(tmp_path / "compile" / "inductor")
+               for r in eager.ranks)
+    assert INDUCTOR_ENV not in eager.env_delta
+    eager_export = render(launch_command(Config(), topo, python="python"), "shell")
+    assert INDUCTOR_ENV not in eager_export and "AUTOTUNE_RENDEZVOUS" not in eager_export
     # a user's script may compile itself: its ranks get the private cache too
     script = build_plan(Config(), topo, workdir="/w", master_port=1, base_env=base,
                         program=("python", "train.py"), script=True)
