@@ -200,10 +200,14 @@ class Trials(Judging, Spending):
         if ev.ok and disturbed(ev.outside_share) and self.left() >= 1.2 * ev.seconds:
             ev = self.remeasure(config, ev)
         if ev.ok and not ev.stopped_early:   # a whole trial's length, for the reserve
-            self.durations.append(ev.seconds)
+            # less its compile: paid once per launch and graph, not by the runs the reserve
+            # prices (a kept compiled model, or inductor's cache, serves them; a fresh clone's
+            # 10-minute search priced every run at a compile's 20 s and stopped sampling at 1:44)
+            run_s = max(0.0, ev.seconds - (ev.compile_s or 0.0))
+            self.durations.append(run_s)
             # no start: a window of a running launch
-            (self.windows if ran_warm(ev.fixed) else self.starts).append(ev.seconds)
-            if not ran_warm(ev.fixed) and (w := window_of_start(ev.seconds, ev.fixed)):
+            (self.windows if ran_warm(ev.fixed) else self.starts).append(run_s)
+            if not ran_warm(ev.fixed) and (w := window_of_start(run_s, ev.fixed)):
                 self.estimated.append(w)
         return ev
 
