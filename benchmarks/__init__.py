@@ -27,6 +27,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]          # the checkout
 RESULTS = ROOT / "benchmarks" / "results"           # what each benchmark wrote, kept at its path
 
+
+def out_folder_problem(out: str | Path) -> str | None:
+    """Make a benchmark's --out folder before anything is measured; why it cannot be, else None
+    (window_cost and hosts_window_cost measured for minutes and then failed to write into a
+    folder that did not exist, the figures only on the terminal)."""
+    try:
+        Path(out).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return f"--out {out}: cannot make it a folder ({exc.strerror or exc})"
+    return None
+
 # old module name -> its new one, below benchmarks.
 MOVED = {
     "landscape": "landscapes.record (the table itself: benchmarks.landscapes.table)",

@@ -228,7 +228,9 @@ def claim_words(b: DropBound) -> str:
     if not math.isfinite(b.upper_pp):
         return (f"not shown within {tol} (drop {b.drop_pp:.2f} pp on {basis}: a bound needs 2 or "
                 f"more){tail}")
-    worst = f"; worst seed {b.worst[0]} lost {b.worst[1]:.2f} pp" if b.worst and b.n > 1 else ""
+    worst = "" if not (b.worst and b.n > 1) else (
+        f"; worst seed {b.worst[0]} lost {b.worst[1]:.2f} pp" if b.worst[1] >= 0 else
+        f"; no seed lost accuracy (the least gain {-b.worst[1]:.2f} pp, seed {b.worst[0]})")
     if answer == Shown.WITHIN:
         return f"within {tol} ({level} upper bound of the drop {b.upper_pp:.2f} pp, {basis}{worst}){tail}"
     return (f"not shown within {tol} (drop {b.drop_pp:.2f} pp, {level} upper bound "

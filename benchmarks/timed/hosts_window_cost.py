@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 from autotune.config import Config
-from benchmarks import RESULTS
+from benchmarks import RESULTS, out_folder_problem
 from benchmarks.timed.machine import describe as describe_machine
 from benchmarks.timed.window_cost import WINDOW_KNOBS, _stats
 
@@ -167,6 +167,9 @@ def main(argv: list[str] | None = None) -> int:
                         "on every host, as a start on a real cluster costs 20-60 s")
     p.add_argument("--out", default=str(RESULTS), help="folder for the JSON (benchmarks/results)")
     args = p.parse_args(argv)
+    if (why := out_folder_problem(args.out)) is not None:
+        print(f"hosts_window_cost: error: {why}", file=sys.stderr)
+        return 2
     if args.rounds < 1:
         print("hosts_window_cost: error: --rounds must be at least 1", file=sys.stderr)
         return 2

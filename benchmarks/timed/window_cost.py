@@ -26,7 +26,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from autotune.config import Config
-from benchmarks import RESULTS
+from benchmarks import RESULTS, out_folder_problem
 from benchmarks.timed.machine import describe as describe_machine
 
 # The knobs a running launch changes between windows, one step from the default launch each.
@@ -108,6 +108,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workload", default="cnn")
     p.add_argument("--out", default=str(RESULTS), help="folder for the JSON (benchmarks/results)")
     args = p.parse_args(argv)
+    if (why := out_folder_problem(args.out)) is not None:
+        print(f"window_cost: error: {why}", file=sys.stderr)
+        return 2
     if args.rounds < 2:
         print("window_cost: error: --rounds must be at least 2", file=sys.stderr)
         return 2

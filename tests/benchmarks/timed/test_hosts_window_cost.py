@@ -34,3 +34,20 @@ def test_a_start_delay_without_a_search_or_below_zero_is_one_line(capsys):
         assert main(argv) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "--start-delay" in err
+
+
+def test_an_out_folder_is_made_or_refused_before_anything_is_measured(tmp_path, capsys):
+    """Both window-cost benchmarks measured for minutes, then failed to write into an --out
+    folder that did not exist. A missing folder is made first; one that cannot be is one line,
+    exit 2, before any host is probed or trial run."""
+    from benchmarks.timed import window_cost
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    for run, name in ((main, "hosts_window_cost"), (window_cost.main, "window_cost")):
+        assert run(["--out", str(blocker / "results")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == [f"{name}: error: --out {blocker / 'results'}: cannot make it a folder "
+                       "(Not a directory)"], err
+    from benchmarks import out_folder_problem
+    assert out_folder_problem(tmp_path / "new" / "deep") is None
+    assert (tmp_path / "new" / "deep").is_dir()
