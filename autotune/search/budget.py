@@ -179,6 +179,15 @@ class Reserve(NamedTuple):
     total_s: float
     confirm_s: float
     margin_s: float = 0.0
+    verify_s: float = 0.0    # the lineup's verification rounds
+    settle_s: float = 0.0    # the rounds that settle the winner's ratio
+
+    def said(self) -> str:
+        """What the reserve is kept for, in words (after sampling stopped for it)."""
+        parts = [(self.verify_s, "verification"), (self.settle_s, "settling the ratio"),
+                 (self.confirm_s, "a confirmation of accuracy"), (self.margin_s, "margin")]
+        kept = [f"{format_seconds(s)} {what}" for s, what in parts if s >= 0.5]
+        return ", ".join(kept) if kept else f"{format_seconds(self.total_s)}"
 
 
 def verify_reserve(*, costs: RunCosts | None, running: Sequence[bool], confirm_s: float,
@@ -200,7 +209,8 @@ def verify_reserve(*, costs: RunCosts | None, running: Sequence[bool], confirm_s
         return Reserve(floor_s, 0.0)
     plan = plan_reserve(costs, running=running, rounds=rounds, settle_rounds=SETTLE_ROUNDS,
                         confirm_s=confirmation_reserve(confirm_s, budget_s), budget_s=budget_s)
-    return Reserve(plan.total_s, plan.confirm_s, plan.margin_s)
+    return Reserve(plan.total_s, plan.confirm_s, plan.margin_s,
+                   verify_s=plan.verification.mean_s, settle_s=plan.settling.mean_s)
 
 
 def confirmation_reserve(confirm_s: float, budget_s: float) -> float:

@@ -21,6 +21,7 @@ from ..quality.verdict import QualityStatus
 from ..result import Evaluate, Outcome
 from ..study.records import Record, Role, record_trial
 from ..study.owners import claim_trial
+from .budget import format_seconds
 from .guide import Guide
 from .options import Clock, SearchOptions, SearchResult
 from .references import launchable_draw, reference_configs, unseen
@@ -101,6 +102,10 @@ class _Search(Trials):
     def _stop_reason(self, state: _Sampling) -> str | None:
         o = self.options
         if self.left() < self.next_trial_s():
+            left = o.budget_s - self.clock.elapsed()
+            self.progress.note(f"sampling stops with {format_seconds(left)} left: kept for "
+                               f"{self.reserved().said()}; a trial costs about "
+                               f"{self.next_trial_s():.0f} s")
             return "budget"
         if o.max_trials is not None and self.measured >= o.max_trials:
             return "max_trials"

@@ -17,6 +17,8 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
+from ..plan.launch_plan import CEILING_SECONDS
+
 # With fewer runs of a kind than this, its spread is taken as FALLBACK_SPREAD of its median.
 MIN_FOR_SPREAD = 4
 # A run's standard deviation, as a share of its median, before its spread is measured: trials on
@@ -67,6 +69,20 @@ def window_of_start(seconds: float, fixed: dict[str, float] | None) -> float | N
     if not fixed or any(k not in fixed for k in START_ONLY):
         return None
     return max(0.0, seconds - sum(fixed[k] for k in START_ONLY))
+
+
+# The runs the reserve prices (verification's, a settling round's) time no ceiling: a trial does,
+# when it is its class's fastest so far (worker/train.py), for about CEILING_SECONDS after two
+# untimed steps. Priced with it, a verification window of the 5-minute search cost 5.5 s instead
+# of the 3.3 s it took, and sampling stopped at 1:44 with 40 s of the budget never used (issue 62).
+CEILING_WARM_STEPS = 2
+
+
+def without_ceiling(seconds: float, *, ceiling_timed: bool, step_s: float | None) -> float:
+    """A trial's seconds less its ceiling's window and warm steps (a run that times none)."""
+    if not ceiling_timed:
+        return seconds
+    return max(0.0, seconds - CEILING_SECONDS - CEILING_WARM_STEPS * (step_s or 0.0))
 
 
 def run_costs(starts: Sequence[float], windows: Sequence[float],

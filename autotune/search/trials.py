@@ -29,7 +29,7 @@ from ..util.clean import one_line
 from .options import Clock, SearchOptions
 from .references import default_launch
 from .judging import Judging
-from .reserve import window_of_start
+from .reserve import window_of_start, without_ceiling
 from .shared import Claim, ConfigClaims, StudyLock
 from .spending import Spending
 
@@ -205,9 +205,12 @@ class Trials(Judging, Spending):
             # 10-minute search priced every run at a compile's 20 s and stopped sampling at 1:44)
             run_s = max(0.0, ev.seconds - (ev.compile_s or 0.0))
             self.durations.append(run_s)
+            # the runs the reserve prices time no ceiling (search/reserve.py)
+            kept_s = without_ceiling(run_s, ceiling_timed=ev.ceiling is not None,
+                                     step_s=ev.step_median_s)
             # no start: a window of a running launch
-            (self.windows if ran_warm(ev.fixed) else self.starts).append(run_s)
-            if not ran_warm(ev.fixed) and (w := window_of_start(run_s, ev.fixed)):
+            (self.windows if ran_warm(ev.fixed) else self.starts).append(kept_s)
+            if not ran_warm(ev.fixed) and (w := window_of_start(kept_s, ev.fixed)):
                 self.estimated.append(w)
         return ev
 

@@ -6,13 +6,18 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from test_search import Sim, new_study
 from two_core import topo  # noqa: F401 - fixture
 
+from autotune.plan.launch_plan import CEILING_SECONDS
+from autotune.progress import Silent
 from autotune.result import Outcome, TrialResult
 from autotune.search.account import Account, describe
 from autotune.search.loop import run_search
 from autotune.search.options import SearchOptions
+from autotune.search.reserve import without_ceiling
 from autotune.space.resolve import find_space, load_space, resolve
 from autotune.study.records import records
 
@@ -105,3 +110,46 @@ def test_a_compile_is_not_priced_into_the_runs_the_reserve_keeps_time_for(tmp_pa
     # both sample until the reserve is due: the dear compiles' search is not cut short by a
     # reserve priced at them (before the fix it stopped with a reserve of the whole rest)
     assert ran[40.0] >= 0.8 * ran[0.0], ran
+
+
+class TimesCeilings(Sim):
+    """Every throughput trial asked for its class's ceiling times it as the worker does: two
+    untimed steps of `step_s` and a window of CEILING_SECONDS, on top of its own run."""
+
+    step_s = 0.25
+
+    def __call__(self, c, mode, seed=0, samples=None, ceiling_above=None, **kw):
+        r = super().__call__(c, mode, seed=seed, samples=samples)
+        if mode == "throughput" and ceiling_above is not None:
+            extra = CEILING_SECONDS + 2 * self.step_s
+            self.t += extra
+            return dataclasses.replace(r, seconds=r.seconds + extra, step_median_s=self.step_s,
+                                       ceiling=r.throughput * 1.1)
+        return r
+
+
+def test_the_reserve_prices_its_runs_without_the_ceiling_a_trial_timed(tmp_path, topo):
+    """Verification and settling runs time no ceiling; priced with a trial's ceiling, a
+    5-minute search's verification windows cost 5.5 s instead of the 3.3 s they took, and it
+    stopped sampling at 1:44 with 40 s never used (issue 62). The search's own prices are its
+    runs less their ceilings, while the next trial is still expected at its whole length."""
+    sim, notes = TimesCeilings(trial_s=3.0), Notes()
+    res = run_search(new_study(tmp_path), space=resolve(load_space(find_space("cpu")), topo),
+                     topology=topo, evaluate=sim, clock=sim, progress=notes,
+                     options=SearchOptions(budget_s=300, min_trial_s=3, patience=100,
+                                           ceiling=True))
+    assert res.stop_reason == "budget"
+    assert res.costs.start_s == pytest.approx(3.0)    # no ceiling in what the reserve prices
+    assert without_ceiling(5.5, ceiling_timed=True, step_s=0.25) == pytest.approx(3.0)
+    assert without_ceiling(5.5, ceiling_timed=False, step_s=0.25) == 5.5
+    # and the search says what it kept the rest for, when it stops sampling for it
+    said = [n for n in notes.seen if n.startswith("sampling stops with ")]
+    assert len(said) == 1 and "verification" in said[0] and "margin" in said[0], notes.seen
+
+
+class Notes(Silent):
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def note(self, text: str) -> None:
+        self.seen.append(text)
