@@ -22,7 +22,9 @@ _PREFER: dict[str, tuple[Any, ...]] = {
     "ipex": ("off",),                         # a library's own rewrite: measured, not assumed
     # PyTorch 2's first lever, the default's math: 1.70x on the default launch and 1.23x on the
     # tuned one on the 2-core Zen 5 (issue 59). Guessed on, and the descent's second move takes
-    # it off around the leader, so a short search measures both sides early.
+    # it off around the leader, so a short search measures both sides early. Where the default
+    # launch compiled lost to it (the built-in transformer: 0.86x), the guess is eager and the
+    # descent's move puts it on (guide._eager_if_lost).
     "compile": (True, False),
     # HBM in flat mode is there to be used (Intel's Xeon Max guide: numactl --preferred to the
     # HBM node); preferred falls back to DRAM when it is full, so it is a safe first guess

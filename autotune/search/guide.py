@@ -163,20 +163,22 @@ class Guide:
         self.feeding: Feeding | None = None
         self.later: Params | None = None    # the hardware's guess, after the same math's
 
-    def _guesses(self, space, default: Record | None,
+    def _guesses(self, space, default: Record | None, known: dict[str, Record],
                  launchable: Callable[[Params], bool]) -> Params | None:
         """The first guess. When the default launch waits on data: the guess in its own math
         that feeds the step first, then (on CPUs, where workers and compute threads share the
         cores) a turn of each data knob in that math, then the hardware's whole guess."""
         where = _bottleneck_of(default)
-        guess = first_guess(space, self.topology, launchable, bottleneck=where)
+        guess = _eager_if_lost(first_guess(space, self.topology, launchable, bottleneck=where),
+                               known, space, launchable)
         if where != Bottleneck.DATA or self.class_of is None or default is None:
             return guess
         self.later = guess
         if self.descent is not None and default.config.device == "cpu":
             self.feeding = Feeding(self.topology, space, default.config, self.class_of)
-        return first_guess(space, self.topology, launchable, bottleneck=where,
-                           class_of=self.class_of, base=default.config)
+        return _eager_if_lost(first_guess(space, self.topology, launchable, bottleneck=where,
+                                          class_of=self.class_of, base=default.config),
+                              known, space, launchable)
 
     def next(self, space, known: dict[str, Record], busy=()) -> dict[str, Any] | None:
         busy = set(busy)
@@ -193,7 +195,7 @@ class Guide:
         default = _default_of(known)
         if not self.guessed:
             self.guessed = True
-            guess = self._guesses(space, default, launchable)
+            guess = self._guesses(space, default, known, launchable)
             if guess is not None and not measured(guess):
                 return guess
         if self.feeding is not None:
@@ -253,6 +255,27 @@ def _params(config: Config, space, topology: Topology) -> Params | None:
     """`config` in the space's knobs, as the plan runs it (a reference's automatic threads are
     a count in the space)."""
     return params_of(config, space) or params_of(canonical(config, topology), space)
+
+
+def compile_lost(known: dict[str, Record]) -> bool:
+    """Whether the default launch compiled ran slower than the default launch, both measured:
+    the one measurement of compiling this workload the guess has (on the 2-core Zen 5 the
+    built-in transformer compiled ran 0.79-0.86x eager, the cnn 1.18x; docs/benchmarks.md)."""
+    from ..study.records import Role
+    ran = {r.role: r.throughput for r in known.values()
+           if r.role in (Role.DEFAULT, Role.DEFAULT_COMPILED) and r.throughput}
+    return len(ran) == 2 and ran[Role.DEFAULT_COMPILED] < ran[Role.DEFAULT]
+
+
+def _eager_if_lost(guess: Params | None, known: dict[str, Record], space,
+                   launchable: Callable[[Params], bool]) -> Params | None:
+    """The guess eager where compiling lost on the default launch (the descent still measures
+    the compiled side around the leader: compiling a tuned launch can pay where it did not on
+    the default); as it was when that cannot run."""
+    if guess is None or not guess.get("compile") or not compile_lost(known):
+        return guess
+    eager = {**guess, "compile": False}
+    return eager if False in space.knobs.get("compile", ()) and launchable(eager) else guess
 
 
 def _default_of(known: dict[str, Record]) -> Record | None:

@@ -13,13 +13,16 @@ from two_core import topo  # noqa: F401 - fixture
 
 from autotune.plan.launch_plan import CEILING_SECONDS
 from autotune.progress import Silent
+from autotune.plan.feasible import ruled_out
 from autotune.result import Outcome, TrialResult
 from autotune.search.account import Account, describe
+from autotune.search.guide import Guide
 from autotune.search.loop import run_search
 from autotune.search.options import SearchOptions
+from autotune.search.references import default_launch
 from autotune.search.reserve import without_ceiling
 from autotune.space.resolve import find_space, load_space, resolve
-from autotune.study.records import records
+from autotune.study.records import Record, Role, records
 
 FAILED = ("rank 0 exited with code 1: torch.compile failed: InvalidCxxCompiler: No working C++ "
           "compiler found in torch._inductor.config.cpp.cxx: (None, '/opt/bad/c++')")
@@ -153,3 +156,21 @@ class Notes(Silent):
 
     def note(self, text: str) -> None:
         self.seen.append(text)
+
+
+def test_the_first_guess_is_eager_where_compiling_lost_on_the_default_launch(topo):
+    """The built-in transformer compiled ran 0.86x eager on the default launch; the guess still
+    compiled, a 5-minute search never measured its eager twin and recommended compiled bf16 at
+    1.09x over the default. Where the default launch compiled lost, the guess is eager (the
+    descent's second move still measures the compiled side); where it won, the guess compiles."""
+    topo, space = compiling(topo)
+    base = default_launch(space, topo)
+    for compiled, guessed in ((800.0, False), (1200.0, True)):
+        known = {c.key(): Record(config=c, role=role, feasible=True, result=TrialResult(
+            outcome=Outcome.OK, throughput=thr)) for c, role, thr in (
+                (base, Role.DEFAULT, 1000.0),
+                (base.with_(compile=True), Role.DEFAULT_COMPILED, compiled))}
+        guess = Guide("descent", topo, lambda c: c.key(), ruled_out).next(space, known)
+        assert guess["compile"] is guessed and guess["precision"] == "bf16", (compiled, guess)
+    # before the compiled reference ran, the guess compiles (as before)
+    assert Guide("descent", topo, lambda c: c.key(), ruled_out).next(space, {})["compile"] is True
