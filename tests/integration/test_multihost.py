@@ -200,7 +200,7 @@ def test_a_short_search_over_two_hosts_measures_a_spanning_launch_and_its_export
     a search across hosts costs minutes here)."""
     monkeypatch.chdir(tmp_path)    # exported commands run their ranks in the search's directory
     rc = main(["search", "--hosts", "th1:1,th2:1", "--ssh-config", hosts, "--budget", "5m",
-               "--seconds", "1", "--max-trials", "3", "--verify-rounds", "1",
+               "--seconds", "1", "--max-trials", "4", "--verify-rounds", "1",
                "--max-verify-rounds", "1", "--quality-samples", "1024", "--quality-seeds", "2",
                "--json", "--results", str(tmp_path / "res")])
     captured = capsys.readouterr()
@@ -213,7 +213,10 @@ def test_a_short_search_over_two_hosts_measures_a_spanning_launch_and_its_export
                 if t.user_attrs.get("config") and t.user_attrs.get("outcome") != "infeasible"]
     roles = [(a["role"], a["config"].get("nnodes", 1), a["outcome"]) for a in measured]
     assert roles[:2] == [("reference:default", 1, "ok"), ("reference:run_cpu", 1, "ok")], roles
-    assert roles[2] == ("search", 2, "ok"), roles
+    # then the default launch compiled where compiling is offered (issue 59), then the guess
+    guess = next(r for r in roles if r[0] == "search")
+    assert guess == ("search", 2, "ok"), roles
+    assert roles[2] in (("reference:default_compiled", 1, "ok"), guess), roles
     budget = [line for line in captured.err.splitlines() if "budget:" in line]
     assert budget and "across 2 hosts" in budget[0], captured.err[-3000:]
     beside = [line for line in captured.err.splitlines() if "side by side" in line]
