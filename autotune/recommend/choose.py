@@ -13,7 +13,8 @@ from ..quality.confirm import Confirmation, settle_advice
 from ..quality.verdict import QualityStatus, QualityVerdict, stored_verdict
 from ..result import Outcome
 from ..search.shared import Workers
-from ..search.budget import settling_s
+from ..search.budget import SETTLE_ROUNDS, settling_s
+from ..search.reserve import settling_cost
 from ..search.lineup import pick_candidates
 from ..study.records import Role, records
 from .fit import lineup_that_settles
@@ -76,10 +77,7 @@ def recommend(result, evaluate, *, rounds: int, script_mode: bool, time_left, pr
     # per trial), after the asked rounds and before the rounds that settle its ratio, which the
     # confirmation's length leaves time for; while none is confirmed, those rounds must not eat
     # the time a confirmation takes.
-    running = getattr(evaluate, "running", None)
-    confirm = None if script_mode else _confirmation(
-        result, default, time_left, progress,
-        default_running=bool(running and running(default.config)))
+    confirm = None if script_mode else _confirmation(result, default, time_left, progress)
     # the asked rounds of the lineup that fits leave the time a confirmation takes
     keep = confirm.reserve([c.config for c in candidates]) if confirm else 0.0
     candidates = _fitted(candidates, result, default, evaluate, rounds=rounds,
@@ -122,19 +120,19 @@ def _unconfirmed(candidates, result, default, progress: Progress) -> Recommendat
     return unverified(alone[0], default, "no budget left to verify")
 
 
-def _confirmation(result, default, time_left, progress: Progress,
-                  default_running: bool = False) -> Confirmation | None:
+def _confirmation(result, default, time_left, progress: Progress) -> Confirmation | None:
     """The seeded confirmation of a winner that changes the math, from the search's quality
     book (None without one). What it leaves for the rounds that settle the ratio after it is
-    priced as those rounds will run: windows of the launches kept running, where they are (a
-    fresh trial's seconds, start included, when this search measured no windows)."""
+    what the search kept for them (search/reserve.settling_cost: windows of the two launches
+    kept running, starts where this search measured no windows; a trial's seconds without
+    any costs)."""
     if result.book is None:
         return None
     costs = getattr(result, "costs", None)
-    per_run = costs.of(default_running)[0] if costs is not None else None
+    leave_s = settling_cost(costs, SETTLE_ROUNDS).mean_s if costs is not None else \
+        settling_s(default.result.seconds or 0.0)
     return Confirmation(
-        result.book, time_left=time_left, progress=progress,
-        leave_s=settling_s(per_run or default.result.seconds or 0.0),
+        result.book, time_left=time_left, progress=progress, leave_s=leave_s,
         base_launch=result.book.quickest(default.config, [
             (r.config, r.throughput) for r in result.records
             if r.outcome == Outcome.OK and r.throughput and not r.result.stopped_early]))

@@ -167,6 +167,16 @@ class ReservePlan:
         return (self.verification + self.settling).margin_s
 
 
+def settling_cost(costs: RunCosts, settle_rounds: int) -> Predicted:
+    """The rounds that settle the winner's ratio after verification's asked rounds: two launches
+    kept running (the default and the winner), `settle_rounds` windows each. The one price of
+    them: what the search keeps (plan_reserve) and what a confirmation must leave (recommend/
+    choose.py); priced there as a start per run, it asked 75 s where the search had kept 34 s,
+    and a 10-minute search's bf16 confirmation (79 s, 117 s left) did not run: the winner fell to
+    run_cpu's settings at 1.42x against 2.42x, and 58 s went unused."""
+    return rounds_cost(costs, [True, True], settle_rounds)
+
+
 def plan_reserve(costs: RunCosts, *, running: Sequence[bool], rounds: int, settle_rounds: int,
                  confirm_s: float, budget_s: float) -> ReservePlan:
     """The verification of a lineup (`running`: whether each member's launch is running now,
@@ -174,5 +184,5 @@ def plan_reserve(costs: RunCosts, *, running: Sequence[bool], rounds: int, settl
     more rounds of two running launches (the default and the winner), at most 15% of it; and
     `confirm_s` for seeded confirmations (search/budget.confirmation_reserve)."""
     verify = rounds_cost(costs, running, rounds).capped(0.4 * budget_s)
-    settle = rounds_cost(costs, [True, True], settle_rounds).capped(0.15 * budget_s)
+    settle = settling_cost(costs, settle_rounds).capped(0.15 * budget_s)
     return ReservePlan(verification=verify, settling=settle, confirm_s=confirm_s)

@@ -74,3 +74,34 @@ def test_a_faster_reference_not_recommended_is_named_with_why():
     assert pick.holds and not shaky.holds and over(pick, shaky) < 1.0
     chosen, lines = reference_check(pick, [pick, shaky], _accept(), lambda r: "run_cpu's")
     assert chosen is pick and "did not hold up against the default launch" in lines[0]
+
+
+def test_a_confirmation_leaves_the_settling_rounds_what_the_search_kept_for_them(tmp_path):
+    """The README's first command, on a fresh clone: the search kept 34 s for the rounds that
+    settle the winner's ratio (windows of two kept launches) and 79 s for bf16's confirmation;
+    with 117 s left the confirmation priced those rounds as starts (75 s), did not run, and the
+    winner fell to run_cpu's settings at 1.42x against bf16's 2.42x, 58 s unused. The two now
+    price them alike, whether the default's launch runs or not."""
+    from types import SimpleNamespace
+
+    from autotune.quality.evidence import QualityBook
+    from autotune.recommend.choose import _confirmation
+    from autotune.result import Outcome, TrialResult
+    from autotune.search.budget import SETTLE_ROUNDS, verify_reserve
+    from autotune.study.records import Record
+    from autotune.study.storage import open_storage, open_study
+
+    costs = run_costs([7.5, 7.2, 8.0, 7.8], [3.4] * 8)
+    kept = verify_reserve(costs=costs, running=[True, False], confirm_s=0.0, rounds=3,
+                          floor_s=0.0, budget_s=600.0)
+    assert kept.settle_s == 2 * SETTLE_ROUNDS * 3.4
+    book = QualityBook(open_study(open_storage(f"sqlite:///{tmp_path}/q.db"), "q"),
+                       lambda *a, **k: None, batchnorm=True, tolerance_pp=1.0)
+    default = Record(config=Config(), role=Role.DEFAULT, feasible=True,
+                     result=TrialResult(outcome=Outcome.OK, throughput=1000.0, seconds=7.5))
+    result = SimpleNamespace(book=book, costs=costs, records=[default])
+    confirm = _confirmation(result, default, lambda: 117.0, progress=None)
+    assert confirm.leave_s == kept.settle_s
+    # no costs measured: a trial's seconds, start included, per run, as before
+    assert _confirmation(SimpleNamespace(book=book, costs=None, records=[default]), default,
+                         lambda: 117.0, progress=None).leave_s == 2 * SETTLE_ROUNDS * 7.5
