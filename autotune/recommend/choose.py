@@ -13,8 +13,8 @@ from ..quality.confirm import Confirmation, settle_advice
 from ..quality.verdict import QualityStatus, QualityVerdict, stored_verdict
 from ..result import Outcome
 from ..search.shared import Workers
-from ..search.budget import SETTLE_ROUNDS, settling_s
-from ..search.reserve import settling_cost
+from ..search.budget import SETTLE_ROUNDS
+from ..search.reserve import run_costs, settling_cost
 from ..search.lineup import pick_candidates
 from ..study.records import Role, records
 from .fit import lineup_that_settles
@@ -128,11 +128,10 @@ def _confirmation(result, default, time_left, progress: Progress) -> Confirmatio
     any costs)."""
     if result.book is None:
         return None
-    costs = getattr(result, "costs", None)
-    leave_s = settling_cost(costs, SETTLE_ROUNDS).mean_s if costs is not None else \
-        settling_s(default.result.seconds or 0.0)
+    costs = getattr(result, "costs", None) or run_costs([default.result.seconds or 0.0], [])
     return Confirmation(
-        result.book, time_left=time_left, progress=progress, leave_s=leave_s,
+        result.book, time_left=time_left, progress=progress,
+        leave_s=settling_cost(costs, SETTLE_ROUNDS).mean_s,
         base_launch=result.book.quickest(default.config, [
             (r.config, r.throughput) for r in result.records
             if r.outcome == Outcome.OK and r.throughput and not r.result.stopped_early]))

@@ -167,12 +167,6 @@ def _minutes(seconds: float) -> str:
 SETTLE_ROUNDS = 5
 
 
-def settling_s(trial_s: float) -> float:
-    """Seconds the SETTLE_ROUNDS rounds of two launches of `trial_s` take: what the search keeps
-    for them and what a confirmation's length must leave them."""
-    return 2 * SETTLE_ROUNDS * trial_s
-
-
 class Reserve(NamedTuple):
     """What the search keeps back for after it, how much of that is for confirmations, and the
     margin inside it (the predicted costs' spread)."""

@@ -102,9 +102,8 @@ class _Search(Trials):
     def _stop_reason(self, state: _Sampling) -> str | None:
         o = self.options
         if self.left() < self.next_trial_s():
-            left = o.budget_s - self.clock.elapsed()
-            self.progress.note(f"sampling stops with {format_seconds(left)} left: kept for "
-                               f"{self.reserved().said()}; a trial costs about "
+            self.progress.note(f"sampling stops with {format_seconds(self.remaining())} left: "
+                               f"kept for {self.reserved().said()}; a trial costs about "
                                f"{self.next_trial_s():.0f} s")
             return "budget"
         if o.max_trials is not None and self.measured >= o.max_trials:

@@ -52,8 +52,13 @@ class Spending:
             return self.options.min_trial_s
         return sorted(self.durations)[len(self.durations) // 2]
 
+    def remaining(self) -> float:
+        """The budget not yet spent, the reserve included."""
+        return self.options.budget_s - self.clock.elapsed()
+
     def left(self) -> float:
-        return self.options.budget_s - self.clock.elapsed() - self.reserve()
+        """What is left for trials: the budget not spent, less the reserve."""
+        return self.remaining() - self.reserve()
 
     def quality_cost(self, config: Config, throughput: float) -> float:
         return self.book.cost(config, throughput, self.planned_length(throughput))

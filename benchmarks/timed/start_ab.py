@@ -24,6 +24,7 @@ from pathlib import Path
 
 from benchmarks import RESULTS, out_folder_problem
 from benchmarks.timed.machine import describe as describe_machine
+from benchmarks.timed.window_cost import _stats
 
 ARGV = ["-m", "autotune", "run", "--set", "nproc=2", "--set", "threads=1", "--seconds", "2",
         "--json"]
@@ -50,13 +51,9 @@ def one(tree: Path) -> dict | None:
 
 
 def summary(rows: list[dict]) -> dict:
-    beside = [r["seconds"] - r["window_s"] for r in rows]
-    fixed = [sum(r["fixed"].values()) for r in rows]
     return {"runs": len(rows),
-            "besides_window_s": {"median": statistics.median(beside), "min": min(beside),
-                                 "max": max(beside)},
-            "fixed_stages_s": {"median": statistics.median(fixed), "min": min(fixed),
-                               "max": max(fixed)},
+            "besides_window_s": _stats([r["seconds"] - r["window_s"] for r in rows]),
+            "fixed_stages_s": _stats([sum(r["fixed"].values()) for r in rows]),
             "group_s": statistics.median(r["fixed"].get("group", 0.0) for r in rows)}
 
 
