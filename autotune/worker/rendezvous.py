@@ -88,6 +88,15 @@ def strangers(token: str, world_size: int, proofs: list[bytes]) -> list[int]:
             if not hmac.compare_digest(got, proof(token, r, world_size))]
 
 
+def ranks_text(ranks: list[int]) -> str:
+    """'rank 1', 'ranks 1, 3', 'ranks 1-7' (pure)."""
+    if len(ranks) == 1:
+        return f"rank {ranks[0]}"
+    if ranks == list(range(ranks[0], ranks[-1] + 1)) and len(ranks) > 2:
+        return f"ranks {ranks[0]}-{ranks[-1]}"
+    return "ranks " + ", ".join(str(r) for r in ranks)
+
+
 def prove(token: str, rank: int, world_size: int, device: torch.device) -> str | None:
     """Every rank's proof, all-gathered as bytes: why this launch is not the user's (one line),
     or None when every peer holds its token."""
@@ -97,12 +106,14 @@ def prove(token: str, rank: int, world_size: int, device: torch.device) -> str |
     try:
         dist.all_gather(everyone, mine)
     except Exception as exc:  # noqa: BLE001 - a peer that sends something else is no proof
-        return (f"the ranks' proofs of the launch's secret could not be exchanged "
-                f"({type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}); "
-                "refused, nothing measured")
+        # a stranger that sends something else breaks the exchange itself (the peer resets the
+        # connection, or the sizes differ): no peer of this rank has proved anything
+        peers = [r for r in range(world_size) if r != rank]
+        said = str(exc).splitlines()[0][:200] if str(exc) else ""
+        return (f"{ranks_text(peers)} proved nothing: the ranks' proofs of the launch's secret "
+                f"could not be exchanged ({type(exc).__name__}: {said}); refused, nothing measured")
     bad = strangers(token, world_size, [bytes(t.cpu().tolist()) for t in everyone])
     if not bad:
         return None
-    who = ", ".join(str(r) for r in bad)
-    return (f"a stranger joined this launch: rank {who} does not hold the launch's secret "
+    return (f"a stranger joined this launch: {ranks_text(bad)} does not hold the launch's secret "
             "(refused, nothing measured)")

@@ -103,11 +103,16 @@ def _finish(runner: subprocess.Popen) -> dict:
     return json.loads(lines[-1])
 
 
+def _impostor(port: int, marker: Path, *, leaves: bool = False) -> subprocess.Popen:
+    code = IMPOSTOR if not leaves else IMPOSTOR.split("out = [None, None]")[0] + "os._exit(0)\n"
+    return subprocess.Popen([sys.executable, "-c", "import os\n" + code, str(port), str(marker)],
+                            text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
 def test_a_stranger_who_joins_as_the_late_rank_runs_nothing_and_is_refused(tmp_path):
     marker = tmp_path / "the-strangers-pickle-ran"
     runner, port = _start_runner(tmp_path, "tcp")
-    impostor = subprocess.Popen([sys.executable, "-c", IMPOSTOR, str(port), str(marker)],
-                                text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    impostor = _impostor(port, marker)
     try:
         got = _finish(runner)
     finally:
@@ -118,6 +123,22 @@ def test_a_stranger_who_joins_as_the_late_rank_runs_nothing_and_is_refused(tmp_p
     assert got["outcome"] != "ok" and not any(got["throughput"]), got
     reason = got["reason"]
     assert "\n" not in reason and "launch's secret" in reason and "rank 1" in reason, reason
+
+
+def test_a_stranger_who_breaks_the_exchange_is_named_too(tmp_path):
+    """A stranger that joins and then leaves: the exchange itself fails (the peer reset it), and
+    the refusal still names the rank that proved nothing, in one line."""
+    runner, port = _start_runner(tmp_path, "tcp")
+    impostor = _impostor(port, tmp_path / "unused", leaves=True)
+    try:
+        got = _finish(runner)
+    finally:
+        impostor.kill()
+        said = impostor.communicate()[0]
+    assert "joined" in said, said[-2000:]
+    assert got["outcome"] != "ok" and not any(got["throughput"]), got
+    reason = got["reason"]
+    assert "\n" not in reason and "rank 1 proved nothing" in reason, reason
 
 
 def test_on_one_machine_nothing_listens_for_the_rendezvous(tmp_path, other_user):  # noqa: F811

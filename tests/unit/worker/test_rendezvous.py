@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from autotune.worker.dist import PROBLEM_BYTES, decode_problems, encode_problems
-from autotune.worker.rendezvous import proof, store_name, strangers
+from autotune.worker.rendezvous import proof, ranks_text, store_name, strangers
 
 
 def test_problems_travel_as_fixed_size_json_and_come_back_the_same():
@@ -40,3 +40,10 @@ def test_a_proof_is_the_ranks_own_and_the_launchs_own():
     assert strangers(token, 3, [good[0], proof("f" * 32, 1, 3), b""]) == [1, 2]
     assert proof(token, 0, 2) != proof(token, 0, 3)                    # another world size
     assert store_name(token) != store_name("f" * 32) and "/" not in store_name(token)
+
+
+def test_the_ranks_a_refusal_names_are_said_shortly():
+    assert ranks_text([1]) == "rank 1"
+    assert ranks_text([1, 3]) == "ranks 1, 3"
+    assert ranks_text([0, 1]) == "ranks 0, 1"
+    assert ranks_text(list(range(1, 8))) == "ranks 1-7"
