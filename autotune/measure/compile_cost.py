@@ -25,7 +25,10 @@ stop offering compiled launches for the rest of the search.
 from __future__ import annotations
 
 import statistics
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+if TYPE_CHECKING:
+    from ..config import Config
 
 # A rank's reason for a compile that failed starts with this (worker/trainer.py writes it).
 COMPILE_FAILED = "torch.compile failed"
@@ -83,3 +86,15 @@ def launch_compile_cost(reports: Sequence[Mapping[str, Any]]
     return (max(seconds) if seconds else None,
             "cold" if any(c[1] == "cold" for c in costs) else "warm",
             max(c[2] or 0 for c in costs))
+
+
+def graph_key(config: "Config") -> tuple:
+    """What decides whether two compiled launches share inductor's cached graphs: the model's
+    input shape (the micro-batch), its dtype and layout, IPEX, the device, and the threads a rank
+    compiles for (inductor keys CPU kernels on torch.get_num_threads(); torch's default follows
+    the ranks, so an unset count is keyed by them). A launch whose key none before it had
+    compiles cold; one that shares a key finds the cache warm."""
+    threads = config.threads if config.threads is not None else \
+        ("default", config.nproc, config.ranks_per_numa_node, config.nnodes)
+    return (config.micro_batch, config.precision, config.channels_last, config.ipex,
+            config.device, threads)

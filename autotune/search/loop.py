@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 
 import optuna
 
+from ..config import describe_changes
 from ..errors import WorkloadError
 from ..plan.feasible import ruled_out
 from ..probe.topology import Topology
@@ -25,7 +26,7 @@ from .budget import format_seconds
 from .guide import Guide
 from .options import Clock, SearchOptions, SearchResult
 from .references import launchable_draw, reference_configs, unseen
-from .shared import Claim, StudyLock
+from .shared import Claim, StudyLock, leave_unrun
 from .trials import Trials
 
 
@@ -59,6 +60,12 @@ class _Sampling:
     drawn: int           # start-up draws made (a resumed study counts its own)
     since_gain: int = 0  # measured trials since the last 1% gain
     repeats: int = 0     # proposals in a row that were measured already (or busy)
+    unrun: int = 0       # proposals left unrun: a cold compile would not fit the time for trials
+
+
+# Proposals left unrun for a cold compile before sampling stops (the sampler may keep proposing
+# compiled launches; each one left unrun is a PRUNED trial in the study).
+MAX_UNRUN = 3
 
 
 class _Search(Trials):
@@ -105,6 +112,12 @@ class _Search(Trials):
             self.progress.note(f"sampling stops with {format_seconds(self.remaining())} left: "
                                f"kept for {self.reserved().said()}; a trial costs about "
                                f"{self.next_trial_s():.0f} s")
+            return "budget"
+        if state.unrun >= MAX_UNRUN:
+            self.progress.note(f"sampling stops with {format_seconds(self.remaining())} left: "
+                               f"the sampler's last {state.unrun} proposals would compile cold "
+                               f"past the {max(0.0, self.left()):.0f} s left for trials; kept "
+                               f"for {self.reserved().said()}")
             return "budget"
         if o.max_trials is not None and self.measured >= o.max_trials:
             return "max_trials"
@@ -159,6 +172,15 @@ class _Search(Trials):
             mirror = replace(seen.result, accuracy=seen.accuracy, reused_from=seen.number)
             record_trial(self.study, config=config, result=mirror,
                          violation=0.0 if seen.feasible else 1.0, role=Role.REPEAT, trial=trial)
+            return
+        cold_s = self.cold_compile_s(config)
+        if cold_s and self.left() < self.next_trial_s() + cold_s:
+            state.unrun += 1
+            why = (f"not run: it would compile cold (about {cold_s:.0f} s more than a trial's "
+                   f"{self.next_trial_s():.0f} s) with {max(0.0, self.left()):.0f} s left for "
+                   "trials")
+            self.progress.note(f"{describe_changes(config)}: {why}")
+            leave_unrun(self.study, trial, why, Role.UNRUN)
             return
         state.repeats = 0
         rec = self.evaluate_and_record(config, Role.SEARCH, trial=trial)

@@ -29,7 +29,7 @@ from ..config import Config
 from ..result import StrEnum
 from ..study.owners import owner_alive, this_process
 from ..study import attrs as A
-from ..study.records import (READ_STATES, Record, Role, claim_of, duplicate_attrs, has_record,
+from ..study.records import (READ_STATES, Record, Role, claim_of, unrun_attrs, has_record,
                              record_of, write_claim)
 from .study_lock import StudyLock
 
@@ -74,9 +74,15 @@ class ConfigClaims:
         """End a sampled trial whose configuration another worker is measuring: PRUNED (not run;
         FAIL means interrupted here), which TPE leaves out, so the sampler may propose it again
         once its result is in, and then that result is reused."""
-        for key, value in duplicate_attrs(why).items():
-            trial.set_user_attr(key, value)
-        self.study.tell(trial, state=TrialState.PRUNED)
+        leave_unrun(self.study, trial, why, Role.DUPLICATE)
+
+
+def leave_unrun(study: optuna.Study, trial: optuna.Trial, why: str, role: str) -> None:
+    """End a sampled trial without running it: PRUNED with `role` and `why` (records.unrun_attrs);
+    it has no record, so reports and the dashboard list it as stored."""
+    for key, value in unrun_attrs(why, role).items():
+        trial.set_user_attr(key, value)
+    study.tell(trial, state=TrialState.PRUNED)
 
     def accuracy(self, math_key: str, measure: Callable[[], tuple[float | None, float]]
                  ) -> tuple[float | None, float]:

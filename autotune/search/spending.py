@@ -3,7 +3,11 @@ a confirmation will need, what is left for trials, what a quality run costs, and
 notes and warnings said along the way (the arithmetic is search/budget.py's)."""
 from __future__ import annotations
 
+import statistics
+
 from ..config import Config
+from ..measure.compile_cost import graph_key
+from ..plan.placement import canonical
 from ..quality.confirm import confirmation_cost
 from ..quality.script_floor import stored_script_floor
 from ..quality.sizing import MIN_QUALITY_SAMPLES, sized_samples, too_short_for_quality
@@ -51,6 +55,19 @@ class Spending:
         if not self.durations:
             return self.options.min_trial_s
         return sorted(self.durations)[len(self.durations) // 2]
+
+    def cold_compile_s(self, config: Config) -> float:
+        """What compiling `config` cold would add to its trial: the median cold compile of this
+        search, where `config` compiles a graph no trial of it has (measure/compile_cost.
+        graph_key); 0 when it does not compile, shares a compiled graph, or no compile was seen
+        cold. The trials' own median leaves compiles out (Trials._measure), so a compiled trial
+        sampled last could overrun the reserve by its compile: the transformer's 5-minute search
+        compiled its last trial cold (20 s against the 6 s expected), and the leader's seeded
+        confirmation no longer fitted (issue 62)."""
+        if not config.compile or not self.cold_compiles or \
+                graph_key(canonical(config, self.topology)) in self.compiled_graphs:
+            return 0.0
+        return statistics.median(self.cold_compiles)
 
     def remaining(self) -> float:
         """The budget not yet spent, the reserve included."""

@@ -13,7 +13,7 @@ import optuna
 from optuna.distributions import CategoricalDistribution
 
 from ..config import Config
-from ..measure.compile_cost import is_compile_failure
+from ..measure.compile_cost import graph_key, is_compile_failure
 from ..measure.contention import describe_outside, disturbed
 from ..measure.split import highest_ceilings, of_ceiling, ran_warm
 from ..plan.feasible import ruled_out
@@ -70,6 +70,8 @@ class Trials(Judging, Spending):
         self.windows: list[float] = []    # ... of those that were windows of a running launch
         self.starts: list[float] = []     # ... of those that started their launch
         self.estimated: list[float] = []  # ... what a window of each start's launch would cost
+        self.cold_compiles: list[float] = []   # compile seconds of this run's cold compiles
+        self.compiled_graphs: set[tuple] = set()   # graph keys compiled in this run
         self.costed: set[int] = set()     # host counts whose trial cost the budget note measured
         self.stop_compiling()
 
@@ -199,6 +201,10 @@ class Trials(Judging, Spending):
         self.measured += 1
         if ev.ok and disturbed(ev.outside_share) and self.left() >= 1.2 * ev.seconds:
             ev = self.remeasure(config, ev)
+        if ev.ok and config.compile and ev.compile_s is not None:   # what a cold compile costs
+            self.compiled_graphs.add(graph_key(canonical(config, self.topology)))
+            if ev.compile_cache == "cold":
+                self.cold_compiles.append(ev.compile_s)
         if ev.ok and not ev.stopped_early:   # a whole trial's length, for the reserve
             # less its compile: paid once per launch and graph, not by the runs the reserve
             # prices (a kept compiled model, or inductor's cache, serves them; a fresh clone's

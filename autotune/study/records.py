@@ -51,6 +51,9 @@ class Role(StrEnum):
     REPEAT = "repeat"
     # A sampled trial whose configuration another worker was measuring: PRUNED, never run.
     DUPLICATE = "duplicate"
+    # A sampled trial the budget left unrun: it would have compiled cold past the time left for
+    # trials (search/spending.cold_compile_s). PRUNED, never run.
+    UNRUN = "unrun"
 
 
 # What the run_cpu reference is, wherever a speedup over it is printed: autotune's own launch
@@ -211,9 +214,10 @@ def interrupted_attrs(reason: str) -> dict[str, str]:
     return {"outcome": Outcome.INTERRUPTED, "reason": reason[:REASON_LIMIT]}
 
 
-def duplicate_attrs(reason: str) -> dict[str, str]:
-    """The user attributes of a sampled trial left unrun: another worker measures its config."""
-    return {"role": Role.DUPLICATE, "reason": reason[:REASON_LIMIT]}
+def unrun_attrs(reason: str, role: str = Role.DUPLICATE) -> dict[str, str]:
+    """The user attributes of a sampled trial left unrun: another worker measures its config
+    (DUPLICATE), or the budget had no time for it (UNRUN)."""
+    return {"role": role, "reason": reason[:REASON_LIMIT]}
 
 
 # Fields stored as JSON lists and read back as tuples (curve: of pairs).

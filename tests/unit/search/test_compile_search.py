@@ -5,12 +5,16 @@ working C++ compiler probed."""
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
+from optuna.trial import TrialState
 
 from test_search import Sim, new_study
 from two_core import topo  # noqa: F401 - fixture
 
+from autotune.config import Config
+from autotune.measure.compile_cost import graph_key
 from autotune.plan.launch_plan import CEILING_SECONDS
 from autotune.progress import Silent
 from autotune.plan.feasible import ruled_out
@@ -174,3 +178,72 @@ def test_the_first_guess_is_eager_where_compiling_lost_on_the_default_launch(top
         assert guess["compile"] is guessed and guess["precision"] == "bf16", (compiled, guess)
     # before the compiled reference ran, the guess compiles (as before)
     assert Guide("descent", topo, lambda c: c.key(), ruled_out).next(space, {})["compile"] is True
+
+
+class ColdOnce(Sim):
+    """Compiled trials run 1.3x; one whose graph (measure/compile_cost.graph_key) no trial
+    compiled before pays a cold compile of `cold_s` on top, one that shares a graph none."""
+
+    def __init__(self, cold_s: float):
+        super().__init__(trial_s=5.0)
+        self.cold_s, self.graphs = cold_s, set()
+        self.ends: list[tuple[float, bool]] = []     # (end of each throughput run, cold)
+
+    def __call__(self, c, mode, seed=0, samples=None, **kw):
+        r = super().__call__(c, mode, seed=seed, samples=samples)
+        if mode != "throughput":
+            return r
+        cold = c.compile and graph_key(c) not in self.graphs
+        if c.compile:
+            self.graphs.add(graph_key(c))
+            self.t += self.cold_s if cold else 0.0
+            r = dataclasses.replace(r, throughput=r.throughput * 1.3,
+                                    seconds=r.seconds + (self.cold_s if cold else 0.0),
+                                    compile_s=self.cold_s if cold else 0.5,
+                                    compile_cache="cold" if cold else "warm")
+        self.ends.append((self.t, cold))
+        return r
+
+
+def _kept_s(note: str) -> float:
+    """The seconds a 'sampling stops with ... kept for 00:53 verification, ...' note keeps."""
+    kept = note.split("kept for ", 1)[1]
+    return sum(int(m) * 60 + int(s) for m, s in re.findall(r"(\d+):(\d\d)", kept))
+
+
+def test_a_trial_that_would_compile_cold_past_the_time_for_trials_is_left_unrun(tmp_path, topo):
+    """The trials' median leaves compiles out, so a compiled trial sampled last could overrun
+    the reserve by its cold compile (the transformer's 5-minute search compiled its last trial
+    cold, 20 s against the 6 s expected, and the leader's confirmation no longer fitted). A
+    proposal that would compile a graph not compiled yet, past the time left for trials, is
+    left unrun (PRUNED, with why), and no sampled trial ends inside the time kept back."""
+    topo, space = compiling(topo)
+    sim, notes = ColdOnce(cold_s=60.0), Notes()
+    study = new_study(tmp_path)
+    res = run_search(study, space=space, topology=topo, evaluate=sim, clock=sim, progress=notes,
+                     options=SearchOptions(budget_s=420, min_trial_s=5, patience=100))
+    assert res.stop_reason == "budget"
+    assert sum(cold for _, cold in sim.ends) >= 2          # cold compiles did run while they fit
+    stop = next(n for n in notes.seen if n.startswith("sampling stops with "))
+    sampled_until = max(t for t, _ in sim.ends)
+    # the last throughput run ended before the time kept back (a start of that slack: one
+    # trial may still run into the margin the reserve holds, never a whole cold compile)
+    assert 420 - sampled_until >= _kept_s(stop) - sim.trial_s, (sampled_until, stop)
+    unrun = [t for t in study.get_trials(deepcopy=False)
+             if t.state == TrialState.PRUNED and t.user_attrs.get("role") == Role.UNRUN]
+    said = [n for n in notes.seen if "would compile cold" in n]
+    assert unrun and said and all("not run: it would compile cold (about 60 s" in
+                                  t.user_attrs["reason"] for t in unrun), said
+    # an unrun proposal is no record: reports and the dashboard list measured trials only
+    assert all(r.role != Role.UNRUN for r in records(study))
+
+
+def test_what_a_cold_compile_adds_is_priced_per_graph():
+    """The graph a compiled launch shares with another: same micro-batch, dtype, layout and
+    threads per rank; the ranks, binding or allocator change no graph."""
+    base = Config(compile=True, nproc=2, threads=1)
+    assert graph_key(base) == graph_key(base.with_(allocator="tcmalloc", binding="taskset"))
+    assert graph_key(base) != graph_key(base.with_(precision="bf16"))
+    assert graph_key(base) != graph_key(base.with_(threads=2))
+    assert graph_key(base) != graph_key(base.with_(nproc=1))            # micro-batch doubles
+    assert graph_key(base.with_(threads=None)) != graph_key(base.with_(threads=None, nproc=1))
