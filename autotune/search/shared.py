@@ -76,14 +76,6 @@ class ConfigClaims:
         once its result is in, and then that result is reused."""
         leave_unrun(self.study, trial, why, Role.DUPLICATE)
 
-
-def leave_unrun(study: optuna.Study, trial: optuna.Trial, why: str, role: str) -> None:
-    """End a sampled trial without running it: PRUNED with `role` and `why` (records.unrun_attrs);
-    it has no record, so reports and the dashboard list it as stored."""
-    for key, value in unrun_attrs(why, role).items():
-        trial.set_user_attr(key, value)
-    study.tell(trial, state=TrialState.PRUNED)
-
     def accuracy(self, math_key: str, measure: Callable[[], tuple[float | None, float]]
                  ) -> tuple[float | None, float]:
         """The accuracy of one (global batch, precision), measured by one worker: stored ->
@@ -201,3 +193,11 @@ class Workers:
     def _set(self, state: str) -> None:
         A.write_worker(self.study, self.id, {"owner": self.owner, "state": state,
                                              "deadline": self.deadline})
+
+
+def leave_unrun(study: optuna.Study, trial: optuna.Trial, why: str, role: str) -> None:
+    """End a sampled trial without running it: PRUNED with `role` and `why` (records.unrun_attrs);
+    it has no record, so reports and the dashboard list it as stored."""
+    for key, value in unrun_attrs(why, role).items():
+        trial.set_user_attr(key, value)
+    study.tell(trial, state=TrialState.PRUNED)

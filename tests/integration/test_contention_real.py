@@ -35,6 +35,7 @@ def test_hogs_on_the_trial_cores_are_measured_as_outside_share(tmp_path):
         for h in hogs:
             h.kill()
             h.wait()
+        evaluate.close()       # the launch it kept for a next window ends with the test
     assert res.outcome == Outcome.OK, res.reason
     assert res.own_share is not None and res.outside_share is not None
     # each hog wants its whole core, so about half of the cores or more went to them
