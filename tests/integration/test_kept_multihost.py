@@ -163,6 +163,7 @@ def runner_children(pid: int) -> list[psutil.Process]:
 IDLE_JUDGED_S = 4.5   # run/spanning_session.JUDGED_AFTER_S and two of the ranks' reports
 
 
+@pytest.mark.scenario   # ~17 s; CI: tests/integration/test_sessions.py's one-machine twin
 def test_a_launch_that_polls_while_idle_on_the_hosts_is_closed(cluster, tmp_path, monkeypatch):
     """Its ranks keep a thread busy between windows (tests/idle_spinner.py, as a backend's
     polling progress thread would); the CPU of the other hosts is not seen from here, so each

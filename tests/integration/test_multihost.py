@@ -74,7 +74,8 @@ def run_json(capsys, *argv: str) -> tuple[int, dict]:
     return rc, json.loads(out[-1])
 
 
-@pytest.mark.parametrize("launcher", ["ssh", "mpirun"])
+# ssh's twin is a scenario (CI time): every other two-host test here launches through ssh
+@pytest.mark.parametrize("launcher", [pytest.param("ssh", marks=pytest.mark.scenario), "mpirun"])
 def test_two_host_gloo_trial_by_each_launcher(hosts, launcher, tmp_path, capsys):
     rc, out = run_json(capsys, "--hosts", "th1:1,th2:1", "--ssh-config", hosts,
                        "--launcher", launcher, "--set", "nnodes=2", "--set", "nproc=2",
