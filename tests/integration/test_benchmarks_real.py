@@ -10,6 +10,7 @@ from benchmarks.timed import overhead, speedup
 
 
 @pytest.mark.slow
+@pytest.mark.scenario   # CI time (12 s): a benchmark tool, not autotune; runs with the scenarios
 def test_record_two_real_trials_and_resume(tmp_path):
     path = tmp_path / "land.json"
     args = ["--seconds", "1", "--limit", "1", "--quality-samples", "256",
@@ -39,6 +40,7 @@ def test_overhead_with_two_short_repeats(tmp_path, capsys):
 
 
 @pytest.mark.slow
+@pytest.mark.scenario   # CI time (12 s): a benchmark tool; compare and verify are tested in CI
 def test_speedup_one_round_against_a_given_config(tmp_path, capsys):
     out = tmp_path / "sp.json"
     assert speedup.main(["--set", "threads=1", "--rounds", "1", "--seconds", "1",
