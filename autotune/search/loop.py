@@ -60,10 +60,10 @@ class _Sampling:
     drawn: int           # start-up draws made (a resumed study counts its own)
     since_gain: int = 0  # measured trials since the last 1% gain
     repeats: int = 0     # proposals in a row that were measured already (or busy)
-    unrun: int = 0       # proposals left unrun: a cold compile would not fit the time for trials
+    unrun: int = 0       # proposals left unrun: their compile would not fit the time for trials
 
 
-# Proposals left unrun for a cold compile before sampling stops (the sampler may keep proposing
+# Proposals left unrun for their compile before sampling stops (the sampler may keep proposing
 # compiled launches; each one left unrun is a PRUNED trial in the study).
 MAX_UNRUN = 3
 
@@ -115,8 +115,8 @@ class _Search(Trials):
             return "budget"
         if state.unrun >= MAX_UNRUN:
             self.progress.note(f"sampling stops with {format_seconds(self.remaining())} left: "
-                               f"the sampler's last {state.unrun} proposals would compile cold "
-                               f"past the {max(0.0, self.left()):.0f} s left for trials; kept "
+                               f"the sampler's last {state.unrun} proposals would compile past "
+                               f"the {max(0.0, self.left()):.0f} s left for trials; kept "
                                f"for {self.reserved().said()}")
             return "budget"
         if o.max_trials is not None and self.measured >= o.max_trials:
@@ -173,12 +173,12 @@ class _Search(Trials):
             record_trial(self.study, config=config, result=mirror,
                          violation=0.0 if seen.feasible else 1.0, role=Role.REPEAT, trial=trial)
             return
-        cold_s = self.cold_compile_s(config)
-        if cold_s and self.left() < self.next_trial_s() + cold_s:
+        compile_s, cold = self.compile_cost_s(config)
+        if compile_s and self.left() < self.next_trial_s() + compile_s:
             state.unrun += 1
-            why = (f"not run: it would compile cold (about {cold_s:.0f} s more than a trial's "
-                   f"{self.next_trial_s():.0f} s) with {max(0.0, self.left()):.0f} s left for "
-                   "trials")
+            why = (f"not run: compiling it{' cold' if cold else ''} would add about "
+                   f"{compile_s:.0f} s to a trial's {self.next_trial_s():.0f} s, with "
+                   f"{max(0.0, self.left()):.0f} s left for trials")
             self.progress.note(f"{describe_changes(config)}: {why}")
             leave_unrun(self.study, trial, why, Role.UNRUN)
             return

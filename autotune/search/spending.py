@@ -56,18 +56,25 @@ class Spending:
             return self.options.min_trial_s
         return sorted(self.durations)[len(self.durations) // 2]
 
-    def cold_compile_s(self, config: Config) -> float:
-        """What compiling `config` cold would add to its trial: the median cold compile of this
-        search, where `config` compiles a graph no trial of it has (measure/compile_cost.
-        graph_key); 0 when it does not compile, shares a compiled graph, or no compile was seen
-        cold. The trials' own median leaves compiles out (Trials._measure), so a compiled trial
-        sampled last could overrun the reserve by its compile: the transformer's 5-minute search
-        compiled its last trial cold (20 s against the 6 s expected), and the leader's seeded
-        confirmation no longer fitted (issue 62)."""
-        if not config.compile or not self.cold_compiles or \
-                graph_key(canonical(config, self.topology)) in self.compiled_graphs:
-            return 0.0
-        return statistics.median(self.cold_compiles)
+    def compile_cost_s(self, config: Config) -> tuple[float, bool]:
+        """(seconds, cold) that compiling `config` adds to its trial: the median compile of this
+        search's compiled trials; where `config` compiles a graph no trial of it has (measure/
+        compile_cost.graph_key) and a compile was seen cold, the dearer of that and the median
+        cold one (cold: True); (0, False) when it does not compile, or before any compile was
+        measured. A sampled launch compiles
+        in its trial even from a warm cache (a kept launch compiles anew for another
+        configuration: worker/compiled.py): 7-14 s each on the 2-core EPYC. The trials' own
+        median leaves compiles out (the runs the reserve prices do not pay them), so a compiled
+        trial sampled last overran the time for trials by its compile: a 5-minute search's
+        last trial took 22 s against the 7 s expected, and the leader's confirmation no longer
+        fitted (issue 62)."""
+        if not config.compile or not self.compiles:
+            return 0.0, False
+        seconds = statistics.median(self.compiles)
+        new = graph_key(canonical(config, self.topology)) not in self.compiled_graphs
+        if new and self.cold_compiles:
+            return max(seconds, statistics.median(self.cold_compiles)), True
+        return seconds, False
 
     def remaining(self) -> float:
         """The budget not yet spent, the reserve included."""

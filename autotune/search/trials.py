@@ -70,7 +70,8 @@ class Trials(Judging, Spending):
         self.windows: list[float] = []    # ... of those that were windows of a running launch
         self.starts: list[float] = []     # ... of those that started their launch
         self.estimated: list[float] = []  # ... what a window of each start's launch would cost
-        self.cold_compiles: list[float] = []   # compile seconds of this run's cold compiles
+        self.compiles: list[float] = []        # compile seconds of this run's compiled trials
+        self.cold_compiles: list[float] = []   # ... of those that compiled cold
         self.compiled_graphs: set[tuple] = set()   # graph keys compiled in this run
         self.costed: set[int] = set()     # host counts whose trial cost the budget note measured
         self.stop_compiling()
@@ -201,8 +202,9 @@ class Trials(Judging, Spending):
         self.measured += 1
         if ev.ok and disturbed(ev.outside_share) and self.left() >= 1.2 * ev.seconds:
             ev = self.remeasure(config, ev)
-        if ev.ok and config.compile and ev.compile_s is not None:   # what a cold compile costs
+        if ev.ok and config.compile and ev.compile_s is not None:   # what compiling costs
             self.compiled_graphs.add(graph_key(canonical(config, self.topology)))
+            self.compiles.append(ev.compile_s)
             if ev.compile_cache == "cold":
                 self.cold_compiles.append(ev.compile_s)
         if ev.ok and not ev.stopped_early:   # a whole trial's length, for the reserve

@@ -51,8 +51,8 @@ class Role(StrEnum):
     REPEAT = "repeat"
     # A sampled trial whose configuration another worker was measuring: PRUNED, never run.
     DUPLICATE = "duplicate"
-    # A sampled trial the budget left unrun: it would have compiled cold past the time left for
-    # trials (search/spending.cold_compile_s). PRUNED, never run.
+    # A sampled trial the budget left unrun: its compile would have run past the time left for
+    # trials (search/spending.compile_cost_s). PRUNED, never run.
     UNRUN = "unrun"
 
 
