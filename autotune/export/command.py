@@ -160,8 +160,10 @@ def _header(cmd: LaunchCommand) -> list[str]:
         lines.append(f"# {knob}: not set here, the script sets its own ({why})")
     cache = cmd.env.get(INDUCTOR_ENV)
     if cache:   # the trials compiled into it: a compiled first run starts warm
-        lines.append(f"# torch.compile's cache: {cache} (and {TRITON_ENV}), private to you, "
-                     "where the trials compiled this launch's graphs: its first run starts warm")
+        lines.append(f"# torch.compile's cache: {cache} (and {TRITON_ENV}), private to you, " + (
+            "where the trials compiled this launch's graphs: its first run starts warm"
+            if cmd.config.compile else
+            "kept for a script that compiles itself: its trials' graphs are there"))
     if cmd.config.mem_policy == "weighted" and cmd.topology is not None:
         from ..plan.memory import wanted_weights, weight_commands
         wanted = wanted_weights(cmd.topology)

@@ -65,6 +65,12 @@ def test_a_compiled_export_compiles_as_the_trial_did_and_says_where_the_cache_is
             "starts warm") in text
     assert "torch.compile's cache" not in render(launch_command(Config(), epyc(), python="p"),
                                                  "shell")
+    # a script's eager export keeps the cache for a script that compiles itself, and says so
+    # (the 4-minute script search said "its first run starts warm" of an eager launch)
+    script = render(launch_command(Config(), epyc(), program=("python", "train.py"),
+                                   script=True), "shell")
+    assert f"{INDUCTOR_ENV}={tmp_path}/compile/inductor" in script
+    assert "kept for a script that compiles itself" in script and "starts warm" not in script
 
 
 def test_code_that_compiles_itself_is_found():
