@@ -61,13 +61,12 @@ class Spending:
         search's compiled trials; where `config` compiles a graph no trial of it has (measure/
         compile_cost.graph_key) and a compile was seen cold, the dearer of that and the median
         cold one (cold: True); (0, False) when it does not compile, or before any compile was
-        measured. A sampled launch compiles
-        in its trial even from a warm cache (a kept launch compiles anew for another
-        configuration: worker/compiled.py): 7-14 s each on the 2-core EPYC. The trials' own
-        median leaves compiles out (the runs the reserve prices do not pay them), so a compiled
-        trial sampled last overran the time for trials by its compile: a 5-minute search's
-        last trial took 22 s against the 7 s expected, and the leader's confirmation no longer
-        fitted (issue 62)."""
+        measured. A sampled launch compiles in its trial even from a warm cache (a kept launch
+        compiles anew for another configuration: worker/compiled.py): 7-14 s each on the 2-core
+        EPYC. The trials' own median leaves compiles out (the runs the reserve prices do not pay
+        them), so a compiled trial sampled last overran the time for trials by its compile: a
+        5-minute search's last trial took 22 s against the 7 s expected, and the leader's
+        confirmation no longer fitted (issue 62)."""
         if not config.compile or not self.compiles:
             return 0.0, False
         seconds = statistics.median(self.compiles)
