@@ -174,11 +174,12 @@ class _Search(Trials):
                          violation=0.0 if seen.feasible else 1.0, role=Role.REPEAT, trial=trial)
             return
         compile_s, cold = self.compile_cost_s(config)
-        if compile_s and self.left() < self.next_trial_s() + compile_s:
+        left, trial_s = (self.left(), self.next_trial_s()) if compile_s else (0.0, 0.0)
+        if compile_s and left < trial_s + compile_s:
             state.unrun += 1
             why = (f"not run: compiling it{' cold' if cold else ''} would add about "
-                   f"{compile_s:.0f} s to a trial's {self.next_trial_s():.0f} s, with "
-                   f"{max(0.0, self.left()):.0f} s left for trials")
+                   f"{compile_s:.0f} s to a trial's {trial_s:.0f} s, with "
+                   f"{max(0.0, left):.0f} s left for trials")
             self.progress.note(f"{describe_changes(config)}: {why}")
             leave_unrun(self.study, trial, why, Role.UNRUN)
             return

@@ -67,13 +67,18 @@ class Spending:
         them), so a compiled trial sampled last overran the time for trials by its compile: a
         5-minute search's last trial took 22 s against the 7 s expected, and the leader's
         confirmation no longer fitted (issue 62)."""
-        if not config.compile or not self.compiles:
+        if not config.compile or not self.compiled:
             return 0.0, False
-        seconds = statistics.median(self.compiles)
-        new = graph_key(canonical(config, self.topology)) not in self.compiled_graphs
-        if new and self.cold_compiles:
-            return max(seconds, statistics.median(self.cold_compiles)), True
+        seconds = statistics.median(s for _, s, _ in self.compiled)
+        cold = [s for _, s, was_cold in self.compiled if was_cold]
+        if cold and self.graph_of(config) not in {g for g, _, _ in self.compiled}:
+            return max(seconds, statistics.median(cold)), True
         return seconds, False
+
+    def graph_of(self, config: Config) -> tuple:
+        """The compiled graph `config` runs, as this machine places it (graph_key of the
+        canonical launch: automatic threads resolved as the plan runs them)."""
+        return graph_key(canonical(config, self.topology))
 
     def remaining(self) -> float:
         """The budget not yet spent, the reserve included."""

@@ -13,7 +13,7 @@ import optuna
 from optuna.distributions import CategoricalDistribution
 
 from ..config import Config
-from ..measure.compile_cost import graph_key, is_compile_failure
+from ..measure.compile_cost import is_compile_failure
 from ..measure.contention import describe_outside, disturbed
 from ..measure.split import highest_ceilings, of_ceiling, ran_warm
 from ..plan.feasible import ruled_out
@@ -70,9 +70,8 @@ class Trials(Judging, Spending):
         self.windows: list[float] = []    # ... of those that were windows of a running launch
         self.starts: list[float] = []     # ... of those that started their launch
         self.estimated: list[float] = []  # ... what a window of each start's launch would cost
-        self.compiles: list[float] = []        # compile seconds of this run's compiled trials
-        self.cold_compiles: list[float] = []   # ... of those that compiled cold
-        self.compiled_graphs: set[tuple] = set()   # graph keys compiled in this run
+        # this run's compiled trials: (graph compiled, compile seconds, whether it was cold)
+        self.compiled: list[tuple[tuple, float, bool]] = []
         self.costed: set[int] = set()     # host counts whose trial cost the budget note measured
         self.stop_compiling()
 
@@ -203,10 +202,8 @@ class Trials(Judging, Spending):
         if ev.ok and disturbed(ev.outside_share) and self.left() >= 1.2 * ev.seconds:
             ev = self.remeasure(config, ev)
         if ev.ok and config.compile and ev.compile_s is not None:   # what compiling costs
-            self.compiled_graphs.add(graph_key(canonical(config, self.topology)))
-            self.compiles.append(ev.compile_s)
-            if ev.compile_cache == "cold":
-                self.cold_compiles.append(ev.compile_s)
+            self.compiled.append((self.graph_of(config), ev.compile_s,
+                                  ev.compile_cache == "cold"))
         if ev.ok and not ev.stopped_early:   # a whole trial's length, for the reserve
             # less its compile: paid once per launch and graph, not by the runs the reserve
             # prices (a kept compiled model, or inductor's cache, serves them; a fresh clone's

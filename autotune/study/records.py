@@ -214,7 +214,7 @@ def interrupted_attrs(reason: str) -> dict[str, str]:
     return {"outcome": Outcome.INTERRUPTED, "reason": reason[:REASON_LIMIT]}
 
 
-def unrun_attrs(reason: str, role: str = Role.DUPLICATE) -> dict[str, str]:
+def unrun_attrs(reason: str, role: str) -> dict[str, str]:
     """The user attributes of a sampled trial left unrun: another worker measures its config
     (DUPLICATE), or the budget had no time for it (UNRUN)."""
     return {"role": role, "reason": reason[:REASON_LIMIT]}
