@@ -228,7 +228,7 @@ class QualityBook:
         shown); the default's runs every seed (a failure there leaves one pair out)."""
         cls = self.class_of(config)
         self.classes.setdefault(cls, ClassEvidence(math_class=cls, config=config.to_dict()))
-        missing = self.missing_seeds(config, seeds)
+        missing = [] if self.beyond_showing(config) else self.missing_seeds(config, seeds)
         width = self.lanes(config)
         for batch in (missing[i:i + width] for i in range(0, len(missing), width)):
             if self.claims is not None:   # another worker's run is waited for, not repeated
@@ -238,21 +238,39 @@ class QualityBook:
                 self.refresh()
             else:
                 self._runs(config, cls, batch, progress, samples, plan)
-            if self.classes[cls].failed and cls != self.class_of(self.base):
-                break   # the class cannot be judged; the rest of its seeds would fail the same way
+            if self.beyond_showing(config):
+                break   # no further seed could show the class: the rest would be time lost
         ev = self.classes[cls]
         if cls == self.class_of(self.base):
             self._store_noise_floor(ev)
         return ev
 
+    def beyond_showing(self, config: Config) -> bool:
+        """Can no number of further seeds show `config`'s class within the tolerance? True once
+        one of its seeds failed, diverged or spiked (quality/gate.py: any one makes the class not
+        shown, whatever its other seeds say); never for the default's own class. Its screening
+        stops there: a 5-minute search spent two more seeds (10 s) on a global batch of 128 whose
+        first seed had lost 17 pp."""
+        if self.class_of(config) == self.class_of(self.base):
+            return False
+        ev = self.evidence(config)
+        if ev is not None and ev.failed:
+            return True
+        g = self.gate_result(config)
+        return g is not None and bool(g.failed or g.diverged or g.spiked)
+
     def quickest(self, config: Config, measured: list[tuple[Config, float]]) -> Config:
-        """The fastest of the (configuration, samples/s) measured in `config`'s math class, else
-        `config`: it runs the class's quality runs. Ranks, threads, binding, allocator and
-        OpenMP runtime leave the math alone (quality/math_class.py), so the class is measured as
-        well by its quickest launch: run_cpu's settings ran the default's class 1.6x faster than
-        the default launch on the namespace hosts (issue 35)."""
+        """The fastest eager launch of the (configuration, samples/s) measured in `config`'s math
+        class, else `config`: it runs the class's quality runs. Ranks, threads, binding,
+        allocator and OpenMP runtime leave the math alone (quality/math_class.py), so the class
+        is measured as well by its quickest launch: run_cpu's settings ran the default's class
+        1.6x faster than the default launch on the namespace hosts (issue 35). Quality runs train
+        eager (`_runs`), so a compiled launch's rate says nothing of theirs: the default launch
+        compiled (1.28x) had run a 5-minute search's default seeds as the default launch eager
+        (1.00x), where run_cpu's settings ran 1.26x."""
         cls = self.class_of(config)
-        same = [(thr, c) for c, thr in measured if thr and self.class_of(c) == cls]
+        same = [(thr, c) for c, thr in measured
+                if thr and not c.compile and self.class_of(c) == cls]
         return max(same, key=lambda t: t[0], default=(0.0, config))[1]
 
     def lanes(self, config: Config) -> int:
@@ -336,7 +354,9 @@ class QualityBook:
     def cost(self, config: Config, throughput: float, samples: int) -> float:
         """Seconds the class's missing seeds would take (side by side where they have lanes of
         hosts): runs of it seen so far, else an estimate from the trial's throughput and the run
-        length `samples`."""
+        length `samples`; none for a class no seed could show any more (beyond_showing)."""
+        if self.beyond_showing(config):
+            return 0.0
         seen = self.run_seconds(config)
         per_run = seen if seen else run_seconds(samples, throughput)
         return per_run * -(-len(self.missing_seeds(config)) // self.lanes(config))

@@ -71,7 +71,7 @@ class Judging:
         matters."""
         book, base = self.book, self.base
         if book.class_of(config) == book.class_of(base) or throughput < 0.97 * self.leader() \
-                or not book.missing_seeds(config):
+                or not book.missing_seeds(config) or book.beyond_showing(config):
             return book.verdict(config)
         floor = self.fastest_of_class(base, (config, throughput))
         self.size_quality(floor)

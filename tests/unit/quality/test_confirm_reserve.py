@@ -132,14 +132,19 @@ def test_no_look_is_opened_once_the_studys_looks_are_spent(tmp_path):
 
 
 def test_a_class_beyond_the_tolerance_on_the_searchs_seeds_is_not_confirmed(tmp_path):
-    book, measured = _book(tmp_path, "beyond", {("bf16", s): 0.85 for s in (0, 1, 2)})
+    # the default's seeds spread 1 pp: a loss of 3 pp on each is beyond, but no seed spiked
+    # (past 1 + 5 x 1 pp), so the screening ran all three
+    base = {("fp32", s): 0.9 + 0.01 * (s - 1) for s in (0, 1, 2)}
+    book, measured = _book(tmp_path, "beyond", {**base, **{
+        ("bf16", s): q - 0.03 for (_, s), q in base.items()}})
     bf16 = Config(precision="bf16")
     book.measure(Config())
     book.measure(bf16)
+    assert len(measured) == 6
     measured.clear()
     v = Confirmation(book, time_left=lambda: 1000.0).verdict(bf16)
     assert measured == [] and v.status == "beyond" and not v.accepted
-    assert "beyond 1 pp (drop 5.00 pp" in v.why
+    assert "beyond 1 pp (drop 3.00 pp" in v.why
 
 
 def test_a_confirmation_the_time_left_cannot_hold_is_pending_and_priced(tmp_path):

@@ -88,3 +88,40 @@ def test_stored_runs_of_every_kind_are_read_as_what_they_were(tmp_path):
     assert fresh.evidence(BF16).failures()[4] == ("its stored quality '0.95' is neither a number "
                                                   "nor a failure marker")
     assert dict(book.study.user_attrs) == before        # nothing stored is rewritten
+
+
+def test_screening_stops_at_the_first_seed_that_decides_the_class(tmp_path):
+    """A seed that spiked (lost more than the tolerance plus 5x the default's own spread) makes
+    the class not shown whatever its other seeds say: its screening stops there, asks for
+    nothing more and prices nothing more; the default's class runs every seed."""
+    calls = []
+    spike = TrialResult(outcome=Outcome.OK, accuracy=0.73, seconds=5.0)   # 17 pp below
+    run = _runner({("bf16", 0): spike})
+
+    def counted(config, mode, *, seed=0, samples=None):
+        calls.append((config.precision, seed))
+        return run(config, mode, seed=seed, samples=samples)
+    book = _book(tmp_path, counted)
+    book.measure(Config())
+    assert calls == [("fp32", s) for s in range(6)] and not book.beyond_showing(Config())
+    book.measure(BF16)
+    assert calls[6:] == [("bf16", 0)]                   # one seed, not six
+    v = book.verdict(BF16)
+    assert v.status == "not shown" and v.gate.spiked and book.beyond_showing(BF16)
+    assert book.cost(BF16, 100.0, 16384) == 0.0
+    book.measure(BF16)                                  # asked again (another of its trials)
+    assert len(calls) == 7
+
+
+def test_a_class_within_reach_is_screened_on_every_seed(tmp_path):
+    calls = []
+    run = _runner({})
+
+    def counted(config, mode, *, seed=0, samples=None):
+        calls.append((config.precision, seed))
+        return run(config, mode, seed=seed, samples=samples)
+    book = _book(tmp_path, counted)
+    book.measure(Config())
+    book.measure(BF16)
+    assert [s for p, s in calls if p == "bf16"] == list(range(6))
+    assert not book.beyond_showing(BF16) and book.verdict(BF16).status == "within"

@@ -83,3 +83,14 @@ def test_a_class_is_measured_by_its_quickest_launch(tmp_path):
     assert book.quickest(Config(), measured) == run_cpu
     assert book.quickest(bf16, measured) == bf16
     assert book.quickest(Config(global_batch=64), measured) == Config(global_batch=64)
+
+
+def test_a_compiled_launch_never_runs_its_class_quality_runs(tmp_path):
+    """Quality runs train eager: the default launch compiled (faster than run_cpu's settings
+    compiled or not) would run them as the default launch eager, the slowest of the class."""
+    book = _book(tmp_path, TwoHosts())
+    run_cpu = Config(binding="numactl", allocator="tcmalloc", omp_runtime="libiomp5")
+    measured = [(Config(), 1330.0), (run_cpu, 1680.0), (Config(compile=True), 1704.0),
+                (run_cpu.with_(compile=True), 2191.0)]
+    assert book.quickest(Config(), measured) == run_cpu
+    assert book.quickest(Config(compile=True), measured[2:]) == Config(compile=True)
