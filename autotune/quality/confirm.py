@@ -30,6 +30,9 @@ from .verdict import QualityStatus, QualityVerdict
 # What settles a class the confirmation could not show, as the summary names it.
 SETTLE_COMMAND = "autotune verify --quality"
 CONFIRM_BLOCK = 1   # the confirmation's new seeds: 100.. (looks.block)
+# Of the time left, what a look leaves unplanned for its runs' spread, once verification has said
+# how many rounds must follow it (Confirmation.rounds_after).
+LOOK_MARGIN = 0.05
 
 
 def confirm_quality(book: QualityBook, config: Config, *, time_left: Callable[[], float],
@@ -185,10 +188,14 @@ class Confirmation:
 
     def __init__(self, book: QualityBook, *, time_left: Callable[[], float],
                  progress: Progress = SILENT, base_launch: Config | None = None,
-                 leave_s: float = 0.0) -> None:
+                 leave_s: float = 0.0,
+                 rounds_cost: Callable[[int], float] | None = None) -> None:
+        """`leave_s`: what the winner's rounds after a confirmation need, until verification
+        says how many they are (`rounds_after`), each priced by `rounds_cost`."""
         self.book, self.time_left, self.progress = book, time_left, progress
         self.base_launch = base_launch
-        self.leave_s = leave_s   # what the winner's rounds after a confirmation need
+        self.leave_s = leave_s
+        self.rounds_cost = rounds_cost
         # (the configuration's changes, seconds) of each confirmation the time left could not
         # hold, or that ended not shown: what settling them would cost (search/account.py)
         self.unconfirmed: list[tuple[str, float]] = []
@@ -206,6 +213,23 @@ class Confirmation:
                 self.unconfirmed.append((describe_changes(config, none="default"),
                                          settling_cost(self.book, config)))
         return self._verdicts[cls]
+
+    def rounds_after(self, needs: Sequence[tuple[Config, int]]) -> None:
+        """Verification's word, before it asks for the first of `needs` (configuration, rounds
+        its ratio needs to settle, fastest first): the winner after this confirmation is that
+        one, or should its class not be shown, the first after it of another class, so the
+        confirmation leaves the rounds the needier of the two still lacks, and no more. A fixed
+        5 rounds held a 5-minute search's bf16 look to 4 pairs (upper bound 1.19 pp, not
+        shown) where the ratios had settled in the asked rounds, and 40 s went to rounds of a
+        settled figure."""
+        if self.rounds_cost is None or not needs:
+            return
+        (first, rounds), cls = needs[0], self.book.class_of(needs[0][0])
+        other = next((n for c, n in needs[1:] if self.book.class_of(c) != cls), 0)
+        most = max(rounds, other)
+        # and a margin for the runs' own spread (a pair ran 14-16 s in one look)
+        self.leave_s = (self.rounds_cost(most) if most > 0 else 0.0) + \
+            LOOK_MARGIN * max(0.0, self.time_left())
 
     def reserve(self, configs: Sequence[Config]) -> float:
         """Seconds verification rounds past the asked ones must leave (confirmation_reserve),

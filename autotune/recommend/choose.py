@@ -94,7 +94,7 @@ def recommend(result, evaluate, *, rounds: int, script_mode: bool, time_left, pr
                  accept=confirm.verdict if confirm else (
                      script_accept(result.records) if script_mode else None),
                  keep_s=(lambda: confirm.reserve([c.config for c in candidates])) if confirm
-                 else 0.0, spend=spend,
+                 else 0.0, spend=spend, rounds_after=confirm.rounds_after if confirm else None,
                  weigh=run_length and Weigher.of(run_length, default.throughput,
                                                  default.config.global_batch))
     floor = confirm.noise_floor() if confirm else None
@@ -132,6 +132,7 @@ def _confirmation(result, default, time_left, progress: Progress) -> Confirmatio
     return Confirmation(
         result.book, time_left=time_left, progress=progress,
         leave_s=settling_cost(costs, SETTLE_ROUNDS).mean_s,
+        rounds_cost=lambda n: settling_cost(costs, n).mean_s,
         base_launch=result.book.quickest(default.config, [
             (r.config, r.throughput) for r in result.records
             if r.outcome == Outcome.OK and r.throughput and not r.result.stopped_early]))

@@ -164,7 +164,9 @@ def verify(candidates: list[Record], default: Record, evaluate: Evaluate, *,
            accept: Callable[[Config], QualityVerdict] | None = None,
            max_rounds: int | None = None,
            keep_s: float | Callable[[], float] = 0.0,
-           weigh: Weigher | None = None, spend: bool = False) -> Recommendation:
+           weigh: Weigher | None = None, spend: bool = False,
+           rounds_after: Callable[[list[tuple[Config, int]]], None] | None = None
+           ) -> Recommendation:
     """Interleaved rounds of default + candidates (D A B C, C B A D, ...), `rounds` of them.
     Then `accept(config)` is asked, fastest first, of the candidates that hold up (the seeded
     quality confirmation of one that changes the math, quality/confirm.py, whose verdict's `why`
@@ -177,13 +179,17 @@ def verify(candidates: list[Record], default: Record, evaluate: Evaluate, *,
     `keep_s` (asked before each) for a confirmation. With `weigh`, "fastest" is the soonest to
     finish the user's run, a compile included (recommend/weigh.py). `spend`: a settled figure
     goes on to more rounds while the time and the round limit allow (what the budget would
-    otherwise leave)."""
+    otherwise leave). `rounds_after` is told, before each `accept`, the rounds past the asked
+    ones that each candidate from the one asked on still needs to settle its ratio, as
+    (configuration, rounds), so that a confirmation leaves just what the winner will need."""
     lineup = [default] + list(candidates)
     limit = round_limit(rounds, max_rounds)
     evals = interleave([(r.role, r.config) for r in lineup], evaluate, rounds=rounds,
                        time_left=time_left, progress=progress, max_rounds=rounds)
     done = len(evals[0])
-    winner = _first_accepted(_verified(lineup, evals), accept, weigh) if done else None
+    winner = _first_accepted(_verified(lineup, evals), accept, weigh, rounds_after and (
+        lambda needs: rounds_after([(c, min(n, limit - done)) for c, n in needs]))) \
+        if done else None
     focus = ([0, 1 + [r.config for r in candidates].index(winner.config)] if winner
              else list(range(len(lineup))))
     if 0 < done < limit:
@@ -210,11 +216,29 @@ def verify(candidates: list[Record], default: Record, evaluate: Evaluate, *,
 
 def _first_accepted(verified: list[Verified],
                     accept: Callable[[Config], QualityVerdict] | None,
-                    weigh: Weigher | None = None) -> Verified | None:
+                    weigh: Weigher | None = None,
+                    rounds_after: Callable[[list[tuple[Config, int]]], None] | None = None
+                    ) -> Verified | None:
     """The fastest candidate that holds up and that `accept` accepts (asking it of each in
-    turn, fastest first, until one is), or None."""
-    return next((v for v in _holding(verified, weigh)
-                 if accept is None or accept(v.config).accepted), None)
+    turn, fastest first, until one is), or None; `rounds_after` told before each ask."""
+    holding = _holding(verified, weigh)
+    for i, v in enumerate(holding):
+        if rounds_after is not None:
+            rounds_after([(w.config, _rounds_short(w)) for w in holding[i:]])
+        if accept is None or accept(v.config).accepted:
+            return v
+    return None
+
+
+def _rounds_short(v: Verified) -> int:
+    """Rounds past those measured that would settle `v`'s ratio at the spread measured (0 when
+    settled; a large number when its rounds cannot say: the caller caps it at the round
+    limit)."""
+    s = v.settling
+    if s is not None and s.settled:
+        return 0
+    need = s.rounds_to_settle() if s is not None else None
+    return max(0, need - s.quiet_rounds) if need else 10 ** 6
 
 
 def _holding(verified: list[Verified], weigh: Weigher | None) -> list[Verified]:

@@ -6,6 +6,7 @@ from autotune.config import Config
 from autotune.quality.verdict import QualityStatus, QualityVerdict
 from autotune.recommend.fit import lineup_that_settles
 from autotune.recommend.references import is_reference, over, reference_check
+from autotune.quality.looks import LEAST_LOOK_PAIRS
 from autotune.recommend.verify import Verified
 from autotune.search.reserve import run_costs
 from autotune.study.records import Role
@@ -105,3 +106,70 @@ def test_a_confirmation_leaves_the_settling_rounds_what_the_search_kept_for_them
     # no costs measured: a trial's seconds, start included, per run, as before
     assert _confirmation(SimpleNamespace(book=book, costs=None, records=[default]), default,
                          lambda: 117.0, progress=None).leave_s == 2 * SETTLE_ROUNDS * 7.5
+
+
+def _look_after_rounds(tmp_path, name: str, run_cpu_ratios: tuple[float, ...]) -> int:
+    """A verification of bf16 (2.0x, quiet) and run_cpu's settings (`run_cpu_ratios`) over 3
+    rounds of 3.3 s windows, then bf16's confirmation: the pairs its look planned. Quality runs
+    are a table (8 s fp32, 6 s bf16; bf16's screening drops 0, 1 and 0.2 pp), time a clock."""
+    from types import SimpleNamespace
+
+    from autotune.progress import SILENT
+    from autotune.quality.evidence import QualityBook
+    from autotune.recommend.choose import _confirmation
+    from autotune.recommend.verify import verify
+    from autotune.result import Outcome, TrialResult
+    from autotune.study.records import Record
+    from autotune.study.storage import open_storage, open_study
+
+    clock = {"left": 190.0}
+    drops = {0: 0.0, 1: 0.010, 2: 0.002}
+    bf16 = Config(precision="bf16")
+    run_cpu = Config(binding="numactl", allocator="tcmalloc", omp_runtime="libiomp5")
+
+    def quality(config, mode, *, seed=0, samples=None):
+        seconds = 6.0 if config.precision == "bf16" else 8.0
+        clock["left"] -= seconds
+        q = 0.9 + 0.002 * (seed % 5) - (drops.get(seed, 0.0) if config.precision == "bf16"
+                                        else 0.0)
+        return TrialResult(outcome=Outcome.OK, accuracy=q, seconds=seconds)
+    book = QualityBook(open_study(open_storage(f"sqlite:///{tmp_path}/{name}.db"), "q"),
+                       quality, batchnorm=True, tolerance_pp=1.0)
+    book.fix_length(8192)
+    book.measure(Config())
+    book.measure(bf16)
+    rounds = {"n": 0}
+
+    def throughput(config, mode):
+        clock["left"] -= 3.3
+        if config == Config():
+            rounds["n"] += 1
+            return TrialResult(outcome=Outcome.OK, throughput=100.0, seconds=3.3)
+        ratio = 2.0 if config == bf16 else run_cpu_ratios[(rounds["n"] - 1) % len(run_cpu_ratios)]
+        return TrialResult(outcome=Outcome.OK, throughput=100.0 * ratio, seconds=3.3)
+
+    def rec(config, role, thr):
+        return Record(config=config, role=role, feasible=True,
+                      result=TrialResult(outcome=Outcome.OK, throughput=thr, seconds=7.5))
+    default = rec(Config(), Role.DEFAULT, 100.0)
+    result = SimpleNamespace(book=book, costs=run_costs([7.5] * 4, [3.3] * 8),
+                             records=[default])
+    confirm = _confirmation(result, default, lambda: clock["left"], progress=SILENT)
+    verify([rec(bf16, Role.SEARCH, 200.0), rec(run_cpu, Role.RUN_CPU, 126.0)], default,
+           throughput, rounds=3, max_rounds=12, time_left=lambda: clock["left"],
+           accept=confirm.verdict, keep_s=lambda: confirm.reserve([bf16]),
+           rounds_after=confirm.rounds_after)
+    ev = book.evidence(bf16)
+    return max(int(r.get("plan") or 0) for s, r in ev.runs.items() if s >= 100)
+
+
+def test_a_look_leaves_only_the_rounds_the_winner_still_needs(tmp_path):
+    """A 5-minute search's bf16 look was held to 4 pairs (bound 1.19 pp, not shown) by 5 rounds
+    kept for settling ratios that had settled in the asked 3; 40 s went to rounds of a settled
+    figure. Settled ratios (both bf16's and the fallback's) leave the look the time: 118 s
+    after verification hold 8 pairs of 14 s (less a 5% margin; 6 with 5 rounds kept); an
+    unsettled fallback keeps its rounds back and the look plans fewer."""
+    settled = _look_after_rounds(tmp_path, "settled", (1.26, 1.27, 1.25))
+    assert settled == 8
+    shaky = _look_after_rounds(tmp_path, "shaky", (1.05, 1.45, 1.2))
+    assert LEAST_LOOK_PAIRS <= shaky < settled
