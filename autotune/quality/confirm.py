@@ -22,7 +22,7 @@ from typing import Callable, Sequence
 from ..config import Config, describe_changes
 from ..progress import SILENT, Progress
 from .evidence import QualityBook
-from .gate import pairs_to_show
+from .gate import pairs_to_show, showable
 from .looks import (LEAST_LOOK_PAIRS, LOOK_ALPHA, LOOK_SEEDS, PLAN_INFLATE, MOST_LOOK_PAIRS, MOST_LOOKS, MOST_SETTLE_PAIRS,
                     block, plan_pairs)
 from .verdict import QualityStatus, QualityVerdict
@@ -150,7 +150,7 @@ def settle_advice(book: QualityBook, v: QualityVerdict) -> str:
         return "; no number of paired seeds would show it within the tolerance"
     if book.looks_spent() >= MOST_LOOKS:
         return f"; the study's {MOST_LOOKS} looks at new seeds are spent"
-    if pairs_to_show(v.gate, MOST_SETTLE_PAIRS, alpha=LOOK_ALPHA) is None:
+    if not showable(v.gate):
         return "; no number of paired seeds would show it within the tolerance"
     return f"; to settle it: {SETTLE_COMMAND}"
 
@@ -166,14 +166,17 @@ def confirmation_cost(book: QualityBook, lead: Config | None, seeds: int | None 
 
 def settling_cost(book: QualityBook, config: Config) -> float:
     """Seconds the look that could show `config`'s class within the tolerance would take (the
-    pairs looks.plan_pairs would plan for it); inf when no number of seeds would (its drop is at
-    or beyond the tolerance, or a seed failed or spiked)."""
+    pairs looks.plan_pairs would plan for it, `verify --quality`'s most where its planning spread
+    asks for more); inf when no number of seeds would (its drop is at or beyond the tolerance, or
+    a seed failed or spiked). A 5-minute search's bf16, 0.44 pp down with one seed 2.1 pp down,
+    had been called beyond any number of seeds, "its measured drop at or past" the tolerance."""
     v = book.verdict(config)
     if v.gate is None:
         return confirmation_cost(book, config)
+    if not showable(v.gate):
+        return math.inf
     want = pairs_to_show(v.gate, MOST_SETTLE_PAIRS, alpha=LOOK_ALPHA, inflate=PLAN_INFLATE)
-    return math.inf if want is None else \
-        confirmation_cost(book, config, max(LEAST_LOOK_PAIRS, want))
+    return confirmation_cost(book, config, max(LEAST_LOOK_PAIRS, want or MOST_SETTLE_PAIRS))
 
 
 def confirmation_reserve(book: QualityBook) -> float:
@@ -194,7 +197,7 @@ class Confirmation:
         says how many they are (`rounds_after`), each priced by `rounds_cost`."""
         self.book, self.time_left, self.progress = book, time_left, progress
         self.base_launch = base_launch
-        self.leave_s = leave_s
+        self.leave_s = self.most_leave_s = leave_s
         self.rounds_cost = rounds_cost
         # (the configuration's changes, seconds) of each confirmation the time left could not
         # hold, or that ended not shown: what settling them would cost (search/account.py)
@@ -218,18 +221,19 @@ class Confirmation:
         """Verification's word, before it asks for the first of `needs` (configuration, rounds
         its ratio needs to settle, fastest first): the winner after this confirmation is that
         one, or should its class not be shown, the first after it of another class, so the
-        confirmation leaves the rounds the needier of the two still lacks, and no more. A fixed
-        5 rounds held a 5-minute search's bf16 look to 4 pairs (upper bound 1.19 pp, not
+        confirmation leaves the rounds the needier of the two still lacks, but never more than
+        it left before verification said (`leave_s` as given: a search whose fallback needed
+        all 12 rounds left its look no time at all). A fixed 5 rounds held a 5-minute search's bf16 look to 4 pairs (upper bound 1.19 pp, not
         shown) where the ratios had settled in the asked rounds, and 40 s went to rounds of a
         settled figure."""
         if self.rounds_cost is None or not needs:
             return
-        (first, rounds), cls = needs[0], self.book.class_of(needs[0][0])
+        rounds, cls = needs[0][1], self.book.class_of(needs[0][0])
         other = next((n for c, n in needs[1:] if self.book.class_of(c) != cls), 0)
         most = max(rounds, other)
         # and a margin for the runs' own spread (a pair ran 14-16 s in one look)
-        self.leave_s = (self.rounds_cost(most) if most > 0 else 0.0) + \
-            LOOK_MARGIN * max(0.0, self.time_left())
+        self.leave_s = min(self.most_leave_s, (self.rounds_cost(most) if most > 0 else 0.0) +
+                           LOOK_MARGIN * max(0.0, self.time_left()))
 
     def reserve(self, configs: Sequence[Config]) -> float:
         """Seconds verification rounds past the asked ones must leave (confirmation_reserve),

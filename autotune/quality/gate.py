@@ -237,6 +237,14 @@ def claim_words(b: DropBound) -> str:
             f"{b.upper_pp:.2f} pp, {basis}{worst}){tail}")
 
 
+def showable(b: DropBound) -> bool:
+    """Could enough paired seeds at some spread show `b`'s class within the tolerance? Not when
+    its drop is at or beyond it, a seed failed, diverged or spiked, or it has no paired spread
+    (fewer than 2 paired seeds, or a single unpaired run)."""
+    return b.paired and b.n >= 2 and not (b.diverged or b.failed or b.spiked) \
+        and b.drop_pp < b.tolerance_pp
+
+
 def pairs_to_show(b: DropBound, most: int = 30, *, alpha: float | None = None,
                   inflate: float = 1.0, least_sd: float = 0.0) -> int | None:
     """How many paired seeds in all would show `b`'s class within the tolerance at the level
@@ -244,8 +252,7 @@ def pairs_to_show(b: DropBound, most: int = 30, *, alpha: float | None = None,
     times the one measured, `least_sd` at least (a planning figure, not a promise); None when no number up to `most`
     would: the drop itself is at or beyond the tolerance, a seed failed or spiked, or there is no
     spread to plan with."""
-    if not b.paired or b.n < 2 or b.diverged or b.failed or b.spiked \
-            or b.drop_pp >= b.tolerance_pp:
+    if not showable(b):
         return None
     a = b.alpha if alpha is None else alpha
     if a == b.alpha and inflate == 1.0 and b.answer == Shown.WITHIN:

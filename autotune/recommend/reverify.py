@@ -21,8 +21,8 @@ from ..study.attrs import StudyAttrs
 from ..training import QUALITY_SAMPLES
 from ..quality.confirm import Confirmation
 from ..quality.evidence import QualityBook
-from ..quality.gate import pairs_to_show
-from ..quality.looks import (LEAST_LOOK_PAIRS, LOOK_ALPHA, LOOK_SEEDS, MOST_LOOKS,
+from ..quality.gate import showable
+from ..quality.looks import (LEAST_LOOK_PAIRS, LOOK_SEEDS, MOST_LOOKS,
                              MOST_SETTLE_PAIRS, next_block, plan_pairs)
 from ..quality.verdict import QualityStatus, QualityVerdict
 from ..search.lineup import pick_candidates
@@ -186,7 +186,7 @@ def settle_quality(study, evaluate: Evaluate, config: Config, *, time_left: Call
     book = _book(study, evaluate)
     verdict = book.verdict(config)
     if verdict.status != QualityStatus.NOT_SHOWN or verdict.gate is None \
-            or pairs_to_show(verdict.gate, MOST_SETTLE_PAIRS, alpha=LOOK_ALPHA) is None:
+            or not showable(verdict.gate):
         return verdict
     if book.looks_spent() >= MOST_LOOKS:
         raise ConfigError(f"study {study.study_name}: its {MOST_LOOKS} looks at new seeds are "

@@ -159,3 +159,29 @@ def test_a_confirmation_the_time_left_cannot_hold_is_pending_and_priced(tmp_path
     assert "4 more paired seeds need about 320s" in v.why
     # equal runs: a look of the fewest pairs, 4 new seeds on both sides, 80 s each
     assert confirm.unconfirmed == [("precision=bf16", 320.0)]
+
+
+def test_a_drop_within_the_tolerance_is_never_called_beyond_any_number_of_seeds(tmp_path):
+    """A 5-minute search's bf16 lost 0.44 pp on average, one seed 2.1 pp: more pairs than
+    `verify --quality` plans (16) at that spread, inflated for planning, but not "no number of
+    paired seeds would show it, its drop at or past the tolerance", as the summary had said.
+    It is priced at verify --quality's most and named with the command."""
+    from autotune.quality.confirm import confirmation_cost, settle_advice, settling_cost
+    from autotune.quality.looks import MOST_SETTLE_PAIRS
+    drops = {0: 0.0, 1: 0.021, 2: -0.008}
+    base = {s: 0.9 + 0.01 * (s - 1) for s in drops}       # the default's seeds spread 1 pp
+    book, _ = _book(tmp_path, "wide", {**{("fp32", s): q for s, q in base.items()},
+                                       **{("bf16", s): base[s] - d for s, d in drops.items()}})
+    bf16 = Config(precision="bf16")
+    book.measure(Config())
+    book.measure(bf16)
+    v = book.verdict(bf16)
+    assert v.status == "not shown" and 0.4 < v.gate.drop_pp < 0.5 and not v.gate.spiked
+    assert settling_cost(book, bf16) == confirmation_cost(book, bf16, MOST_SETTLE_PAIRS)
+    assert settle_advice(book, v) == "; to settle it: autotune verify --quality"
+    # a drop past the tolerance: no number of seeds, and no price
+    past, _ = _book(tmp_path, "past", {**{("fp32", s): q for s, q in base.items()},
+                                       **{("bf16", s): q - 0.012 for s, q in base.items()}})
+    past.measure(Config())
+    past.measure(bf16)
+    assert past.verdict(bf16).status == "beyond" and settling_cost(past, bf16) == float("inf")
