@@ -135,3 +135,33 @@ def test_a_faster_class_not_shown_is_named_beside_the_fastest_shown_launch():
     assert claims[0] == "same math as the default launch"
     assert claims[1].startswith("faster, accuracy not shown: precision=bf16 ran ")
     assert claims[1].endswith(why)
+
+
+def test_the_candidate_given_the_rounds_past_the_asked_ones_stays_the_winner():
+    """A 5-minute search gave 4 more rounds to bf16 with jemalloc, the fastest over the asked 3;
+    over 7 its median fell below bf16 with tcmalloc's over 3, and the summary recommended the
+    latter on its 3 rounds (a lower bound where the other had a figure). Medians over unequal
+    rounds are no fair race: the one measured on stays first while it holds up."""
+    jemalloc, tcmalloc = BF16.with_(allocator="jemalloc"), BF16.with_(allocator="tcmalloc")
+    ratios = {jemalloc: iter([2.30, 2.25, 2.28] + [2.05, 2.10, 2.08, 2.06, 2.07, 2.09] * 2),
+              tcmalloc: iter([2.20, 2.18, 2.19])}
+    calls: list[Config] = []
+
+    def machine(config: Config, mode: str) -> TrialResult:
+        calls.append(config)
+        thr = 100.0 if config == DEFAULT else 100.0 * next(ratios[config])
+        return TrialResult(outcome=Outcome.OK, throughput=thr, seconds=3.3)
+    asked: list = []
+
+    def accept(config: Config) -> QualityVerdict:
+        asked.append(config)
+        return QualityVerdict(status=QualityStatus.WITHIN, why="within")
+
+    def record(config: Config, thr: float) -> Record:
+        return Record(config=config, feasible=True, role="search",
+                      result=TrialResult(outcome=Outcome.OK, throughput=thr, accuracy=0.9,
+                                         seconds=6.0))
+    rec = verify([record(jemalloc, 230.0), record(tcmalloc, 220.0)], _record(DEFAULT, Role.DEFAULT),
+                 machine, rounds=3, max_rounds=7, accept=accept, spend=True)
+    assert asked[0] == jemalloc and calls.count(jemalloc) == 7 and calls.count(tcmalloc) == 3
+    assert rec.config == jemalloc and rec.rounds == 7 and rec.settled
