@@ -193,9 +193,14 @@ class TerminalProgress:
                overridden: dict[str, str] | None = None, stored: dict | None = None,
                summary: dict | None = None) -> None:
         out = sys.stdout
+        # configurations ruled out before launch are in the study, never measured: said apart
+        # (a 30-minute search read "119 trial(s) run this time, 196 configurations in the
+        # study", 77 of them never run)
+        unrun = sum(1 for r in result.records if r.outcome == Outcome.INFEASIBLE)
         print(f"\nsearch stopped ({result.stop_reason}) after {format_seconds(elapsed)}: "
               f"{result.measured} trial(s) run this time, {len(result.records)} configurations "
-              "in the study", file=out)
+              "in the study" + (f" ({unrun} of them ruled out, never run)" if unrun else ""),
+              file=out)
         if stored is not None:  # a shared search whose recommendation another worker wrote
             if not stored:
                 print("no recommendation (see the verifying worker's messages)", file=out)

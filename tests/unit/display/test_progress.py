@@ -171,3 +171,25 @@ def test_a_trial_line_says_what_its_class_showed_in_the_gates_words():
     assert f"(3 seeds): {shown}" in line
     assert "[may not lead: its accuracy is not shown within the tolerance]" in line
     assert "within 1 pp (" not in line.replace("not shown within", "")
+
+
+def test_the_summary_says_how_many_configurations_of_the_study_were_never_run(capsys):
+    """A 30-minute search read "119 trial(s) run this time, 196 configurations in the study":
+    77 of those were ruled out before launch and never measured. The line says so."""
+    from autotune.search.options import SearchResult
+
+    def rec(outcome, nproc):
+        return Record(config=Config(nproc=nproc), role=Role.SEARCH, feasible=outcome == Outcome.OK,
+                      result=TrialResult(outcome=outcome, throughput=10.0 if outcome == Outcome.OK
+                                         else None))
+    records = [rec(Outcome.OK, 1), rec(Outcome.OK, 2), rec(Outcome.INFEASIBLE, 3),
+               rec(Outcome.CRASH, 4)]
+    result = SearchResult(records=records, measured=3, default=None, run_cpu=None,
+                          stop_reason="budget")
+    Progress(budget_s=60, quiet=True, live=False).finish(result, None, None, 30.0)
+    assert ("3 trial(s) run this time, 4 configurations in the study (1 of them ruled out, "
+            "never run)") in capsys.readouterr().out
+    result = SearchResult(records=records[:2], measured=2, default=None, run_cpu=None,
+                          stop_reason="budget")
+    Progress(budget_s=60, quiet=True, live=False).finish(result, None, None, 30.0)
+    assert capsys.readouterr().out.splitlines()[1].endswith("2 configurations in the study")
