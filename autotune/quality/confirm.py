@@ -223,17 +223,17 @@ class Confirmation:
         one, or should its class not be shown, the first after it of another class, so the
         confirmation leaves the rounds the needier of the two still lacks, but never more than
         it left before verification said (`leave_s` as given: a search whose fallback needed
-        all 12 rounds left its look no time at all). A fixed 5 rounds held a 5-minute search's bf16 look to 4 pairs (upper bound 1.19 pp, not
-        shown) where the ratios had settled in the asked rounds, and 40 s went to rounds of a
-        settled figure."""
+        all 12 rounds left its look no time at all). A fixed 5 rounds held a 5-minute search's
+        bf16 look to 4 pairs (upper bound 1.19 pp, not shown) where the ratios had settled in
+        the asked rounds, and 40 s went to rounds of a settled figure."""
         if self.rounds_cost is None or not needs:
             return
         rounds, cls = needs[0][1], self.book.class_of(needs[0][0])
         other = next((n for c, n in needs[1:] if self.book.class_of(c) != cls), 0)
         most = max(rounds, other)
         # and a margin for the runs' own spread (a pair ran 14-16 s in one look)
-        self.leave_s = min(self.most_leave_s, (self.rounds_cost(most) if most > 0 else 0.0) +
-                           LOOK_MARGIN * max(0.0, self.time_left()))
+        self.leave_s = min(self.most_leave_s,
+                           self.rounds_cost(most) + LOOK_MARGIN * max(0.0, self.time_left()))
 
     def reserve(self, configs: Sequence[Config]) -> float:
         """Seconds verification rounds past the asked ones must leave (confirmation_reserve),

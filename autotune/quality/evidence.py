@@ -257,7 +257,7 @@ class QualityBook:
         if ev is not None and ev.failed:
             return True
         g = self.gate_result(config)
-        return g is not None and bool(g.failed or g.diverged or g.spiked)
+        return g is not None and g.lost_a_seed
 
     def quickest(self, config: Config, measured: list[tuple[Config, float]]) -> Config:
         """The fastest eager launch of the (configuration, samples/s) measured in `config`'s math

@@ -175,6 +175,12 @@ class DropBound:
         return Shown.WITHIN if self.upper_pp <= self.tolerance_pp else Shown.NOT_SHOWN
 
     @property
+    def lost_a_seed(self) -> bool:
+        """A seed failed, diverged or spiked: any one makes the class not shown at best, and no
+        number of further seeds can change that."""
+        return bool(self.failed or self.diverged or self.spiked)
+
+    @property
     def worst(self) -> tuple[int, float] | None:
         """(seed, drop) of the seed that lost the most, when seeds are paired."""
         pairs = list(zip(self.seeds, self.drops_pp))
@@ -188,7 +194,7 @@ class DropBound:
         upper = self.upper_pp if math.isfinite(self.upper_pp) else \
             (self.drop_pp if math.isfinite(self.drop_pp) else 0.0) + 1.0
         margin = upper - self.tolerance_pp
-        return max(margin, 1.0) if self.diverged or self.failed or self.spiked else margin
+        return max(margin, 1.0) if self.lost_a_seed else margin
 
     def describe(self) -> str:
         """The verdict in words, as every place that states it says it."""
@@ -241,8 +247,7 @@ def showable(b: DropBound) -> bool:
     """Could enough paired seeds at some spread show `b`'s class within the tolerance? Not when
     its drop is at or beyond it, a seed failed, diverged or spiked, or it has no paired spread
     (fewer than 2 paired seeds, or a single unpaired run)."""
-    return b.paired and b.n >= 2 and not (b.diverged or b.failed or b.spiked) \
-        and b.drop_pp < b.tolerance_pp
+    return b.paired and b.n >= 2 and not b.lost_a_seed and b.drop_pp < b.tolerance_pp
 
 
 def pairs_to_show(b: DropBound, most: int = 30, *, alpha: float | None = None,

@@ -187,9 +187,8 @@ def verify(candidates: list[Record], default: Record, evaluate: Evaluate, *,
     evals = interleave([(r.role, r.config) for r in lineup], evaluate, rounds=rounds,
                        time_left=time_left, progress=progress, max_rounds=rounds)
     done = len(evals[0])
-    winner = _first_accepted(_verified(lineup, evals), accept, weigh, rounds_after and (
-        lambda needs: rounds_after([(c, min(n, limit - done)) for c, n in needs]))) \
-        if done else None
+    winner = _first_accepted(_verified(lineup, evals), accept, weigh, rounds_after,
+                             most_rounds=limit - done) if done else None
     focus = ([0, 1 + [r.config for r in candidates].index(winner.config)] if winner
              else list(range(len(lineup))))
     if 0 < done < limit:
@@ -218,28 +217,28 @@ def verify(candidates: list[Record], default: Record, evaluate: Evaluate, *,
 def _first_accepted(verified: list[Verified],
                     accept: Callable[[Config], QualityVerdict] | None,
                     weigh: Weigher | None = None,
-                    rounds_after: Callable[[list[tuple[Config, int]]], None] | None = None
-                    ) -> Verified | None:
+                    rounds_after: Callable[[list[tuple[Config, int]]], None] | None = None,
+                    most_rounds: int = 0) -> Verified | None:
     """The fastest candidate that holds up and that `accept` accepts (asking it of each in
-    turn, fastest first, until one is), or None; `rounds_after` told before each ask."""
+    turn, fastest first, until one is), or None; `rounds_after` told before each ask (at most
+    `most_rounds` for any candidate)."""
     holding = _holding(verified, weigh)
     for i, v in enumerate(holding):
         if rounds_after is not None:
-            rounds_after([(w.config, _rounds_short(w)) for w in holding[i:]])
+            rounds_after([(w.config, _rounds_short(w, most_rounds)) for w in holding[i:]])
         if accept is None or accept(v.config).accepted:
             return v
     return None
 
 
-def _rounds_short(v: Verified) -> int:
-    """Rounds past those measured that would settle `v`'s ratio at the spread measured (0 when
-    settled; a large number when its rounds cannot say: the caller caps it at the round
-    limit)."""
+def _rounds_short(v: Verified, most: int) -> int:
+    """Rounds past those measured that would settle `v`'s ratio at the spread measured: 0 when
+    settled, `most` (the rounds left to the limit) when its rounds cannot say, never more."""
     s = v.settling
     if s is not None and s.settled:
         return 0
     need = s.rounds_to_settle() if s is not None else None
-    return max(0, need - s.quiet_rounds) if need else 10 ** 6
+    return min(most, max(0, need - s.quiet_rounds)) if need else most
 
 
 def _holding(verified: list[Verified], weigh: Weigher | None) -> list[Verified]:
