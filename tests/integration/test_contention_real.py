@@ -113,3 +113,93 @@ def test_verify_on_a_quiet_machine_settles_or_names_the_contention(tmp_path, cap
             assert "unsettled" in rec["headline"]
     else:
         assert "other processes took" in rec["headline"]   # the contention is what unsettled it
+
+
+# A trial's rank that starts a child, lets it burn CPU, reaps it and goes on (as torch.compile's
+# worker processes do in a compiled launch's first window). argv: the CPU seconds to burn before
+# and after the go file appears, the go file (or "-": none), the file written once reaped.
+RANK = """
+import os, subprocess, sys, time
+before, after, go, reaped = float(sys.argv[1]), float(sys.argv[2]), sys.argv[3], sys.argv[4]
+child = subprocess.Popen([sys.executable, "-c", '''
+import os, sys, time
+def burn(s):
+    end = time.thread_time() + s
+    while time.thread_time() < end:
+        pass
+burn(float(sys.argv[1]))
+while sys.argv[3] != "-" and not os.path.exists(sys.argv[3]):
+    time.sleep(0.02)
+burn(float(sys.argv[2]))
+''', str(before), str(after), go])
+child.wait()
+open(reaped, "w").close()
+time.sleep(60)
+"""
+
+
+def _rank(tmp_path, before: float, after: float, go: str = "-"):
+    import psutil
+    reaped = tmp_path / "reaped"
+    proc = subprocess.Popen([sys.executable, "-c", RANK, str(before), str(after), go,
+                             str(reaped)])
+    return proc, psutil.Process(proc.pid), reaped
+
+
+def _wait_for(path, seconds: float = 30.0) -> None:
+    import time
+    end = time.monotonic() + seconds
+    while not os.path.exists(path):
+        assert time.monotonic() < end, f"{path} never appeared"
+        time.sleep(0.02)
+
+
+def test_a_child_the_ledger_never_saw_counts_as_the_trials_own_once_reaped(tmp_path):
+    """A child living between two looks: its CPU is the trial's (through its parent's children
+    time), not "other processes" (a quiet machine's compiled first windows read 11-14%)."""
+    from autotune.run.cpu_ledger import CpuLedger
+    ledger = CpuLedger(tuple(sorted(os.sched_getaffinity(0))))
+    proc, rank, reaped = _rank(tmp_path, 0.6, 0.0)
+    try:
+        ledger.sample([rank], force=True)
+        _wait_for(reaped)
+        ledger.sample([rank], force=True)
+    finally:
+        proc.kill()
+        proc.wait()
+    s0, s1 = ledger.samples[0], ledger.samples[-1]
+    # the child's 0.6 s is in the tree (scheduler ticks: a little less may be booked), so the
+    # cores' busy time beyond the tree is only what other processes took (on a loaded machine
+    # too, where a share would also count them)
+    assert s1.tree_s - s0.tree_s >= 0.5, ledger.samples
+
+
+def test_a_child_seen_alive_and_then_reaped_is_counted_once(tmp_path):
+    """Seen with 0.3 s used, then 0.3 s more and reaped by the rank: 0.6 s in all, neither its
+    last stretch lost nor its first stretch counted twice."""
+    import time
+    import psutil
+    from autotune.run.cpu_ledger import CpuLedger
+    go = tmp_path / "go"
+    ledger = CpuLedger(tuple(sorted(os.sched_getaffinity(0))))
+    proc, rank, reaped = _rank(tmp_path, 0.3, 0.3, str(go))
+    try:
+        ledger.sample([rank], force=True)
+        child = None
+        while child is None or sum(child.cpu_times()[:2]) < 0.28:
+            time.sleep(0.01)   # the ledger counts this process too: no busy wait
+            kids = rank.children()
+            child = kids[0] if kids else None
+        ledger.sample([rank, child], force=True)   # seen: about 0.3 s
+        seen = ledger.samples[-1].tree_s
+        go.touch()
+        _wait_for(reaped)
+        ledger.sample([rank, child], force=True)   # gone, reaped by the rank
+    finally:
+        proc.kill()
+        proc.wait()
+    first, last = ledger.samples[0].tree_s, ledger.samples[-1].tree_s
+    assert seen - first >= 0.25, ledger.samples
+    assert 0.5 <= last - first <= 0.8, ledger.samples   # 0.6 s, not 0.3 (lost) nor 0.9 (twice)
+    with pytest.raises(psutil.NoSuchProcess):
+        child.cpu_times()
