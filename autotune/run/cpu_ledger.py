@@ -39,6 +39,7 @@ class CpuLedger:
         # the latest CPU seconds of every process seen: its own, and its reaped children's
         self.cpu_of: dict[int, float] = {}
         self.parent_of: dict[int, int] = {}  # the parent each process had when first seen
+        self.held: set[int] = set()          # exited, their time held by a parent of the trial
         self.me = psutil.Process()           # the runner: its polling is the trial's, not load
         self.looked_at = 0.0
 
@@ -52,11 +53,14 @@ class CpuLedger:
         # reaped between the two looks is seen gone, and its parent is looked at again
         gone = [p.pid for p in procs if not self._look(p, with_children=True)]
         for pid in gone:
+            if pid in self.held:
+                continue      # its parent's time holds it since an earlier look
             parent = self.parent_of.get(pid)
             if parent in self.cpu_of and parent != self.me.pid and (alive := _live(parent)) \
                     and self._look(alive, with_children=True):
                 # reaped by a process of the trial, whose children's time now holds all of it
                 self.cpu_of[pid] = 0.0
+                self.held.add(pid)
         try:
             with open("/proc/stat", encoding="ascii") as f:
                 stat = f.read()
