@@ -185,11 +185,12 @@ class Reserve(NamedTuple):
 
 
 def verify_reserve(*, costs: RunCosts | None, running: Sequence[bool], confirm_s: float,
-                   rounds: int, floor_s: float, budget_s: float) -> Reserve:
+                   rounds: int, floor_s: float, budget_s: float, sampled: bool = False) -> Reserve:
     """Seconds the search keeps for after it (search/reserve.py): `rounds` rounds of the lineup
     (the default launch and the candidates; `running`: whether each one's launch is running
-    now, so that its first round is a window, not a start), at most 40% of the budget;
-    SETTLE_ROUNDS more rounds of two, at most 15% of it; room for two seeded confirmations of
+    now, so that its first round is a window, not a start), at most 40% of the budget but no
+    less than those rounds of the default and the leader once a configuration was `sampled`;
+    SETTLE_ROUNDS more rounds of two, in whole rounds, the number nearest to 15% of it; room for two seeded confirmations of
     `confirm_s` (a class that fails its confirmation hands over to the next) when they fit in
     25% of it, else for one when it fits in 40%, else none: time kept for a confirmation that
     cannot run is lost to the trials (an 8-minute search over two hosts kept 2 minutes for a
@@ -202,7 +203,8 @@ def verify_reserve(*, costs: RunCosts | None, running: Sequence[bool], confirm_s
     if costs is None:
         return Reserve(floor_s, 0.0)
     plan = plan_reserve(costs, running=running, rounds=rounds, settle_rounds=SETTLE_ROUNDS,
-                        confirm_s=confirmation_reserve(confirm_s, budget_s), budget_s=budget_s)
+                        confirm_s=confirmation_reserve(confirm_s, budget_s), budget_s=budget_s,
+                        sampled=sampled)
     return Reserve(plan.total_s, plan.confirm_s, plan.margin_s,
                    verify_s=plan.verification.mean_s, settle_s=plan.settling.mean_s)
 

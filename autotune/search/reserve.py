@@ -178,11 +178,29 @@ def settling_cost(costs: RunCosts, settle_rounds: int) -> Predicted:
 
 
 def plan_reserve(costs: RunCosts, *, running: Sequence[bool], rounds: int, settle_rounds: int,
-                 confirm_s: float, budget_s: float) -> ReservePlan:
+                 confirm_s: float, budget_s: float, sampled: bool = False) -> ReservePlan:
     """The verification of a lineup (`running`: whether each member's launch is running now,
-    the default launch first) over `rounds` rounds, at most 40% of the budget; `settle_rounds`
-    more rounds of two running launches (the default and the winner), at most 15% of it; and
-    `confirm_s` for seeded confirmations (search/budget.confirmation_reserve)."""
+    the default launch first) over `rounds` rounds, at most 40% of the budget, but, once the
+    search has `sampled` a configuration beyond the references, no less than those rounds of
+    the default and the leader alone (what recommend/fit.py always keeps); `settle_rounds` more
+    rounds of two running launches (the default and the winner), in whole rounds, the number
+    nearest to 15% of the budget; and `confirm_s` for seeded confirmations (search/budget.
+    confirmation_reserve).
+
+    Whole rounds, because a part of one buys nothing: a 4-minute search of a script whose
+    launch took 20 s kept 96 s (40%) for 3 rounds of two starts that took 121 s, and 36 s (15%)
+    to settle the ratio where a round cost 40 s; it verified the leader over 3 rounds after 2
+    sampled trials, left 27 s unused, and the ratio stayed unsettled (benchmarks/results/
+    slow_start_4m_final_zen5_2026-11-29.txt). A fourth round narrows a 95% interval by a third
+    (Student's t 4.30/sqrt(3) against 3.18/sqrt(4)); where trials are that slow, it is worth
+    more than a second sampled trial (issue 62: rounds before breadth). Before the first one
+    the floor is not kept: the margin of a search's first few runs is wide (FALLBACK_SPREAD),
+    and with it the same search stopped at its references and sampled nothing."""
     verify = rounds_cost(costs, running, rounds).capped(0.4 * budget_s)
-    settle = settling_cost(costs, settle_rounds).capped(0.15 * budget_s)
+    least = rounds_cost(costs, (list(running) + [False, False])[:2], rounds)
+    if sampled and verify.mean_s < least.mean_s:
+        verify = least
+    one = settling_cost(costs, 1).mean_s
+    whole = math.floor(0.15 * budget_s / one + 0.5) if one > 0 else settle_rounds
+    settle = settling_cost(costs, min(settle_rounds, whole))
     return ReservePlan(verification=verify, settling=settle, confirm_s=confirm_s)

@@ -14,6 +14,7 @@ from ..quality.sizing import MIN_QUALITY_SAMPLES, sized_samples, too_short_for_q
 from ..quality.verdict import QualityStatus
 from ..result import Outcome, TrialResult
 from ..study import attrs as A
+from ..study.records import Role
 from .budget import Reserve, budget_note, phase_costs, too_short, trial_costs, verify_reserve
 from .reserve import RunCosts, run_costs
 from .lineup import pick_candidates
@@ -43,7 +44,8 @@ class Spending:
                               running=[bool(running and running(c)) for c in lineup],
                               confirm_s=confirmation_cost(self.book, lead.config if lead else None),
                               rounds=o.verify_rounds, floor_s=o.verify_reserve_s,
-                              budget_s=o.budget_s)
+                              budget_s=o.budget_s,
+                              sampled=any(r.role == Role.SEARCH for r in self.known.values()))
 
     def run_costs(self) -> RunCosts | None:
         """What a start and a window cost in this search so far (None before any trial)."""

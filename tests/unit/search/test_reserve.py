@@ -48,13 +48,55 @@ def test_across_hosts_a_lineup_already_running_is_not_priced_as_starts():
     assert running.margin_s < 6.0
 
 
-def test_the_reserve_is_capped_by_share_of_the_budget():
+def test_the_reserve_is_capped_by_share_of_the_budget_in_whole_rounds():
     slow = run_costs([15.0] * 4, [])     # a script: no windows, each run a start of 15 s
     plan = plan_reserve(slow, running=[False] * 4, rounds=3, settle_rounds=5, confirm_s=0.0,
                         budget_s=240.0)
     assert plan.verification.mean_s == pytest.approx(0.4 * 240.0)    # 12 starts: 180 s
-    assert plan.settling.mean_s == pytest.approx(0.15 * 240.0)       # 10 starts: 150 s
-    assert plan.total_s == pytest.approx(96.0 + 36.0 + plan.margin_s)
+    # 10 starts (150 s) past 15% of the budget (36 s): the nearest whole number of rounds of
+    # two starts, one
+    assert plan.settling.mean_s == pytest.approx(2 * 15.0)
+    assert plan.total_s == pytest.approx(96.0 + 30.0 + plan.margin_s)
+    # windows of 3 s: 5 rounds of two (30 s) fit in 15% of a 5-minute budget, as before
+    fast = run_costs([8.0] * 4, [3.0] * 4)
+    assert plan_reserve(fast, running=[True] * 4, rounds=3, settle_rounds=5, confirm_s=0.0,
+                        budget_s=300.0).settling.mean_s == pytest.approx(30.0)
+    # 45 s allowed: rounds of 12 s (6 s windows), 3.75 of them: 4 whole rounds; rounds of 20 s,
+    # 2.25: 2 whole rounds; rounds of two 60 s starts, 0.375: none, the trials keep it
+    def settling(window_s, budget_s=300.0):
+        return plan_reserve(run_costs([window_s * 2] * 4, [window_s] * 4), running=[True] * 4,
+                            rounds=3, settle_rounds=5, confirm_s=0.0,
+                            budget_s=budget_s).settling.mean_s
+    assert settling(6.0) == pytest.approx(48.0) and settling(10.0) == pytest.approx(40.0)
+    assert settling(60.0) == 0.0
+
+
+def test_slow_starts_keep_the_leaders_rounds_and_a_round_to_settle():
+    """Issue 62's slow start, measured: a script whose launch took 20 s kept 96 s (40% of 4
+    minutes) for 3 rounds of two starts that took 121 s, and 36 s to settle where a round cost
+    40 s; it ended after 3 rounds with 27 s unused, unsettled. Once a configuration beyond the
+    references is sampled, the reserve holds the leader's 3 rounds beside the default (6
+    starts) and one whole round more (36 s is 0.9 of one)."""
+    slow = run_costs([20.0] * 4, [])
+
+    def plan(sampled, running=(False,) * 3, budget_s=240.0):
+        return plan_reserve(slow, running=list(running), rounds=3, settle_rounds=5,
+                            confirm_s=0.0, budget_s=budget_s, sampled=sampled)
+
+    assert plan(True).verification.mean_s == pytest.approx(6 * 20.0)   # not 96 s: 40% of 240
+    assert plan(True).settling.mean_s == pytest.approx(2 * 20.0)       # not 36 s: a part of one
+    assert rounds_that_fit(slow, [False, False], plan(True).total_s) == 4
+    # before any sampled trial, the lineup's 40% stands: the first few runs' margin is wide,
+    # and keeping the floor then stopped a real search at its references
+    assert plan(False).verification.mean_s == pytest.approx(0.4 * 240.0)
+    # a lineup of the default alone prices the leader as a start
+    assert plan(True, running=[True]).verification.mean_s == pytest.approx(6 * 20.0)
+    # a lineup within 40% is kept whole, floor or not
+    assert plan(True, budget_s=600.0).verification.mean_s == pytest.approx(9 * 20.0)
+    # 22.5 s (15% of 150 s) is 0.375 of a round of two 30 s starts: none is kept
+    short = plan_reserve(run_costs([30.0] * 4, []), running=[False] * 3, rounds=3,
+                         settle_rounds=5, confirm_s=0.0, budget_s=150.0)
+    assert short.settling.mean_s == 0.0
 
 
 def test_rounds_that_fit_count_the_margin():

@@ -429,8 +429,10 @@ def test_the_search_keeps_back_verification_rounds_for_its_lineup_only(tmp_path,
         return kept.total_s - kept.margin_s   # the margin is the spread's (test_reserve.py)
 
     # default + leader, 3 rounds of 60 s; and the rounds that settle the winner's ratio
-    # (SETTLE_ROUNDS of two), at most 15% of the budget whatever the lineup
-    settling = min(0.15 * 1800, 2 * SETTLE_ROUNDS * 60.0)
+    # (SETTLE_ROUNDS of two), the whole rounds that fit in 15% of the budget whatever the
+    # lineup: 2 rounds of two 60 s starts in 270 s
+    settling = 2 * 60.0 * min(SETTLE_ROUNDS, int(0.15 * 1800 // (2 * 60.0)))
+    assert settling == 240.0
     assert reserve() == 2 * 3 * 60.0 + settling
     measured(Config(precision="bf16"))           # 160/s: close, it joins
     assert reserve() == 3 * 3 * 60.0 + settling
