@@ -7,6 +7,8 @@ The recommendation, and what a trial costs:
   overhead             start-up, timed share, run-to-run spread, autotune's own cost per trial
   verification_spread  how far repeated verifications of one candidate agree, quiet and under a
                        CPU hog
+  rounds_needed        how often a winner's ratio is verified after N rounds, drawn from the real
+                       rounds of stored searches (issue 62: a fourth round for slow starts)
   window_cost          what a window costs besides its timed seconds, started afresh or as the
                        next window of a running launch
   split_timers         what the step split's timers cost one rank's step
