@@ -20,7 +20,8 @@ def test_rounds_that_agree_settle_and_two_far_apart_settle_only_when_drawn_alike
 
 
 def test_more_rounds_verify_more_often_at_the_slow_starts_spread():
-    # the 4-minute slow-start searches' quiet rounds (benchmarks/results/slow_start_rounds_*)
+    # the first eight 4-minute slow-start searches' quiet rounds
+    # (benchmarks/results/slow_start_rounds_zen5_2026-11-29.json holds them and two more)
     pool = [1.133, 1.049, 1.044, 1.039, 1.029, 1.184, 1.058, 1.042, 1.069, 1.065, 1.066, 1.049,
             1.083, 1.097, 1.052, 1.103, 1.071, 1.041, 1.017, 1.043, 1.015, 1.03, 1.011, 1.141,
             1.054, 1.041, 1.077, 1.078]
