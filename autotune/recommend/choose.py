@@ -18,6 +18,7 @@ from ..search.reserve import run_costs, settling_cost
 from ..search.lineup import pick_candidates
 from ..study.records import Role, records
 from .fit import lineup_that_settles
+from .references import is_reference, left_out
 from .rounds import round_limit
 from .verify import Recommendation, trusted_alone, unverified, verify
 from .weigh import RunLength, Weigher
@@ -80,8 +81,11 @@ def recommend(result, evaluate, *, rounds: int, script_mode: bool, time_left, pr
     confirm = None if script_mode else _confirmation(result, default, time_left, progress)
     # the asked rounds of the lineup that fits leave the time a confirmation takes
     keep = confirm.reserve([c.config for c in candidates]) if confirm else 0.0
-    candidates = _fitted(candidates, result, default, evaluate, rounds=rounds,
-                         time_s=time_left() - keep, progress=progress)
+    fitted = _fitted(candidates, result, default, evaluate, rounds=rounds,
+                     time_s=time_left() - keep, progress=progress)
+    dropped = [(c.role, c.throughput / default.throughput) for c in candidates
+               if c not in fitted and is_reference(c.role) and c.throughput]
+    candidates = fitted
     # a search stopped by its budget wanted more time: what a settled figure leaves goes to
     # more rounds of it (docs/how-it-works.md, "The reserve")
     spend = getattr(result, "stop_reason", "") == "budget"
@@ -104,6 +108,9 @@ def recommend(result, evaluate, *, rounds: int, script_mode: bool, time_left, pr
         rec = dataclasses.replace(rec, extra={**rec.extra, "unconfirmed": confirm.unconfirmed})
     if confirm is not None:
         rec = with_unshown(rec, result, default)
+    if unnamed := left_out(dropped, kept=len(candidates), speedup=rec.speedup):
+        rec = dataclasses.replace(rec, extra={
+            **rec.extra, "references": [*(rec.extra.get("references") or ()), *unnamed]})
     return rec
 
 

@@ -17,7 +17,7 @@ from ..measure.contention import disturbed
 from ..measure.stats import RatioStats, Stats, busy, ratio_stats
 from ..quality.verdict import QualityStatus, QualityVerdict
 from ..study.records import Record, Role
-from .references import over, reference_check
+from .references import over, reference_check, reference_name
 from .rounds import interleave, round_limit
 from .settle import MIN_GAIN, Settling, Verdict, settle
 from .weigh import Weigher, compile_cost
@@ -318,7 +318,7 @@ def _choose(verified: list[Verified], default: Record, rounds: int,
                               extra={**({"unproven": unproven} if unproven else {}), **weighed})
     # never below a reference it measured: a faster one that holds up is the pick, or is named
     # (with a run length, faster is sooner to finish it)
-    win, beside = reference_check(holding[0], verified, accept, _reference_name,
+    win, beside = reference_check(holding[0], verified, accept, reference_name,
                                   finish=weigh.finish_s if weigh else None)
     stats, settling = win.ratio, win.settling
     speedup = (settling.ratio if settling and settling.verdict.verified and settling.ratio
@@ -355,11 +355,6 @@ def _accepted(holding: list[Verified], accept: Callable[[Config], QualityVerdict
                                  "changes": describe_changes(v.config, none="default"),
                                  "why": answer.why})
     return [], ""
-
-
-def _reference_name(role: str) -> str:
-    return "run_cpu's settings" if role == Role.RUN_CPU else \
-        f"the {role.split(':', 1)[-1].replace('_', ' ')} reference"
 
 
 def _over(win: Verified, verified: list[Verified], role: str) -> float | None:

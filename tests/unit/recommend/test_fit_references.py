@@ -174,3 +174,50 @@ def test_a_look_leaves_only_the_rounds_the_winner_still_needs(tmp_path):
     assert settled == 8
     shaky = _look_after_rounds(tmp_path, "shaky", (1.05, 1.45, 1.2))
     assert shaky == 6 >= LEAST_LOOK_PAIRS
+
+
+def test_a_reference_left_out_for_time_is_named_when_it_measured_as_fast_as_the_pick():
+    """A 4-minute search of a script whose launch takes 20 s (23:32 UTC, 2026-11-29) verified only
+    its leader, a sampled trial at 1.08x in the search against run_cpu's settings' 1.07x; the
+    leader settled at 1.00x and the summary recommended the default launch without a word of
+    run_cpu's settings. They are named now, with what measures them."""
+    from types import SimpleNamespace
+
+    from autotune.progress import SILENT
+    from autotune.recommend.choose import recommend
+    from autotune.recommend.references import left_out
+    from autotune.recommend.words import recommendation_lines
+    from autotune.result import Outcome, TrialResult
+    from autotune.study.records import Record
+
+    clock = {"left": 175.0}
+    leader = Config(binding="numactl", allocator="tcmalloc")
+    run_cpu = Config(binding="numactl", allocator="tcmalloc", omp_runtime="libiomp5")
+
+    def evaluate(config, mode, **_):
+        clock["left"] -= 20.0          # a start each: a script keeps no launch
+        thr = {Config(): 100.0, leader: 100.5}.get(config, 104.0)
+        return TrialResult(outcome=Outcome.OK, throughput=thr, seconds=20.0)
+
+    def rec(config, role, thr):
+        return Record(config=config, role=role, feasible=True,
+                      result=TrialResult(outcome=Outcome.OK, throughput=thr, seconds=20.0))
+    default = rec(Config(), Role.DEFAULT, 100.0)
+    result = SimpleNamespace(default=default, book=None, stop_reason="budget",
+                             costs=run_costs([20.0] * 4, []),
+                             records=[default, rec(run_cpu, Role.RUN_CPU, 107.0),
+                                      rec(leader, Role.SEARCH, 108.0)])
+    got = recommend(result, evaluate, rounds=3, script_mode=True,
+                    time_left=lambda: clock["left"], progress=SILENT, max_rounds=12)
+    assert [c.role for c in got.candidates] == [Role.SEARCH] and got.config == Config()
+    named = ("run_cpu's settings measured 1.07x the default launch in the search (one run) and "
+             "were not verified: the time left held the rounds of 1 candidate; `autotune verify` "
+             "measures the search's best candidates again")
+    assert got.extra["references"] == [named]
+    assert f"  {named}" in recommendation_lines(got.to_json())
+    # slower in the search than the verified pick: nothing to say
+    assert left_out([(Role.RUN_CPU, 1.07)], kept=1, speedup=2.4) == []
+    assert left_out([("reference:default_compiled", 1.5)], kept=2, speedup=1.2) == [
+        "the default compiled reference measured 1.50x the default launch in the search (one "
+        "run) and was not verified: the time left held the rounds of 2 candidates; `autotune "
+        "verify` measures the search's best candidates again"]
