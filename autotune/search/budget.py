@@ -186,20 +186,21 @@ class Reserve(NamedTuple):
 
 def verify_reserve(*, costs: RunCosts | None, running: Sequence[bool], confirm_s: float,
                    rounds: int, floor_s: float, budget_s: float, sampled: bool = False) -> Reserve:
-    """Seconds the search keeps for after it (search/reserve.py): `rounds` rounds of the lineup
-    (the default launch and the candidates; `running`: whether each one's launch is running
-    now, so that its first round is a window, not a start), at most 40% of the budget but no
-    less than those rounds of the default and the leader once a configuration was `sampled`;
-    SETTLE_ROUNDS more rounds of two, in whole rounds, the number nearest to 15% of it; room for two seeded confirmations of
-    `confirm_s` (a class that fails its confirmation hands over to the next) when they fit in
-    25% of it, else for one when it fits in 40%, else none: time kept for a confirmation that
-    cannot run is lost to the trials (an 8-minute search over two hosts kept 2 minutes for a
-    246 s one, never ran it, and ended with 2m41s unused), and a search whose leader changes the
-    math but is never confirmed can only recommend the default's math (the same search, with
-    nothing kept, sampled 18 trials, led at 3.9x across two hosts, and recommended run_cpu's
-    1.24x: the 171 s confirmation did not fit); and a margin of the predicted runs' spread.
-    Each run is priced at what this search measured for its kind (`costs`: a start or a window
-    of a running launch). Before any trial: `floor_s`, none of it for a confirmation."""
+    """Seconds the search keeps for after it (search/reserve.py): `rounds` rounds of the lineup (the
+    default launch and the candidates; `running`: whether each one's launch is running now, so
+    that its first round is a window, not a start), at most 40% of the budget but no less than
+    those rounds of the default and the leader once a configuration was `sampled`; SETTLE_ROUNDS
+    more rounds of two, in whole rounds, the number nearest to 15% of it; room for two seeded
+    confirmations of `confirm_s` (a class that fails its confirmation hands over to the next)
+    when they fit in 25% of it, else for one when it fits in 40%, else none: time kept for a
+    confirmation that cannot run is lost to the trials (an 8-minute search over two hosts kept 2
+    minutes for a 246 s one, never ran it, and ended with 2m41s unused), and a search whose
+    leader changes the math but is never confirmed can only recommend the default's math (the
+    same search, with nothing kept, sampled 18 trials, led at 3.9x across two hosts, and
+    recommended run_cpu's 1.24x: the 171 s confirmation did not fit); and a margin of the
+    predicted runs' spread. Each run is priced at what this search measured for its kind
+    (`costs`: a start or a window of a running launch). Before any trial: `floor_s`, none of it
+    for a confirmation."""
     if costs is None:
         return Reserve(floor_s, 0.0)
     plan = plan_reserve(costs, running=running, rounds=rounds, settle_rounds=SETTLE_ROUNDS,
