@@ -130,15 +130,16 @@ def _unconfirmed(candidates, result, default, progress: Progress) -> Recommendat
 def _confirmation(result, default, time_left, progress: Progress) -> Confirmation | None:
     """The seeded confirmation of a winner that changes the math, from the search's quality
     book (None without one). What it leaves for the rounds that settle the ratio after it is
-    what the search kept for them (search/reserve.settling_cost: windows of the two launches
-    kept running, starts where this search measured no windows; a trial's seconds without
-    any costs)."""
+    what the search kept for them: as many rounds (search/reserve.settling_rounds), at the same
+    price (settling_cost: windows of the two launches kept running, starts where this search
+    measured no windows; a trial's seconds without any costs)."""
     if result.book is None:
         return None
     costs = getattr(result, "costs", None) or run_costs([default.result.seconds or 0.0], [])
+    kept = getattr(result, "settle_rounds", None)
     return Confirmation(
         result.book, time_left=time_left, progress=progress,
-        leave_s=settling_cost(costs, SETTLE_ROUNDS).mean_s,
+        leave_s=settling_cost(costs, SETTLE_ROUNDS if kept is None else kept).mean_s,
         rounds_cost=lambda n: settling_cost(costs, n).mean_s,
         base_launch=result.book.quickest(default.config, [
             (r.config, r.throughput) for r in result.records

@@ -49,7 +49,8 @@ def run_search(study: optuna.Study, *, space, topology: Topology, evaluate: Eval
         return next((r for r in settled if r.role == role), refs.get(role))   # floor came later)
     return SearchResult(records=settled, default=final(Role.DEFAULT), book=search.book,
                         run_cpu=final(Role.RUN_CPU), stop_reason=stop_reason,
-                        measured=search.measured, costs=search.run_costs())
+                        measured=search.measured, costs=search.run_costs(),
+                        settle_rounds=search.settle_rounds())
 
 
 @dataclass

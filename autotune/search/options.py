@@ -83,3 +83,6 @@ class SearchResult:
     # what a start and a window cost in this search (search/reserve.py): verification's lineup
     # is cut to what the time left can settle at these costs (recommend/fit.py)
     costs: RunCosts | None = None
+    # the rounds it kept to settle the winner's ratio (search/reserve.settling_rounds), which a
+    # confirmation leaves time for (recommend/choose.py); None: none priced (no run measured)
+    settle_rounds: int | None = None

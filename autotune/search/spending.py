@@ -15,8 +15,9 @@ from ..quality.verdict import QualityStatus
 from ..result import Outcome, TrialResult
 from ..study import attrs as A
 from ..study.records import Role
-from .budget import Reserve, budget_note, phase_costs, too_short, trial_costs, verify_reserve
-from .reserve import RunCosts, run_costs
+from .budget import (SETTLE_ROUNDS, Reserve, budget_note, phase_costs, too_short, trial_costs,
+                     verify_reserve)
+from .reserve import RunCosts, run_costs, settling_rounds
 from .lineup import pick_candidates
 
 
@@ -46,6 +47,13 @@ class Spending:
                               rounds=o.verify_rounds, floor_s=o.verify_reserve_s,
                               budget_s=o.budget_s,
                               sampled=any(r.role == Role.SEARCH for r in self.known.values()))
+
+    def settle_rounds(self) -> int | None:
+        """The rounds kept to settle the winner's ratio, at this search's costs and budget (None
+        before any run: nothing to price them with)."""
+        costs = self.run_costs()
+        return None if costs is None else settling_rounds(costs, self.options.budget_s,
+                                                          SETTLE_ROUNDS)
 
     def run_costs(self) -> RunCosts | None:
         """What a start and a window cost in this search so far (None before any trial)."""

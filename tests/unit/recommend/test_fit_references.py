@@ -8,7 +8,7 @@ from autotune.recommend.fit import lineup_that_settles
 from autotune.recommend.references import is_reference, over, reference_check
 from autotune.quality.looks import LEAST_LOOK_PAIRS
 from autotune.recommend.verify import Verified
-from autotune.search.reserve import run_costs
+from autotune.search.reserve import run_costs, settling_rounds
 from autotune.study.records import Role
 
 
@@ -106,6 +106,17 @@ def test_a_confirmation_leaves_the_settling_rounds_what_the_search_kept_for_them
     # no costs measured: a trial's seconds, start included, per run, as before
     assert _confirmation(SimpleNamespace(book=book, costs=None, records=[default]), default,
                          lambda: 117.0, progress=None).leave_s == 2 * SETTLE_ROUNDS * 7.5
+    # a 2-minute search keeps the 3 rounds nearest to 15% of it (18 s, a round 6.8 s), and
+    # the confirmation leaves those 3, not SETTLE_ROUNDS (34 s)
+    short = verify_reserve(costs=costs, running=[True, False], confirm_s=0.0, rounds=3,
+                           floor_s=0.0, budget_s=120.0)
+    assert round(short.settle_s, 6) == round(2 * 3 * 3.4, 6)
+    result = SimpleNamespace(book=book, costs=costs, records=[default],
+                             settle_rounds=settling_rounds(costs, 120.0, SETTLE_ROUNDS))
+    assert _confirmation(result, default, lambda: 117.0, progress=None).leave_s == short.settle_s
+    # one that kept none leaves none
+    result.settle_rounds = 0
+    assert _confirmation(result, default, lambda: 117.0, progress=None).leave_s == 0.0
 
 
 def _look_after_rounds(tmp_path, name: str, run_cpu_ratios: tuple[float, ...]) -> int:

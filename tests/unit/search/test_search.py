@@ -730,3 +730,21 @@ def test_a_search_across_hosts_says_what_its_budget_buys_on_each_number_of_hosts
         "across 2 hosts (~12 s each, estimated until one runs)" in said[0][1]
     # once a trial spanned both hosts: its cost as measured
     assert len(said) == 2 and "across 2 hosts (15 s each)" in said[1][1]
+
+
+def test_a_short_search_hands_its_confirmation_the_settling_rounds_it_kept(tmp_path, topo, space):
+    """The rounds that settle the winner's ratio are counted once (search/reserve.
+    settling_rounds): a 3-minute search of 10 s runs keeps the whole rounds nearest to 15% of
+    its budget (27 s: one round of two runs is 20 s, so 1), and its result carries that count
+    to the confirmation, which priced 5 rounds (100 s) where the search had kept 20 s."""
+    from autotune.search.reserve import settling_cost, settling_rounds
+    sim = Sim(trial_s=10.0)
+    result = run_search(new_study(tmp_path), space=space, topology=topo, evaluate=sim,
+                        clock=sim, options=SearchOptions(budget_s=180, min_trial_s=10,
+                                                         patience=100), progress=Silent())
+    assert result.settle_rounds == 1 < SETTLE_ROUNDS
+    assert settling_cost(result.costs, result.settle_rounds).mean_s == 20.0
+    # a half-hour search of the same runs keeps all SETTLE_ROUNDS (270 s hold 13 rounds)
+    assert settling_rounds(result.costs, 1800.0, SETTLE_ROUNDS) == SETTLE_ROUNDS
+    # and one whose round is more than twice 15% of its budget keeps none
+    assert settling_rounds(result.costs, 60.0, SETTLE_ROUNDS) == 0
