@@ -175,8 +175,9 @@ def verify(candidates: list[Record], default: Record, evaluate: Evaluate, *,
     not settled (recommend/settle.py) and the budget allows. Confirming first and then giving
     the time to the one that can win settles it sooner than rounds of all (issue 35: the first
     command's rounds of candidates its confirmation then refused left run_cpu's settings 3
-    rounds, unsettled). While none is accepted, the more rounds are of them all, leaving
-    `keep_s` (asked before each) for a confirmation. With `weigh`, "fastest" is the soonest to
+    rounds, unsettled); or to a reference that ran faster than it (`_focus`). While none is
+    accepted, the more rounds are of them all, leaving `keep_s` (asked before each) for a
+    confirmation. With `weigh`, "fastest" is the soonest to
     finish the user's run, a compile included (recommend/weigh.py). `spend`: a settled figure
     goes on to more rounds while the time and the round limit allow (what the budget would
     otherwise leave). `rounds_after` is told, before each `accept`, the rounds past the asked
@@ -187,8 +188,8 @@ def verify(candidates: list[Record], default: Record, evaluate: Evaluate, *,
     evals = interleave([(r.role, r.config) for r in lineup], evaluate, rounds=rounds,
                        time_left=time_left, progress=progress, max_rounds=rounds)
     done = len(evals[0])
-    winner = _first_accepted(_verified(lineup, evals), accept, weigh, rounds_after,
-                             most_rounds=limit - done) if done else None
+    winner = _focus(_verified(lineup, evals), accept, weigh, rounds_after,
+                    most_rounds=limit - done) if done else None
     focus = ([0, 1 + [r.config for r in candidates].index(winner.config)] if winner
              else list(range(len(lineup))))
     if 0 < done < limit:
@@ -212,6 +213,22 @@ def verify(candidates: list[Record], default: Record, evaluate: Evaluate, *,
         for i, evs in enumerate(evals)}
     return _choose(_verified(lineup, evals), default, len(evals[0]), results, accept, weigh,
                    first=winner.config if winner else None)
+
+
+def _focus(verified: list[Verified], accept: Callable[[Config], QualityVerdict] | None,
+           weigh: Weigher | None,
+           rounds_after: Callable[[list[tuple[Config, int]]], None] | None,
+           most_rounds: int) -> Verified | None:
+    """The candidate the rounds past the asked ones measure beside the default launch: the first
+    accepted (`_first_accepted`), or a reference that ran faster than it in the asked rounds,
+    which is then the recommendation on those rounds (recommend/references.py). A 2-minute
+    search gave 7 more rounds to the default compiled, which then lost to run_cpu's settings,
+    recommended on their 3 rounds: a lower bound, not a figure."""
+    win = _first_accepted(verified, accept, weigh, rounds_after, most_rounds=most_rounds)
+    if win is None:
+        return None
+    return reference_check(win, verified, accept, reference_name,
+                           finish=weigh.finish_s if weigh else None)[0]
 
 
 def _first_accepted(verified: list[Verified],

@@ -232,3 +232,37 @@ def test_a_reference_left_out_for_time_is_named_when_it_measured_as_fast_as_the_
         "the default compiled reference measured 1.50x the default launch in the search (one "
         "run) and was not verified: the time left held the rounds of 2 candidates; `autotune "
         "verify` measures the search's best candidates again"]
+
+
+def test_the_rounds_past_the_asked_ones_go_to_the_reference_that_will_be_recommended():
+    """A 2-minute search (Zen 5, 2026-11-30): after 3 rounds the default compiled led on its
+    ratio to the default launch (1.52x against run_cpu's 1.50x), but run_cpu's settings ran
+    faster than it in the same rounds (it ran 0.99x of them), so run_cpu's were the recommendation whatever
+    the default compiled's 7 more rounds showed, and its figure stayed a 3-round lower bound.
+    The more rounds now go to the reference that is recommended, and settle its figure."""
+    from autotune.recommend.verify import verify
+    from autotune.result import Outcome, TrialResult
+    from autotune.study.records import Record
+
+    compiled = Config(compile=True)
+    run_cpu = Config(binding="numactl", allocator="tcmalloc", omp_runtime="libiomp5")
+    asked = {compiled: (160.0, 137.0, 152.0), run_cpu: (150.0, 138.0, 158.0)}
+    later = {compiled: 140.0, run_cpu: 149.0}
+    measured: dict[Config, int] = {}
+
+    def throughput(config, mode):
+        n = measured[config] = measured.get(config, 0) + 1
+        thr = 100.0 if config == Config() else (asked[config][n - 1] if n <= 3
+                                                 else later[config] + (n % 2))
+        return TrialResult(outcome=Outcome.OK, throughput=thr, seconds=3.0)
+
+    def rec(config, role, thr):
+        return Record(config=config, role=role, feasible=True,
+                      result=TrialResult(outcome=Outcome.OK, throughput=thr, seconds=7.0))
+    got = verify([rec(compiled, "reference:default_compiled", 150.0),
+                  rec(run_cpu, Role.RUN_CPU, 155.0)], rec(Config(), Role.DEFAULT, 100.0),
+                 throughput, rounds=3, max_rounds=12, accept=_accept())
+    assert got.config == run_cpu
+    assert measured[run_cpu] > 3 and measured[compiled] == 3
+    assert got.rounds == measured[Config()] == measured[run_cpu]
+    assert got.settling is not None and got.settling.settled
