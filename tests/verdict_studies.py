@@ -15,7 +15,7 @@ import optuna
 from autotune.config import Config
 from autotune.export.recommendation import save_recommendation
 from autotune.recommend.settle import settle
-from autotune.recommend.verify import Recommendation
+from autotune.recommend.recommendation import Recommendation
 from results_study import live_topology, study_copy
 
 ISSUE_ROUNDS = [1.50, 1.54, 1.60, 1.68, 1.80, 1.88, 1.92, 2.02, 2.17, 2.31, 2.37, 2.40]

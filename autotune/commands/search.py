@@ -21,7 +21,7 @@ from ..util.private_files import foreign_folder
 from ..probe.topology import Topology
 from ..progress import SILENT, Progress
 from ..recommend.choose import recommend, shared_recommendation
-from ..recommend.verify import Recommendation
+from ..recommend.recommendation import Recommendation
 from ..reporting.diagnosis import diagnosis_lines
 from ..result import Evaluate
 from ..run.numa_quiet import QuietNuma, disturbs, restore_stale

@@ -8,7 +8,7 @@ import math
 from ..config import describe_changes
 from ..quality.confirm import SETTLE_COMMAND
 from ..quality.verdict import QualityStatus
-from ..recommend.verify import Recommendation
+from ..recommend.recommendation import Recommendation
 from ..result import Outcome
 from ..search.account import Account, next_step
 from ..search.options import SearchResult

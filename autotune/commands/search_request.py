@@ -12,7 +12,7 @@ from ..config import DEFAULT_WORKLOAD
 from ..config.limits import MAX_SAMPLES
 from ..training import MAX_QUALITY_SEEDS
 from ..errors import AutotuneError, WorkloadError
-from ..recommend.verify import Recommendation
+from ..recommend.recommendation import Recommendation
 from ..recommend.weigh import DEFAULT_RUN_LENGTH, RUN_LENGTH_FLAG, RunLength, parse_run_length
 from ..run.idle import IDLE_DEADLINE_S
 from ..run.trials_dir import DEFAULT_KEEP as DEFAULT_KEEP_TRIALS

@@ -20,7 +20,8 @@ from ..study.records import Role, records
 from .fit import lineup_that_settles
 from .references import is_reference, left_out
 from .rounds import round_limit
-from .verify import Recommendation, trusted_alone, unverified, verify
+from .recommendation import Recommendation, unverified
+from .verify import trusted_alone, verify
 from .weigh import RunLength, Weigher
 
 

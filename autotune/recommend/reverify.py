@@ -27,7 +27,8 @@ from ..quality.looks import (LEAST_LOOK_PAIRS, LOOK_SEEDS, MOST_LOOKS,
 from ..quality.verdict import QualityStatus, QualityVerdict
 from ..search.lineup import pick_candidates
 from ..study.records import Record, Role, records
-from .verify import Recommendation, verify
+from .recommendation import Recommendation
+from .verify import verify
 from .weigh import DEFAULT_RUN_LENGTH, RunLength, Weigher, parse_run_length
 
 

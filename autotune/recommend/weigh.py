@@ -106,7 +106,7 @@ def compile_cost(results: Iterable[TrialResult | None]) -> tuple[float | None, s
 
 
 class Weighed(Protocol):
-    """A verified launch as the weighing reads it (recommend/verify.Verified)."""
+    """A verified launch as the weighing reads it (recommend/recommendation.Verified)."""
     config: Config
     role: str
     compile_s: float | None

@@ -46,7 +46,7 @@ def test_hogs_on_the_trial_cores_are_measured_as_outside_share(tmp_path):
 def _study(tmp_path) -> str:
     """A finished study of this machine on the small MLP whose recommendation is one thread."""
     from autotune.export.recommendation import save_recommendation
-    from autotune.recommend.verify import Recommendation
+    from autotune.recommend.recommendation import Recommendation
     from autotune.study.storage import describe_study, open_storage, open_study, study_name
     topo = live_topology()
     url = f"sqlite:///{tmp_path}/s.db"

@@ -243,7 +243,7 @@ def test_the_note_and_a_trial_state_what_the_accuracy_runs_showed(db, tmp_path):
         pytest.skip(f"{CHROMIUM} is missing (setup.sh installs Debian's chromium for this test)")
     from autotune.config import Config
     from autotune.export.recommendation import save_recommendation
-    from autotune.recommend.verify import Recommendation
+    from autotune.recommend.recommendation import Recommendation
     from results_study import live_topology
     claim = ("accuracy 0.941 ± 0.006 (default 0.944 ± 0.006, 6 paired seeds x 16384 samples, "
              "3 of them new, side by side; correlation 0.83): within 1 pp (95% upper bound of "

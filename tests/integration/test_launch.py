@@ -27,7 +27,7 @@ from autotune.export.launch import (Nodes, TunedConfig, exit_code, from_manifest
                                     plan_launch, program_for, refusals)
 from autotune.probe.parse import format_cpulist
 from autotune.probe import probe
-from autotune.recommend.verify import Recommendation
+from autotune.recommend.recommendation import Recommendation
 from autotune.run.runner import free_port
 from autotune.run.tee import prefix
 from autotune.study.storage import describe_study, open_storage, open_study, study_name

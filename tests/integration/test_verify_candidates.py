@@ -9,7 +9,7 @@ import pytest
 from autotune.cli import main
 from autotune.config import Config
 from autotune.export.recommendation import save_recommendation
-from autotune.recommend.verify import Recommendation
+from autotune.recommend.recommendation import Recommendation
 from autotune.result import Outcome, TrialResult
 from autotune.study.records import Role, record_trial
 from autotune.study.storage import describe_study, open_storage, open_study, study_name

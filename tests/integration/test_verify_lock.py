@@ -33,7 +33,7 @@ def lock_folder(tmp_path, monkeypatch):
 def make_study(tmp_path, threads: int = 1) -> str:
     """A finished study of this machine on the small MLP (as in test_contention_real)."""
     from autotune.export.recommendation import save_recommendation
-    from autotune.recommend.verify import Recommendation
+    from autotune.recommend.recommendation import Recommendation
     from autotune.study.storage import describe_study, open_storage, open_study, study_name
     topo = live_topology()
     url = f"sqlite:///{tmp_path}/s.db"
@@ -88,7 +88,7 @@ def test_a_recommendation_stored_by_a_search_during_verify_is_kept(tmp_path, loc
     """A search beside verify (another machine's worker of a shared study, or one started with
     --allow-concurrent) stores a new recommendation while verify measures the old one."""
     from autotune.export.recommendation import save_recommendation
-    from autotune.recommend.verify import Recommendation
+    from autotune.recommend.recommendation import Recommendation
     from autotune.search.shared import StudyLock
     from autotune.study.storage import open_storage, open_study
     url = make_study(tmp_path)

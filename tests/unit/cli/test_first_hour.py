@@ -12,7 +12,7 @@ from autotune.cli import main
 from autotune.config import KNOB_TABLE, Config, parse_sets
 from autotune.errors import ConfigError, SpaceError
 from autotune.recommend.settle import settle
-from autotune.recommend.verify import Recommendation
+from autotune.recommend.recommendation import Recommendation
 
 
 def _main(argv: list[str], capsys) -> tuple[int, str, str]:

@@ -12,7 +12,7 @@ from autotune.cli import main
 from autotune.config import Config
 from autotune.export.recommendation import save_recommendation
 from autotune.probe import probe
-from autotune.recommend.verify import Recommendation
+from autotune.recommend.recommendation import Recommendation
 from autotune.study.storage import describe_study, open_storage, open_study, study_name
 from paths import REPO
 from results_study import live_topology

@@ -7,7 +7,7 @@ from autotune.quality.verdict import QualityStatus, QualityVerdict
 from autotune.recommend.fit import lineup_that_settles
 from autotune.recommend.references import is_reference, over, reference_check
 from autotune.quality.looks import LEAST_LOOK_PAIRS
-from autotune.recommend.verify import Verified
+from autotune.recommend.recommendation import Verified
 from autotune.search.reserve import run_costs, settling_rounds
 from autotune.study.records import Role
 

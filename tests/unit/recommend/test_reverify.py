@@ -10,7 +10,7 @@ from autotune.config import Config
 from autotune.export.recommendation import save_recommendation
 from autotune.progress import Silent
 from autotune.recommend.reverify import lineup, reverify, seeded_confirmation
-from autotune.recommend.verify import Recommendation
+from autotune.recommend.recommendation import Recommendation
 from autotune.search.lineup import pick_candidates
 from autotune.study.attrs import StudyAttrs
 from autotune.study.records import records

@@ -11,7 +11,8 @@ import pytest
 
 from autotune.config import Config
 from autotune.recommend.settle import SETTLED_HALF_WIDTH, ratio_interval, settle
-from autotune.recommend.verify import Recommendation, verify
+from autotune.recommend.recommendation import Recommendation
+from autotune.recommend.verify import verify
 from autotune.result import Outcome, TrialResult
 from autotune.study.records import Record, Role
 
@@ -123,7 +124,7 @@ def test_no_candidate_finishing_a_round_is_inconclusive_and_names_verify():
     verified speedup: the default launch is the best configuration found (no candidate completed
     verification)": a verdict nothing had measured, and `launch` took it. Now it says so and names
     `autotune verify`, and launch refuses it (export.launch.inconclusive reads the stored flag)."""
-    from autotune.recommend.verify import Verified
+    from autotune.recommend.recommendation import Verified
     unfinished = Verified(config=Config(threads=1), role="search", search_throughput=95.8,
                           throughputs=(), baselines=())
     rec = Recommendation(config=Config(), speedup=1.0, spread=0.0, rounds=0, verified=True,

@@ -14,7 +14,8 @@ import pytest
 from autotune.config import Config
 from autotune.recommend.settle import (MIN_GAIN, Verdict, ratio_interval, ratio_lower_bound,
                                        settle, shown_in)
-from autotune.recommend.verify import Recommendation, verify
+from autotune.recommend.recommendation import Recommendation
+from autotune.recommend.verify import verify
 from autotune.result import Outcome, TrialResult
 from autotune.study.records import Record, Role
 from verdict_studies import ISSUE_ROUNDS, LOWER_BOUND_HEADLINE, WIDE_ROUNDS, recommendation

@@ -8,7 +8,7 @@ import pytest
 from autotune.config import Config
 from autotune.errors import AutotuneError
 from autotune.recommend.compile_words import compile_lines
-from autotune.recommend.verify import Verified
+from autotune.recommend.recommendation import Verified
 from autotune.recommend.weigh import (DEFAULT_RUN_LENGTH, RunLength, Weigher, break_even_s,
                                       compile_cost, duration, parse_run_length)
 from autotune.result import Outcome, TrialResult
