@@ -266,3 +266,57 @@ def test_the_rounds_past_the_asked_ones_go_to_the_reference_that_will_be_recomme
     assert measured[run_cpu] > 3 and measured[compiled] == 3
     assert got.rounds == measured[Config()] == measured[run_cpu]
     assert got.settling is not None and got.settling.settled
+
+
+class _KeptLaunches:
+    """An evaluator that keeps launches as run/warm.py does: a config's first run starts it
+    (8 s), every later one is a window of it (3.5 s); `left` is the budget's clock."""
+
+    def __init__(self, ratios: dict, left: float):
+        from autotune.result import Outcome, TrialResult
+        self.ratios, self.left, self.up = ratios, left, set()
+        self.n: dict = {}
+        self._result = lambda thr, s: TrialResult(outcome=Outcome.OK, throughput=thr, seconds=s)
+
+    def running(self, config) -> bool:
+        return config in self.up
+
+    def __call__(self, config, mode):
+        seconds = 3.5 if config in self.up else 8.0
+        self.up.add(config)
+        self.left -= seconds
+        n = self.n[config] = self.n.get(config, 0) + 1
+        ratios = self.ratios.get(config, (1.0,))
+        return self._result(100.0 * ratios[(n - 1) % len(ratios)], seconds)
+
+
+def test_the_rounds_past_the_asked_ones_are_priced_as_the_windows_they_will_be():
+    """A 10-minute search (Zen 5, 2026-11-30) asked 26 s for an eighth round of two 3.5 s
+    windows, priced from the first round's starts (13 s, twice over while unsettled), and ended
+    with its ratio a lower bound and 21 s unused. With 25 s left after 3 asked rounds whose
+    first was two 8 s starts, the next rounds are priced as windows (7 s): two more run, where
+    pricing them at 16 s ran none. A launch no longer running is priced as before."""
+    from autotune.recommend.verify import verify
+    from autotune.result import Outcome, TrialResult
+    from autotune.study.records import Record
+
+    bf16 = Config(precision="bf16", compile=True)
+
+    def rec(config, role, thr):
+        return Record(config=config, role=role, feasible=True,
+                      result=TrialResult(outcome=Outcome.OK, throughput=thr, seconds=8.0))
+
+    def run(ev):
+        # 3 asked rounds take 8+8, 3.5+3.5, 3.5+3.5 = 30 s: 25 s left after them
+        return verify([rec(bf16, Role.SEARCH, 220.0)], rec(Config(), Role.DEFAULT, 100.0), ev,
+                      rounds=3, max_rounds=12, time_left=lambda: ev.left)
+    noisy = {bf16: (2.0, 2.4, 1.7, 2.1, 2.2)}      # unsettled after 3 rounds
+    kept = _KeptLaunches(noisy, left=55.0)
+    assert run(kept).rounds == 5 and kept.n[bf16] == 5
+    assert 4.0 <= kept.left < 7.0 * 2             # stopped when two windows' rounds no longer fit
+
+    class Closing(_KeptLaunches):                  # launches closed between rounds: starts
+        def running(self, config):
+            return False
+    closed = Closing(noisy, left=55.0)
+    assert run(closed).rounds == 3
