@@ -16,7 +16,10 @@ import pytest
 from search_harness import fault_log, load_study, search_argv, search_env, survivors, write_space
 from search_harness import REPO
 
-pytestmark = pytest.mark.slow
+# A scenario (tests/README.md): a story built from parts CI keeps, each fault in a real trial
+# (test_runner.py) and a failed trial stored and passed over by the search (unit/study/
+# test_records.py, unit/search/test_compile_search.py); the story took 55 s of CI's 20 minutes.
+pytestmark = [pytest.mark.slow, pytest.mark.scenario]
 
 GRACE_S = 5.0          # TrialSettings.grace_s: SIGTERM -> SIGKILL
 TRIAL_TIMEOUT_S = 12.0
