@@ -42,10 +42,9 @@ def verify(candidates: list[Record], default: Record, evaluate: Evaluate, *,
     command's rounds of candidates its confirmation then refused left run_cpu's settings 3
     rounds, unsettled); or to a reference that ran faster than it (`_focus`). While none is
     accepted, the more rounds are of them all, leaving `keep_s` (asked before each) for a
-    confirmation. With `weigh`, "fastest" is the soonest to
-    finish the user's run, a compile included (recommend/weigh.py). `spend`: a settled figure
-    goes on to more rounds while the time and the round limit allow (what the budget would
-    otherwise leave). `rounds_after` is told, before each `accept`, the rounds past the asked
+    confirmation. With `weigh`, "fastest" is the soonest to finish the user's run, a compile
+    included (recommend/weigh.py). `spend`: a settled figure goes on to more rounds while the
+    time and the round limit allow (what the budget would otherwise leave). `rounds_after` is told, before each `accept`, the rounds past the asked
     ones that each candidate from the one asked on still needs to settle its ratio, as
     (configuration, rounds), so that a confirmation leaves just what the winner will need."""
     lineup = [default] + list(candidates)

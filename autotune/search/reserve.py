@@ -177,15 +177,28 @@ def settling_cost(costs: RunCosts, settle_rounds: int) -> Predicted:
     return rounds_cost(costs, [True, True], settle_rounds)
 
 
+# The share of the budget kept for the rounds that settle the winner's ratio.
+SETTLE_SHARE = 0.15
+
+
+def settling_rounds(costs: RunCosts, budget_s: float, most: int) -> int:
+    """How many rounds the search keeps to settle the winner's ratio: the whole number nearest
+    to SETTLE_SHARE of the budget, at most `most`. The one count of them: what the search keeps
+    (plan_reserve) and what a confirmation leaves after it (recommend/choose.py), so that a
+    short search's confirmation does not leave 5 rounds where the search kept 3."""
+    one = settling_cost(costs, 1).mean_s
+    return min(most, math.floor(SETTLE_SHARE * budget_s / one + 0.5)) if one > 0 else most
+
+
 def plan_reserve(costs: RunCosts, *, running: Sequence[bool], rounds: int, settle_rounds: int,
                  confirm_s: float, budget_s: float, sampled: bool = False) -> ReservePlan:
     """The verification of a lineup (`running`: whether each member's launch is running now,
     the default launch first) over `rounds` rounds, at most 40% of the budget, but, once the
     search has `sampled` a configuration beyond the references, no less than those rounds of
-    the default and the leader alone (what recommend/fit.py always keeps); at most `settle_rounds`
-    more rounds of two running launches (the default and the winner), in whole rounds, the
-    number nearest to 15% of the budget (settling_rounds); and `confirm_s` for seeded confirmations (search/budget.
-    confirmation_reserve).
+    the default and the leader alone (what recommend/fit.py always keeps); at most
+    `settle_rounds` more rounds of two running launches (the default and the winner), in whole
+    rounds, the number nearest to 15% of the budget (settling_rounds); and `confirm_s` for
+    seeded confirmations (search/budget.confirmation_reserve).
 
     Whole rounds, because a part of one buys nothing: a 4-minute search of a script whose
     launch took 20 s kept 96 s (40%) for 3 rounds of two starts that took 121 s, and 36 s (15%)
@@ -203,15 +216,3 @@ def plan_reserve(costs: RunCosts, *, running: Sequence[bool], rounds: int, settl
     settle = settling_cost(costs, settling_rounds(costs, budget_s, settle_rounds))
     return ReservePlan(verification=verify, settling=settle, confirm_s=confirm_s)
 
-
-# The share of the budget kept for the rounds that settle the winner's ratio.
-SETTLE_SHARE = 0.15
-
-
-def settling_rounds(costs: RunCosts, budget_s: float, most: int) -> int:
-    """How many rounds the search keeps to settle the winner's ratio: the whole number nearest
-    to SETTLE_SHARE of the budget, at most `most`. The one count of them: what the search keeps
-    (plan_reserve) and what a confirmation leaves after it (recommend/choose.py), so that a
-    short search's confirmation does not leave 5 rounds where the search kept 3."""
-    one = settling_cost(costs, 1).mean_s
-    return min(most, math.floor(SETTLE_SHARE * budget_s / one + 0.5)) if one > 0 else most
