@@ -70,13 +70,23 @@ class BudgetPlan:
     min_trial_s: float        # do not start a trial with less than this left
 
 
+SHORT_WINDOW_S = 2.0            # the timed window of a search under SHORT_WINDOW_UNDER_S
+SHORT_WINDOW_UNDER_S = 1200.0
+LONG_WINDOW_S = 5.0             # and of a longer one, which is not short of trials
+
+
 def plan_budget(total_s: float, *, startup_s: float = 4.0) -> BudgetPlan:
     """Shorter budgets get shorter timed windows so that enough configurations get tried.
 
     A trial costs start-up (about 3 s here from launch to the first step) plus warmup plus the
-    window; below ~2 s of window, start-up dominates and step-time noise grows.
+    window; below ~2 s of window, start-up dominates and step-time noise grows. A search under
+    SHORT_WINDOW_UNDER_S times SHORT_WINDOW_S windows: on the quiet 2-core EPYC a verification
+    round's ratio spread as widely over 3 s and 5 s windows as over 2 s ones (the machine's
+    drift, not the window, sets it), and agreed with them within 1-2% (two runs of
+    benchmarks/timed/window_length.py, 2026-11-30), while a round of 2 s windows took 4.4 s
+    against 6.5 s. A 5-minute search had timed 3 s windows and measured 11 configurations.
     """
-    window = 2.0 if total_s < 300 else 3.0 if total_s < 1200 else 5.0
+    window = SHORT_WINDOW_S if total_s < SHORT_WINDOW_UNDER_S else LONG_WINDOW_S
     trial_s = startup_s + 1.0 + window
     if (why := too_short_to_verify(total_s, trial_s, measured=False)) is not None:
         raise BudgetError(why)
