@@ -3,7 +3,7 @@ run/spanning_session.py across hosts), so that a trial of a launch already runni
 window of it, not a new start.
 
 One session per launch (config.launch_part, and across hosts the hosts it runs on), the most
-recently used ones kept: verification's lineup of the default launch and three candidates stays
+recently used ones kept: verification's lineup of the default launch and four candidates stays
 warm from round to round, and so do the search's leader and the default launch, whose quality
 runs and window-knob neighbours come back to them. A session is closed when more are open than
 `max_open`, when memory runs short, when it failed, and when it used CPU while idle (oneCCL's
@@ -27,8 +27,12 @@ from .spanning import SPAN_POLL_S
 from .spanning_session import SpanningSession
 from .unreached import OWED
 
-# Sessions kept open: the default launch and verification's three candidates.
-MAX_OPEN = 4
+# Sessions kept open: verification's whole lineup (search/lineup.py), the default launch, three
+# candidates and the default compiled, so that no round starts one of them anew. At 4, kept
+# before the compiled reference joined, each round of a 5-member lineup restarted one launch, a
+# start the reserve had priced as a window: a 5-minute search's verification took 56 s against
+# the 48 s it kept, and its look lost a pair to it (2026-11-30).
+MAX_OPEN = 5
 # Below this share of memory available, idle sessions are closed before a new one starts.
 MIN_AVAILABLE_SHARE = 0.25
 

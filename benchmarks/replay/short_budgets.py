@@ -34,6 +34,7 @@ from typing import Any
 
 from autotune.config import Config, launch_part
 from autotune.progress import Silent
+from autotune.run.warm import MAX_OPEN
 from autotune.result import Outcome, TrialResult
 from autotune.tune import SearchRequest, search
 
@@ -43,7 +44,6 @@ from benchmarks.landscapes.table import DATA, Landscape, SimClock
 
 # A window's share of a start's cost: 3.3 s against ~8 s on the quiet 2-core EPYC (issue 62).
 WINDOW_SHARE = 3.3 / 8.0
-MAX_OPEN = 4          # run/warm.MAX_OPEN: the launches kept running
 BUDGETS = (300.0, 600.0, 1800.0)
 RECORDED = DATA / "landscape-115e441fefef.json"   # the Zen 5 machine's (2 cores, 2026-11-24)
 

@@ -50,3 +50,20 @@ def test_the_lineup_takes_the_compiled_reference_and_the_fastest_eager_launch_of
     picked = pick_candidates([*compiled, eager, reference, run_cpu, _rec(Config(), 100.0,
                                                                          Role.DEFAULT)])
     assert picked == [compiled[0], eager, run_cpu, reference]
+
+
+def test_the_launches_kept_running_hold_the_whole_lineup():
+    """Every member of verification's fullest lineup, the default launch with it, stays running
+    from round to round (run/warm.MAX_OPEN): with 4 kept, each round of this 5-member lineup
+    restarted one launch that the reserve had priced as a window."""
+    from autotune.run.warm import MAX_OPEN
+    from autotune.search.options import SearchOptions
+    compiled = [_rec(Config(nproc=2, threads=1, compile=True, allocator=a, precision=p), thr)
+                for a, p, thr in (("tcmalloc", "bf16", 300.0), ("jemalloc", "fp32", 290.0),
+                                  ("default", "bf16", 280.0))]
+    reference = _rec(Config(compile=True), 210.0, Role.DEFAULT_COMPILED)
+    run_cpu = _rec(Config(binding="taskset", allocator="tcmalloc"), 160.0, Role.RUN_CPU)
+    fullest = pick_candidates([*compiled, reference, run_cpu],
+                              n=SearchOptions(budget_s=300.0).verify_configs - 1)
+    assert len(fullest) == 4
+    assert MAX_OPEN >= 1 + len(fullest)
