@@ -179,6 +179,13 @@ def settling_cost(book: QualityBook, config: Config) -> float:
     return confirmation_cost(book, config, max(LEAST_LOOK_PAIRS, want or MOST_SETTLE_PAIRS))
 
 
+def look_pairs(book: QualityBook, config: Config) -> int:
+    """Pairs a new look at `config`'s class would plan now, from its screening (looks.plan_pairs,
+    at most MOST_LOOK_PAIRS, as confirm_quality plans it when the time left holds them): what the
+    search keeps for the look (search/budget.confirmation_reserve)."""
+    return plan_pairs(book.verdict(config).gate, MOST_LOOK_PAIRS)
+
+
 def confirmation_reserve(book: QualityBook) -> float:
     """What verification rounds past the asked ones must leave for a confirmation: the
     default's side of it and the candidate's, as long as the default's runs."""

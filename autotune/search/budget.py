@@ -8,6 +8,7 @@ from typing import NamedTuple, Sequence
 
 from ..config.limits import MAX_BUDGET_S
 from ..errors import BudgetError
+from ..quality.looks import LEAST_LOOK_PAIRS
 from .reserve import RunCosts, plan_reserve
 
 _PART = re.compile(r"(\d+(?:\.\d+)?)([hms])")
@@ -195,14 +196,15 @@ class Reserve(NamedTuple):
 
 
 def verify_reserve(*, costs: RunCosts | None, running: Sequence[bool], confirm_s: float,
-                   rounds: int, floor_s: float, budget_s: float, sampled: bool = False) -> Reserve:
+                   rounds: int, floor_s: float, budget_s: float, sampled: bool = False,
+                   planned_s: float = 0.0) -> Reserve:
     """Seconds the search keeps for after it (search/reserve.py): `rounds` rounds of the lineup (the
     default launch and the candidates; `running`: whether each one's launch is running now, so
     that its first round is a window, not a start), at most 40% of the budget but no less than
     those rounds of the default and the leader once a configuration was `sampled`; SETTLE_ROUNDS
-    more rounds of two, in whole rounds, the number nearest to 15% of it; room for two seeded
-    confirmations of `confirm_s` (a class that fails its confirmation hands over to the next)
-    when they fit in 25% of it, else for one when it fits in 40%, else none: time kept for a
+    more rounds of two, in whole rounds, the number nearest to 15% of it; room for seeded
+    confirmations (confirmation_reserve: `confirm_s` a least look, `planned_s` the leader's
+    planned one), none when even a least look does not fit in 40% of it: time kept for a
     confirmation that cannot run is lost to the trials (an 8-minute search over two hosts kept 2
     minutes for a 246 s one, never ran it, and ended with 2m41s unused), and a search whose
     leader changes the math but is never confirmed can only recommend the default's math (the
@@ -214,17 +216,26 @@ def verify_reserve(*, costs: RunCosts | None, running: Sequence[bool], confirm_s
     if costs is None:
         return Reserve(floor_s, 0.0)
     plan = plan_reserve(costs, running=running, rounds=rounds, settle_rounds=SETTLE_ROUNDS,
-                        confirm_s=confirmation_reserve(confirm_s, budget_s), budget_s=budget_s,
-                        sampled=sampled)
+                        confirm_s=confirmation_reserve(confirm_s, budget_s, planned_s),
+                        budget_s=budget_s, sampled=sampled)
     return Reserve(plan.total_s, plan.confirm_s, plan.margin_s,
                    verify_s=plan.verification.mean_s, settle_s=plan.settling.mean_s)
 
 
-def confirmation_reserve(confirm_s: float, budget_s: float) -> float:
-    """Of verify_reserve, the seconds kept for seeded confirmations of `confirm_s` each: two
-    when they fit in 25% of the budget, else one when it fits in 40%, else none."""
-    return next((n * confirm_s for n, share in ((2, 0.25), (1, 0.4))
-                 if n * confirm_s <= share * budget_s), 0.0)
+def confirmation_reserve(confirm_s: float, budget_s: float, planned_s: float = 0.0) -> float:
+    """Of verify_reserve, the seconds kept for seeded confirmations: `confirm_s` is the least
+    look (LEAST_LOOK_PAIRS pairs), `planned_s` the look the leader's screening plans
+    (quality/confirm.look_pairs). The larger of two least looks, where they fit in 25% of the
+    budget (a class that fails its confirmation hands over to the next), and the planned look
+    where it fits in 40%, else the whole pairs of it that do, if they make a least look; none
+    when neither fits. Kept for a least look alone, a 5-minute search's bf16 look planned 6
+    pairs but got the 4 kept: its upper bound 2.20 pp, not shown (2026-11-30)."""
+    two = 2 * confirm_s if 2 * confirm_s <= 0.25 * budget_s else 0.0
+    planned = max(confirm_s, planned_s)
+    pair_s = confirm_s / LEAST_LOOK_PAIRS
+    one = planned if planned <= 0.4 * budget_s else \
+        math.floor(0.4 * budget_s / pair_s) * pair_s if pair_s > 0 else 0.0
+    return max(two, one if one >= confirm_s else 0.0)
 
 
 # Until a trial across hosts is measured, it is taken as this much dearer than one host's: each

@@ -8,7 +8,7 @@ import statistics
 from ..config import Config
 from ..measure.compile_cost import graph_key
 from ..plan.placement import canonical
-from ..quality.confirm import confirmation_cost
+from ..quality.confirm import confirmation_cost, look_pairs
 from ..quality.script_floor import stored_script_floor
 from ..quality.sizing import MIN_QUALITY_SAMPLES, sized_samples, too_short_for_quality
 from ..quality.verdict import QualityStatus
@@ -33,7 +33,7 @@ class Spending:
         (search/reserve.py); the lineup is the default launch and today's candidates
         (search/lineup.py), each a window when its launch is running now (the evaluator's
         `running`, where it keeps launches), and the contending leader's seeded confirmation
-        (quality/confirm.py)."""
+        (quality/confirm.py), a least look and the look its screening plans."""
         o = self.options
         lead = max((r for r in self.known.values() if r.feasible and r.throughput
                     and r.result.quality in (QualityStatus.WITHIN, QualityStatus.NOT_SHOWN)),
@@ -41,9 +41,12 @@ class Spending:
         lineup = [self.base] + [r.config for r in pick_candidates(
             self.known.values(), n=o.verify_configs - 1)]
         running = getattr(self.evaluate, "running", None)
+        led = lead.config if lead else None
         return verify_reserve(costs=self.run_costs(),
                               running=[bool(running and running(c)) for c in lineup],
-                              confirm_s=confirmation_cost(self.book, lead.config if lead else None),
+                              confirm_s=confirmation_cost(self.book, led),
+                              planned_s=confirmation_cost(self.book, led, look_pairs(
+                                  self.book, led)) if led is not None else 0.0,
                               rounds=o.verify_rounds, floor_s=o.verify_reserve_s,
                               budget_s=o.budget_s,
                               sampled=any(r.role == Role.SEARCH for r in self.known.values()))

@@ -687,6 +687,21 @@ def test_the_budget_note_counts_trials_per_number_of_hosts_and_measures_a_span_w
         "budget: 01:00 for trials: about 6 trials of ~9 s"
 
 
+def test_the_search_keeps_the_look_its_leaders_screening_plans():
+    """A 5-minute search kept a least look (4 pairs of ~14 s) where bf16's screening planned 6;
+    the look got the 4 kept and ended not shown (upper bound 2.20 pp). The planned look is kept
+    where it fits in 40% of the budget, else its whole pairs that do; two least looks where they
+    fit in 25% stay the floor."""
+    from autotune.search.budget import confirmation_reserve
+    least, pair = 56.0, 14.0
+    assert confirmation_reserve(least, 300, planned_s=6 * pair) == 6 * pair
+    assert confirmation_reserve(least, 300, planned_s=9 * pair) == 8 * pair   # 120 s hold 8
+    assert confirmation_reserve(least, 300) == least                        # nothing planned
+    assert confirmation_reserve(least, 600, planned_s=6 * pair) == 2 * least  # two least fit
+    assert confirmation_reserve(least, 1800, planned_s=9 * pair) == 9 * pair  # past two least
+    assert confirmation_reserve(least, 130, planned_s=6 * pair) == 0.0      # 52 s hold 3 pairs
+
+
 def test_the_budget_note_names_the_confirmation_that_makes_verification_grow():
     """An 8-minute search over two hosts said "about 22 across 2 hosts", then, once its leader
     was a bf16 configuration, "no time left for trials after verification (~6m)" with no why."""
