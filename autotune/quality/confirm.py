@@ -58,7 +58,7 @@ def confirm_quality(book: QualityBook, config: Config, *, time_left: Callable[[]
             or g is not None and (g.failed or g.spiked or g.drop_pp > g.tolerance_pp):
         return _stated(book, config, before, f"{changes}: accuracy ")
     plan = _stored_plan(book, config) or _fitted_plan(
-        book, config, plan_pairs(g, most_pairs), time_left() - leave_s)
+        book, config, look_pairs(book, config, most_pairs), time_left() - leave_s)
     seeds = [CONFIRM_BLOCK * LOOK_SEEDS + i for i in range(plan)]
     opened = any(block(s) == CONFIRM_BLOCK for s in book.evidence(config).runs) \
         if book.evidence(config) else False
@@ -179,11 +179,11 @@ def settling_cost(book: QualityBook, config: Config) -> float:
     return confirmation_cost(book, config, max(LEAST_LOOK_PAIRS, want or MOST_SETTLE_PAIRS))
 
 
-def look_pairs(book: QualityBook, config: Config) -> int:
-    """Pairs a new look at `config`'s class would plan now, from its screening (looks.plan_pairs,
-    at most MOST_LOOK_PAIRS, as confirm_quality plans it when the time left holds them): what the
-    search keeps for the look (search/budget.confirmation_reserve)."""
-    return plan_pairs(book.verdict(config).gate, MOST_LOOK_PAIRS)
+def look_pairs(book: QualityBook, config: Config, most: int = MOST_LOOK_PAIRS) -> int:
+    """Pairs a new look at `config`'s class plans now, from its screening (looks.plan_pairs, at
+    most `most`): the one count of them, which confirm_quality fits to the time left and the
+    search keeps time for (search/budget.confirmation_reserve)."""
+    return plan_pairs(book.verdict(config).gate, most)
 
 
 def confirmation_reserve(book: QualityBook) -> float:

@@ -231,10 +231,10 @@ def confirmation_reserve(confirm_s: float, budget_s: float, planned_s: float = 0
     when neither fits. Kept for a least look alone, a 5-minute search's bf16 look planned 6
     pairs but got the 4 kept: its upper bound 2.20 pp, not shown (2026-11-30)."""
     two = 2 * confirm_s if 2 * confirm_s <= 0.25 * budget_s else 0.0
-    planned = max(confirm_s, planned_s)
-    pair_s = confirm_s / LEAST_LOOK_PAIRS
-    one = planned if planned <= 0.4 * budget_s else \
-        math.floor(0.4 * budget_s / pair_s) * pair_s if pair_s > 0 else 0.0
+    one = max(confirm_s, planned_s)
+    if one > 0.4 * budget_s:      # the whole pairs of it that fit
+        pair_s = confirm_s / LEAST_LOOK_PAIRS
+        one = math.floor(0.4 * budget_s / pair_s) * pair_s if pair_s > 0 else 0.0
     return max(two, one if one >= confirm_s else 0.0)
 
 

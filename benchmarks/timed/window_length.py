@@ -95,15 +95,14 @@ def summarize(rows: Sequence[dict[str, Any]], draws: int = 2000) -> dict[str, An
         ratios = [v["C"] / v["D"] for v in whole]
         round_s = statistics.median(v["wall"] for v in whole)
         settled = {n: _settled_share(ratios, n, draws) for n in DRAWN}
+        expected = round(_expected_rounds(settled), 2)
         out[f"{length:g}"] = {
             "rounds": len(whole), "ratio": round(statistics.median(ratios), 3),
             "log_ratio_sd": round(statistics.stdev(math.log(r) for r in ratios), 4),
             "cv_default": round(_cv([v["D"] for v in whole]), 4),
             "cv_candidate": round(_cv([v["C"] for v in whole]), 4),
             "round_s": round(round_s, 2), "settled_share": settled,
-            "expected_rounds": round(_expected_rounds(settled), 2)}
-        out[f"{length:g}"]["seconds_to_settle"] = round(
-            out[f"{length:g}"]["expected_rounds"] * round_s, 2)
+            "expected_rounds": expected, "seconds_to_settle": round(expected * round_s, 2)}
     return out
 
 
